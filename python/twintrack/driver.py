@@ -1,0 +1,213 @@
+"""The staged driver: runs a recipe's stages in order, verifies and keeps the
+IR after each one, and turns pass failures into CompilerErrors with
+reproducers.
+
+Stages before the hand-over run in torch-mlir's bundled MLIR; later ones in
+the upstream `mlir` bindings. IR crosses between them as generic-form text.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import CompilerError, UsageError
+from .frontend import ExportedModel, import_to_torch_mlir
+from .options import CompileOptions
+from .recipes import Recipe, StageRecipe, load_recipe
+from .reproducer import Reproducer
+from .tooling import find_tool
+
+
+@dataclass
+class StageDump:
+    index: int
+    name: str
+    text: str
+    seconds: float
+    skipped: str | None = None   # why an optional stage changed nothing
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.index:02d}-{self.name}.{'txt' if self.name == 'fx' else 'mlir'}"
+
+
+@dataclass
+class Compilation:
+    exported: ExportedModel
+    recipe: Recipe
+    options: CompileOptions
+    dumps: list[StageDump] = field(default_factory=list)
+    module: object = None      # the last stage's module (mlir or torch_mlir bindings)
+
+    @property
+    def last_stage(self) -> str:
+        return self.dumps[-1].name
+
+    def text(self, stage: str | None = None) -> str:
+        stage = stage or self.last_stage
+        for dump in self.dumps:
+            if dump.name == stage:
+                return dump.text
+        raise UsageError(f"stage '{stage}' was not run (ran: {', '.join(d.name for d in self.dumps)})")
+
+
+ProgressFn = Callable[[StageDump], None]
+
+
+def compile_exported(exported: ExportedModel, options: CompileOptions,
+                     on_stage: ProgressFn | None = None) -> Compilation:
+    recipe = load_recipe(options.pipeline, options.lowering_dir)
+    stop_after = options.stop_after
+    if stop_after is not None and stop_after not in recipe.stage_names():
+        raise UsageError(f"unknown stage '{stop_after}' for pipeline '{recipe.target}' "
+                         f"(stages: {', '.join(recipe.stage_names())})")
+    result = Compilation(exported, recipe, options)
+
+    def record(name: str, text: str, seconds: float) -> None:
+        dump = StageDump(len(result.dumps), name, text, seconds)
+        result.dumps.append(dump)
+        if on_stage:
+            on_stage(dump)
+
+    start = time.perf_counter()
+    record("fx", exported.fx_text(), 0.0)
+    if stop_after == "fx":
+        return result
+    module = import_to_torch_mlir(exported)
+    import_seconds = time.perf_counter() - start
+    for stage in recipe.stages:
+        start = time.perf_counter()
+        skipped = None
+        if stage.optional:
+            module, skipped = run_isolated_stage(stage, module)
+        else:
+            module = run_stage(stage, module)
+        record(stage.name, str(module), time.perf_counter() - start + import_seconds)
+        result.dumps[-1].skipped = skipped
+        import_seconds = 0.0
+        if stage.name == stop_after:
+            break
+    result.module = module
+    return result
+
+
+# ---------------------------------------------------------------- stages
+
+def run_stage(stage: StageRecipe, module):
+    """Run one stage on `module`, moving it to the stage's bindings first."""
+    module = _in_bindings(module, stage.binding)
+    bindings = _bindings(stage.binding)
+    input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    with module.context:
+        pm = _pass_manager(stage, bindings)
+        try:
+            pm.run(module.operation)
+            module.operation.verify()
+        except bindings.ir.MLIRError as e:
+            raise _stage_error(stage, e, input_ir) from None
+    return module
+
+
+def run_isolated_stage(stage: StageRecipe, module):
+    """Run an optional stage in a child `tool` process, so that an upstream
+    abort cannot take the compiler down. Returns (module, why_skipped)."""
+    module = _in_bindings(module, stage.binding)
+    input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    binary = find_tool(stage.tool)
+    if binary is None:
+        return module, f"{stage.tool} not found"
+    child = subprocess.run([binary, f"--pass-pipeline={stage.pipeline}", "--mlir-print-debuginfo", "-"],
+                           input=input_ir, capture_output=True, text=True)
+    if child.returncode != 0:
+        reason = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
+        first_error = next((line for line in child.stderr.splitlines() if line.strip()), "")
+        return module, f"{stage.tool} failed ({reason}): {first_error[:200]}"
+    with module.context:
+        return _bindings(stage.binding).ir.Module.parse(child.stdout), None
+
+
+def _pass_manager(stage: StageRecipe, bindings):
+    if stage.python_passes:
+        pm = bindings.passmanager.PassManager()
+        for python_pass in _python_passes(stage):
+            python_pass.add_to(pm)
+        return pm
+    try:
+        return bindings.passmanager.PassManager.parse(stage.pipeline)
+    except ValueError as e:
+        raise UsageError(f"stage '{stage.name}': bad pass pipeline in recipe: {' '.join(str(e).split())}") from None
+
+
+def _stage_error(stage: StageRecipe, error, input_ir: str) -> CompilerError:
+    diagnostics = _format_diagnostics(error)
+    text = "\n".join(diagnostics)
+    if stage.pipeline is not None:
+        repro = Reproducer.for_pipeline(stage.name, stage.tool, stage.pipeline, input_ir, text)
+    else:
+        repro = Reproducer.for_python_passes(stage.name, list(stage.python_passes), input_ir, text)
+    return CompilerError(stage.name, diagnostics, repro)
+
+
+def _format_diagnostics(error) -> list[str]:
+    infos = getattr(error, "error_diagnostics", None) or []
+    lines = [f"{_short_location(info.location)}: {info.message}" for info in infos]
+    return lines or [" ".join(str(error).split())]
+
+
+def _short_location(location) -> str:
+    """'loc("model.py":12:5)' -> 'model.py:12:5'; callsites keep the innermost frame."""
+    text = str(location)
+    if text.startswith("loc(") and text.endswith(")"):
+        text = text[4:-1]
+    while text.startswith("callsite("):
+        text = text[len("callsite("):].split(" at ")[0]
+    return text.replace('"', "")
+
+
+class _Bindings:
+    def __init__(self, package: str):
+        self.ir = importlib.import_module(f"{package}.ir")
+        self.passmanager = importlib.import_module(f"{package}.passmanager")
+
+
+_BINDINGS: dict[str, _Bindings] = {}
+
+
+def _bindings(name: str) -> _Bindings:
+    if name not in _BINDINGS:
+        _BINDINGS[name] = _Bindings(name)
+    return _BINDINGS[name]
+
+
+def _module_binding(module) -> str:
+    return "torch_mlir" if type(module).__module__.startswith("torch_mlir") else "mlir"
+
+
+def _in_bindings(module, binding: str):
+    if _module_binding(module) == binding:
+        return module
+    text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    ir = _bindings(binding).ir
+    context = ir.Context()
+    if binding == "torch_mlir":
+        from torch_mlir.dialects import torch as torch_dialect
+        torch_dialect.register_dialect(context)
+    with context:
+        return ir.Module.parse(text)
+
+
+def to_upstream(module):
+    """The module in the upstream `mlir` bindings (parsing torch-mlir's output)."""
+    return _in_bindings(module, "mlir")
+
+
+def _python_passes(stage: StageRecipe) -> list:
+    from .passes import REGISTRY
+    unknown = [name for name in stage.python_passes if name not in REGISTRY]
+    if unknown:
+        raise UsageError(f"stage '{stage.name}': unknown Python pass {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
+    return [REGISTRY[name]() for name in stage.python_passes]

@@ -1,0 +1,183 @@
+"""Frontend: MODEL spec -> nn.Module + example inputs -> torch.export -> torch-mlir.
+
+MODEL is one of
+  * a file written by torch.export.save (any extension),
+  * zoo:NAME[?key=value&...] for a built-in model,
+  * path/to/file.py:factory, where factory() returns (module, example_inputs).
+
+Parameters and buffers become leading arguments of the exported function (so
+artifacts stay small and run with any state_dict); freeze=True bakes them in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.utils._pytree as pytree
+
+from .errors import ModelLoadError
+
+
+@dataclass
+class ModelSource:
+    spec: str
+    module: torch.nn.Module
+    example_inputs: tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str          # torch dtype name without the 'torch.' prefix
+    kind: str           # 'parameter', 'buffer', 'input' or 'output'
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "kind": self.kind}
+
+    @staticmethod
+    def of(name: str, tensor: torch.Tensor, kind: str) -> "TensorSpec":
+        return TensorSpec(name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), kind)
+
+
+@dataclass
+class ExportedModel:
+    """A model after torch.export, ready for import into torch-mlir."""
+
+    program: torch.export.ExportedProgram
+    state: list[TensorSpec]       # parameters and buffers, in argument order
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    frozen: bool
+
+    @property
+    def arguments(self) -> list[TensorSpec]:
+        return ([] if self.frozen else self.state) + self.inputs
+
+    def fx_text(self) -> str:
+        return self.program.graph_module.print_readable(print_output=False)
+
+
+# ---------------------------------------------------------------- loading
+
+def load_model(spec: str) -> ModelSource:
+    """Turn a MODEL string into a module in eval mode and its example inputs."""
+    if spec.startswith("zoo:"):
+        from . import zoo
+        module, inputs = zoo.build(spec.removeprefix("zoo:"))
+    elif ".py:" in spec:
+        module, inputs = _load_factory(spec)
+    else:
+        module, inputs = _load_exported_file(spec)
+    return ModelSource(spec, module.eval(), _as_input_tuple(inputs, spec))
+
+
+def _as_input_tuple(inputs, spec: str) -> tuple[torch.Tensor, ...]:
+    inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise ModelLoadError(f"{spec}: example input {i} is a {type(x).__name__}; only tensors are supported")
+    return inputs
+
+
+def _load_factory(spec: str):
+    path_text, _, factory_name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise ModelLoadError(f"model file not found: {path}")
+    module_spec = importlib.util.spec_from_file_location(f"twintrack_user_{path.stem}", path)
+    user = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(user)
+    except Exception as e:
+        raise ModelLoadError(f"{path}: failed to import: {type(e).__name__}: {e}") from e
+    factory = getattr(user, factory_name, None)
+    if not callable(factory):
+        raise ModelLoadError(f"{path}: no callable '{factory_name}' (expected factory() -> (module, example_inputs))")
+    result = factory()
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
+        raise ModelLoadError(f"{spec}: factory must return (torch.nn.Module, example_inputs)")
+    return result
+
+
+def _load_exported_file(spec: str):
+    path = Path(spec)
+    if not path.is_file():
+        raise ModelLoadError(f"model file not found: {path} (expected a torch.export.save file, zoo:NAME or file.py:factory)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.export.load(str(path))
+    except Exception as e:
+        raise ModelLoadError(f"{path}: not a readable torch.export file ({type(e).__name__}: {' '.join(str(e).split())[:160]})") from None
+    args, kwargs = program.example_inputs or ((), {})
+    if kwargs:
+        raise ModelLoadError(f"{path}: keyword example inputs are not supported")
+    if not args:
+        raise ModelLoadError(f"{path}: the exported program carries no example inputs")
+    return program.module(), args
+
+
+# ---------------------------------------------------------------- export
+
+class _StateAsInputs(torch.nn.Module):
+    """Calls `model` with its parameters and buffers passed as leading inputs."""
+
+    def __init__(self, model: torch.nn.Module, names: list[str]):
+        super().__init__()
+        object.__setattr__(self, "_model", model)  # not a submodule: nothing to lift
+        self._names = names
+
+    def forward(self, *flat):
+        count = len(self._names)
+        state = dict(zip(self._names, flat[:count]))
+        return torch.func.functional_call(self._model, state, tuple(flat[count:]))
+
+
+def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters then buffers, in a stable order: the leading arguments."""
+    state = {name: p.detach() for name, p in module.named_parameters()}
+    state.update({name: b.detach() for name, b in module.named_buffers()})
+    return state
+
+
+def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
+    state = model_state(source.module)
+    state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
+    if freeze:
+        target, args = source.module, source.example_inputs
+    else:
+        target, args = _StateAsInputs(source.module, list(state)), tuple(state.values()) + source.example_inputs
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                program = torch.export.export(target, args).run_decompositions()
+                outputs = pytree.tree_leaves(source.module(*source.example_inputs))
+    except Exception as e:
+        raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
+    return ExportedModel(
+        program=program,
+        state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
+        inputs=[TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
+        outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(outputs)],
+        frozen=freeze,
+    )
+
+
+def import_to_torch_mlir(exported: ExportedModel):
+    """torch-mlir FxImporter: ExportedProgram -> raw torch-dialect module."""
+    from torch_mlir import fx
+    from torch_mlir.compiler_utils import OutputType
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return fx.export_and_import(exported.program, output_type=OutputType.RAW, func_name="forward")
+        except Exception as e:
+            from .errors import CompilerError
+            raise CompilerError("torch", [f"torch-mlir import failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e

@@ -1,0 +1,22 @@
+"""One options object for a compile; its hash keys caches and artifacts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .recipes import DEFAULT_LOWERING_DIR
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    pipeline: str = "cpu"
+    freeze: bool = False            # bake parameters into the IR as constants
+    stop_after: str | None = None   # last stage to run
+    lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
+
+    def stable_hash(self) -> str:
+        data = {k: str(v) for k, v in asdict(self).items()}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,13 @@
+"""Passes written in Python. Each is a small frozen dataclass whose fields are
+its options; `name` is the kebab-case name used in recipes and reproducers.
+
+`python -m twintrack.passes NAME FILE.mlir` runs one on a file and prints the
+result, so a failing Python stage reproduces outside the driver."""
+
+from __future__ import annotations
+
+from .drop_asserts import DropRuntimeAsserts
+from .expand_math import ExpandMath
+from .widen_bool_buffers import WidenBoolBuffers
+
+REGISTRY = {cls.name: cls for cls in (DropRuntimeAsserts, ExpandMath, WidenBoolBuffers)}

@@ -1,0 +1,28 @@
+"""Run one Python pass on an MLIR file: python -m twintrack.passes NAME FILE."""
+
+import sys
+
+from mlir import ir
+from mlir.passmanager import PassManager
+
+from . import REGISTRY
+
+
+def main(argv: list[str]) -> int:
+    names = argv[0].split(",") if argv else []
+    if len(argv) != 2 or not names or any(n not in REGISTRY for n in names):
+        print(f"usage: python -m twintrack.passes NAME[,NAME...] FILE.mlir  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
+        return 2
+    path = argv[1]
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(open(path).read())
+        pm = PassManager()
+        for name in names:
+            REGISTRY[name]().add_to(pm)
+        pm.run(module.operation)
+        print(module)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,96 @@
+"""widen-bool-buffers: store booleans as bytes.
+
+The pinned MLIR's memref-to-LLVM lowering aborts on stores to memrefs of i1.
+Bool tensors are common (attention masks, the -inf guard in SDPA's
+decomposition), so after bufferization every memref<...xi1> becomes
+memref<...xi8>: loads are followed by arith.trunci and stores preceded by
+arith.extui. A torch bool is one byte, so bool inputs keep their layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith
+
+_LOADS = ("affine.load", "memref.load")
+_STORES = ("affine.store", "memref.store")
+
+
+def _is_bool_memref(t: ir.Type) -> bool:
+    return isinstance(t, ir.MemRefType) and t.element_type == ir.IntegerType.get_signless(1)
+
+
+def _byte_memref(t: ir.MemRefType) -> ir.MemRefType:
+    return ir.MemRefType.get(t.shape, ir.IntegerType.get_signless(8), t.layout, t.memory_space)
+
+
+def _widen_value(value: ir.Value) -> None:
+    if _is_bool_memref(value.type):
+        value.set_type(_byte_memref(value.type))
+
+
+def _fix_load(op: ir.Operation) -> None:
+    """A load now yields i8: truncate it back to i1 for its users."""
+    result = op.results[0]
+    if result.type != ir.IntegerType.get_signless(1):
+        return
+    result.set_type(ir.IntegerType.get_signless(8))
+    with ir.InsertionPoint(op), op.location:
+        narrow = arith.TruncIOp(ir.IntegerType.get_signless(1), result)
+    narrow.operation.move_after(op)
+    result.replace_all_uses_except(narrow.result, narrow.operation)
+
+
+def _fix_store(op: ir.Operation) -> None:
+    stored = op.operands[0]
+    if stored.type != ir.IntegerType.get_signless(1):
+        return
+    with ir.InsertionPoint(op), op.location:
+        wide = arith.extui(ir.IntegerType.get_signless(8), stored)
+    op.operands[0] = wide
+
+
+def _widen_function_type(func: ir.Operation) -> None:
+    entry = func.regions[0].blocks[0]
+    old = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    inputs = [arg.type for arg in entry.arguments]
+    results = [_byte_memref(t) if _is_bool_memref(t) else t for t in old.results]
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+@dataclass(frozen=True)
+class WidenBoolBuffers:
+    name = "widen-bool-buffers"
+
+    def add_to(self, pm) -> None:
+        pm.add(self._run, name="WidenBoolBuffers", argument=self.name)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        loads, stores, funcs = [], [], []
+
+        def visit(op: ir.Operation):
+            for region in op.regions:
+                for block in region.blocks:
+                    for argument in block.arguments:
+                        _widen_value(argument)
+            for result in op.results:
+                _widen_value(result)
+            if op.name in _LOADS:
+                loads.append(op)
+            elif op.name in _STORES:
+                stores.append(op)
+            elif op.name == "func.func":
+                funcs.append(op)
+            return ir.WalkResult.ADVANCE
+
+        with module.location:
+            module.walk(visit)
+            for op in loads:
+                _fix_load(op)
+            for op in stores:
+                _fix_store(op)
+            for func in funcs:
+                if func.regions[0].blocks:
+                    _widen_function_type(func)

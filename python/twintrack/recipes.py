@@ -1,0 +1,60 @@
+"""Lowering recipes: the per-target stage tables kept as data in lowering/."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+DEFAULT_LOWERING_DIR = Path(__file__).resolve().parents[2] / "lowering"
+FRONTEND_STAGES = ("fx",)
+
+
+@dataclass(frozen=True)
+class StageRecipe:
+    name: str
+    description: str
+    pipeline: str | None = None      # textual pass pipeline, run by `tool`
+    python_passes: tuple[str, ...] = ()  # or: names of twintrack Python passes (twintrack.passes)
+    tool: str = "mlir-opt"           # which MLIR the stage runs in
+    optional: bool = False           # run in a child `tool` process; skip the stage if it fails
+
+    @property
+    def binding(self) -> str:
+        """'torch_mlir' or 'mlir': which Python bindings run this stage."""
+        return "torch_mlir" if self.tool == "torch-mlir-opt" else "mlir"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    target: str
+    description: str
+    stages: tuple[StageRecipe, ...]
+
+    def stage_names(self) -> list[str]:
+        return list(FRONTEND_STAGES) + [s.name for s in self.stages]
+
+
+def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
+    return sorted(p.stem for p in lowering_dir.glob("*.toml"))
+
+
+def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> Recipe:
+    path = Path(lowering_dir) / f"{target}.toml"
+    if not path.is_file():
+        known = ", ".join(available_pipelines(Path(lowering_dir))) or "none"
+        raise UsageError(f"unknown pipeline '{target}' (available: {known})")
+    try:
+        data = tomllib.loads(path.read_text())
+        stages = tuple(StageRecipe(**{**entry, "python_passes": tuple(entry.get("python_passes", ()))})
+                       for entry in data["stage"])
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: malformed recipe: {e}") from None
+    for stage in stages:
+        if (stage.pipeline is None) == (not stage.python_passes):
+            raise UsageError(f"{path}: stage '{stage.name}' needs exactly one of pipeline / python_passes")
+        if stage.optional and stage.pipeline is None:
+            raise UsageError(f"{path}: optional stage '{stage.name}' must be a pipeline")
+    return Recipe(target=data.get("target", target), description=data.get("description", ""), stages=stages)
