@@ -99,7 +99,7 @@ def compile_exported(exported: ExportedModel, options: CompileOptions,
 
 def run_stage(stage: StageRecipe, module):
     """Run one stage on `module`, moving it to the stage's bindings first."""
-    module = _in_bindings(module, stage.binding)
+    module = _in_bindings(module, stage.binding, stage.name)
     bindings = _bindings(stage.binding)
     input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
     with module.context:
@@ -115,7 +115,7 @@ def run_stage(stage: StageRecipe, module):
 def run_isolated_stage(stage: StageRecipe, module):
     """Run an optional stage in a child `tool` process, so that an upstream
     abort cannot take the compiler down. Returns (module, why_skipped)."""
-    module = _in_bindings(module, stage.binding)
+    module = _in_bindings(module, stage.binding, stage.name)
     input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
     binary = find_tool(stage.tool)
     if binary is None:
@@ -187,7 +187,7 @@ def _module_binding(module) -> str:
     return "torch_mlir" if type(module).__module__.startswith("torch_mlir") else "mlir"
 
 
-def _in_bindings(module, binding: str):
+def _in_bindings(module, binding: str, stage: str):
     if _module_binding(module) == binding:
         return module
     text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
@@ -196,13 +196,25 @@ def _in_bindings(module, binding: str):
     if binding == "torch_mlir":
         from torch_mlir.dialects import torch as torch_dialect
         torch_dialect.register_dialect(context)
+    else:
+        _reject_foreign_ops(module, context, stage)
     with context:
         return ir.Module.parse(text)
 
 
-def to_upstream(module):
-    """The module in the upstream `mlir` bindings (parsing torch-mlir's output)."""
-    return _in_bindings(module, "mlir")
+def _reject_foreign_ops(module, context, stage: str) -> None:
+    """Ops torch-mlir left that upstream MLIR does not know (e.g. tm_tensor.*)
+    can be lowered by no stage: name each with its torch source location."""
+    foreign = []
+
+    def visit(op):
+        if not context.is_registered_operation(op.name):
+            foreign.append(f"{_short_location(op.location)}: op '{op.name}' cannot be lowered by any stage")
+        return _bindings("torch_mlir").ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, _bindings("torch_mlir").ir.WalkOrder.PRE_ORDER)
+    if foreign:
+        raise CompilerError(stage, foreign)
 
 
 def _python_passes(stage: StageRecipe) -> list:

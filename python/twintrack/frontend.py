@@ -11,7 +11,9 @@ artifacts stay small and run with any state_dict); freeze=True bakes them in.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import logging
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +111,7 @@ def _load_exported_file(spec: str):
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path} (expected a torch.export.save file, zoo:NAME or file.py:factory)")
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _quiet_logger("torch.export"):
             warnings.simplefilter("ignore")
             program = torch.export.load(str(path))
     except Exception as e:
@@ -120,6 +122,18 @@ def _load_exported_file(spec: str):
     if not args:
         raise ModelLoadError(f"{path}: the exported program carries no example inputs")
     return program.module(), args
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str):
+    """torch logs a traceback before raising on a bad file; the error says it all."""
+    logger = logging.getLogger(name)
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 # ---------------------------------------------------------------- export

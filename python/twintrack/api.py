@@ -1,0 +1,105 @@
+"""The staged Python API, in the style of jax.jit(f).lower().compile():
+
+    exported = twintrack.export(model, example_inputs)   # .as_text(): torch dialect
+    lowered = exported.lower(to="linalg")                 # .as_text(): that stage's IR
+    compiled = lowered.compile(target="cpu")              # callable on torch tensors
+    twintrack.compile(model, example_inputs)              # all of the above
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from .driver import Compilation, compile_exported
+from .errors import UsageError
+from .frontend import ExportedModel, ModelSource, export_model, model_state
+from .options import CompileOptions
+
+
+class Exported:
+    def __init__(self, source: ModelSource, exported: ExportedModel):
+        self.source, self.exported = source, exported
+
+    def as_text(self) -> str:
+        """The FX graph of the exported program."""
+        return self.exported.fx_text()
+
+    def lower(self, to: str = "linalg", target: str = "cpu") -> "Lowered":
+        options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to)
+        return Lowered(self, compile_exported(self.exported, options))
+
+    def compile(self, target: str = "cpu") -> "Compiled":
+        options = CompileOptions(pipeline=target, freeze=self.exported.frozen)
+        return Lowered(self, compile_exported(self.exported, options)).compile(target)
+
+
+class Lowered:
+    def __init__(self, exported: Exported, compilation: Compilation):
+        self.exported, self.compilation = exported, compilation
+
+    @property
+    def stage(self) -> str:
+        return self.compilation.last_stage
+
+    def as_text(self, stage: str | None = None) -> str:
+        return self.compilation.text(stage)
+
+    def save(self, outdir: str | Path) -> dict:
+        from .artifact import atomic_directory, write_artifact
+        with atomic_directory(Path(outdir)) as staging:
+            return write_artifact(staging, self.compilation, self.exported.source.spec)
+
+    def compile(self, target: str = "cpu") -> "Compiled":
+        if target != self.compilation.recipe.target:
+            raise UsageError(f"lowered for '{self.compilation.recipe.target}', cannot compile for '{target}'")
+        last = self.compilation.recipe.stages[-1].name
+        compilation = self.compilation
+        if compilation.last_stage != last:
+            options = replace(compilation.options, stop_after=None)
+            compilation = compile_exported(self.exported.exported, options)
+        return Compiled(self.exported, compilation)
+
+
+class Compiled:
+    """Callable like the model: takes its inputs, returns its (flattened) outputs."""
+
+    def __init__(self, exported: Exported, compilation: Compilation):
+        from .cpu_jit import CpuExecutable
+        self.exported, self.compilation = exported, compilation
+        model = exported.exported
+        self._executable = CpuExecutable(compilation.text(), model.arguments, model.outputs)
+        self._state = [] if model.frozen else list(model_state(exported.source.module).values())
+
+    def as_text(self) -> str:
+        return self.compilation.text()
+
+    def __call__(self, *inputs: torch.Tensor):
+        outputs = self._executable(*self._state, *inputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def export(model: torch.nn.Module, example_inputs, freeze: bool = False) -> Exported:
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    source = ModelSource(f"<{type(model).__name__}>", model.eval(), inputs)
+    return Exported(source, export_model(source, freeze=freeze))
+
+
+def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False) -> Compiled:
+    return export(model, example_inputs, freeze=freeze).compile(target)
+
+
+def load(outdir: str | Path):
+    """Load an artifact directory; returns a callable over (state..., inputs...)."""
+    from .artifact import read_manifest, specs
+    from .cpu_jit import CpuExecutable
+    from .errors import ArtifactError
+    manifest = read_manifest(Path(outdir))
+    if manifest.get("executable") is None:
+        raise ArtifactError(f"{outdir}: compiled with --stop-after; nothing to run")
+    text = (Path(outdir) / manifest["executable"]).read_text()
+    return CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
+
+

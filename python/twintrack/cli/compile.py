@@ -1,0 +1,100 @@
+"""tools/compile.py MODEL --pipeline cpu -o OUTDIR"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+from ..recipes import available_pipelines
+from .common import add_debug_flag, progress, run_main
+
+EPILOG = """\
+MODEL is one of:
+  model.pt               a file written by torch.export.save (any extension)
+  zoo:NAME[?k=v&...]     a built-in model, e.g. zoo:mlp or zoo:gemm?m=256&k=256&n=256
+  file.py:factory        factory() returns (module, example_inputs)
+
+OUTDIR receives manifest.json and stages/NN-<stage>.mlir (the IR after every
+stage). On a pass failure it receives only repro/: the input IR and the exact
+mlir-opt command that reproduces the failure. Run the artifact with
+tools/run.py OUTDIR --check.
+
+Errors print one line and exit with code 2 (--debug shows the traceback).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compile.py", description="Compile a PyTorch model through twintrack's MLIR track.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", metavar="MODEL", help="model to compile (see below)")
+    parser.add_argument("--pipeline", default="cpu",
+                        help=f"lowering recipe from lowering/<name>.toml (available: {', '.join(available_pipelines())}; default: cpu)")
+    parser.add_argument("-o", "--output", metavar="OUTDIR", type=Path,
+                        help="artifact directory (default: out/<model name>)")
+    parser.add_argument("--stop-after", metavar="STAGE", help="stop after STAGE and print its IR to stdout")
+    parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every stage to stdout")
+    parser.add_argument("--time-stages", action="store_true", help="print a table of per-stage compile times")
+    parser.add_argument("--freeze", action="store_true",
+                        help="bake parameters and buffers into the IR as constants (default: they are arguments)")
+    parser.add_argument("--lowering-dir", type=Path, help="read recipes from this directory instead of lowering/")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    add_debug_flag(parser)
+    return parser
+
+
+def default_outdir(model: str) -> Path:
+    stem = Path(model.split("?")[0]).stem if not model.startswith("zoo:") else model[4:].split("?")[0]
+    return Path("out") / re.sub(r"[^\w.-]+", "_", stem)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..artifact import atomic_directory, write_artifact
+    from ..driver import compile_exported
+    from ..frontend import export_model, load_model
+    from ..options import CompileOptions
+
+    options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
+                             **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
+    outdir = args.output or default_outdir(args.model)
+    say = (lambda m: None) if args.quiet else progress
+    start = time.perf_counter()
+    say(f"loading {args.model}")
+    source = load_model(args.model)
+    say("torch.export")
+    exported = export_model(source, freeze=args.freeze)
+
+    def on_stage(dump):
+        note = f"  (skipped: {dump.skipped})" if dump.skipped else ""
+        say(f"stage {dump.index:02d} {dump.name:<12} {dump.seconds * 1000:8.1f} ms{note}")
+        if args.print_ir_after_all:
+            print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}")
+
+    with atomic_directory(outdir) as staging:
+        compilation = compile_exported(exported, options, on_stage=on_stage)
+        manifest = write_artifact(staging, compilation, args.model)
+    total = time.perf_counter() - start
+    if args.stop_after and not args.print_ir_after_all:
+        print(compilation.text(args.stop_after))
+    if args.time_stages:
+        print_stage_times(manifest, total)
+    say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
+    return 0
+
+
+def print_stage_times(manifest: dict, total: float) -> None:
+    print("stage                  ms", file=sys.stderr)
+    for stage in manifest["stages"]:
+        print(f"  {stage['index']:02d}-{stage['name']:<14} {stage['seconds'] * 1000:9.1f}", file=sys.stderr)
+    print(f"  {'total (with export)':<17} {total * 1000:9.1f}", file=sys.stderr)
+
+
+def entry(argv=None) -> int:
+    return run_main(main, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

@@ -1,0 +1,66 @@
+"""Numerical checks against a float64 eager reference."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.utils._pytree as pytree
+
+from .frontend import TensorSpec
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    name: str
+    dtype: str
+    rel_error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return math.isfinite(self.rel_error) and self.rel_error <= self.tolerance
+
+
+def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
+    """||y - ref|| / ||ref|| in float64; NaN anywhere gives NaN (never passes)."""
+    actual, reference = actual.double(), reference.double()
+    if actual.shape != reference.shape:
+        return math.nan
+    if not torch.isfinite(actual).all():
+        return math.nan
+    denominator = torch.linalg.vector_norm(reference).item()
+    numerator = torch.linalg.vector_norm(actual - reference).item()
+    return numerator / denominator if denominator else numerator
+
+
+def random_inputs(specs: list[TensorSpec], seed: int) -> list[torch.Tensor]:
+    """Fresh random tensors for each spec (normal floats, small ints, random bools)."""
+    generator = torch.Generator().manual_seed(seed)
+    tensors = []
+    for spec in specs:
+        dtype = getattr(torch, spec.dtype)
+        if dtype.is_floating_point:
+            tensors.append(torch.randn(spec.shape, generator=generator).to(dtype))
+        elif dtype == torch.bool:
+            tensors.append(torch.randint(0, 2, spec.shape, generator=generator).bool())
+        else:
+            tensors.append(torch.randint(0, 8, spec.shape, generator=generator).to(dtype))
+    return tensors
+
+
+def float64_reference(module: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Eager outputs of a float64 copy of `module` on float64 copies of `inputs`."""
+    reference = copy.deepcopy(module).to(torch.float64)
+    wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    with torch.no_grad():
+        return pytree.tree_leaves(reference(*wide))
+
+
+def compare(outputs: list[torch.Tensor], references: list[torch.Tensor], specs: list[TensorSpec]) -> list[OutputCheck]:
+    return [OutputCheck(spec.name, spec.dtype, relative_error(y, ref), TOLERANCE.get(spec.dtype, 0.0))
+            for y, ref, spec in zip(outputs, references, specs)]

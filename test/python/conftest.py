@@ -1,0 +1,18 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+
+@pytest.fixture
+def run_tool():
+    """Run tools/<name>.py as a user would; returns the CompletedProcess."""
+    import subprocess
+
+    def run(name: str, *args: str):
+        return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)],
+                              capture_output=True, text=True, cwd=REPO)
+    return run

@@ -1,0 +1,69 @@
+"""The staged driver: stop-after, dumps, IR after all, reproducers."""
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from twintrack.recipes import load_recipe
+
+
+def test_stop_after_prints_that_stage(run_tool, tmp_path):
+    result = run_tool("compile", "zoo:gemm", "-o", tmp_path / "g", "--stop-after", "linalg", "-q")
+    assert result.returncode == 0, result.stderr
+    assert "linalg.matmul" in result.stdout and "torch.aten" not in result.stdout
+    manifest = json.loads((tmp_path / "g" / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["stages"]] == ["fx", "torch", "linalg"]
+    assert manifest["executable"] is None
+
+
+def test_every_stage_is_dumped_and_listed(run_tool, tmp_path):
+    result = run_tool("compile", "zoo:softmax", "-o", tmp_path / "s", "-q", "--time-stages")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text())
+    names = [s["name"] for s in manifest["stages"]]
+    assert names == load_recipe("cpu").stage_names()
+    for stage in manifest["stages"]:
+        assert (tmp_path / "s" / stage["file"]).stat().st_size > 0
+    assert "affine.for" in (tmp_path / "s" / "stages" / "06-affine.mlir").read_text()
+    assert "total" in result.stderr
+
+
+def test_print_ir_after_all(run_tool, tmp_path):
+    result = run_tool("compile", "zoo:gemm", "-o", tmp_path / "g", "--print-ir-after-all", "-q")
+    assert result.returncode == 0
+    for name in load_recipe("cpu").stage_names():
+        assert f"-{name} -----" in result.stdout
+
+
+def test_unknown_stop_after_stage(run_tool, tmp_path):
+    result = run_tool("compile", "zoo:gemm", "-o", tmp_path / "g", "--stop-after", "nope")
+    assert result.returncode == 2 and "unknown stage 'nope'" in result.stderr
+
+
+@pytest.fixture
+def failing_recipe(tmp_path):
+    """The real cpu recipe with a bufferize stage that cannot succeed."""
+    text = (load_recipe.__globals__["DEFAULT_LOWERING_DIR"] / "cpu.toml").read_text()
+    broken = text.replace('name = "fusion"\n', 'name = "fusion"\n', 1)
+    broken = broken.replace("builtin.module(func.func(linalg-fold-unit-extent-dims",
+                            "builtin.module(convert-func-to-llvm, reconcile-unrealized-casts, func.func(linalg-fold-unit-extent-dims", 1)
+    assert broken != text
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(broken)
+    return tmp_path / "recipes"
+
+
+def test_pass_failure_writes_a_reproducer_that_reproduces(run_tool, tmp_path, failing_recipe):
+    outdir = tmp_path / "out"
+    result = run_tool("compile", "zoo:mlp", "-o", outdir, "--lowering-dir", failing_recipe)
+    assert result.returncode == 2
+    assert "stage 'fusion' failed" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()[-1]) > 0
+    repro = outdir / "repro"
+    assert sorted(p.name for p in outdir.iterdir()) == ["repro"]  # nothing half-written
+    command = (repro / "command.sh").read_text().strip().splitlines()[-1]
+    assert "--pass-pipeline=" in command and "mlir-opt" in command
+    replay = subprocess.run(shlex.split(command), cwd=repro, capture_output=True, text=True)
+    assert replay.returncode != 0 and "error" in replay.stderr

@@ -1,0 +1,26 @@
+"""Every zoo model compiles on the CPU track and matches float64 eager."""
+
+import json
+
+import pytest
+
+from twintrack import zoo
+
+KNOWN_BAD = {
+    "gpt_block": "rel. error 1.35e-5 vs float64 (eager fp32: 7e-8); tanh-GELU/causal path loses precision, under investigation",
+}
+
+
+@pytest.mark.parametrize("name", list(zoo.MODELS))
+def test_zoo_model_compiles_and_matches_float64(name, run_tool, tmp_path):
+    if name in KNOWN_BAD:
+        pytest.xfail(KNOWN_BAD[name])
+    outdir = tmp_path / name
+    compiled = run_tool("compile", f"zoo:{name}", "-o", outdir, "-q")
+    assert compiled.returncode == 0, compiled.stderr
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["stages"]][:3] == ["fx", "torch", "linalg"]
+    assert manifest["executable"] and manifest["outputs"]
+    checked = run_tool("run", outdir, "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "check: passed" in checked.stdout
