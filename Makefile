@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(PY) tools/run.py out/transformer_block --check
 
 lit: $(STAMP)
-	$(PY) -m lit -q test/lowering
+	$(VENV)/bin/lit -q test/lowering
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q test/python

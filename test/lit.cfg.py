@@ -92,8 +92,9 @@ for stage in recipe["stage"]:
         command = [tools[tool], f"--pass-pipeline={stage['pipeline']}"]
     stage_commands[name] = " ".join(shlex.quote(part) for part in command)
 
-# Longest names first, so that no stage name shadows another that it prefixes.
-for name in sorted(stage_commands, key=len, reverse=True):
-    config.substitutions.insert(0, (f"%stage-{name}", stage_commands[name]))
+# Ahead of the other substitutions, longest names first, so that no stage name
+# shadows another that it prefixes.
+config.substitutions[0:0] = [(f"%stage-{name}", stage_commands[name])
+                             for name in sorted(stage_commands, key=len, reverse=True)]
 
 config.available_features.update(f"stage-{name}" for name in stage_commands)

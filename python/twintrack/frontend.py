@@ -75,7 +75,14 @@ def load_model(spec: str) -> ModelSource:
         module, inputs = _load_factory(spec)
     else:
         module, inputs = _load_exported_file(spec)
-    return ModelSource(spec, module.eval(), _as_input_tuple(inputs, spec))
+    return ModelSource(spec, _eval_mode(module), _as_input_tuple(inputs, spec))
+
+
+def _eval_mode(module: torch.nn.Module) -> torch.nn.Module:
+    try:
+        return module.eval()
+    except NotImplementedError:  # modules unflattened from torch.export are already in eval form
+        return module
 
 
 def _as_input_tuple(inputs, spec: str) -> tuple[torch.Tensor, ...]:

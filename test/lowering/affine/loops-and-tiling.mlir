@@ -1,7 +1,7 @@
-// RUN: %stage-affine %s | FileCheck %s
-// RUN: %stage-affine %s | FileCheck %s --check-prefix=GONE
+// RUN: %stage-affine %s | %stage-tile | FileCheck %s
+// RUN: %stage-affine %s | %stage-tile | FileCheck %s --check-prefix=GONE
 
-// The affine stage lowers linalg on memrefs to affine loop nests and tiles
+// The affine stage lowers linalg on memrefs to affine loop nests; the tile stage tiles
 // them for the cache (affine-loop-tile{cache-size=256}): a tiled loop steps
 // by its tile size and an intra-tile loop runs from #lb(tile) to #ub(tile).
 // The tile sizes themselves are the tiler's choice and not pinned here.
