@@ -8,12 +8,12 @@ the upstream `mlir` bindings. IR crosses between them as generic-form text.
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .bindings import bindings as _bindings
 from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
 from .options import CompileOptions
@@ -166,21 +166,6 @@ def _short_location(location) -> str:
     while text.startswith("callsite("):
         text = text[len("callsite("):].split(" at ")[0]
     return text.replace('"', "")
-
-
-class _Bindings:
-    def __init__(self, package: str):
-        self.ir = importlib.import_module(f"{package}.ir")
-        self.passmanager = importlib.import_module(f"{package}.passmanager")
-
-
-_BINDINGS: dict[str, _Bindings] = {}
-
-
-def _bindings(name: str) -> _Bindings:
-    if name not in _BINDINGS:
-        _BINDINGS[name] = _Bindings(name)
-    return _BINDINGS[name]
 
 
 def _module_binding(module) -> str:

@@ -192,6 +192,8 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
 
 def import_to_torch_mlir(exported: ExportedModel):
     """torch-mlir FxImporter: ExportedProgram -> raw torch-dialect module."""
+    from .bindings import bindings
+    bindings("torch_mlir")  # fixes the load order of the two MLIRs
     from torch_mlir import fx
     from torch_mlir.compiler_utils import OutputType
 

@@ -56,7 +56,6 @@ def test_not_an_artifact(run_tool, tmp_path):
     assert_clean_error(run_tool("run", tmp_path, "--check"), "manifest.json")
 
 
-@pytest.mark.xfail(reason="in-process JIT of twintrack.compile fails to resolve its entry point (open bug)", strict=False)
 @pytest.mark.parametrize("bad", ["shape", "dtype"])
 def test_wrong_input_at_run_time(bad):
     module, (x,) = zoo.build("gemm")

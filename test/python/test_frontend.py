@@ -50,7 +50,6 @@ def test_staged_api_and_state_dict_swap():
     module.float()
 
 
-@pytest.mark.xfail(reason="in-process JIT of twintrack.compile fails to resolve its entry point (open bug)", strict=False)
 def test_compile_returns_a_callable():
     module, (x, y) = zoo.build("elementwise")
     compiled = twintrack.compile(module, (x, y))

@@ -7,7 +7,6 @@ result, so a failing Python stage reproduces outside the driver."""
 from __future__ import annotations
 
 from .drop_asserts import DropRuntimeAsserts
-from .expand_math import ExpandMath
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (DropRuntimeAsserts, ExpandMath, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (DropRuntimeAsserts, WidenBoolBuffers)}

@@ -1,0 +1,30 @@
+"""The two MLIR Python bindings twintrack uses in one process.
+
+torch-mlir ships its own MLIR/LLVM, the upstream `mlir` wheel another
+(libLLVM.so). The upstream one must be loaded first: if torch-mlir's library
+comes first, the JIT's symbol resolution in libLLVM.so binds to the wrong copy
+and looks up garbage names (e.g. 'pl_vtgammaq_f32', 'ockfile').
+"""
+
+from __future__ import annotations
+
+import importlib
+
+
+class Bindings:
+    def __init__(self, package: str):
+        self.ir = importlib.import_module(f"{package}.ir")
+        self.passmanager = importlib.import_module(f"{package}.passmanager")
+
+
+_LOADED: dict[str, Bindings] = {}
+
+
+def bindings(package: str) -> Bindings:
+    """'mlir' or 'torch_mlir'; loading torch_mlir loads upstream mlir first."""
+    if package not in _LOADED:
+        if package == "torch_mlir":
+            bindings("mlir")
+            importlib.import_module("mlir.execution_engine")
+        _LOADED[package] = Bindings(package)
+    return _LOADED[package]
