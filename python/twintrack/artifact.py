@@ -65,6 +65,11 @@ def _loop_nests(affine_text: str) -> int:
     return len(re.findall(r"^ {4}affine\.for ", affine_text, flags=re.M))
 
 
+def _vectorize_outcome(vectorize_text: str) -> str | None:
+    found = re.search(r'twintrack\.vectorize = "([^"]*)"', vectorize_text)
+    return found.group(1) if found else None
+
+
 def manifest_for(compilation: Compilation, model_spec: str) -> dict:
     exported, dumps = compilation.exported, compilation.dumps
     by_name = {d.name: d for d in dumps}
@@ -76,7 +81,7 @@ def manifest_for(compilation: Compilation, model_spec: str) -> dict:
         "frozen": exported.frozen,
         "options_hash": compilation.options.stable_hash(),
         "stages": [{"index": d.index, "name": d.name, "file": f"stages/{d.file_name}",
-                    "seconds": round(d.seconds, 4), "skipped": d.skipped} for d in dumps],
+                    "seconds": round(d.seconds, 4)} for d in dumps],
         "arguments": [s.to_json() for s in exported.arguments],
         "inputs": [s.to_json() for s in exported.inputs],
         "outputs": [s.to_json() for s in exported.outputs],
@@ -84,7 +89,7 @@ def manifest_for(compilation: Compilation, model_spec: str) -> dict:
         "executable": f"stages/{dumps[-1].file_name}" if complete else None,
         "functions": _functions(dumps[-1].text) if complete else [],
         "kernels": [{"name": "forward", "affine_loop_nests": _loop_nests(by_name["affine"].text),
-                     "vectorized": "vectorize" in by_name and by_name["vectorize"].skipped is None}]
+                     "vectorize": _vectorize_outcome(by_name["vectorize"].text) if "vectorize" in by_name else None}]
         if "affine" in by_name else [],
     }
 

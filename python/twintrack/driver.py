@@ -8,7 +8,6 @@ the upstream `mlir` bindings. IR crosses between them as generic-form text.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -16,10 +15,10 @@ from typing import Callable
 from .bindings import bindings as _bindings
 from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
+from .locations import short_location
 from .options import CompileOptions
 from .recipes import Recipe, StageRecipe, load_recipe
 from .reproducer import Reproducer
-from .tooling import find_tool
 
 
 @dataclass
@@ -28,7 +27,6 @@ class StageDump:
     name: str
     text: str
     seconds: float
-    skipped: str | None = None   # why an optional stage changed nothing
 
     @property
     def file_name(self) -> str:
@@ -81,13 +79,8 @@ def compile_exported(exported: ExportedModel, options: CompileOptions,
     import_seconds = time.perf_counter() - start
     for stage in recipe.stages:
         start = time.perf_counter()
-        skipped = None
-        if stage.optional:
-            module, skipped = run_isolated_stage(stage, module)
-        else:
-            module = run_stage(stage, module)
+        module = run_stage(stage, module)
         record(stage.name, str(module), time.perf_counter() - start + import_seconds)
-        result.dumps[-1].skipped = skipped
         import_seconds = 0.0
         if stage.name == stop_after:
             break
@@ -110,24 +103,6 @@ def run_stage(stage: StageRecipe, module):
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
     return module
-
-
-def run_isolated_stage(stage: StageRecipe, module):
-    """Run an optional stage in a child `tool` process, so that an upstream
-    abort cannot take the compiler down. Returns (module, why_skipped)."""
-    module = _in_bindings(module, stage.binding, stage.name)
-    input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
-    binary = find_tool(stage.tool)
-    if binary is None:
-        return module, f"{stage.tool} not found"
-    child = subprocess.run([binary, f"--pass-pipeline={stage.pipeline}", "--mlir-print-debuginfo", "-"],
-                           input=input_ir, capture_output=True, text=True)
-    if child.returncode != 0:
-        reason = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
-        first_error = next((line for line in child.stderr.splitlines() if line.strip()), "")
-        return module, f"{stage.tool} failed ({reason}): {first_error[:200]}"
-    with module.context:
-        return _bindings(stage.binding).ir.Module.parse(child.stdout), None
 
 
 def _pass_manager(stage: StageRecipe, bindings):
@@ -154,18 +129,8 @@ def _stage_error(stage: StageRecipe, error, input_ir: str) -> CompilerError:
 
 def _format_diagnostics(error) -> list[str]:
     infos = getattr(error, "error_diagnostics", None) or []
-    lines = [f"{_short_location(info.location)}: {info.message}" for info in infos]
+    lines = [f"{short_location(info.location)}: {info.message}" for info in infos]
     return lines or [" ".join(str(error).split())]
-
-
-def _short_location(location) -> str:
-    """'loc("model.py":12:5)' -> 'model.py:12:5'; callsites keep the innermost frame."""
-    text = str(location)
-    if text.startswith("loc(") and text.endswith(")"):
-        text = text[4:-1]
-    while text.startswith("callsite("):
-        text = text[len("callsite("):].split(" at ")[0]
-    return text.replace('"', "")
 
 
 def _module_binding(module) -> str:
@@ -194,7 +159,7 @@ def _reject_foreign_ops(module, context, stage: str) -> None:
 
     def visit(op):
         if not context.is_registered_operation(op.name):
-            foreign.append(f"{_short_location(op.location)}: op '{op.name}' cannot be lowered by any stage")
+            foreign.append(f"{short_location(op.location)}: op '{op.name}' cannot be lowered by any stage")
         return _bindings("torch_mlir").ir.WalkResult.ADVANCE
 
     module.operation.walk(visit, _bindings("torch_mlir").ir.WalkOrder.PRE_ORDER)

@@ -166,6 +166,18 @@ def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
+def _decompositions():
+    """The core ATen table, plus ops whose torch-mlir lowering is inexact.
+
+    aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
+    (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
+    """
+    from torch._decomp import decomposition_table
+    table = torch.export.default_decompositions()
+    table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
+    return table
+
+
 def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
     state = model_state(source.module)
     state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
@@ -177,7 +189,7 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with torch.no_grad():
-                program = torch.export.export(target, args).run_decompositions()
+                program = torch.export.export(target, args).run_decompositions(_decompositions())
                 outputs = pytree.tree_leaves(source.module(*source.example_inputs))
     except Exception as e:
         raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e

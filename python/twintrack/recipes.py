@@ -19,7 +19,6 @@ class StageRecipe:
     pipeline: str | None = None      # textual pass pipeline, run by `tool`
     python_passes: tuple[str, ...] = ()  # or: names of twintrack Python passes (twintrack.passes)
     tool: str = "mlir-opt"           # which MLIR the stage runs in
-    optional: bool = False           # run in a child `tool` process; skip the stage if it fails
 
     @property
     def binding(self) -> str:
@@ -55,6 +54,4 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> Recip
     for stage in stages:
         if (stage.pipeline is None) == (not stage.python_passes):
             raise UsageError(f"{path}: stage '{stage.name}' needs exactly one of pipeline / python_passes")
-        if stage.optional and stage.pipeline is None:
-            raise UsageError(f"{path}: optional stage '{stage.name}' must be a pipeline")
     return Recipe(target=data.get("target", target), description=data.get("description", ""), stages=stages)

@@ -6,16 +6,9 @@ import pytest
 
 from twintrack import zoo
 
-KNOWN_BAD = {
-    "conv_block": "rel. error 0.7: the upstream affine super-vectorizer miscompiles the conv/pool nests (scalar path is exact)",
-    "gpt_block": "rel. error 1.35e-5 vs float64 (eager fp32: 7e-8); tanh-GELU/causal path loses precision, under investigation",
-}
-
 
 @pytest.mark.parametrize("name", list(zoo.MODELS))
 def test_zoo_model_compiles_and_matches_float64(name, run_tool, tmp_path):
-    if name in KNOWN_BAD:
-        pytest.xfail(KNOWN_BAD[name])
     outdir = tmp_path / name
     compiled = run_tool("compile", f"zoo:{name}", "-o", outdir, "-q")
     assert compiled.returncode == 0, compiled.stderr

@@ -6,7 +6,8 @@ result, so a failing Python stage reproduces outside the driver."""
 
 from __future__ import annotations
 
+from .affine_vectorize import AffineVectorize
 from .drop_asserts import DropRuntimeAsserts
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (DropRuntimeAsserts, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, DropRuntimeAsserts, WidenBoolBuffers)}
