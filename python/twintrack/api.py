@@ -1,6 +1,6 @@
 """The staged Python API, in the style of jax.jit(f).lower().compile():
 
-    exported = twintrack.export(model, example_inputs)   # .as_text(): torch dialect
+    exported = twintrack.export(model, example_inputs)   # .as_text(): the FX graph
     lowered = exported.lower(to="linalg")                 # .as_text(): that stage's IR
     compiled = lowered.compile(target="cpu")              # callable on torch tensors
     twintrack.compile(model, example_inputs)              # all of the above
@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from .driver import Compilation, compile_exported
+from .driver import Compilation, compile_exported, copy_compilation, resume
 from .errors import UsageError
 from .frontend import ExportedModel, ModelSource, export_model, model_state
 from .options import CompileOptions
@@ -27,13 +26,13 @@ class Exported:
         """The FX graph of the exported program."""
         return self.exported.fx_text()
 
-    def lower(self, to: str = "linalg", target: str = "cpu") -> "Lowered":
+    def lower(self, to: str | None = "linalg", target: str = "cpu") -> "Lowered":
+        """Run the target's stages up to `to` (None: all of them)."""
         options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to)
         return Lowered(self, compile_exported(self.exported, options))
 
     def compile(self, target: str = "cpu") -> "Compiled":
-        options = CompileOptions(pipeline=target, freeze=self.exported.frozen)
-        return Lowered(self, compile_exported(self.exported, options)).compile(target)
+        return self.lower(to=None, target=target).compile(target)
 
 
 class Lowered:
@@ -55,12 +54,7 @@ class Lowered:
     def compile(self, target: str = "cpu") -> "Compiled":
         if target != self.compilation.recipe.target:
             raise UsageError(f"lowered for '{self.compilation.recipe.target}', cannot compile for '{target}'")
-        last = self.compilation.recipe.stages[-1].name
-        compilation = self.compilation
-        if compilation.last_stage != last:
-            options = replace(compilation.options, stop_after=None)
-            compilation = compile_exported(self.exported.exported, options)
-        return Compiled(self.exported, compilation)
+        return Compiled(self.exported, resume(copy_compilation(self.compilation)))
 
 
 class Compiled:

@@ -9,7 +9,7 @@ the upstream `mlir` bindings. IR crosses between them as generic-form text.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .bindings import bindings as _bindings
@@ -59,33 +59,45 @@ ProgressFn = Callable[[StageDump], None]
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
     recipe = load_recipe(options.pipeline, options.lowering_dir)
-    stop_after = options.stop_after
-    if stop_after is not None and stop_after not in recipe.stage_names():
-        raise UsageError(f"unknown stage '{stop_after}' for pipeline '{recipe.target}' "
-                         f"(stages: {', '.join(recipe.stage_names())})")
     result = Compilation(exported, recipe, options)
+    _record(result, "fx", exported.fx_text(), 0.0, on_stage)
+    return resume(result, options.stop_after, on_stage)
 
-    def record(name: str, text: str, seconds: float) -> None:
-        dump = StageDump(len(result.dumps), name, text, seconds)
-        result.dumps.append(dump)
-        if on_stage:
-            on_stage(dump)
 
-    start = time.perf_counter()
-    record("fx", exported.fx_text(), 0.0)
-    if stop_after == "fx":
+def resume(result: Compilation, stop_after: str | None = None,
+           on_stage: ProgressFn | None = None) -> Compilation:
+    """Run the stages after `result.last_stage`, up to `stop_after` (None: all)."""
+    names = result.recipe.stage_names()
+    if stop_after is not None and stop_after not in names:
+        raise UsageError(f"unknown stage '{stop_after}' for pipeline '{result.recipe.target}' "
+                         f"(stages: {', '.join(names)})")
+    if stop_after is not None and names.index(stop_after) <= names.index(result.last_stage):
         return result
-    module = import_to_torch_mlir(exported)
-    import_seconds = time.perf_counter() - start
-    for stage in recipe.stages:
-        start = time.perf_counter()
+    start = time.perf_counter()
+    module = result.module if result.module is not None else import_to_torch_mlir(result.exported)
+    for stage in result.recipe.stages[names.index(result.last_stage):]:
         module = run_stage(stage, module)
-        record(stage.name, str(module), time.perf_counter() - start + import_seconds)
-        import_seconds = 0.0
+        result.module = module
+        _record(result, stage.name, str(module), time.perf_counter() - start, on_stage)
+        start = time.perf_counter()
         if stage.name == stop_after:
             break
-    result.module = module
     return result
+
+
+def _record(result: Compilation, name: str, text: str, seconds: float, on_stage: ProgressFn | None) -> None:
+    dump = StageDump(len(result.dumps), name, text, seconds)
+    result.dumps.append(dump)
+    if on_stage:
+        on_stage(dump)
+
+
+def copy_compilation(result: Compilation) -> Compilation:
+    """An independent copy (its own module), so resuming it leaves `result` as it was."""
+    module = result.module
+    if module is not None:
+        module = _reparse(module, _module_binding(module))
+    return replace(result, dumps=list(result.dumps), module=module)
 
 
 # ---------------------------------------------------------------- stages
@@ -140,14 +152,19 @@ def _module_binding(module) -> str:
 def _in_bindings(module, binding: str, stage: str):
     if _module_binding(module) == binding:
         return module
+    if binding == "mlir":
+        _reject_foreign_ops(module, _bindings("mlir").ir.Context(), stage)
+    return _reparse(module, binding)
+
+
+def _reparse(module, binding: str):
+    """`module` parsed into a fresh context of `binding`, via generic-form text."""
     text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
     ir = _bindings(binding).ir
     context = ir.Context()
     if binding == "torch_mlir":
         from torch_mlir.dialects import torch as torch_dialect
         torch_dialect.register_dialect(context)
-    else:
-        _reject_foreign_ops(module, context, stage)
     with context:
         return ir.Module.parse(text)
 
