@@ -1,5 +1,5 @@
-"""Real architectures (Hugging Face BERT / GPT-2 / LLaMA with rotary embeddings)
-through the CPU track, checked against float64 eager."""
+"""Real architectures (Hugging Face BERT / GPT-2 / LLaMA with rotary embeddings,
+a torchvision-style ResNet) through the CPU track, checked against float64 eager."""
 
 from pathlib import Path
 
@@ -7,17 +7,18 @@ import pytest
 
 pytest.importorskip("transformers")
 
-FACTORIES = Path(__file__).with_name("hf_models.py")
+FACTORIES = Path(__file__).with_name("real_models.py")
 
 
 @pytest.mark.parametrize("name", [
     "bert",
     "llama",
+    "resnet",
     pytest.param("gpt2", marks=pytest.mark.xfail(strict=True, reason=(
         "torch.export's core-ATen SDPA decomposition returns another memory layout than the "
         "kernel, so the `view`s export traced after GPT-2's attention fail on retrace"))),
 ])
-def test_hf_model_matches_float64(name, run_tool, tmp_path):
+def test_real_model_matches_float64(name, run_tool, tmp_path):
     compiled = run_tool("compile", f"{FACTORIES}:{name}", "-o", tmp_path / name, "-q")
     assert compiled.returncode == 0, compiled.stderr
     checked = run_tool("run", tmp_path / name, "--check")
