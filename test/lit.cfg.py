@@ -15,7 +15,6 @@
 import os
 import shlex
 import sys
-import tomllib
 
 import lit.formats
 import lit.util
@@ -30,7 +29,6 @@ config.test_exec_root = os.path.join(config.test_source_root, "Output")
 
 repo_root = os.path.dirname(config.test_source_root)
 python_dir = os.path.join(repo_root, "python")
-recipe_path = os.path.join(repo_root, "lowering", "cpu.toml")
 
 
 def _package_bin(package):
@@ -76,21 +74,22 @@ config.substitutions.append(("%mlir-opt", shlex.quote(tools["mlir-opt"])))
 config.substitutions.append(("%torch-mlir-opt", shlex.quote(tools["torch-mlir-opt"])))
 config.substitutions.append(("%FileCheck", shlex.quote(tools["FileCheck"])))
 
-# One substitution per recipe stage.
-with open(recipe_path, "rb") as f:
-    recipe = tomllib.load(f)
+# One substitution per recipe stage, from the real recipes (every target).
+sys.path.insert(0, python_dir)
+from twintrack.recipes import DEFAULT_LOWERING_DIR, available_pipelines, load_recipe  # noqa: E402
 
 stage_commands = {}
-for stage in recipe["stage"]:
-    name = stage["name"]
-    if "python_passes" in stage:
-        command = [python, "-m", "twintrack.passes", ",".join(stage["python_passes"])]
-    else:
-        tool = stage.get("tool", "mlir-opt")
-        if tool not in tools:
-            tools[tool] = _find_tool(tool, search)
-        command = [tools[tool], f"--pass-pipeline={stage['pipeline']}"]
-    stage_commands[name] = " ".join(shlex.quote(part) for part in command)
+for target in available_pipelines(DEFAULT_LOWERING_DIR):
+    for stage in load_recipe(target).stages:
+        if stage.python_passes:
+            command = [python, "-m", "twintrack.passes", ",".join(stage.python_passes)]
+        else:
+            if stage.tool not in tools:
+                tools[stage.tool] = _find_tool(stage.tool, search)
+            command = [tools[stage.tool], f"--pass-pipeline={stage.pipeline}"]
+        command = " ".join(shlex.quote(part) for part in command)
+        if stage_commands.setdefault(stage.name, command) != command:
+            lit_config.fatal(f"stage '{stage.name}' differs between recipes; give it a distinct name")
 
 # Ahead of the other substitutions, longest names first, so that no stage name
 # shadows another that it prefixes.

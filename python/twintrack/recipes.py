@@ -36,6 +36,22 @@ class Recipe:
         return list(FRONTEND_STAGES) + [s.name for s in self.stages]
 
 
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{path}: unreadable recipe: {e}") from None
+
+
+def _stages(path: Path, data: dict | None = None) -> tuple[StageRecipe, ...]:
+    data = _read(path) if data is None else data
+    try:
+        return tuple(StageRecipe(**{**entry, "python_passes": tuple(entry.get("python_passes", ()))})
+                     for entry in data.get("stage", ()))
+    except TypeError as e:
+        raise UsageError(f"{path}: malformed stage: {e}") from None
+
+
 def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
     return sorted(p.stem for p in lowering_dir.glob("*.toml"))
 
@@ -45,12 +61,9 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> Recip
     if not path.is_file():
         known = ", ".join(available_pipelines(Path(lowering_dir))) or "none"
         raise UsageError(f"unknown pipeline '{target}' (available: {known})")
-    try:
-        data = tomllib.loads(path.read_text())
-        stages = tuple(StageRecipe(**{**entry, "python_passes": tuple(entry.get("python_passes", ()))})
-                       for entry in data["stage"])
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
-        raise UsageError(f"{path}: malformed recipe: {e}") from None
+    data = _read(path)
+    stages = tuple(stage for include in data.get("include", ()) for stage in _stages(Path(lowering_dir) / f"{include}.toml"))
+    stages += _stages(path, data)
     for stage in stages:
         if (stage.pipeline is None) == (not stage.python_passes):
             raise UsageError(f"{path}: stage '{stage.name}' needs exactly one of pipeline / python_passes")
