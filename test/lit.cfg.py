@@ -76,11 +76,11 @@ config.substitutions.append(("%FileCheck", shlex.quote(tools["FileCheck"])))
 
 # One substitution per recipe stage, from the real recipes (every target).
 sys.path.insert(0, python_dir)
-from twintrack.recipes import DEFAULT_LOWERING_DIR, available_pipelines, load_recipe  # noqa: E402
+from twintrack.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, available_pipelines, load_recipe  # noqa: E402
 
 stage_commands = {}
 for target in available_pipelines(DEFAULT_LOWERING_DIR):
-    for stage in load_recipe(target).stages:
+    for stage in load_recipe(target, DEFAULT_LOWERING_DIR, PipelineVariables()).stages:
         if stage.python_passes:
             command = [python, "-m", "twintrack.passes", ",".join(stage.python_passes)]
         else:

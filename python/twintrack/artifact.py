@@ -100,6 +100,9 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str) -
     for dump in compilation.dumps:
         (stages / dump.file_name).write_text(dump.text)
     manifest = manifest_for(compilation, model_spec)
+    if compilation.recipe.target == "gpu" and manifest["executable"] is not None:
+        from .gpu_codegen import package
+        manifest.update(package(compilation, directory, compilation.options.arch))
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

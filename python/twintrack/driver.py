@@ -17,7 +17,7 @@ from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
 from .locations import short_location
 from .options import CompileOptions
-from .recipes import Recipe, StageRecipe, load_recipe
+from .recipes import PipelineVariables, Recipe, StageRecipe, load_recipe
 from .reproducer import Reproducer
 
 
@@ -58,7 +58,7 @@ ProgressFn = Callable[[StageDump], None]
 
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
-    recipe = load_recipe(options.pipeline, options.lowering_dir)
+    recipe = load_recipe(options.pipeline, options.lowering_dir, PipelineVariables(options.arch))
     result = Compilation(exported, recipe, options)
     _record(result, "fx", exported.fx_text(), 0.0, on_stage)
     return resume(result, options.stop_after, on_stage)

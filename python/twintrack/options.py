@@ -15,6 +15,7 @@ class CompileOptions:
     pipeline: str = "cpu"
     freeze: bool = False            # bake parameters into the IR as constants
     stop_after: str | None = None   # last stage to run
+    arch: str = "sm_90"             # GPU target chip
     lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
 
     def stable_hash(self) -> str:

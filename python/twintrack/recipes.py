@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from string import Template
 from pathlib import Path
 
 from .errors import UsageError
@@ -56,7 +58,35 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
     return sorted(p.stem for p in lowering_dir.glob("*.toml"))
 
 
-def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> Recipe:
+class PipelineVariables(Mapping):
+    """$arch and $libdevice for recipe pipelines, resolved only when used."""
+
+    def __init__(self, arch: str = "sm_90"):
+        self._values = {"arch": lambda: arch, "libdevice": _libdevice}
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._values:
+            raise UsageError(f"unknown recipe variable ${key} (known: {', '.join(self._values)})")
+        return self._values[key]()
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def _libdevice() -> str:
+    from .tooling import find_libdevice
+    path = find_libdevice()
+    if path is None:
+        raise UsageError("libdevice.10.bc not found: install the CUDA toolkit (or the nvidia-cuda-nvcc wheel) "
+                         "or set CUDA_HOME")
+    return path
+
+
+def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR,
+                variables: Mapping | None = None) -> Recipe:
     path = Path(lowering_dir) / f"{target}.toml"
     if not path.is_file():
         known = ", ".join(available_pipelines(Path(lowering_dir))) or "none"
@@ -64,6 +94,9 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> Recip
     data = _read(path)
     stages = tuple(stage for include in data.get("include", ()) for stage in _stages(Path(lowering_dir) / f"{include}.toml"))
     stages += _stages(path, data)
+    if variables is not None:
+        stages = tuple(replace(s, pipeline=Template(s.pipeline).substitute(variables)) if s.pipeline else s
+                       for s in stages)
     for stage in stages:
         if (stage.pipeline is None) == (not stage.python_passes):
             raise UsageError(f"{path}: stage '{stage.name}' needs exactly one of pipeline / python_passes")

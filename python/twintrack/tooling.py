@@ -27,3 +27,22 @@ def find_tool(name: str) -> str | None:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which(name)
+
+
+def find_libdevice() -> str | None:
+    """The CUDA toolkit's libdevice.10.bc (math functions for NVVM), or None."""
+    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")]
+    ptxas = find_tool("ptxas")
+    if ptxas:
+        roots.append(str(Path(ptxas).resolve().parents[1]))
+    roots.append("/usr/local/cuda")
+    try:
+        import nvidia.cuda_nvcc as wheel  # the nvidia-cuda-nvcc wheel
+        roots += list(wheel.__path__)
+    except ImportError:
+        pass
+    for root in filter(None, roots):
+        candidate = Path(root) / "nvvm" / "libdevice" / "libdevice.10.bc"
+        if candidate.is_file():
+            return str(candidate)
+    return None

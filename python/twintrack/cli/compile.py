@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     exported = export_model(source, freeze=args.freeze)
 
     def on_stage(dump):
-        say(f"stage {dump.index:02d} {dump.name:<12} {dump.seconds * 1000:8.1f} ms")
+        say(f"stage {dump.index:02d} {dump.name:<14} {dump.seconds * 1000:8.1f} ms")
         if args.print_ir_after_all:
             print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}")
 

@@ -7,7 +7,9 @@ result, so a failing Python stage reproduces outside the driver."""
 from __future__ import annotations
 
 from .affine_vectorize import AffineVectorize
+from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
+from .gpu_distribute import GpuDistribute
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, DropRuntimeAsserts, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuDistribute, WidenBoolBuffers)}

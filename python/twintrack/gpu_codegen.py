@@ -1,0 +1,93 @@
+"""GPU packaging after the last stage: PTX out of the gpu.binary ops, cubins
+from ptxas (with its resource report), the host plan, and the kernel report.
+
+Everything here runs at compile time (it needs the `mlir` bindings); the GPU
+machine only needs twintrack.runtime."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CompilerError, UsageError
+from .host_plan import extract_plan
+from .reproducer import Reproducer
+from .tooling import find_tool
+
+PTXAS_HINT = ("ptxas not found: install the CUDA toolkit (ptxas is in its bin/) or "
+              "`pip install nvidia-cuda-nvcc`, or put ptxas on PATH")
+
+
+@dataclass(frozen=True)
+class Resources:
+    registers: int
+    spills: int          # bytes of spill stores + loads
+    shared_bytes: int
+
+
+def extract_ptx(module) -> dict[str, str]:
+    """{gpu.module name: PTX text} from the gpu.binary ops of the final module."""
+    from mlir.dialects import gpu
+    ptx = {}
+    for op in module.body.operations:
+        if op.operation.name == "gpu.binary":
+            name = op.operation.attributes["sym_name"].value
+            objects = op.operation.attributes["objects"]
+            ptx[name] = gpu.ObjectAttr(objects[0]).object.decode()
+    return ptx
+
+
+def assemble(name: str, ptx: str, arch: str, directory: Path) -> Resources:
+    """ptxas PTX -> cubin in `directory`; a failure raises with a reproducer."""
+    ptxas = find_tool("ptxas")
+    if ptxas is None:
+        raise UsageError(PTXAS_HINT)
+    (directory / f"{name}.ptx").write_text(ptx)
+    command = [ptxas, f"-arch={arch}", "-v", "-o", f"{name}.cubin", f"{name}.ptx"]
+    result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
+    if result.returncode != 0:
+        first = next((line for line in result.stderr.splitlines() if line.strip()), "ptxas failed")
+        repro = Reproducer("cubin", ptx, " ".join(shlex.quote(c) for c in command[:-1]) + " input.mlir",
+                           result.stderr)
+        raise CompilerError("cubin", [f"{name}: {first}"], repro)
+    return parse_ptxas_report(result.stderr)
+
+
+def parse_ptxas_report(text: str) -> Resources:
+    registers = re.search(r"Used (\d+) registers", text)
+    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", text)
+    shared = re.search(r"(\d+) bytes smem", text)
+    return Resources(int(registers.group(1)) if registers else 0, sum(map(int, spills)),
+                     int(shared.group(1)) if shared else 0)
+
+
+def package(compilation, directory: Path, arch: str) -> dict:
+    """Write kernels/ and plan.json; return the manifest's GPU entries."""
+    kernels_dir = directory / "kernels"
+    kernels_dir.mkdir()
+    ptx = extract_ptx(compilation.module)
+    resources = {name: assemble(name, text, arch, kernels_dir) for name, text in ptx.items()}
+    plan = extract_plan(compilation.module, compilation.exported, directory)
+    report = [kernel_entry(step, resources[step["module"]]) for step in plan.launches()]
+    plan.write(directory / "plan.json")
+    return {"arch": arch, "executable": "plan.json", "kernels": report,
+            "functions": [{"name": name, "kind": "kernel module"} for name in ptx]}
+
+
+def kernel_entry(launch: dict, resources: Resources) -> dict:
+    return {
+        "name": launch["module"],
+        "source_ops": launch["source_ops"],
+        "grid": launch["grid"],
+        "block": launch["block"],
+        "registers": resources.registers,
+        "spills": resources.spills,
+        "shared_bytes": resources.shared_bytes + launch["dynamic_shared_bytes"],
+        "bytes": launch["bytes"],
+        "flops": launch["flops"],
+        "cubin": f"kernels/{launch['module']}.cubin",
+        "ptx": f"kernels/{launch['module']}.ptx",
+    }

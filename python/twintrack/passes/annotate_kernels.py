@@ -1,0 +1,127 @@
+"""annotate-kernels: record on each gpu.launch_func what its kernel does.
+
+Attributes added to the launch (the host function survives the later stages,
+so the kernel report and the host plan read them from there):
+  twintrack.source_ops  the torch source locations of the kernel's ops
+  twintrack.flops       floating-point ops (per thread, times the enclosing
+                        scf.for trip counts, times the threads the bounds
+                        guard lets through)
+  twintrack.bytes       bytes of the memref arguments: each read or written
+                        once, the floor of the traffic
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ..locations import short_location
+
+_NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "arith.truncf",
+              "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
+
+
+def _is_float(t: ir.Type) -> bool:
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+def _constant(value: ir.Value) -> int | None:
+    owner = value.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" \
+            and isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return owner.attributes["value"].value
+    return None
+
+
+def _trip_count(loop: ir.Operation) -> int:
+    lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
+    return 1 if None in (lower, upper, step) else max(0, -(-(upper - lower) // step))
+
+
+def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
+    total = 0
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                if child.name == "scf.for":
+                    total += _flops_per_thread(child, multiplier * _trip_count(child))
+                    continue
+                if child.name.split(".")[0] in ("arith", "math") and child.name not in _NOT_FLOPS \
+                        and child.results and _is_float(child.results[0].type):
+                    total += multiplier * (2 if child.name == "math.fma" else 1)
+                total += _flops_per_thread(child, multiplier)
+    return total
+
+
+def _active_threads(kernel: ir.Operation, launched: int) -> int:
+    """The bound of the gpu-distribute guard (linear index < N), else all launched threads."""
+    for op in kernel.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "arith.cmpi" and op.attributes["predicate"] == ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6):
+            bound = _constant(op.operands[1])
+            if bound is not None:
+                return bound
+    return launched
+
+
+def _source_ops(kernel: ir.Operation) -> list[str]:
+    seen: dict[str, None] = {}
+
+    def visit(op: ir.Operation):
+        where = short_location(op.location)
+        if ":" in where and where != "unknown":
+            seen.setdefault(where)
+        return ir.WalkResult.ADVANCE
+
+    kernel.walk(visit)
+    return list(seen)
+
+
+def _memref_bytes(t: ir.MemRefType) -> int:
+    width = t.element_type.width if hasattr(t.element_type, "width") else 8
+    return math.prod(t.shape) * max(1, width // 8)
+
+
+@dataclass(frozen=True)
+class AnnotateKernels:
+    name = "annotate-kernels"
+
+    def add_to(self, pm) -> None:
+        pm.add(self._run, name="AnnotateKernels", argument=self.name)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        kernels = {}
+        launches = []
+
+        def visit(op: ir.Operation):
+            if op.name == "gpu.func":
+                module_name = ir.StringAttr(op.parent.attributes["sym_name"]).value
+                kernels[(module_name, ir.StringAttr(op.attributes["sym_name"]).value)] = op
+            elif op.name == "gpu.launch_func":
+                launches.append(op)
+            return ir.WalkResult.ADVANCE
+
+        module.walk(visit)
+        for launch in launches:
+            self._annotate(launch, kernels)
+
+    @staticmethod
+    def _annotate(launch: ir.Operation, kernels: dict) -> None:
+        symbol = str(launch.attributes["kernel"])  # @module::@func
+        module_name, kernel_name = (part.strip("@") for part in symbol.split("::"))
+        kernel = kernels[(module_name, kernel_name)]
+        view = launch.opview
+        launched = math.prod(_constant(v) or 1 for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
+                                                         view.blockSizeX, view.blockSizeY, view.blockSizeZ))
+        flops = _flops_per_thread(kernel) * _active_threads(kernel, launched)
+        moved = sum(_memref_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
+        i64 = ir.IntegerType.get_signless(64)
+        with launch.context:
+            launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(s) for s in _source_ops(kernel)])
+            launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
+            launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, moved)
