@@ -3,11 +3,23 @@
     compiled = twintrack.compile(model, example_inputs)        # CPU by default
     lowered = twintrack.export(model, example_inputs).lower(to="affine")
     print(lowered.as_text())
+
+The API is imported lazily, so `import twintrack.runtime` stays light enough
+for a GPU machine without MLIR.
 """
 
 __version__ = "0.1.0"
 
-from .api import Compiled, Exported, Lowered, compile, export, load  # noqa: E402
-from .errors import CompilerError, TwintrackError  # noqa: E402
+_API = {"export", "compile", "load", "Exported", "Lowered", "Compiled"}
+_ERRORS = {"CompilerError", "TwintrackError"}
+__all__ = sorted(_API | _ERRORS)
 
-__all__ = ["export", "compile", "load", "Exported", "Lowered", "Compiled", "CompilerError", "TwintrackError"]
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+        return getattr(api, name)
+    if name in _ERRORS:
+        from . import errors
+        return getattr(errors, name)
+    raise AttributeError(f"module 'twintrack' has no attribute '{name}'")

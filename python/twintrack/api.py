@@ -88,11 +88,14 @@ def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze:
 def load(outdir: str | Path):
     """Load an artifact directory; returns a callable over (state..., inputs...)."""
     from .artifact import read_manifest, specs
-    from .cpu_jit import CpuExecutable
     from .errors import ArtifactError
     manifest = read_manifest(Path(outdir))
     if manifest.get("executable") is None:
         raise ArtifactError(f"{outdir}: compiled with --stop-after; nothing to run")
+    if manifest["pipeline"] == "gpu":
+        from .runtime import GpuExecutable
+        return GpuExecutable(outdir)
+    from .cpu_jit import CpuExecutable
     text = (Path(outdir) / manifest["executable"]).read_text()
     return CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
 

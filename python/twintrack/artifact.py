@@ -70,13 +70,14 @@ def _vectorize_outcome(vectorize_text: str) -> str | None:
     return found.group(1) if found else None
 
 
-def manifest_for(compilation: Compilation, model_spec: str) -> dict:
+def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = None) -> dict:
     exported, dumps = compilation.exported, compilation.dumps
     by_name = {d.name: d for d in dumps}
     complete = dumps[-1].name == compilation.recipe.stages[-1].name
     return {
         "twintrack_version": __version__,
         "model": model_spec,
+        "dtype": dtype,
         "pipeline": compilation.recipe.target,
         "frozen": exported.frozen,
         "options_hash": compilation.options.stable_hash(),
@@ -94,12 +95,12 @@ def manifest_for(compilation: Compilation, model_spec: str) -> dict:
     }
 
 
-def write_artifact(directory: Path, compilation: Compilation, model_spec: str) -> dict:
+def write_artifact(directory: Path, compilation: Compilation, model_spec: str, dtype: str | None = None) -> dict:
     stages = directory / "stages"
     stages.mkdir(parents=True, exist_ok=True)
     for dump in compilation.dumps:
         (stages / dump.file_name).write_text(dump.text)
-    manifest = manifest_for(compilation, model_spec)
+    manifest = manifest_for(compilation, model_spec, dtype)
     if compilation.recipe.target == "gpu" and manifest["executable"] is not None:
         from .gpu_codegen import package
         manifest.update(package(compilation, directory, compilation.options.arch))

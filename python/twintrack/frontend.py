@@ -66,8 +66,25 @@ class ExportedModel:
 
 # ---------------------------------------------------------------- loading
 
-def load_model(spec: str) -> ModelSource:
-    """Turn a MODEL string into a module in eval mode and its example inputs."""
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def load_model(spec: str, dtype: str | None = None) -> ModelSource:
+    """Turn a MODEL string into a module in eval mode and its example inputs,
+    with floating-point parameters and inputs cast to `dtype` if given."""
+    source = _load(spec)
+    return source if dtype is None else cast(source, dtype)
+
+
+def cast(source: ModelSource, dtype: str) -> ModelSource:
+    if dtype not in FLOAT_DTYPES:
+        raise ModelLoadError(f"unsupported --dtype {dtype} (choose from {', '.join(FLOAT_DTYPES)})")
+    target = getattr(torch, dtype)
+    inputs = tuple(x.to(target) if x.is_floating_point() else x for x in source.example_inputs)
+    return ModelSource(source.spec, source.module.to(target), inputs)
+
+
+def _load(spec: str) -> ModelSource:
     if spec.startswith("zoo:"):
         from . import zoo
         module, inputs = zoo.build(spec.removeprefix("zoo:"))

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stop-after", metavar="STAGE", help="stop after STAGE and print its IR to stdout")
     parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every stage to stdout")
     parser.add_argument("--time-stages", action="store_true", help="print a table of per-stage compile times")
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
+                        help="cast the model's floating-point parameters and inputs first (default: as the model is)")
+    parser.add_argument("--arch", default="sm_90", help="GPU architecture for --pipeline gpu (default: sm_90)")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
     parser.add_argument("--lowering-dir", type=Path, help="read recipes from this directory instead of lowering/")
@@ -57,13 +60,13 @@ def main(args: argparse.Namespace) -> int:
     from ..frontend import export_model, load_model
     from ..options import CompileOptions
 
-    options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
+    options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
                              **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
     start = time.perf_counter()
     say(f"loading {args.model}")
-    source = load_model(args.model)
+    source = load_model(args.model, args.dtype)
     say("torch.export")
     exported = export_model(source, freeze=args.freeze)
 
@@ -74,12 +77,14 @@ def main(args: argparse.Namespace) -> int:
 
     with atomic_directory(outdir) as staging:
         compilation = compile_exported(exported, options, on_stage=on_stage)
-        manifest = write_artifact(staging, compilation, args.model)
+        manifest = write_artifact(staging, compilation, args.model, args.dtype)
     total = time.perf_counter() - start
     if args.stop_after and not args.print_ir_after_all:
         print(compilation.text(args.stop_after))
     if args.time_stages:
         print_stage_times(manifest, total)
+    if manifest["pipeline"] == "gpu" and manifest["executable"]:
+        print_kernel_report(manifest["kernels"])
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
     return 0
 
@@ -89,6 +94,14 @@ def print_stage_times(manifest: dict, total: float) -> None:
     for stage in manifest["stages"]:
         print(f"  {stage['index']:02d}-{stage['name']:<14} {stage['seconds'] * 1000:9.1f}", file=sys.stderr)
     print(f"  {'total (with export)':<17} {total * 1000:9.1f}", file=sys.stderr)
+
+
+def print_kernel_report(kernels: list[dict]) -> None:
+    print(f"{'kernel':<22}{'grid':>10}{'block':>7}{'regs':>6}{'spill':>6}{'smem':>6}{'bytes':>12}{'flops':>12}  source")
+    for k in kernels:
+        source = ", ".join(Path(s).name for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
+        print(f"{k['name']:<22}{k['grid'][0]:>10}{k['block'][0]:>7}{k['registers']:>6}{k['spills']:>6}"
+              f"{k['shared_bytes']:>6}{k['bytes']:>12}{k['flops']:>12}  {source}")
 
 
 def entry(argv=None) -> int:

@@ -1,0 +1,135 @@
+"""Execute a GPU artifact's host plan with torch tensors and cuda-bindings."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+
+import torch
+
+from ..errors import ArtifactError, InputMismatchError
+from .cuda_driver import CudaError, KernelModule, launch, require_gpu
+from .plan import validate_plan
+
+_SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,
+            "f32": ctypes.c_float, "f64": ctypes.c_double}
+
+
+class GpuExecutable:
+    """Callable over (state..., inputs...) CUDA tensors; returns the outputs."""
+
+    def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False):
+        self.outdir = Path(outdir)
+        self.manifest = _read_json(self.outdir / "manifest.json")
+        if self.manifest.get("pipeline") != "gpu":
+            raise ArtifactError(f"{outdir}: a '{self.manifest.get('pipeline')}' artifact, not a GPU one")
+        self.plan = _read_json(self.outdir / self.manifest["executable"])
+        problems = validate_plan(self.plan)
+        if problems:
+            raise ArtifactError(f"{outdir}: invalid host plan: {problems[0]}")
+        self.synchronize_each_launch = synchronize_each_launch
+        self.poison_outputs = False
+        self._modules: dict[str, KernelModule] = {}
+        self._constants: dict[str, torch.Tensor] = {}
+        args = self.plan["arguments"]
+        self.inputs = [a for a in args if a["kind"] != "output"]
+        self.outputs = [a for a in args if a["kind"] == "output"]
+
+    # ---------------------------------------------------------------- calling
+    def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
+        require_gpu()
+        self._check_inputs(tensors)
+        outputs = [torch.empty(a["shape"], dtype=_dtype(a["dtype"]), device="cuda") for a in self.outputs]
+        if self.poison_outputs:
+            for output in outputs:
+                output.fill_(float("nan") if output.is_floating_point() else -1)
+        buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
+        stream = torch.cuda.current_stream().cuda_stream
+        for step in self.plan["steps"]:
+            getattr(self, f"_{step['op']}")(step, buffers, stream)
+        return outputs
+
+    def _check_inputs(self, tensors) -> None:
+        if len(tensors) != len(self.inputs):
+            raise InputMismatchError(f"expected {len(self.inputs)} tensors (state then inputs), got {len(tensors)}")
+        for spec, tensor in zip(self.inputs, tensors):
+            dtype = str(tensor.dtype).removeprefix("torch.")
+            if not tensor.is_cuda:
+                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
+            if list(tensor.shape) != spec["shape"] or dtype != spec["dtype"]:
+                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): expected {spec['dtype']}{spec['shape']}, "
+                                         f"got {dtype}{list(tensor.shape)}")
+            if not tensor.is_contiguous():
+                raise InputMismatchError(f"{spec['name']}: must be contiguous")
+
+    # ---------------------------------------------------------------- steps
+    def _alloc(self, step, buffers, stream) -> None:
+        buffers[step["buffer"]] = torch.empty(step["shape"], dtype=_dtype(step["dtype"]), device="cuda")
+
+    def _constant(self, step, buffers, stream) -> None:
+        if step["buffer"] not in self._constants:
+            import numpy as np
+            array = np.load(self.outdir / step["file"])
+            self._constants[step["buffer"]] = torch.from_numpy(array).to("cuda")
+        buffers[step["buffer"]] = self._constants[step["buffer"]]
+
+    def _free(self, step, buffers, stream) -> None:
+        buffers.pop(step["buffer"])
+
+    def _copy(self, step, buffers, stream) -> None:
+        _view(buffers, step["dst"]).copy_(_view(buffers, step["src"]))
+
+    def _launch(self, step, buffers, stream) -> None:
+        params = []
+        for arg in step["args"]:
+            if "memref" in arg:
+                params += _descriptor(buffers, arg["memref"])
+            else:
+                params.append(_SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
+        function = self._module(step["module"]).function(step["kernel"])
+        launch(function, step["grid"], step["block"], step["dynamic_shared_bytes"], stream, params,
+               f"kernel {step['module']}")
+        if self.synchronize_each_launch:
+            try:
+                torch.cuda.synchronize()
+            except RuntimeError as e:
+                raise CudaError(f"kernel {step['module']} failed: {e}") from None
+
+    def _module(self, name: str) -> KernelModule:
+        if name not in self._modules:
+            kernels = self.outdir / "kernels"
+            ptx = kernels / f"{name}.ptx"
+            self._modules[name] = KernelModule(name, (kernels / f"{name}.cubin").read_bytes(),
+                                               ptx.read_bytes() if ptx.exists() else None)
+        return self._modules[name]
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name)
+
+
+def _view(buffers: dict, view: dict) -> torch.Tensor:
+    tensor = buffers[view["buffer"]]
+    return torch.as_strided(tensor, view["sizes"], view["strides"], tensor.storage_offset() + view["offset"])
+
+
+def _descriptor(buffers: dict, view: dict) -> list:
+    """A memref as the kernel receives it: allocated and aligned pointers,
+    offset, sizes, strides (all 64-bit)."""
+    pointer = ctypes.c_void_p(buffers[view["buffer"]].data_ptr())
+    return [pointer, ctypes.c_void_p(pointer.value), ctypes.c_int64(view["offset"])] + \
+        [ctypes.c_int64(v) for v in view["sizes"] + view["strides"]]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{path} not found (not a twintrack artifact?)") from None
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: corrupt JSON ({e})") from None
+
+
+def load(outdir: str | Path, synchronize_each_launch: bool = False) -> GpuExecutable:
+    return GpuExecutable(outdir, synchronize_each_launch)
