@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest clean
+.PHONY: demo test lit pytest clean gpu-artifacts
 
 # The venv is rebuilt only when pyproject.toml changes (a second run installs nothing).
 $(STAMP): pyproject.toml
@@ -25,5 +25,11 @@ pytest: $(STAMP)
 
 test: lit pytest
 
+# GPU artifacts at benchmark size (bench/gpu_models.txt), for tools/gpu_check.py on a GPU machine.
+gpu-artifacts: $(STAMP)
+	grep -v '^#' bench/gpu_models.txt | while read -r name dtype model; do \
+	  $(PY) tools/compile.py "$$model" --pipeline gpu --dtype $$dtype -o artifacts/$$name -q > /dev/null || exit 1; \
+	done
+
 clean:
-	rm -rf out test/lowering/Output
+	rm -rf out artifacts test/Output

@@ -108,6 +108,12 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
     return manifest
 
 
+def record_compile_time(directory: Path, manifest: dict, seconds: float) -> None:
+    """Add the end-to-end compile time (load, export, stages, packaging)."""
+    manifest["compile_seconds"] = round(seconds, 3)
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
 def read_manifest(outdir: Path) -> dict:
     path = Path(outdir) / MANIFEST
     if not path.is_file():

@@ -207,16 +207,21 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
             warnings.simplefilter("ignore")
             with torch.no_grad():
                 program = torch.export.export(target, args).run_decompositions(_decompositions())
-                outputs = pytree.tree_leaves(source.module(*source.example_inputs))
     except Exception as e:
         raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
         inputs=[TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
-        outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(outputs)],
+        outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(_output_values(program))],
         frozen=freeze,
     )
+
+
+def _output_values(program: torch.export.ExportedProgram) -> list:
+    """The outputs' (fake) tensors as traced: shapes and dtypes without running the model."""
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    return [node.meta["val"] for node in pytree.tree_leaves(output.args[0])]
 
 
 def import_to_torch_mlir(exported: ExportedModel):

@@ -55,7 +55,7 @@ def default_outdir(model: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..artifact import atomic_directory, write_artifact
+    from ..artifact import atomic_directory, record_compile_time, write_artifact
     from ..driver import compile_exported
     from ..frontend import export_model, load_model
     from ..options import CompileOptions
@@ -78,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
     with atomic_directory(outdir) as staging:
         compilation = compile_exported(exported, options, on_stage=on_stage)
         manifest = write_artifact(staging, compilation, args.model, args.dtype)
-    total = time.perf_counter() - start
+        total = time.perf_counter() - start
+        record_compile_time(staging, manifest, total)
     if args.stop_after and not args.print_ir_after_all:
         print(compilation.text(args.stop_after))
     if args.time_stages:

@@ -1,0 +1,116 @@
+"""tools/gpu_check.py ARTIFACT... --out DIR: numerics, speed and memory of GPU
+artifacts against eager PyTorch, in one run on the GPU machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+
+from .common import add_debug_flag, progress, run_main
+
+EPILOG = """\
+For each artifact: a float64 check on fresh random inputs (outputs poisoned
+with NaN first), the median time of twintrack and of eager PyTorch (CUDA
+events, 20 runs after warm-up), and the peak device memory of each (torch's
+allocator; the runtime allocates nothing else). Writes DIR/gpu-check.json and
+DIR/gpu-check.md and prints the table. Exit 1 if any check fails.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0],
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("artifacts", nargs="+", type=Path, metavar="ARTIFACT")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the JSON and markdown results")
+    add_debug_flag(parser)
+    return parser
+
+
+def check_one(outdir: Path) -> dict:
+    import torch
+
+    from ..artifact import read_manifest, specs
+    from ..frontend import load_model, model_state
+    from ..numerics import compare, float64_reference, random_inputs
+    from ..runtime import load
+    from ..timing import median_ms
+
+    manifest = read_manifest(outdir)
+    executable = load(outdir)
+    source = load_model(manifest["model"], manifest.get("dtype"))
+    state = [t.cuda() for t in model_state(source.module).values()]
+    inputs = random_inputs(specs(manifest, "inputs"), seed=4321)
+    gpu_inputs = [x.cuda() for x in inputs]
+    executable.poison_outputs = True
+    outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
+    executable.poison_outputs = False
+    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    twintrack_ms = median_ms(lambda: executable(*state, *gpu_inputs), "cuda")
+    twintrack_peak = torch.cuda.max_memory_allocated() - base
+
+    model = source.module.cuda()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
+    eager_peak = torch.cuda.max_memory_allocated() - base
+    return {
+        "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
+        "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"), "rel_error": max(c.rel_error for c in checks),
+        "ok": all(c.ok for c in checks), "twintrack_ms": twintrack_ms, "eager_ms": eager_ms,
+        "ratio_vs_eager": twintrack_ms / eager_ms,
+        "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
+    }
+
+
+def markdown(rows: list[dict], device: str) -> str:
+    lines = [f"# GPU check, {date.today().isoformat()}, {device}", "",
+             "| model | dtype | kernels | compile s | rel. error | twintrack ms | eager ms | twintrack/eager | peak MiB (tt / eager) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | |")
+            continue
+        lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} "
+                     f"| {r['twintrack_ms']:.3f} | {r['eager_ms']:.3f} | {r['ratio_vs_eager']:.2f} "
+                     f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {r['peak_bytes_eager'] / 2**20:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..errors import TwintrackError
+    from ..runtime.cuda_driver import require_gpu
+
+    require_gpu()
+    device = torch.cuda.get_device_name()
+    rows = []
+    for outdir in args.artifacts:
+        progress(f"checking {outdir}")
+        try:
+            rows.append(check_one(outdir))
+        except (TwintrackError, RuntimeError) as e:
+            rows.append({"artifact": outdir.name, "error": " ".join(str(e).split())[:300], "ok": False})
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"date": date.today().isoformat(), "device": device, "torch": torch.__version__, "rows": rows}
+    (args.out / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+    table = markdown(rows, device)
+    (args.out / "gpu-check.md").write_text(table)
+    print(table)
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def entry(argv=None) -> int:
+    return run_main(main, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(entry())
