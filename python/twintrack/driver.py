@@ -114,6 +114,9 @@ def run_stage(stage: StageRecipe, module):
             module.operation.verify()
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
+        except Exception as e:  # a bug in a Python pass: still a reproducible, named failure
+            raise _stage_error(stage, RuntimeError(f"internal error: {' '.join(str(e).split())[-300:]}"),
+                               input_ir) from e
     return module
 
 

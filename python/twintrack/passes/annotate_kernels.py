@@ -37,8 +37,11 @@ def _constant(value: ir.Value) -> int | None:
 
 
 def _trip_count(loop: ir.Operation) -> int:
+    """Constant trip count; a per-thread start (k = thread; k < K; k += T) counts as from 0."""
     lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
-    return 1 if None in (lower, upper, step) else max(0, -(-(upper - lower) // step))
+    if upper is None or step is None:
+        return 1
+    return max(0, -(-(upper - (lower or 0)) // step))
 
 
 def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:

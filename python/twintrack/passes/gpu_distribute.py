@@ -38,6 +38,54 @@ def _index(value: int) -> ir.Value:
     return arith.constant(ir.IndexType.get(), value)
 
 
+# combiner op -> (gpu.all_reduce kind, neutral element)
+_COMBINERS = {
+    "arith.addf": ("add", 0.0), "arith.mulf": ("mul", 1.0),
+    "arith.maximumf": ("maximumf", float("-inf")), "arith.minimumf": ("minimumf", float("inf")),
+    "arith.maxnumf": ("maxnumf", float("-inf")), "arith.minnumf": ("minnumf", float("inf")),
+}
+MAX_COOPERATIVE_OUTPUTS = 1 << 16   # beyond this, one thread per output already fills the GPU
+MIN_COOPERATIVE_REDUCTION = 64
+
+
+@dataclass
+class _RowReduction:
+    loop: ir.Operation      # the scf.for over the reduced dimension
+    load: ir.Operation      # acc = memref.load OUT[i]
+    combine: ir.Operation   # r = combine(x, acc)
+    store: ir.Operation     # memref.store r, OUT[i]
+    trip_count: int
+
+
+def _as_operation(value_owner):
+    return value_owner.operation if isinstance(value_owner, ir.OpView) else value_owner
+
+
+def match_row_reduction(loop: ir.Operation) -> _RowReduction | None:
+    """An scf.parallel whose body is one scf.for folding a value into OUT[i]."""
+    body = [op.operation for op in loop.regions[0].blocks[0].operations]
+    if len(body) != 2 or body[0].name != "scf.for" or len(body[0].results):
+        return None
+    inner = body[0]
+    lower, upper, step = (_constant_int(v) for v in list(inner.operands)[:3])
+    if None in (lower, upper, step) or lower != 0 or step != 1:
+        return None
+    ops = [op.operation for op in inner.regions[0].blocks[0].operations][:-1]  # without scf.yield
+    stores = [op for op in ops if op.name == "memref.store"]
+    if len(stores) != 1 or ops[-1] != stores[0]:
+        return None
+    store = stores[0]
+    combine = _as_operation(store.operands[0].owner)
+    if not isinstance(combine, ir.Operation) or combine.name not in _COMBINERS:
+        return None
+    accumulators = [_as_operation(v.owner) for v in combine.operands]
+    loads = [a for a in accumulators if isinstance(a, ir.Operation) and a.name == "memref.load"
+             and a.operands[0] == store.operands[1] and list(a.operands)[1:] == list(store.operands)[2:]]
+    if len(loads) != 1 or len(list(loads[0].results[0].uses)) != 1:
+        return None
+    return _RowReduction(inner, loads[0], combine, store, upper)
+
+
 def block_size(trip_count: int, max_threads: int) -> int:
     """Threads per block: max_threads, or the trip count rounded up to a warp."""
     return min(max_threads, max(32, 32 * math.ceil(trip_count / 32)))
@@ -71,6 +119,10 @@ class GpuDistribute:
         lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
         trips = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(lower, upper, step)]
         total = math.prod(trips)
+        reduction = match_row_reduction(loop)
+        if reduction and total <= MAX_COOPERATIVE_OUTPUTS and reduction.trip_count >= MIN_COOPERATIVE_REDUCTION:
+            self._distribute_row_reduction(loop, reduction, trips, lower, step, total)
+            return
         threads = block_size(total, self.max_threads)
         blocks = max(1, -(-total // threads))
         with ir.InsertionPoint(loop), loop.location:
@@ -95,6 +147,60 @@ class GpuDistribute:
             old.replace_all_uses_with(new)
         for op in list(body.operations)[:-1]:  # all but the scf.reduce terminator
             op.operation.move_before(done)
+        loop.erase()
+
+    def _distribute_row_reduction(self, loop, reduction: _RowReduction, trips, lower, step, total) -> None:
+        threads = block_size(reduction.trip_count, self.max_threads)
+        kind, neutral = _COMBINERS[reduction.combine.name]
+        element = reduction.combine.results[0].type
+        with ir.InsertionPoint(loop), loop.location:
+            grid = scf.ParallelOp([], [_index(0)], [_index(total)], [_index(1)], [])
+            grid.attributes["mapping"] = _mapping("block_x")
+            grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
+            with ir.InsertionPoint(grid_body):
+                block = scf.ParallelOp([], [_index(0)], [_index(threads)], [_index(1)], [])
+                block.attributes["mapping"] = _mapping("thread_x")
+                scf.ReduceOp([], 0)
+            thread_body = block.regions[0].blocks.append(ir.IndexType.get())
+            thread = thread_body.arguments[0]
+            with ir.InsertionPoint(thread_body):
+                indices = self._delinearize(grid_body.arguments[0], trips, lower, step)
+                strided = scf.ForOp(thread, _index(reduction.trip_count), _index(threads),
+                                    [arith.constant(element, ir.FloatAttr.get(element, neutral))])
+                with ir.InsertionPoint(strided.body):
+                    loop_end = scf.YieldOp([strided.inner_iter_args[0]])
+                block_total = ir.Operation.create(
+                    "gpu.all_reduce", results=[element], operands=[strided.results[0]],
+                    attributes={"op": ir.Attribute.parse(f"#gpu<all_reduce_op {kind}>"),
+                                "uniform": ir.UnitAttr.get()}, regions=1).result
+                leader = arith.cmpi(arith.CmpIPredicate.eq, thread, _index(0))
+                guard = scf.IfOp(leader)
+                scf.ReduceOp([], 0)
+            with ir.InsertionPoint(guard.then_block):
+                done = scf.YieldOp([])
+        # The folded value x, computed per k, moves into the strided loop.
+        body = loop.regions[0].blocks[0]
+        for old, new in zip(body.arguments, indices):
+            old.replace_all_uses_with(new)
+        reduction.loop.regions[0].blocks[0].arguments[0].replace_all_uses_with(strided.induction_variable)
+        accumulator = reduction.load.results[0]
+        partial = strided.inner_iter_args[0]
+        for op in [o.operation for o in reduction.loop.regions[0].blocks[0].operations][:-1]:
+            if op not in (reduction.load, reduction.combine, reduction.store):
+                op.move_before(loop_end)
+        # partial' = combine(x, partial) ends each iteration ...
+        reduction.combine.move_before(loop_end)
+        reduction.combine.operands[[v == accumulator for v in reduction.combine.operands].index(True)] = partial
+        loop_end.operands[0] = reduction.combine.results[0]
+        # ... and the leader folds the block total into OUT[i].
+        reduction.load.move_before(done)
+        with ir.InsertionPoint(done), loop.location:
+            folded = ir.Operation.create(reduction.combine.name, results=[element],
+                                         operands=[block_total, reduction.load.results[0]],
+                                         attributes={name: reduction.combine.attributes[name]
+                                                     for name in reduction.combine.attributes})
+        reduction.store.operands[0] = folded.results[0]
+        reduction.store.move_before(done)
         loop.erase()
 
     @staticmethod

@@ -38,8 +38,8 @@ class GpuExecutable:
 
     # ---------------------------------------------------------------- calling
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        require_gpu()
         self._check_inputs(tensors)
+        require_gpu()
         outputs = [torch.empty(a["shape"], dtype=_dtype(a["dtype"]), device="cuda") for a in self.outputs]
         if self.poison_outputs:
             for output in outputs:
@@ -55,11 +55,11 @@ class GpuExecutable:
             raise InputMismatchError(f"expected {len(self.inputs)} tensors (state then inputs), got {len(tensors)}")
         for spec, tensor in zip(self.inputs, tensors):
             dtype = str(tensor.dtype).removeprefix("torch.")
-            if not tensor.is_cuda:
-                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
             if list(tensor.shape) != spec["shape"] or dtype != spec["dtype"]:
                 raise InputMismatchError(f"{spec['name']} ({spec['kind']}): expected {spec['dtype']}{spec['shape']}, "
                                          f"got {dtype}{list(tensor.shape)}")
+            if not tensor.is_cuda:
+                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
             if not tensor.is_contiguous():
                 raise InputMismatchError(f"{spec['name']}: must be contiguous")
 

@@ -1,0 +1,245 @@
+// RUN: %stage-distribute %s | FileCheck %s
+// RUN: %stage-distribute %s | FileCheck %s --check-prefix=GONE
+
+// The distribute stage (Python pass gpu-distribute) maps each top-level
+// scf.parallel nest onto a grid: an outer scf.parallel over blocks (block_x)
+// around an inner one over threads (thread_x). Elementwise nests are
+// linearized (block * T + thread, innermost index fastest: coalesced) and
+// bounds-guarded; row reductions get one block per row, a strided loop per
+// thread and a gpu.all_reduce whose result thread 0 folds into the output.
+
+// No multi-dimensional scf.parallel survives (every nest is linearized).
+// GONE-NOT: scf.parallel (%{{[^)]*}}, %{{[^)]*}}) =
+
+// (a) 32x64 = 2048 elements -> 8 blocks of 256 threads.
+// CHECK-LABEL: func.func @elementwise(
+// CHECK-SAME:    %[[A:[a-z0-9_]+]]: memref<32x64xf32>, %[[OUT:[a-z0-9_]+]]: memref<32x64xf32>)
+// CHECK:         arith.constant 64 : index
+// CHECK-NEXT:    %[[LB:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[BLOCKS:[a-z0-9_]+]] = arith.constant 8 : index
+// CHECK-NEXT:    %[[ONE:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    scf.parallel (%[[B:[a-z0-9_]+]]) = (%[[LB]]) to (%[[BLOCKS]]) step (%[[ONE]]) {
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 256 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK:             %[[T256:[a-z0-9_]+]] = arith.constant 256 : index
+// CHECK:             %[[BASE:[a-z0-9_]+]] = arith.muli %[[B]], %[[T256]] : index
+// CHECK:             %[[LIN:[a-z0-9_]+]] = arith.addi %[[BASE]], %[[T]] : index
+// CHECK:             %[[TOTAL:[a-z0-9_]+]] = arith.constant 2048 : index
+// CHECK:             %[[IN:[a-z0-9_]+]] = arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
+// CHECK:             scf.if %[[IN]] {
+// CHECK:               %[[W1:[a-z0-9_]+]] = arith.constant 64 : index
+// CHECK:               %[[J:[a-z0-9_]+]] = arith.remui %[[LIN]], %[[W1]] : index
+// CHECK:               %[[W2:[a-z0-9_]+]] = arith.constant 64 : index
+// CHECK:               %[[I:[a-z0-9_]+]] = arith.divui %[[LIN]], %[[W2]] : index
+// CHECK:               %[[X:[a-z0-9_]+]] = memref.load %[[A]][%[[I]], %[[J]]] : memref<32x64xf32>
+// CHECK:               %[[Y:[a-z0-9_]+]] = math.exp %[[X]] : f32
+// CHECK:               memref.store %[[Y]], %[[OUT]][%[[I]], %[[J]]] : memref<32x64xf32>
+// CHECK-NEXT:        }
+// CHECK-NEXT:        scf.reduce
+// CHECK-NEXT:      } {mapping = [#gpu.loop_dim_map<processor = thread_x,
+// CHECK-NEXT:      scf.reduce
+// CHECK-NEXT:    } {mapping = [#gpu.loop_dim_map<processor = block_x,
+// CHECK-NEXT:    return
+func.func @elementwise(%a: memref<32x64xf32>, %out: memref<32x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c32, %c64) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<32x64xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %out[%i, %j] : memref<32x64xf32>
+    scf.reduce
+  }
+  return
+}
+
+// Lower bounds and steps other than 0 and 1: (1000 - 2) / 3 -> 333 iterations,
+// 2 blocks of 256 threads, index = linear * 3 + 2.
+// CHECK-LABEL: func.func @offset(
+// CHECK-SAME:    %[[BUF:[a-z0-9_]+]]: memref<1000xf32>)
+// CHECK:         arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:    %[[LB:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[BLOCKS:[a-z0-9_]+]] = arith.constant 2 : index
+// CHECK-NEXT:    %[[ONE:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    scf.parallel (%[[B:[a-z0-9_]+]]) = (%[[LB]]) to (%[[BLOCKS]]) step (%[[ONE]]) {
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 256 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK:             %[[LIN:[a-z0-9_]+]] = arith.addi %{{[a-z0-9_]+}}, %[[T]] : index
+// CHECK:             %[[TOTAL:[a-z0-9_]+]] = arith.constant 333 : index
+// CHECK:             %[[IN:[a-z0-9_]+]] = arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
+// CHECK:             scf.if %[[IN]] {
+// CHECK:               %[[STEP:[a-z0-9_]+]] = arith.constant 3 : index
+// CHECK:               %[[SCALED:[a-z0-9_]+]] = arith.muli %[[LIN]], %[[STEP]] : index
+// CHECK:               %[[LOW:[a-z0-9_]+]] = arith.constant 2 : index
+// CHECK:               %[[IDX:[a-z0-9_]+]] = arith.addi %[[SCALED]], %[[LOW]] : index
+// CHECK:               memref.store %{{[a-z0-9_]+}}, %[[BUF]][%[[IDX]]] : memref<1000xf32>
+// CHECK:         } {mapping = [#gpu.loop_dim_map<processor = block_x,
+func.func @offset(%buf: memref<1000xf32>) {
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c1000 = arith.constant 1000 : index
+  %cst = arith.constant 1.0 : f32
+  scf.parallel (%i) = (%c2) to (%c1000) step (%c3) {
+    memref.store %cst, %buf[%i] : memref<1000xf32>
+    scf.reduce
+  }
+  return
+}
+
+// (b) A row sum (the shape of softmax's denominator): one block per row
+// (32 blocks), 256 threads striding over the 1024 columns, a block-wide
+// gpu.all_reduce, and only thread 0 folds the total into ACC[row].
+// CHECK-LABEL: func.func @row_sum(
+// CHECK-SAME:    %[[IN:[a-z0-9_]+]]: memref<32x1024xf32>, %[[ACC:[a-z0-9_]+]]: memref<32xf32>)
+// CHECK:         arith.constant 1024 : index
+// CHECK-NEXT:    %[[LB:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[BLOCKS:[a-z0-9_]+]] = arith.constant 32 : index
+// CHECK-NEXT:    %[[ONE:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    scf.parallel (%[[ROW:[a-z0-9_]+]]) = (%[[LB]]) to (%[[BLOCKS]]) step (%[[ONE]]) {
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 256 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK-NOT:         arith.cmpi ult
+// CHECK:             %[[LEN:[a-z0-9_]+]] = arith.constant 1024 : index
+// CHECK:             %[[STRIDE:[a-z0-9_]+]] = arith.constant 256 : index
+// CHECK:             %[[ZERO:[a-z0-9_]+]] = arith.constant 0.000000e+00 : f32
+// CHECK:             %[[PART:[a-z0-9_]+]] = scf.for %[[K:[a-z0-9_]+]] = %[[T]] to %[[LEN]] step %[[STRIDE]] iter_args(%[[P:[a-z0-9_]+]] = %[[ZERO]]) -> (f32) {
+// CHECK-NEXT:          %[[X:[a-z0-9_]+]] = memref.load %[[IN]][%[[ROW]], %[[K]]] : memref<32x1024xf32>
+// CHECK-NEXT:          %[[NEXT:[a-z0-9_]+]] = arith.addf %[[X]], %[[P]] : f32
+// CHECK-NEXT:          scf.yield %[[NEXT]] : f32
+// CHECK-NEXT:        }
+// CHECK-NEXT:        %[[SUM:[a-z0-9_]+]] = gpu.all_reduce add %[[PART]] uniform {
+// CHECK:             %[[C0:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK:             %[[LEADER:[a-z0-9_]+]] = arith.cmpi eq, %[[T]], %[[C0]] : index
+// CHECK:             scf.if %[[LEADER]] {
+// CHECK-NEXT:          %[[OLD:[a-z0-9_]+]] = memref.load %[[ACC]][%[[ROW]]] : memref<32xf32>
+// CHECK-NEXT:          %[[NEW:[a-z0-9_]+]] = arith.addf %[[SUM]], %[[OLD]] : f32
+// CHECK-NEXT:          memref.store %[[NEW]], %[[ACC]][%[[ROW]]] : memref<32xf32>
+// CHECK-NEXT:        }
+// CHECK-NEXT:        scf.reduce
+// CHECK-NEXT:      } {mapping = [#gpu.loop_dim_map<processor = thread_x,
+// CHECK-NEXT:      scf.reduce
+// CHECK-NEXT:    } {mapping = [#gpu.loop_dim_map<processor = block_x,
+// CHECK-NEXT:    return
+func.func @row_sum(%in: memref<32x1024xf32>, %acc: memref<32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%i) = (%c0) to (%c32) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<32x1024xf32>
+      %old = memref.load %acc[%i] : memref<32xf32>
+      %new = arith.addf %x, %old : f32
+      memref.store %new, %acc[%i] : memref<32xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// A row max over 64 columns (softmax's first reduction): the block is the
+// row length rounded to a warp, 64 threads, so each thread takes one column.
+// CHECK-LABEL: func.func @row_max(
+// CHECK:         scf.parallel (%{{[a-z0-9_]+}}) = (%{{[a-z0-9_]+}}) to (%[[ROWS:[a-z0-9_]+]]) step
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 64 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK:             %[[NEG:[a-z0-9_]+]] = arith.constant 0xFF800000 : f32
+// CHECK:             scf.for %{{[a-z0-9_]+}} = %[[T]] to %{{[a-z0-9_]+}} step %{{[a-z0-9_]+}} iter_args(%{{[a-z0-9_]+}} = %[[NEG]]) -> (f32) {
+// CHECK:               arith.maximumf
+// CHECK:             gpu.all_reduce maximumf %{{[a-z0-9_]+}} uniform {
+// CHECK:             arith.cmpi eq, %[[T]],
+func.func @row_max(%in: memref<16x64xf32>, %acc: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%i) = (%c0) to (%c16) step (%c1) {
+    scf.for %k = %c0 to %c64 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<16x64xf32>
+      %old = memref.load %acc[%i] : memref<16xf32>
+      %new = arith.maximumf %x, %old : f32
+      memref.store %new, %acc[%i] : memref<16xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// (c) arith.subf is no combiner gpu.all_reduce knows: the elementwise mapping,
+// one thread per row running the whole sequential loop. 32 rows -> 1 block of
+// 32 threads.
+// CHECK-LABEL: func.func @row_sub(
+// CHECK-SAME:    %[[IN:[a-z0-9_]+]]: memref<32x1024xf32>, %[[ACC:[a-z0-9_]+]]: memref<32xf32>)
+// CHECK:         arith.constant 1024 : index
+// CHECK-NEXT:    %[[LB:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[BLOCKS:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[ONE:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    scf.parallel (%[[B:[a-z0-9_]+]]) = (%[[LB]]) to (%[[BLOCKS]]) step (%[[ONE]]) {
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 32 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK:             %[[LIN:[a-z0-9_]+]] = arith.addi %{{[a-z0-9_]+}}, %[[T]] : index
+// CHECK:             %[[GUARD:[a-z0-9_]+]] = arith.cmpi ult, %[[LIN]], %{{[a-z0-9_]+}} : index
+// CHECK:             scf.if %[[GUARD]] {
+// CHECK-NEXT:          scf.for %[[K:[a-z0-9_]+]] = %{{[a-z0-9_]+}} to %{{[a-z0-9_]+}} step %{{[a-z0-9_]+}} {
+// CHECK-NEXT:            memref.load %[[IN]][%[[LIN]], %[[K]]]
+// CHECK-NEXT:            %[[OLD:[a-z0-9_]+]] = memref.load %[[ACC]][%[[LIN]]]
+// CHECK-NEXT:            %[[NEW:[a-z0-9_]+]] = arith.subf %{{[a-z0-9_]+}}, %[[OLD]] : f32
+// CHECK-NEXT:            memref.store %[[NEW]], %[[ACC]][%[[LIN]]]
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:         } {mapping = [#gpu.loop_dim_map<processor = block_x,
+// CHECK-NEXT:    return
+func.func @row_sub(%in: memref<32x1024xf32>, %acc: memref<32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c1024 = arith.constant 1024 : index
+  scf.parallel (%i) = (%c0) to (%c32) step (%c1) {
+    scf.for %k = %c0 to %c1024 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<32x1024xf32>
+      %old = memref.load %acc[%i] : memref<32xf32>
+      %new = arith.subf %x, %old : f32
+      memref.store %new, %acc[%i] : memref<32xf32>
+    }
+    scf.reduce
+  }
+  return
+}
+
+// (c) Rows shorter than 64 are not worth a block each: elementwise mapping too.
+// CHECK-LABEL: func.func @short_rows(
+// CHECK-SAME:    %[[IN:[a-z0-9_]+]]: memref<32x16xf32>, %[[ACC:[a-z0-9_]+]]: memref<32xf32>)
+// CHECK:         arith.constant 16 : index
+// CHECK-NEXT:    %[[LB:[a-z0-9_]+]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[BLOCKS:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[ONE:[a-z0-9_]+]] = arith.constant 1 : index
+// CHECK-NEXT:    scf.parallel (%[[B:[a-z0-9_]+]]) = (%[[LB]]) to (%[[BLOCKS]]) step (%[[ONE]]) {
+// CHECK:           %[[THREADS:[a-z0-9_]+]] = arith.constant 32 : index
+// CHECK:           scf.parallel (%[[T:[a-z0-9_]+]]) = (%{{[a-z0-9_]+}}) to (%[[THREADS]]) step
+// CHECK:             %[[LIN:[a-z0-9_]+]] = arith.addi %{{[a-z0-9_]+}}, %[[T]] : index
+// CHECK:             %[[GUARD:[a-z0-9_]+]] = arith.cmpi ult, %[[LIN]], %{{[a-z0-9_]+}} : index
+// CHECK:             scf.if %[[GUARD]] {
+// CHECK-NEXT:          scf.for %[[K:[a-z0-9_]+]] = %{{[a-z0-9_]+}} to %{{[a-z0-9_]+}} step %{{[a-z0-9_]+}} {
+// CHECK-NEXT:            memref.load %[[IN]][%[[LIN]], %[[K]]]
+// CHECK-NEXT:            %[[OLD:[a-z0-9_]+]] = memref.load %[[ACC]][%[[LIN]]]
+// CHECK-NEXT:            %[[NEW:[a-z0-9_]+]] = arith.addf %{{[a-z0-9_]+}}, %[[OLD]] : f32
+// CHECK-NEXT:            memref.store %[[NEW]], %[[ACC]][%[[LIN]]]
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:         } {mapping = [#gpu.loop_dim_map<processor = block_x,
+// CHECK-NEXT:    return
+func.func @short_rows(%in: memref<32x16xf32>, %acc: memref<32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %c16 = arith.constant 16 : index
+  scf.parallel (%i) = (%c0) to (%c32) step (%c1) {
+    scf.for %k = %c0 to %c16 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<32x16xf32>
+      %old = memref.load %acc[%i] : memref<32xf32>
+      %new = arith.addf %x, %old : f32
+      memref.store %new, %acc[%i] : memref<32xf32>
+    }
+    scf.reduce
+  }
+  return
+}

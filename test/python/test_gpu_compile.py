@@ -1,0 +1,118 @@
+"""The GPU track without a GPU: every zoo model compiles to cubins through the
+real ptxas, the kernel report is complete and the host plan is valid. The
+numerics on a GPU are checked by tools/gpu_check.py (and skip here)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from twintrack import zoo
+from twintrack.runtime import validate_plan
+from twintrack.tooling import find_libdevice, find_tool
+
+pytestmark = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
+                                reason="needs ptxas and libdevice (the CUDA toolkit)")
+
+REPORT_FIELDS = {"name", "source_ops", "grid", "block", "registers", "spills", "shared_bytes", "bytes", "flops"}
+
+
+@pytest.mark.parametrize("name", list(zoo.MODELS))
+def test_zoo_model_compiles_to_cubin(name, run_tool, tmp_path):
+    outdir = tmp_path / name
+    result = run_tool("compile", f"zoo:{name}", "--pipeline", "gpu", "-o", outdir, "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert manifest["arch"] == "sm_90" and manifest["kernels"]
+    for kernel in manifest["kernels"]:
+        assert REPORT_FIELDS <= kernel.keys()
+        assert kernel["registers"] > 0 and kernel["bytes"] > 0 and kernel["source_ops"]
+        assert 32 <= kernel["block"][0] <= 1024 and kernel["grid"][0] >= 1
+        assert (outdir / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF"
+        assert ".target sm_90" in (outdir / kernel["ptx"]).read_text()
+    plan = json.loads((outdir / "plan.json").read_text())
+    assert validate_plan(plan) == []
+    assert len([s for s in plan["steps"] if s["op"] == "launch"]) == len(manifest["kernels"])
+    assert "kernel" in result.stdout  # the report table is printed
+
+
+def test_softmax_rows_reduce_cooperatively(run_tool, tmp_path):
+    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
+    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+    reductions = [k for k in kernels if k["shared_bytes"] > 0]  # gpu.all_reduce stages through shared memory
+    assert len(reductions) == 2  # the max and the sum
+    assert all(k["grid"][0] == 32 and k["block"][0] == 64 for k in reductions)  # one block per row
+
+
+def test_validate_plan_finds_problems():
+    plan = {"arguments": [{"shape": [4], "dtype": "float32"}],
+            "steps": [{"op": "launch", "grid": [1, 1, 1], "block": [2048, 1, 1], "module": "m", "kernel": "k",
+                       "args": [{"memref": {"buffer": "b0", "offset": 0, "sizes": [4], "strides": [1]}},
+                                {"memref": {"buffer": "arg0", "offset": 2, "sizes": [4], "strides": [1]}}]},
+                      {"op": "alloc", "buffer": "b1", "shape": [3], "dtype": "float32"}]}
+    problems = validate_plan(plan)
+    assert any("2048 threads" in p for p in problems)
+    assert any("b0 is not live" in p for p in problems)
+    assert any("reaches element 5" in p for p in problems)
+    assert any("never freed: b1" in p for p in problems)
+
+
+def test_runtime_imports_no_mlir():
+    code = ("import sys, twintrack.runtime; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('mlir', 'torch_mlir')]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_running_without_a_gpu_is_a_clean_error(run_tool, tmp_path):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert run_tool("compile", "zoo:gemm", "--pipeline", "gpu", "-o", tmp_path / "g", "-q").returncode == 0
+    result = run_tool("run", tmp_path / "g", "--check")
+    assert result.returncode == 2 and "no CUDA GPU is available" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_ptxas_says_how_to_get_it(tmp_path):
+    import os
+    env = {**os.environ, "PATH": os.pathsep.join([str(p) for p in (tmp_path, "/usr/bin", "/bin")])}
+    from conftest import REPO
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "compile.py"), "zoo:gemm", "--pipeline", "gpu",
+                             "-o", str(tmp_path / "g")], capture_output=True, text=True, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "ptxas not found" in result.stderr and "nvidia-cuda-nvcc" in result.stderr
+
+
+def test_host_op_the_runtime_cannot_run_is_named(run_tool, tmp_path):
+    """With the outline stage removed, loops stay on the host: the plan names the op, where and the stage."""
+    from twintrack.recipes import DEFAULT_LOWERING_DIR
+    recipes = tmp_path / "recipes"
+    (recipes / "shared").mkdir(parents=True)
+    (recipes / "shared" / "frontend.toml").write_text((DEFAULT_LOWERING_DIR / "shared" / "frontend.toml").read_text())
+    gpu = (DEFAULT_LOWERING_DIR / "gpu.toml").read_text()
+    outline = gpu.index('[[stage]]\nname = "outline"')
+    gpu = gpu[:outline] + gpu[gpu.index("[[stage]]", outline + 1):]
+    (recipes / "gpu.toml").write_text(gpu)
+    result = run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "--lowering-dir", recipes, "-o", tmp_path / "o")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "stage 'plan' failed" in result.stderr and "'scf.parallel'" in result.stderr and "zoo.py:60" in result.stderr
+
+
+@pytest.mark.parametrize("wrong", ["device", "shape", "dtype"])
+def test_wrong_input_is_named_before_any_launch(wrong, run_tool, tmp_path):
+    import torch
+
+    from twintrack.errors import InputMismatchError
+    from twintrack.runtime import load
+    assert run_tool("compile", "zoo:gemm", "--pipeline", "gpu", "-o", tmp_path / "g", "-q").returncode == 0
+    executable = load(tmp_path / "g")
+    weight, x = torch.randn(48, 32), torch.randn(64, 48)
+    if wrong == "shape":
+        x = x[:, :40].contiguous()
+    elif wrong == "dtype":
+        x = x.double()
+    # shape and dtype are checked before the device, so CPU tensors test them without a GPU
+    with pytest.raises(InputMismatchError, match="input0" if wrong != "device" else "CUDA tensor"):
+        executable(weight, x)
