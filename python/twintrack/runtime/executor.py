@@ -58,10 +58,11 @@ class GpuExecutable:
             if list(tensor.shape) != spec["shape"] or dtype != spec["dtype"]:
                 raise InputMismatchError(f"{spec['name']} ({spec['kind']}): expected {spec['dtype']}{spec['shape']}, "
                                          f"got {dtype}{list(tensor.shape)}")
-            if not tensor.is_cuda:
-                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
             if not tensor.is_contiguous():
                 raise InputMismatchError(f"{spec['name']}: must be contiguous")
+        for spec, tensor in zip(self.inputs, tensors):  # after shapes, so they are checkable on any machine
+            if not tensor.is_cuda:
+                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
 
     # ---------------------------------------------------------------- steps
     def _alloc(self, step, buffers, stream) -> None:
