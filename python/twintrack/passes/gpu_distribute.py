@@ -39,7 +39,7 @@ def _index(value: int) -> ir.Value:
 
 
 # combiner op -> (gpu.all_reduce kind, neutral element)
-_COMBINERS = {
+COMBINERS = {
     "arith.addf": ("add", 0.0), "arith.mulf": ("mul", 1.0),
     "arith.maximumf": ("maximumf", float("-inf")), "arith.minimumf": ("minimumf", float("inf")),
     "arith.maxnumf": ("maxnumf", float("-inf")), "arith.minnumf": ("minnumf", float("inf")),
@@ -57,7 +57,7 @@ class _RowReduction:
     trip_count: int
 
 
-def _as_operation(value_owner):
+def as_operation(value_owner):
     return value_owner.operation if isinstance(value_owner, ir.OpView) else value_owner
 
 
@@ -75,10 +75,10 @@ def match_row_reduction(loop: ir.Operation) -> _RowReduction | None:
     if len(stores) != 1 or ops[-1] != stores[0]:
         return None
     store = stores[0]
-    combine = _as_operation(store.operands[0].owner)
-    if not isinstance(combine, ir.Operation) or combine.name not in _COMBINERS:
+    combine = as_operation(store.operands[0].owner)
+    if not isinstance(combine, ir.Operation) or combine.name not in COMBINERS:
         return None
-    accumulators = [_as_operation(v.owner) for v in combine.operands]
+    accumulators = [as_operation(v.owner) for v in combine.operands]
     loads = [a for a in accumulators if isinstance(a, ir.Operation) and a.name == "memref.load"
              and a.operands[0] == store.operands[1] and list(a.operands)[1:] == list(store.operands)[2:]]
     if len(loads) != 1 or len(list(loads[0].results[0].uses)) != 1:
@@ -151,7 +151,7 @@ class GpuDistribute:
 
     def _distribute_row_reduction(self, loop, reduction: _RowReduction, trips, lower, step, total) -> None:
         threads = block_size(reduction.trip_count, self.max_threads)
-        kind, neutral = _COMBINERS[reduction.combine.name]
+        kind, neutral = COMBINERS[reduction.combine.name]
         element = reduction.combine.results[0].type
         with ir.InsertionPoint(loop), loop.location:
             grid = scf.ParallelOp([], [_index(0)], [_index(total)], [_index(1)], [])
