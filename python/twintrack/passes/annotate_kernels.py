@@ -53,11 +53,21 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
                 if child.name == "scf.for":
                     total += _flops_per_thread(child, multiplier * _trip_count(child))
                     continue
+                if child.name == "scf.if" and _is_leader_only(child):
+                    continue  # one thread per block folds the block's total: negligible
                 if child.name.split(".")[0] in ("arith", "math") and child.name not in _NOT_FLOPS \
                         and child.results and _is_float(child.results[0].type):
                     total += multiplier * (2 if child.name == "math.fma" else 1)
                 total += _flops_per_thread(child, multiplier)
     return total
+
+
+def _is_leader_only(branch: ir.Operation) -> bool:
+    """scf.if (thread == 0), as gpu-distribute guards a row reduction's final store."""
+    condition = branch.operands[0].owner
+    condition = condition.operation if isinstance(condition, ir.OpView) else condition
+    return (isinstance(condition, ir.Operation) and condition.name == "arith.cmpi"
+            and condition.attributes["predicate"].value == 0 and _constant(condition.operands[1]) == 0)
 
 
 def _active_threads(kernel: ir.Operation, launched: int) -> int:
