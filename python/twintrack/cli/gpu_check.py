@@ -13,9 +13,10 @@ from .common import add_debug_flag, progress, run_main
 
 EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
-with NaN first), the median time of twintrack and of eager PyTorch (CUDA
-events, 20 runs after warm-up), and the peak device memory of each (torch's
-allocator; the runtime allocates nothing else). Writes DIR/gpu-check.json and
+with NaN first), the median time of twintrack (plain, and replayed as one
+CUDA graph) and of eager PyTorch (CUDA events, 20 runs after warm-up), and
+the peak device memory of each (torch's allocator; the runtime allocates
+nothing else). Writes DIR/gpu-check.json and
 DIR/gpu-check.md and prints the table. Exit 1 if any check fails.
 """
 
@@ -47,13 +48,20 @@ def check_one(outdir: Path) -> dict:
     executable.poison_outputs = True
     outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
     executable.poison_outputs = False
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+    output_specs = specs(manifest, "outputs")
+    checks = compare(outputs, float64_reference(source.module, inputs), output_specs)
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     twintrack_ms = median_ms(lambda: executable(*state, *gpu_inputs), "cuda")
     twintrack_peak = torch.cuda.max_memory_allocated() - base
+    graphed = load(outdir, cuda_graph=True)
+    graphed(*state, *gpu_inputs)  # captures
+    other = random_inputs(specs(manifest, "inputs"), seed=999)  # replays must see new inputs
+    graph_outputs = [y.cpu() for y in graphed(*state, *[x.cuda() for x in other])]
+    graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs)
+    graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
 
     model = source.module.cuda()
     torch.cuda.synchronize()
@@ -64,22 +72,25 @@ def check_one(outdir: Path) -> dict:
     return {
         "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"), "rel_error": max(c.rel_error for c in checks),
-        "ok": all(c.ok for c in checks), "twintrack_ms": twintrack_ms, "eager_ms": eager_ms,
-        "ratio_vs_eager": twintrack_ms / eager_ms,
+        "ok": all(c.ok for c in checks + graph_checks), "twintrack_ms": twintrack_ms,
+        "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
+        "ratio_vs_eager": twintrack_ms / eager_ms, "graph_ratio_vs_eager": graph_ms / eager_ms,
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
     }
 
 
 def markdown(rows: list[dict], device: str) -> str:
     lines = [f"# GPU check, {date.today().isoformat()}, {device}", "",
-             "| model | dtype | kernels | compile s | rel. error | twintrack ms | eager ms | twintrack/eager | peak MiB (tt / eager) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | dtype | kernels | compile s | rel. error | twintrack ms | +CUDA graph ms | eager ms "
+             "| twintrack/eager | graph/eager | peak MiB (tt / eager) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | |")
+            lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | | | |")
             continue
         lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} "
-                     f"| {r['twintrack_ms']:.3f} | {r['eager_ms']:.3f} | {r['ratio_vs_eager']:.2f} "
+                     f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {r['eager_ms']:.3f} "
+                     f"| {r['ratio_vs_eager']:.2f} | {r['graph_ratio_vs_eager']:.2f} "
                      f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {r['peak_bytes_eager'] / 2**20:.1f} |")
     return "\n".join(lines) + "\n"
 

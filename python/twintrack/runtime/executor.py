@@ -19,7 +19,7 @@ _SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int3
 class GpuExecutable:
     """Callable over (state..., inputs...) CUDA tensors; returns the outputs."""
 
-    def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False):
+    def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False):
         self.outdir = Path(outdir)
         self.manifest = _read_json(self.outdir / "manifest.json")
         if self.manifest.get("pipeline") != "gpu":
@@ -30,6 +30,8 @@ class GpuExecutable:
             raise ArtifactError(f"{outdir}: invalid host plan: {problems[0]}")
         self.synchronize_each_launch = synchronize_each_launch
         self.poison_outputs = False
+        self.cuda_graph = cuda_graph  # replay the whole plan as one CUDA graph: no per-launch host work
+        self._graph = None
         self._modules: dict[str, KernelModule] = {}
         self._constants: dict[str, torch.Tensor] = {}
         args = self.plan["arguments"]
@@ -40,6 +42,34 @@ class GpuExecutable:
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         self._check_inputs(tensors)
         require_gpu()
+        return self._replay(tensors) if self.cuda_graph else self._run(tensors)
+
+    def _replay(self, tensors) -> list[torch.Tensor]:
+        """Capture the plan once, then replay it. Parameters and buffers are
+        used in place (a new tensor for one means a new capture); inputs are
+        copied into the captured ones; outputs are returned as copies."""
+        state = [t for spec, t in zip(self.inputs, tensors) if spec["kind"] != "input"]
+        if self._graph is None or [t.data_ptr() for t in state] != self._graph_state:
+            self._capture(tensors, state)
+        for static, tensor, spec in zip(self._graph_inputs, tensors, self.inputs):
+            if spec["kind"] == "input":
+                static.copy_(tensor)
+        self._graph.replay()
+        return [output.clone() for output in self._graph_outputs]
+
+    def _capture(self, tensors, state) -> None:
+        self._graph_inputs = [t.clone() if spec["kind"] == "input" else t for spec, t in zip(self.inputs, tensors)]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._run(self._graph_inputs)  # loads the kernel modules: not allowed during capture
+        torch.cuda.current_stream().wait_stream(side)
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            self._graph_outputs = self._run(self._graph_inputs)
+        self._graph_state = [t.data_ptr() for t in state]
+
+    def _run(self, tensors) -> list[torch.Tensor]:
         outputs = [torch.empty(a["shape"], dtype=_dtype(a["dtype"]), device="cuda") for a in self.outputs]
         if self.poison_outputs:
             for output in outputs:
@@ -132,5 +162,5 @@ def _read_json(path: Path) -> dict:
         raise ArtifactError(f"{path}: corrupt JSON ({e})") from None
 
 
-def load(outdir: str | Path, synchronize_each_launch: bool = False) -> GpuExecutable:
-    return GpuExecutable(outdir, synchronize_each_launch)
+def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False) -> GpuExecutable:
+    return GpuExecutable(outdir, synchronize_each_launch, cuda_graph)
