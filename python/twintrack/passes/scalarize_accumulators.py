@@ -33,13 +33,8 @@ def _defined_outside(value: ir.Value, loop: ir.Operation) -> bool:
     return True
 
 
-def _match(loop: ir.Operation):
-    if len(loop.results):
-        return None
-    ops = [op.operation for op in loop.regions[0].blocks[0].operations][:-1]
-    if not ops or ops[-1].name != "memref.store":
-        return None
-    store = ops[-1]
+def _accumulator(store: ir.Operation, loop: ir.Operation):
+    """(load, combine) if `store` writes combine(x, load OUT[i]) back to OUT[i], i fixed in the loop."""
     combine = as_operation(store.operands[0].owner)
     if not isinstance(combine, ir.Operation) or combine.name not in COMBINERS or combine.parent != loop:
         return None
@@ -49,10 +44,34 @@ def _match(loop: ir.Operation):
     loads = [as_operation(v.owner) for v in combine.operands]
     loads = [op for op in loads if isinstance(op, ir.Operation) and op.name == "memref.load"
              and op.operands[0] == store.operands[1] and list(op.operands)[1:] == indices]
-    others = [op for op in ops if op.name == "memref.store" and op != store]
-    if len(loads) != 1 or others or len(list(loads[0].results[0].uses)) != 1:
+    if len(loads) != 1 or len(list(loads[0].results[0].uses)) != 1:
         return None
-    return loads[0], combine, store
+    return loads[0], combine
+
+
+def _match(loop: ir.Operation):
+    """Every store in the loop body must be an accumulator update, each of its
+    own element, and nothing else may read the accumulated buffers."""
+    if len(loop.results):
+        return None
+    ops = [op.operation for op in loop.regions[0].blocks[0].operations][:-1]
+    stores = [op for op in ops if op.name == "memref.store"]
+    if not stores or any(op.regions for op in ops):
+        return None
+    matches = []
+    for store in stores:
+        found = _accumulator(store, loop)
+        if found is None:
+            return None
+        matches.append((*found, store))
+    targets = [(m[2].operands[1], tuple(m[2].operands)[2:]) for m in matches]
+    if len(set(targets)) != len(targets):  # two updates of one element must stay in memory order
+        return None
+    accumulated = {m[2].operands[1] for m in matches}
+    own_loads = {m[0] for m in matches}
+    if any(op.name == "memref.load" and op.operands[0] in accumulated and op not in own_loads for op in ops):
+        return None
+    return matches
 
 
 @dataclass(frozen=True)
@@ -72,24 +91,29 @@ class ScalarizeAccumulators:
 
         module.walk(collect, ir.WalkOrder.POST_ORDER)
         for loop in loops:
-            match = _match(loop)
-            if match:
-                self._rewrite(loop, *match)
+            matches = _match(loop)
+            if matches:
+                self._rewrite(loop, matches)
 
     @staticmethod
-    def _rewrite(loop: ir.Operation, load: ir.Operation, combine: ir.Operation, store: ir.Operation) -> None:
-        load.move_before(loop)
+    def _rewrite(loop: ir.Operation, matches: list) -> None:
+        for load, _, _ in matches:
+            load.move_before(loop)
         old = loop.opview
         with ir.InsertionPoint(loop), loop.location:
-            new = scf.ForOp(old.lowerBound, old.upperBound, old.step, [load.results[0]])
+            new = scf.ForOp(old.lowerBound, old.upperBound, old.step, [m[0].results[0] for m in matches])
         old.induction_variable.replace_all_uses_with(new.induction_variable)
         with ir.InsertionPoint(new.body), loop.location:
-            end = scf.YieldOp([combine.results[0]])
+            end = scf.YieldOp([m[1].results[0] for m in matches])
+        stores = {m[2] for m in matches}
         for op in [o.operation for o in old.body.operations][:-1]:
-            if op != store:
+            if op not in stores:
                 op.move_before(end)
-        operand = [v == load.results[0] for v in combine.operands].index(True)
-        combine.operands[operand] = new.inner_iter_args[0]
-        store.move_after(new.operation)
-        store.operands[0] = new.results[0]
+        last = new.operation
+        for position, (load, combine, store) in enumerate(matches):
+            operand = [v == load.results[0] for v in combine.operands].index(True)
+            combine.operands[operand] = new.inner_iter_args[position]
+            store.move_after(last)
+            store.operands[0] = new.results[position]
+            last = store
         loop.erase()
