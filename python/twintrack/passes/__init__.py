@@ -9,8 +9,9 @@ from __future__ import annotations
 from .affine_vectorize import AffineVectorize
 from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
+from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .scalarize_accumulators import ScalarizeAccumulators
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuDistribute, ScalarizeAccumulators, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, ScalarizeAccumulators, WidenBoolBuffers)}

@@ -23,7 +23,7 @@ def _mapping(processor: str) -> ir.Attribute:
         f"#gpu.loop_dim_map<processor = {processor}, map = (d0) -> (d0), bound = (d0) -> (d0)>")])
 
 
-def _constant_int(value: ir.Value) -> int | None:
+def constant_int(value: ir.Value) -> int | None:
     owner = value.owner
     if isinstance(owner, ir.OpView):
         owner = owner.operation
@@ -34,7 +34,7 @@ def _constant_int(value: ir.Value) -> int | None:
     return None
 
 
-def _index(value: int) -> ir.Value:
+def index_constant(value: int) -> ir.Value:
     return arith.constant(ir.IndexType.get(), value)
 
 
@@ -67,7 +67,7 @@ def match_row_reduction(loop: ir.Operation) -> _RowReduction | None:
     if len(body) != 2 or body[0].name != "scf.for" or len(body[0].results):
         return None
     inner = body[0]
-    lower, upper, step = (_constant_int(v) for v in list(inner.operands)[:3])
+    lower, upper, step = (constant_int(v) for v in list(inner.operands)[:3])
     if None in (lower, upper, step) or lower != 0 or step != 1:
         return None
     ops = [op.operation for op in inner.regions[0].blocks[0].operations][:-1]  # without scf.yield
@@ -83,7 +83,30 @@ def match_row_reduction(loop: ir.Operation) -> _RowReduction | None:
              and a.operands[0] == store.operands[1] and list(a.operands)[1:] == list(store.operands)[2:]]
     if len(loads) != 1 or len(list(loads[0].results[0].uses)) != 1:
         return None
+    if not _reads_rows_along(inner):
+        return None
     return _RowReduction(inner, loads[0], combine, store, upper)
+
+
+def _reads_rows_along(loop: ir.Operation) -> bool:
+    """Do all loads either ignore the loop's index or use it as their innermost
+    index? Then threads striding the loop read neighbouring elements."""
+    k = loop.regions[0].blocks[0].arguments[0]
+    for op in loop.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "memref.load":
+            indices = list(op.operands)[1:]
+            if k in indices[:-1]:
+                return False
+    return True
+
+
+def cooperative_reduction(loop: ir.Operation, total_outputs: int) -> _RowReduction | None:
+    """The row reduction to give a block per output, if that pays here."""
+    reduction = match_row_reduction(loop)
+    if reduction and total_outputs <= MAX_COOPERATIVE_OUTPUTS and reduction.trip_count >= MIN_COOPERATIVE_REDUCTION:
+        return reduction
+    return None
 
 
 def block_size(trip_count: int, max_threads: int) -> int:
@@ -111,7 +134,7 @@ class GpuDistribute:
 
     def _distribute(self, loop: ir.Operation, pass_) -> None:
         rank = len(loop.regions[0].blocks[0].arguments)
-        bounds = [_constant_int(v) for v in loop.operands[:3 * rank]]
+        bounds = [constant_int(v) for v in loop.operands[:3 * rank]]
         if None in bounds or len(loop.results):
             loop.location.emit_error("gpu-distribute: the loop needs constant bounds and no reductions")
             pass_.signal_pass_failure()
@@ -119,24 +142,24 @@ class GpuDistribute:
         lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
         trips = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(lower, upper, step)]
         total = math.prod(trips)
-        reduction = match_row_reduction(loop)
-        if reduction and total <= MAX_COOPERATIVE_OUTPUTS and reduction.trip_count >= MIN_COOPERATIVE_REDUCTION:
+        reduction = cooperative_reduction(loop, total)
+        if reduction:
             self._distribute_row_reduction(loop, reduction, trips, lower, step, total)
             return
         threads = block_size(total, self.max_threads)
         blocks = max(1, -(-total // threads))
         with ir.InsertionPoint(loop), loop.location:
-            grid = scf.ParallelOp([], [_index(0)], [_index(blocks)], [_index(1)], [])
+            grid = scf.ParallelOp([], [index_constant(0)], [index_constant(blocks)], [index_constant(1)], [])
             grid.attributes["mapping"] = _mapping("block_x")
             grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
             with ir.InsertionPoint(grid_body):
-                block = scf.ParallelOp([], [_index(0)], [_index(threads)], [_index(1)], [])
+                block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
                 block.attributes["mapping"] = _mapping("thread_x")
                 scf.ReduceOp([], 0)
             thread_body = block.regions[0].blocks.append(ir.IndexType.get())
             with ir.InsertionPoint(thread_body):
-                linear = arith.addi(arith.muli(grid_body.arguments[0], _index(threads)), thread_body.arguments[0])
-                in_range = arith.cmpi(arith.CmpIPredicate.ult, linear, _index(total))
+                linear = arith.addi(arith.muli(grid_body.arguments[0], index_constant(threads)), thread_body.arguments[0])
+                in_range = arith.cmpi(arith.CmpIPredicate.ult, linear, index_constant(total))
                 guard = scf.IfOp(in_range)
                 scf.ReduceOp([], 0)
             with ir.InsertionPoint(guard.then_block):
@@ -154,18 +177,18 @@ class GpuDistribute:
         kind, neutral = COMBINERS[reduction.combine.name]
         element = reduction.combine.results[0].type
         with ir.InsertionPoint(loop), loop.location:
-            grid = scf.ParallelOp([], [_index(0)], [_index(total)], [_index(1)], [])
+            grid = scf.ParallelOp([], [index_constant(0)], [index_constant(total)], [index_constant(1)], [])
             grid.attributes["mapping"] = _mapping("block_x")
             grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
             with ir.InsertionPoint(grid_body):
-                block = scf.ParallelOp([], [_index(0)], [_index(threads)], [_index(1)], [])
+                block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
                 block.attributes["mapping"] = _mapping("thread_x")
                 scf.ReduceOp([], 0)
             thread_body = block.regions[0].blocks.append(ir.IndexType.get())
             thread = thread_body.arguments[0]
             with ir.InsertionPoint(thread_body):
                 indices = self._delinearize(grid_body.arguments[0], trips, lower, step)
-                strided = scf.ForOp(thread, _index(reduction.trip_count), _index(threads),
+                strided = scf.ForOp(thread, index_constant(reduction.trip_count), index_constant(threads),
                                     [arith.constant(element, ir.FloatAttr.get(element, neutral))])
                 with ir.InsertionPoint(strided.body):
                     loop_end = scf.YieldOp([strided.inner_iter_args[0]])
@@ -173,7 +196,7 @@ class GpuDistribute:
                     "gpu.all_reduce", results=[element], operands=[strided.results[0]],
                     attributes={"op": ir.Attribute.parse(f"#gpu<all_reduce_op {kind}>"),
                                 "uniform": ir.UnitAttr.get()}, regions=1).result
-                leader = arith.cmpi(arith.CmpIPredicate.eq, thread, _index(0))
+                leader = arith.cmpi(arith.CmpIPredicate.eq, thread, index_constant(0))
                 guard = scf.IfOp(leader)
                 scf.ReduceOp([], 0)
             with ir.InsertionPoint(guard.then_block):
@@ -208,9 +231,9 @@ class GpuDistribute:
         indices = [None] * len(trips)
         rest = linear
         for k in reversed(range(len(trips))):
-            position = arith.remui(rest, _index(trips[k])) if k else rest
-            rest = arith.divui(rest, _index(trips[k])) if k else rest
+            position = arith.remui(rest, index_constant(trips[k])) if k else rest
+            rest = arith.divui(rest, index_constant(trips[k])) if k else rest
             if step[k] != 1:
-                position = arith.muli(position, _index(step[k]))
-            indices[k] = arith.addi(position, _index(lower[k])) if lower[k] else position
+                position = arith.muli(position, index_constant(step[k]))
+            indices[k] = arith.addi(position, index_constant(lower[k])) if lower[k] else position
         return indices
