@@ -12,9 +12,10 @@ from twintrack.options import CompileOptions
 from twintrack.recipes import load_recipe
 
 MODELS = [
-    "zoo:gemm?m=256&k=96&n=256",                         # coarsened 4x4 (65536+ outputs)
-    "zoo:mlp?batch=512&features=64&hidden=128&out=64",   # coarsened matmuls + epilogues
-    "zoo:conv_block",                                    # coarsened conv
+    "zoo:gemm?m=1024&k=64&n=512",                        # coarsened 4x4
+    "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
+    "zoo:conv_block?batch=16&channels=16&size=64",       # coarsened conv
+    "zoo:conv_block",                                    # too small to coarsen
     "zoo:transformer_block",                             # serial short-row reductions, bmm
     "zoo:gpt_block",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each
@@ -42,6 +43,6 @@ def test_gpu_loop_transforms_match_float64(spec):
 
 
 def test_gemm_is_coarsened_to_register_tiles():
-    _, compilation = emulate("zoo:gemm?m=256&k=96&n=256")
+    _, compilation = emulate("zoo:gemm?m=1024&k=64&n=512")
     text = compilation.text("distribute")
     assert "-> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)" in text

@@ -8,7 +8,8 @@ loaded is used F times (register tiling; scalarize-accumulators then keeps the
 F*F accumulators in registers).
 
 Only nests that gpu-distribute would not reduce with a block per output are
-coarsened, and only when F divides i's and j's trip counts.
+coarsened, only when F divides i's and j's trip counts, and only when the
+fewer threads left (outputs / F^2) still fill the GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .gpu_distribute import constant_int, cooperative_reduction, index_constant
+
+
+MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
 
 
 def _nested_ops(op: ir.Operation) -> list[ir.Operation]:
@@ -45,7 +49,9 @@ def _candidate(loop: ir.Operation, factor: int):
         return None
     lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
     trips = [-(-(u - lo) // s) for lo, u, s in zip(lower, upper, step)]
-    if trips[-1] % factor or trips[-2] % factor or cooperative_reduction(loop, math.prod(trips)):
+    outputs = math.prod(trips)
+    if trips[-1] % factor or trips[-2] % factor or outputs // factor ** 2 < MIN_THREADS_AFTER \
+            or cooperative_reduction(loop, outputs):
         return None
     inner = ops[0]
     stores = [op for op in _nested_ops(inner) if op.name == "memref.store"]
