@@ -15,8 +15,8 @@ EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
 with NaN first), the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, 20 runs after warm-up), and
-the peak device memory of each (torch's allocator; the runtime allocates
-nothing else). Writes DIR/gpu-check.json and
+the peak device memory each needs beyond its weights and inputs (torch's
+allocator; the runtime allocates nothing else). Writes DIR/gpu-check.json and
 DIR/gpu-check.md and prints the table. Exit 1 if any check fails.
 """
 
@@ -63,9 +63,11 @@ def check_one(outdir: Path) -> dict:
     graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs)
     graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
 
+    del graphed
     model = source.module.cuda()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
     with torch.no_grad():
         eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
     eager_peak = torch.cuda.max_memory_allocated() - base
