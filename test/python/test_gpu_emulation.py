@@ -14,8 +14,7 @@ from twintrack.recipes import load_recipe
 MODELS = [
     "zoo:gemm?m=1024&k=64&n=512",                        # coarsened 4x4
     "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
-    "zoo:conv_block?batch=16&channels=16&size=64",       # coarsened conv
-    "zoo:conv_block",                                    # too small to coarsen
+    "zoo:conv_block",                                    # not matmul-like: not coarsened
     "zoo:transformer_block",                             # serial short-row reductions, bmm
     "zoo:gpt_block",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each
@@ -42,7 +41,14 @@ def test_gpu_loop_transforms_match_float64(spec):
     assert all(c.ok for c in checks), checks
 
 
+SIXTEEN_ACCUMULATORS = "-> (" + ", ".join(["f32"] * 16) + ")"
+
+
 def test_gemm_is_coarsened_to_register_tiles():
     _, compilation = emulate("zoo:gemm?m=1024&k=64&n=512")
-    text = compilation.text("distribute")
-    assert "-> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32)" in text
+    assert SIXTEEN_ACCUMULATORS in compilation.text("distribute")
+
+
+def test_convolution_is_not_coarsened():
+    _, compilation = emulate("zoo:conv_block?batch=16&channels=16&size=64")
+    assert SIXTEEN_ACCUMULATORS not in compilation.text("distribute")

@@ -7,8 +7,8 @@ does the F*F updates of OUT[..., i+di, j+dj] together, so each A and B value
 loaded is used F times (register tiling; scalarize-accumulators then keeps the
 F*F accumulators in registers).
 
-Only nests that gpu-distribute would not reduce with a block per output are
-coarsened, only when F divides i's and j's trip counts, and only when the
+Only matmul-like nests (each loaded operand indexed by i or by j, not both)
+that gpu-distribute would not reduce with a block per output are coarsened, only when F divides i's and j's trip counts, and only when the
 fewer threads left (outputs / F^2) still fill the GPU.
 """
 
@@ -54,11 +54,34 @@ def _candidate(loop: ir.Operation, factor: int):
             or cooperative_reduction(loop, outputs):
         return None
     inner = ops[0]
-    stores = [op for op in _nested_ops(inner) if op.name == "memref.store"]
+    nest = _nested_ops(inner)
+    stores = [op for op in nest if op.name == "memref.store"]
     i, j = body.arguments[rank - 2], body.arguments[rank - 1]
-    if len(stores) != 1 or list(stores[0].operands)[-2:] != [i, j]:
+    if len(stores) != 1 or list(stores[0].operands)[-2:] != [i, j] or not _outer_product(nest, stores[0], i, j):
         return None
     return inner, i, j, rank
+
+
+def _dependents(nest: list[ir.Operation], root: ir.Value) -> set:
+    """Values in the nest computed from `root` (ops come in program order)."""
+    found = {root}
+    for op in nest:
+        if any(v in found for v in op.operands):
+            found.update(op.results)
+    return found
+
+
+def _outer_product(nest: list[ir.Operation], store: ir.Operation, i: ir.Value, j: ir.Value) -> bool:
+    """Does every operand load depend on i or on j but not both (A[i, k], B[k, j])?
+    Only then does a tile of outputs reuse what it loads; a convolution's
+    input window depends on both and gains nothing."""
+    on_i, on_j = _dependents(nest, i), _dependents(nest, j)
+    for op in nest:
+        if op.name == "memref.load" and op.operands[0] != store.operands[1]:
+            indices = list(op.operands)[1:]
+            if any(v in on_i for v in indices) and any(v in on_j for v in indices):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
