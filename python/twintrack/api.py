@@ -58,14 +58,29 @@ class Lowered:
 
 
 class Compiled:
-    """Callable like the model: takes its inputs, returns its (flattened) outputs."""
+    """Callable like the model: takes its inputs, returns its (flattened) outputs.
+    A GPU compilation takes and returns CUDA tensors."""
 
     def __init__(self, exported: Exported, compilation: Compilation):
-        from .cpu_jit import CpuExecutable
         self.exported, self.compilation = exported, compilation
         model = exported.exported
-        self._executable = CpuExecutable(compilation.text(), model.arguments, model.outputs)
         self._state = [] if model.frozen else list(model_state(exported.source.module).values())
+        if compilation.recipe.target == "gpu":
+            self._executable = self._gpu_executable()
+            self._state = [t.cuda() for t in self._state] if torch.cuda.is_available() else self._state
+        else:
+            from .cpu_jit import CpuExecutable
+            self._executable = CpuExecutable(compilation.text(), model.arguments, model.outputs)
+
+    def _gpu_executable(self):
+        """Package the kernels and plan into a private directory and load it."""
+        import tempfile
+
+        from .artifact import write_artifact
+        from .runtime import GpuExecutable
+        self._artifact = tempfile.TemporaryDirectory(prefix="twintrack-gpu-")  # removed with this object
+        write_artifact(Path(self._artifact.name), self.compilation, self.exported.source.spec)
+        return GpuExecutable(self._artifact.name)
 
     def as_text(self) -> str:
         return self.compilation.text()

@@ -50,8 +50,8 @@ def assemble(name: str, ptx: str, arch: str, directory: Path) -> Resources:
     result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
     if result.returncode != 0:
         first = next((line for line in result.stderr.splitlines() if line.strip()), "ptxas failed")
-        repro = Reproducer("cubin", ptx, " ".join(shlex.quote(c) for c in command[:-1]) + " input.mlir",
-                           result.stderr)
+        repro = Reproducer("cubin", ptx, " ".join(shlex.quote(c) for c in command), result.stderr,
+                           input_name=f"{name}.ptx")
         raise CompilerError("cubin", [f"{name}: {first}"], repro)
     return parse_ptxas_report(result.stderr)
 

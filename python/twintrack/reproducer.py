@@ -15,8 +15,9 @@ from .tooling import find_tool
 class Reproducer:
     stage: str
     input_ir: str
-    command: str          # refers to the input as 'input.mlir'
+    command: str          # refers to the input by `input_name`
     diagnostics: str
+    input_name: str = "input.mlir"
 
     @staticmethod
     def for_pipeline(stage: str, tool: str, pipeline: str, input_ir: str, diagnostics: str) -> "Reproducer":
@@ -31,7 +32,7 @@ class Reproducer:
 
     def write(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "input.mlir").write_text(self.input_ir)
+        (directory / self.input_name).write_text(self.input_ir)
         (directory / "command.sh").write_text(
             f"#!/bin/sh\n# Reproduces the failure of stage '{self.stage}'. Run from this directory.\n{self.command}\n")
         (directory / "command.sh").chmod(0o755)

@@ -116,3 +116,43 @@ def test_wrong_input_is_named_before_any_launch(wrong, run_tool, tmp_path):
     # shape and dtype are checked before the device, so CPU tensors test them without a GPU
     with pytest.raises(InputMismatchError, match="input0" if wrong != "device" else "CUDA tensor"):
         executable(weight, x)
+
+
+def test_ptxas_failure_leaves_the_ptx_and_the_exact_command(tmp_path):
+    import shlex
+
+    from twintrack.errors import CompilerError
+    from twintrack.gpu_codegen import assemble
+    bad_ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n"
+    with pytest.raises(CompilerError) as failure:
+        assemble("k", bad_ptx, "sm_90", tmp_path)
+    assert failure.value.stage == "cubin" and "k:" in str(failure.value)
+    repro = failure.value.reproducer.write(tmp_path / "repro")
+    assert (repro / "k.ptx").read_text() == bad_ptx
+    command = (repro / "command.sh").read_text().strip().splitlines()[-1]
+    assert "-arch=sm_90" in command
+    replay = subprocess.run(shlex.split(command), cwd=repro, capture_output=True, text=True)
+    assert replay.returncode != 0
+
+
+def test_compile_api_targets_the_gpu():
+    import torch
+
+    import twintrack
+    module, (x,) = zoo.build("gemm")
+    compiled = twintrack.compile(module, (x,), target="gpu")
+    assert "gpu.binary" in compiled.as_text()
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU to run the compiled model (compiled and packaged fine)")
+    from twintrack.numerics import relative_error
+    assert relative_error(compiled(x.cuda()).cpu(), module.double()(x.double())) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "transformer_block"])
+def test_gpu_numerics(name, run_tool, tmp_path):
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (tools/gpu_check.py covers the whole zoo on the H200)")
+    assert run_tool("compile", f"zoo:{name}", "--pipeline", "gpu", "-o", tmp_path / name, "-q").returncode == 0
+    result = run_tool("run", tmp_path / name, "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
