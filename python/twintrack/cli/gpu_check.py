@@ -56,6 +56,11 @@ def check_one(outdir: Path) -> dict:
     base = torch.cuda.memory_allocated()
     twintrack_ms = median_ms(lambda: executable(*state, *gpu_inputs), "cuda")
     twintrack_peak = torch.cuda.max_memory_allocated() - base
+    kernels = executable.profile(*state, *gpu_inputs)
+    for timing, report in zip(kernels, manifest["kernels"]):
+        seconds = timing["ms"] / 1000
+        timing.update(bytes=report["bytes"], flops=report["flops"], grid=report["grid"], block=report["block"],
+                      gbytes_per_s=report["bytes"] / seconds / 1e9 if seconds else None)
     graphed = load(outdir, cuda_graph=True)
     graphed(*state, *gpu_inputs)  # captures
     other = random_inputs(specs(manifest, "inputs"), seed=999)  # replays must see new inputs
@@ -77,6 +82,7 @@ def check_one(outdir: Path) -> dict:
         "ok": all(c.ok for c in checks + graph_checks), "twintrack_ms": twintrack_ms,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
         "ratio_vs_eager": twintrack_ms / eager_ms, "graph_ratio_vs_eager": graph_ms / eager_ms,
+        "kernel_times": kernels, "kernels_total_ms": sum(k["ms"] for k in kernels),
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
     }
 
@@ -94,6 +100,19 @@ def markdown(rows: list[dict], device: str) -> str:
                      f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {r['eager_ms']:.3f} "
                      f"| {r['ratio_vs_eager']:.2f} | {r['graph_ratio_vs_eager']:.2f} "
                      f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {r['peak_bytes_eager'] / 2**20:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def slowest_kernels(rows: list[dict], count: int = 3) -> str:
+    """Per artifact, the kernels that take the most time, with their achieved bandwidth."""
+    lines = ["", "Slowest kernels (median ms, achieved GB/s on the counted bytes):", ""]
+    for r in rows:
+        if "kernel_times" not in r:
+            continue
+        top = sorted(r["kernel_times"], key=lambda k: -k["ms"])[:count]
+        parts = [f"{k['kernel']} {k['ms']:.3f} ms {k['gbytes_per_s'] or 0:.0f} GB/s grid {k['grid'][0]}x{k['block'][0]}"
+                 for k in top]
+        lines.append(f"- {r['artifact']} (kernels {r['kernels_total_ms']:.3f} ms of {r['twintrack_ms']:.3f}): " + "; ".join(parts))
     return "\n".join(lines) + "\n"
 
 
@@ -115,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": date.today().isoformat(), "device": device, "torch": torch.__version__, "rows": rows}
     (args.out / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
-    table = markdown(rows, device)
+    table = markdown(rows, device) + slowest_kernels(rows)
     (args.out / "gpu-check.md").write_text(table)
     print(table)
     return 0 if all(r["ok"] for r in rows) else 1

@@ -32,6 +32,7 @@ class GpuExecutable:
         self.poison_outputs = False
         self.cuda_graph = cuda_graph  # replay the whole plan as one CUDA graph: no per-launch host work
         self._graph = None
+        self._events = None  # (start, end) per launch while profiling
         self._modules: dict[str, KernelModule] = {}
         self._constants: dict[str, torch.Tensor] = {}
         args = self.plan["arguments"]
@@ -68,6 +69,23 @@ class GpuExecutable:
         with torch.cuda.graph(self._graph):
             self._graph_outputs = self._run(self._graph_inputs)
         self._graph_state = [t.data_ptr() for t in state]
+
+    def profile(self, *tensors: torch.Tensor, repeat: int = 20) -> list[dict]:
+        """Median time of each launch (CUDA events around it), in plan order."""
+        import statistics
+        self._check_inputs(tensors)
+        require_gpu()
+        self._run(tensors)  # warm-up: loads the modules
+        samples: list[list[float]] = []
+        for _ in range(repeat):
+            self._events = []
+            self._run(tensors)
+            torch.cuda.synchronize()
+            samples.append([start.elapsed_time(end) for start, end in self._events])
+        self._events = None
+        launches = [s for s in self.plan["steps"] if s["op"] == "launch"]
+        return [{"kernel": step["module"], "ms": statistics.median(times)}
+                for step, times in zip(launches, zip(*samples))]
 
     def _run(self, tensors) -> list[torch.Tensor]:
         outputs = [torch.empty(a["shape"], dtype=_dtype(a["dtype"]), device="cuda") for a in self.outputs]
@@ -119,8 +137,14 @@ class GpuExecutable:
             else:
                 params.append(_SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
         function = self._module(step["module"]).function(step["kernel"])
+        if self._events is not None:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self._events.append((start, end))
+            start.record()
         launch(function, step["grid"], step["block"], step["dynamic_shared_bytes"], stream, params,
                f"kernel {step['module']}")
+        if self._events is not None:
+            end.record()
         if self.synchronize_each_launch:
             try:
                 torch.cuda.synchronize()
