@@ -1,5 +1,4 @@
-"""gpu-coarsen: give each GPU thread an F x F tile of a reduction's outputs
-(F = 4, or 2 where a 4x4 tile would leave too few threads).
+"""gpu-coarsen: give each GPU thread an F x F tile of a reduction's outputs.
 
 For a nest like matmul's (an scf.parallel over (..., i, j) around one scf.for
 over k that updates OUT[..., i, j]), one thread per output loads two operands
@@ -24,7 +23,7 @@ from mlir.dialects import arith
 from .gpu_distribute import constant_int, cooperative_reduction, index_constant
 
 
-MIN_THREADS_AFTER = 132 * 1024  # about a full SM's worth of threads on each of the 132 SMs
+MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
 
 
 def _nested_ops(op: ir.Operation) -> list[ir.Operation]:
@@ -38,8 +37,8 @@ def _nested_ops(op: ir.Operation) -> list[ir.Operation]:
     return found
 
 
-def _candidate(loop: ir.Operation, largest: int):
-    """(reduction loop, i, j, rank, factor) if `loop` is a coarsenable reduction nest."""
+def _candidate(loop: ir.Operation, factor: int):
+    """(reduction loop, i, j) if `loop` is a coarsenable reduction nest."""
     body = loop.regions[0].blocks[0]
     ops = [op.operation for op in body.operations]
     rank = len(body.arguments)
@@ -51,9 +50,8 @@ def _candidate(loop: ir.Operation, largest: int):
     lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
     trips = [-(-(u - lo) // s) for lo, u, s in zip(lower, upper, step)]
     outputs = math.prod(trips)
-    factors = [f for f in (largest, 2) if f <= largest and not trips[-1] % f and not trips[-2] % f
-               and outputs // f ** 2 >= MIN_THREADS_AFTER]
-    if not factors or cooperative_reduction(loop, outputs):
+    if trips[-1] % factor or trips[-2] % factor or outputs // factor ** 2 < MIN_THREADS_AFTER \
+            or cooperative_reduction(loop, outputs):
         return None
     inner = ops[0]
     nest = _nested_ops(inner)
@@ -61,7 +59,7 @@ def _candidate(loop: ir.Operation, largest: int):
     i, j = body.arguments[rank - 2], body.arguments[rank - 1]
     if len(stores) != 1 or list(stores[0].operands)[-2:] != [i, j] or not _outer_product(nest, stores[0], i, j):
         return None
-    return inner, i, j, rank, factors[0]
+    return inner, i, j, rank
 
 
 def _dependents(nest: list[ir.Operation], root: ir.Value) -> set:
@@ -106,8 +104,8 @@ class GpuCoarsen:
                 if found:
                     self._coarsen(loop, *found)
 
-    def _coarsen(self, loop: ir.Operation, inner: ir.Operation, i: ir.Value, j: ir.Value, rank: int,
-                 factor: int) -> None:
+    def _coarsen(self, loop: ir.Operation, inner: ir.Operation, i: ir.Value, j: ir.Value, rank: int) -> None:
+        factor = self.factor
         steps = list(loop.operands)[2 * rank:3 * rank]
         with ir.InsertionPoint(loop), loop.location:
             for position in (rank - 2, rank - 1):

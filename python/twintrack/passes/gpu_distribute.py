@@ -228,24 +228,11 @@ class GpuDistribute:
 
     @staticmethod
     def _delinearize(linear: ir.Value, trips: list[int], lower: list[int], step: list[int]) -> list[ir.Value]:
-        """Split a linear index into the loop's indices, innermost fastest. The
-        divisions are done in 32 bits when the space fits (a 64-bit division by
-        a constant costs several times more on the GPU)."""
-        narrow = len(trips) > 1 and math.prod(trips) < 2 ** 31
-        kind = ir.IntegerType.get_signless(32) if narrow else ir.IndexType.get()
-
-        def constant(value: int) -> ir.Value:
-            return arith.constant(kind, value) if narrow else index_constant(value)
-
-        def widen(value: ir.Value) -> ir.Value:
-            return arith.index_castui(ir.IndexType.get(), value) if narrow else value
-
-        rest = arith.index_castui(kind, linear) if narrow else linear
         indices = [None] * len(trips)
+        rest = linear
         for k in reversed(range(len(trips))):
-            position = arith.remui(rest, constant(trips[k])) if k else rest
-            rest = arith.divui(rest, constant(trips[k])) if k else rest
-            position = widen(position)
+            position = arith.remui(rest, index_constant(trips[k])) if k else rest
+            rest = arith.divui(rest, index_constant(trips[k])) if k else rest
             if step[k] != 1:
                 position = arith.muli(position, index_constant(step[k]))
             indices[k] = arith.addi(position, index_constant(lower[k])) if lower[k] else position

@@ -27,14 +27,10 @@
 // CHECK:             %[[TOTAL:[a-z0-9_]+]] = arith.constant 2048 : index
 // CHECK:             %[[IN:[a-z0-9_]+]] = arith.cmpi ult, %[[LIN]], %[[TOTAL]] : index
 // CHECK:             scf.if %[[IN]] {
-// The split into (i, j) divides in 32 bits (cheaper than 64 on the GPU).
-// CHECK:               %[[LIN32:[a-z0-9_]+]] = arith.index_castui %[[LIN]] : index to i32
-// CHECK:               %[[W1:[a-z0-9_]+]] = arith.constant 64 : i32
-// CHECK:               %[[J32:[a-z0-9_]+]] = arith.remui %[[LIN32]], %[[W1]] : i32
-// CHECK:               %[[W2:[a-z0-9_]+]] = arith.constant 64 : i32
-// CHECK:               %[[I32:[a-z0-9_]+]] = arith.divui %[[LIN32]], %[[W2]] : i32
-// CHECK:               %[[J:[a-z0-9_]+]] = arith.index_castui %[[J32]] : i32 to index
-// CHECK:               %[[I:[a-z0-9_]+]] = arith.index_castui %[[I32]] : i32 to index
+// CHECK:               %[[W1:[a-z0-9_]+]] = arith.constant 64 : index
+// CHECK:               %[[J:[a-z0-9_]+]] = arith.remui %[[LIN]], %[[W1]] : index
+// CHECK:               %[[W2:[a-z0-9_]+]] = arith.constant 64 : index
+// CHECK:               %[[I:[a-z0-9_]+]] = arith.divui %[[LIN]], %[[W2]] : index
 // CHECK:               %[[X:[a-z0-9_]+]] = memref.load %[[A]][%[[I]], %[[J]]] : memref<32x64xf32>
 // CHECK:               %[[Y:[a-z0-9_]+]] = math.exp %[[X]] : f32
 // CHECK:               memref.store %[[Y]], %[[OUT]][%[[I]], %[[J]]] : memref<32x64xf32>
