@@ -44,15 +44,16 @@ def test_unknown_stop_after_stage(run_tool, tmp_path):
 
 @pytest.fixture
 def failing_recipe(tmp_path):
-    """The real cpu recipe whose fusion stage runs a pipeline that fails on
+    """The real recipes, with a fusion stage whose pipeline fails on
     linalg-on-tensors (convert-to-llvm breaks linalg.matmul's body)."""
-    text = (load_recipe.__globals__["DEFAULT_LOWERING_DIR"] / "cpu.toml").read_text()
+    import shutil
+    recipes = tmp_path / "recipes"
+    shutil.copytree(load_recipe.__globals__["DEFAULT_LOWERING_DIR"], recipes)
+    shared = recipes / "shared" / "frontend.toml"
+    text = shared.read_text()
     fusion = next(line for line in text.split('name = "fusion"', 1)[1].splitlines() if line.startswith("pipeline = "))
-    broken = text.replace(fusion, 'pipeline = "builtin.module(convert-to-llvm, reconcile-unrealized-casts)"', 1)
-    assert broken != text
-    (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "cpu.toml").write_text(broken)
-    return tmp_path / "recipes"
+    shared.write_text(text.replace(fusion, 'pipeline = "builtin.module(convert-to-llvm, reconcile-unrealized-casts)"', 1))
+    return recipes
 
 
 def test_pass_failure_writes_a_reproducer_that_reproduces(run_tool, tmp_path, failing_recipe):
