@@ -11,7 +11,8 @@ from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
+from .recompute_producers import RecomputeProducers
 from .scalarize_accumulators import ScalarizeAccumulators
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, ScalarizeAccumulators, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, RecomputeProducers, ScalarizeAccumulators, WidenBoolBuffers)}
