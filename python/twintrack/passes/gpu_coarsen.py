@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
-from .gpu_distribute import constant_int, cooperative_reduction, index_constant
+from .gpu_distribute import constant_int, cooperative_reduction, index_constant, top_level_parallel_loops
 
 
 MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
@@ -93,13 +93,8 @@ class GpuCoarsen:
         pm.add(self._run, name="GpuCoarsen", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        loops = []
-        for func in module.regions[0].blocks[0].operations:
-            if func.operation.name == "func.func" and func.operation.regions[0].blocks:
-                loops += [op.operation for op in func.operation.regions[0].blocks[0].operations
-                          if op.operation.name == "scf.parallel"]
         with module.location:
-            for loop in loops:
+            for loop in top_level_parallel_loops(module):
                 found = _candidate(loop, self.factor)
                 if found:
                     self._coarsen(loop, *found)

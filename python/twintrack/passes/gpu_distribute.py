@@ -109,6 +109,31 @@ def cooperative_reduction(loop: ir.Operation, total_outputs: int) -> _RowReducti
     return None
 
 
+def top_level_parallel_loops(module: ir.Operation) -> list[ir.Operation]:
+    """The scf.parallel ops directly in the module's function bodies."""
+    loops = []
+    for func in module.regions[0].blocks[0].operations:
+        if func.operation.name == "func.func" and func.operation.regions[0].blocks:
+            loops += [op.operation for op in func.operation.regions[0].blocks[0].operations
+                      if op.operation.name == "scf.parallel"]
+    return loops
+
+
+def _grid(blocks: int, threads: int) -> tuple[ir.Value, ir.Value, ir.Block]:
+    """A blocks x threads nest of mapped scf.parallel loops at the insertion
+    point: (block index, thread index, the thread loop's body, ending in its
+    scf.reduce)."""
+    grid = scf.ParallelOp([], [index_constant(0)], [index_constant(blocks)], [index_constant(1)], [])
+    grid.attributes["mapping"] = _mapping("block_x")
+    grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(grid_body):
+        block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
+        block.attributes["mapping"] = _mapping("thread_x")
+        scf.ReduceOp([], 0)
+    thread_body = block.regions[0].blocks.append(ir.IndexType.get())
+    return grid_body.arguments[0], thread_body.arguments[0], thread_body
+
+
 def block_size(trip_count: int, max_threads: int) -> int:
     """Threads per block: max_threads, or the trip count rounded up to a warp."""
     return min(max_threads, max(32, 32 * math.ceil(trip_count / 32)))
@@ -123,13 +148,8 @@ class GpuDistribute:
         pm.add(self._run, name="GpuDistribute", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        loops = []
-        for func in module.regions[0].blocks[0].operations:
-            if func.operation.name == "func.func" and func.operation.regions[0].blocks:
-                loops += [op.operation for op in func.operation.regions[0].blocks[0].operations
-                          if op.operation.name == "scf.parallel"]
         with module.location:
-            for loop in loops:
+            for loop in top_level_parallel_loops(module):
                 self._distribute(loop, pass_)
 
     def _distribute(self, loop: ir.Operation, pass_) -> None:
@@ -149,16 +169,9 @@ class GpuDistribute:
         threads = block_size(total, self.max_threads)
         blocks = max(1, -(-total // threads))
         with ir.InsertionPoint(loop), loop.location:
-            grid = scf.ParallelOp([], [index_constant(0)], [index_constant(blocks)], [index_constant(1)], [])
-            grid.attributes["mapping"] = _mapping("block_x")
-            grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
-            with ir.InsertionPoint(grid_body):
-                block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
-                block.attributes["mapping"] = _mapping("thread_x")
-                scf.ReduceOp([], 0)
-            thread_body = block.regions[0].blocks.append(ir.IndexType.get())
+            block, thread, thread_body = _grid(blocks, threads)
             with ir.InsertionPoint(thread_body):
-                linear = arith.addi(arith.muli(grid_body.arguments[0], index_constant(threads)), thread_body.arguments[0])
+                linear = arith.addi(arith.muli(block, index_constant(threads)), thread)
                 in_range = arith.cmpi(arith.CmpIPredicate.ult, linear, index_constant(total))
                 guard = scf.IfOp(in_range)
                 scf.ReduceOp([], 0)
@@ -177,17 +190,9 @@ class GpuDistribute:
         kind, neutral = COMBINERS[reduction.combine.name]
         element = reduction.combine.results[0].type
         with ir.InsertionPoint(loop), loop.location:
-            grid = scf.ParallelOp([], [index_constant(0)], [index_constant(total)], [index_constant(1)], [])
-            grid.attributes["mapping"] = _mapping("block_x")
-            grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
-            with ir.InsertionPoint(grid_body):
-                block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
-                block.attributes["mapping"] = _mapping("thread_x")
-                scf.ReduceOp([], 0)
-            thread_body = block.regions[0].blocks.append(ir.IndexType.get())
-            thread = thread_body.arguments[0]
+            block, thread, thread_body = _grid(total, threads)
             with ir.InsertionPoint(thread_body):
-                indices = self._delinearize(grid_body.arguments[0], trips, lower, step)
+                indices = self._delinearize(block, trips, lower, step)
                 strided = scf.ForOp(thread, index_constant(reduction.trip_count), index_constant(threads),
                                     [arith.constant(element, ir.FloatAttr.get(element, neutral))])
                 with ir.InsertionPoint(strided.body):
