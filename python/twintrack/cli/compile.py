@@ -18,9 +18,12 @@ MODEL is one of:
   file.py:factory        factory() returns (module, example_inputs)
 
 OUTDIR receives manifest.json and stages/NN-<stage>.mlir (the IR after every
-stage). On a pass failure it receives only repro/: the input IR and the exact
-mlir-opt command that reproduces the failure. Run the artifact with
-tools/run.py OUTDIR --check.
+stage). With --pipeline gpu it also receives kernels/*.ptx and *.cubin (from
+ptxas, which must be installed) and plan.json (the host side), and the kernel
+report (grid, block, registers, spills, shared memory, bytes, flops, torch
+source lines) is printed. On a failure OUTDIR receives only repro/: the input
+and the exact command (mlir-opt, a Python pass or ptxas) that reproduces it.
+Run the artifact with tools/run.py OUTDIR --check (a GPU artifact needs a GPU).
 
 Errors print one line and exit with code 2 (--debug shows the traceback).
 """
