@@ -70,7 +70,12 @@ def package(compilation, directory: Path, arch: str) -> dict:
     kernels_dir.mkdir()
     ptx = extract_ptx(compilation.module)
     resources = {name: assemble(name, text, arch, kernels_dir) for name, text in ptx.items()}
-    plan = extract_plan(compilation.module, compilation.exported, directory)
+    try:
+        plan = extract_plan(compilation.module, compilation.exported, directory)
+    except CompilerError:
+        raise
+    except Exception as e:  # a bug in plan extraction: still one line, naming the stage
+        raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
     report = [kernel_entry(step, resources[step["module"]]) for step in plan.launches()]
     plan.write(directory / "plan.json")
     return {"arch": arch, "executable": "plan.json", "kernels": report,

@@ -8,6 +8,7 @@ driver API, so the GPU machine needs no MLIR at all."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,9 +124,14 @@ class _PlanBuilder:
         symbol = op.attributes["name"].value
         initial = self.globals[symbol].attributes["initial_value"]
         memref_type = op.results[0].type
-        array = np.array(initial)
-        if array.shape != tuple(memref_type.shape):
-            array = np.broadcast_to(array, memref_type.shape)
+        array = self._constant_data(op, initial, np.dtype(dtype_name(memref_type.element_type).replace("bool", "bool_")))
+        shape = tuple(memref_type.shape)
+        if array.size == math.prod(shape):
+            array = array.reshape(shape)
+        elif array.size == 1:  # a splat
+            array = np.broadcast_to(array.reshape(()), shape)
+        else:
+            self._fail(op, f"constant {symbol} holds {array.size} values for shape {list(shape)}")
         buffer = self._new_buffer()
         constants = self.directory / "constants"
         constants.mkdir(exist_ok=True)
@@ -133,6 +139,29 @@ class _PlanBuilder:
         self.plan.steps.append({"op": "constant", "buffer": buffer, "file": f"constants/{buffer}.npy",
                                 "shape": list(memref_type.shape), "dtype": dtype_name(memref_type.element_type)})
         self.views[self._key(op.results[0])] = self._memref_view(buffer, memref_type)
+
+    def _constant_data(self, op, initial, dtype):
+        """A global's value as numpy: dense attributes directly, dense_resource
+        blobs (how torch-mlir stores frozen weights) from the module's resources."""
+        import numpy as np
+        if isinstance(initial, self.ir.DenseResourceElementsAttr) or "dense_resource<" in str(initial):
+            key = str(initial).split("<", 1)[1].split(">", 1)[0]
+            blob = self._resources().get(key)
+            if blob is None:
+                self._fail(op, f"constant {key} has no data in the module")
+            return np.frombuffer(blob[4:], dtype=dtype)  # the first 4 bytes hold the blob's alignment
+        if initial.is_splat:
+            return np.array(initial.get_splat_value().value, dtype=dtype)
+        return np.array([a.value for a in initial], dtype=dtype)
+
+    def _resources(self) -> dict[str, bytes]:
+        if not hasattr(self, "_blobs"):
+            import re
+            text = self.module.operation.get_asm(large_elements_limit=None)
+            section = text.split("dialect_resources:", 1)[1] if "dialect_resources:" in text else ""
+            self._blobs = {name: bytes.fromhex(data) for name, data in
+                           re.findall(r'([\w.\-]+): "0x([0-9A-Fa-f]*)"', section)}
+        return self._blobs
 
     def _launch(self, op) -> None:
         view = op.opview

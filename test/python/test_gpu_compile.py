@@ -156,3 +156,17 @@ def test_gpu_numerics(name, run_tool, tmp_path):
     assert run_tool("compile", f"zoo:{name}", "--pipeline", "gpu", "-o", tmp_path / name, "-q").returncode == 0
     result = run_tool("run", tmp_path / name, "--check")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_frozen_weights_travel_as_constants(run_tool, tmp_path):
+    import numpy as np
+    assert run_tool("compile", "zoo:mlp", "--pipeline", "gpu", "--freeze", "-o", tmp_path / "f", "-q").returncode == 0
+    plan = json.loads((tmp_path / "f" / "plan.json").read_text())
+    assert validate_plan(plan) == []
+    assert [a["kind"] for a in plan["arguments"]] == ["input", "output"]
+    constants = [np.load(tmp_path / "f" / s["file"]) for s in plan["steps"] if s["op"] == "constant"]
+    module, _ = zoo.build("mlp")
+    for weight in module.state_dict().values():
+        w = weight.numpy()
+        assert any(c.shape in (w.shape, w.T.shape) and (np.array_equal(c, w) or np.array_equal(c, w.T))
+                   for c in constants)

@@ -25,6 +25,7 @@ def validate_plan(plan: dict) -> list[str]:
     views out of bounds, launches with bad shapes. Empty means valid."""
     problems = []
     live = {f"arg{i}": math.prod(a["shape"]) for i, a in enumerate(plan["arguments"])}
+    constants = set()  # global constants live for the whole run
     for index, step in enumerate(plan["steps"]):
         where = f"step {index} ({step.get('op')})"
         op = step.get("op")
@@ -34,6 +35,8 @@ def validate_plan(plan: dict) -> list[str]:
             if step["buffer"] in live:
                 problems.append(f"{where}: {step['buffer']} allocated twice")
             live[step["buffer"]] = math.prod(step["shape"])
+            if op == "constant":
+                constants.add(step["buffer"])
         elif op == "free":
             if live.pop(step["buffer"], None) is None:
                 problems.append(f"{where}: {step['buffer']} freed but not live")
@@ -49,7 +52,7 @@ def validate_plan(plan: dict) -> list[str]:
             for arg in step["args"]:
                 if "memref" in arg:
                     problems += _view_problems(where, arg["memref"], live)
-    leaked = sorted(b for b in live if not b.startswith("arg"))
+    leaked = sorted(b for b in live if not b.startswith("arg") and b not in constants)
     if leaked:
         problems.append(f"buffers never freed: {', '.join(leaked)}")
     return problems
