@@ -27,8 +27,8 @@ test: lit pytest
 
 # GPU artifacts at benchmark size (bench/gpu_models.txt), for tools/gpu_check.py on a GPU machine.
 gpu-artifacts: $(STAMP)
-	grep -v '^#' bench/gpu_models.txt | while read -r name dtype model; do \
-	  $(PY) tools/compile.py "$$model" --pipeline gpu --dtype $$dtype -o artifacts/$$name -q > /dev/null || exit 1; \
+	grep -v '^#' bench/gpu_models.txt | while read -r name dtype model flags; do \
+	  $(PY) tools/compile.py "$$model" --pipeline gpu --dtype $$dtype $$flags -o artifacts/$$name -q > /dev/null || exit 1; \
 	done
 
 clean:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .driver import Compilation, compile_exported, copy_compilation, resume
+from .driver import Compilation, compile_exported, copy_compilation, full_text, resume
 from .errors import UsageError
 from .frontend import ExportedModel, ModelSource, export_model, model_state
 from .options import CompileOptions
@@ -70,7 +70,7 @@ class Compiled:
             self._state = [t.cuda() for t in self._state] if torch.cuda.is_available() else self._state
         else:
             from .cpu_jit import CpuExecutable
-            self._executable = CpuExecutable(compilation.text(), model.arguments, model.outputs)
+            self._executable = CpuExecutable(full_text(compilation.module), model.arguments, model.outputs)
 
     def _gpu_executable(self):
         """Package the kernels and plan into a private directory and load it."""

@@ -15,11 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
-from .driver import Compilation
+from .driver import Compilation, full_text
 from .errors import ArtifactError, CompilerError
 from .frontend import TensorSpec
 
 MANIFEST = "manifest.json"
+EXECUTABLE = "executable.mlir"  # the CPU track's complete LLVM-dialect module
 
 
 @contextmanager
@@ -87,7 +88,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "inputs": [s.to_json() for s in exported.inputs],
         "outputs": [s.to_json() for s in exported.outputs],
         "entry": "forward",
-        "executable": f"stages/{dumps[-1].file_name}" if complete else None,
+        "executable": EXECUTABLE if complete else None,
         "functions": _functions(dumps[-1].text) if complete else [],
         "kernels": [{"name": "forward", "affine_loop_nests": _loop_nests(by_name["affine"].text),
                      "vectorize": _vectorize_outcome(by_name["vectorize"].text) if "vectorize" in by_name else None}]
@@ -101,9 +102,12 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
     for dump in compilation.dumps:
         (stages / dump.file_name).write_text(dump.text)
     manifest = manifest_for(compilation, model_spec, dtype)
-    if compilation.recipe.target == "gpu" and manifest["executable"] is not None:
-        from .gpu_codegen import package
-        manifest.update(package(compilation, directory, compilation.options.arch))
+    if manifest["executable"] is not None:
+        if compilation.recipe.target == "gpu":
+            from .gpu_codegen import package
+            manifest.update(package(compilation, directory, compilation.options.arch))
+        else:
+            (directory / EXECUTABLE).write_text(full_text(compilation.module))
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 

@@ -78,11 +78,25 @@ def resume(result: Compilation, stop_after: str | None = None,
     for stage in result.recipe.stages[names.index(result.last_stage):]:
         module = run_stage(stage, module)
         result.module = module
-        _record(result, stage.name, str(module), time.perf_counter() - start, on_stage)
+        _record(result, stage.name, readable_text(module), time.perf_counter() - start, on_stage)
         start = time.perf_counter()
         if stage.name == stop_after:
             break
     return result
+
+
+def readable_text(module) -> str:
+    """A stage dump: large constants and weight blobs elided, so dumps stay
+    readable and small (the complete module is kept in Compilation.module)."""
+    try:
+        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+    except TypeError:  # torch-mlir's bindings predate large_resource_limit
+        return module.operation.get_asm(large_elements_limit=16)
+
+
+def full_text(module) -> str:
+    """The complete module, constants included (what executables are built from)."""
+    return module.operation.get_asm()
 
 
 def _record(result: Compilation, name: str, text: str, seconds: float, on_stage: ProgressFn | None) -> None:

@@ -42,7 +42,7 @@ def check_one(outdir: Path) -> dict:
     manifest = read_manifest(outdir)
     executable = load(outdir)
     source = load_model(manifest["model"], manifest.get("dtype"))
-    state = [t.cuda() for t in model_state(source.module).values()]
+    state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
     inputs = random_inputs(specs(manifest, "inputs"), seed=4321)
     gpu_inputs = [x.cuda() for x in inputs]
     executable.poison_outputs = True
