@@ -1,4 +1,3 @@
-import pytest
 """Frontend inputs and the staged Python API."""
 
 import json

@@ -68,7 +68,6 @@ def check_one(outdir: Path) -> dict:
     graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs)
     graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
 
-    del graphed
     model = source.module.cuda()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
