@@ -22,6 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .errors import ModelLoadError
+from .locations import OP_FRAME_PREFIX
 
 
 @dataclass
@@ -209,6 +210,7 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
                 program = torch.export.export(target, args).run_decompositions(_decompositions())
     except Exception as e:
         raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
+    _name_ops_in_locations(program)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
@@ -216,6 +218,17 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
         outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(_output_values(program))],
         frozen=freeze,
     )
+
+
+def _name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
+    """Add each node's ATen op to its stack trace as an innermost frame, so the
+    locations torch-mlir builds from it read `aten.addmm at linear.py:134`
+    in diagnostics and kernel reports (see locations.short_location)."""
+    for node in program.graph.nodes:
+        if node.op == "call_function" and hasattr(node.target, "name"):
+            op = node.target.name().removeprefix("aten::").split(".")[0]
+            trace = node.meta.get("stack_trace") or ""
+            node.meta["stack_trace"] = f'{trace}\n  File "{OP_FRAME_PREFIX}{op}", line 0, in <op>'
 
 
 def _output_values(program: torch.export.ExportedProgram) -> list:

@@ -44,7 +44,7 @@ def test_op_no_stage_can_lower(run_tool, tmp_path):
         "def make():\n"
         "    return M(), (torch.randn(8, 4),)\n")
     result = run_tool("compile", f"{tmp_path / 'scan.py'}:make", "-o", tmp_path / "o")
-    assert_clean_error(result, "tm_tensor.scan", "scan.py:4", "cannot be lowered")
+    assert_clean_error(result, "tm_tensor.scan", "aten.cumprod at ", "scan.py:4", "cannot be lowered")
 
 
 def test_unwritable_output_directory(run_tool, tmp_path):
@@ -64,3 +64,12 @@ def test_wrong_input_at_run_time(bad):
     with pytest.raises(InputMismatchError, match="input0"):
         compiled(wrong)
     assert torch.isfinite(compiled(x)).all()
+
+
+def test_locations_name_the_torch_op(run_tool, tmp_path):
+    """Every MLIR location carries its ATen op: errors and kernel reports read 'aten.X at file:line'."""
+    import json
+    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
+    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+    assert all(op.startswith("aten._softmax at ") and op.endswith("zoo.py:60:0")
+               for k in kernels for op in k["source_ops"])

@@ -100,10 +100,17 @@ def print_stage_times(manifest: dict, total: float) -> None:
     print(f"  {'total (with export)':<17} {total * 1000:9.1f}", file=sys.stderr)
 
 
+def _brief(source_op: str) -> str:
+    """'aten.addmm at /long/path/linear.py:134:0' -> 'aten.addmm@linear.py:134'."""
+    op, _, where = source_op.rpartition(" at ")
+    where = Path(where).name.removesuffix(":0")
+    return f"{op}@{where}" if op else where
+
+
 def print_kernel_report(kernels: list[dict]) -> None:
     print(f"{'kernel':<22}{'grid':>10}{'block':>7}{'regs':>6}{'spill':>6}{'smem':>6}{'bytes':>12}{'flops':>12}  source")
     for k in kernels:
-        source = ", ".join(Path(s).name for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
+        source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
         print(f"{k['name']:<22}{k['grid'][0]:>10}{k['block'][0]:>7}{k['registers']:>6}{k['spills']:>6}"
               f"{k['shared_bytes']:>6}{k['bytes']:>12}{k['flops']:>12}  {source}")
 
