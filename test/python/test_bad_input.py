@@ -65,11 +65,3 @@ def test_wrong_input_at_run_time(bad):
         compiled(wrong)
     assert torch.isfinite(compiled(x)).all()
 
-
-def test_locations_name_the_torch_op(run_tool, tmp_path):
-    """Every MLIR location carries its ATen op: errors and kernel reports read 'aten.X at file:line'."""
-    import json
-    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
-    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
-    assert all(op.startswith("aten._softmax at ") and op.endswith("zoo.py:60:0")
-               for k in kernels for op in k["source_ops"])

@@ -170,3 +170,11 @@ def test_frozen_weights_travel_as_constants(run_tool, tmp_path):
         w = weight.numpy()
         assert any(c.shape in (w.shape, w.T.shape) and (np.array_equal(c, w) or np.array_equal(c, w.T))
                    for c in constants)
+
+
+def test_locations_name_the_torch_op(run_tool, tmp_path):
+    """Every MLIR location carries its ATen op: errors and kernel reports read 'aten.X at file:line'."""
+    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
+    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+    assert all(op.startswith("aten._softmax at ") and op.endswith("zoo.py:60:0")
+               for k in kernels for op in k["source_ops"])
