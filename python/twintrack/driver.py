@@ -76,7 +76,8 @@ def resume(result: Compilation, stop_after: str | None = None,
     start = time.perf_counter()
     module = result.module if result.module is not None else import_to_torch_mlir(result.exported)
     for stage in result.recipe.stages[names.index(result.last_stage):]:
-        module = run_stage(stage, module)
+        if result.options.fast_kernels or not stage.fast_path:
+            module = run_stage(stage, module)
         result.module = module
         _record(result, stage.name, readable_text(module), time.perf_counter() - start, on_stage)
         start = time.perf_counter()

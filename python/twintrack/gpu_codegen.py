@@ -85,6 +85,7 @@ def package(compilation, directory: Path, arch: str) -> dict:
 def kernel_entry(launch: dict, resources: Resources) -> dict:
     return {
         "name": launch["module"],
+        "path": launch.get("path", "generic"),
         "source_ops": launch["source_ops"],
         "grid": launch["grid"],
         "block": launch["block"],

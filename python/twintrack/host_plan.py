@@ -81,6 +81,7 @@ class _PlanBuilder:
             self.views[self._key(argument)] = self._memref_view(f"arg{argument.arg_number}", argument.type)
         for op in block.operations:
             self.step(op.operation)
+        self.plan.steps = free_after_last_use(self.plan.steps)
         return self.plan
 
     def step(self, op) -> None:
@@ -187,7 +188,34 @@ class _PlanBuilder:
             "source_ops": [s.value for s in attrs["twintrack.source_ops"]] if "twintrack.source_ops" in attrs else [],
             "flops": attrs["twintrack.flops"].value if "twintrack.flops" in attrs else None,
             "bytes": attrs["twintrack.bytes"].value if "twintrack.bytes" in attrs else None,
+            "path": attrs["twintrack.path"].value if "twintrack.path" in attrs else "generic",
         })
+
+
+def _buffers_used(step: dict) -> set[str]:
+    views = [step.get("src"), step.get("dst")] + [a.get("memref") for a in step.get("args", ())]
+    return {view["buffer"] for view in views if view}
+
+
+def free_after_last_use(steps: list[dict]) -> list[dict]:
+    """Each free moved up to right after the last step that uses its buffer.
+
+    Ownership-based deallocation frees at the end of the function, which
+    keeps every temporary live at once. Launches are stream-ordered and
+    torch's caching allocator reuses a freed block only for later work on the
+    same stream, so freeing right after the last launch that reads it is safe."""
+    frees = {s["buffer"] for s in steps if s["op"] == "free"}
+    last_use = {}
+    for index, step in enumerate(steps):
+        for buffer in ({step["buffer"]} if step["op"] in ("alloc", "constant") else _buffers_used(step)) & frees:
+            last_use[buffer] = index
+    result = []
+    for index, step in enumerate(steps):
+        if step["op"] == "free":
+            continue
+        result.append(step)
+        result += [{"op": "free", "buffer": b} for b in sorted(frees) if last_use.get(b) == index]
+    return result
 
 
 def extract_plan(module, exported, directory: Path) -> Plan:

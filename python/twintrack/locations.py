@@ -11,6 +11,8 @@ def short_location(location) -> str:
     text = str(location)
     if text.startswith("loc(") and text.endswith(")"):
         text = text[4:-1]
+    if text.startswith("fused"):  # ops merged by fusion or CSE: the first part speaks for them
+        text = _first_fused_part(text)
     frames = []
     while text.startswith("callsite("):
         callee, _, text = text[len("callsite("):].partition(" at ")
@@ -21,3 +23,19 @@ def short_location(location) -> str:
         caller = frames[1].removeprefix("callsite(")
         return f"{frames[0][:-4]} at {caller}"
     return frames[0]
+
+
+def _first_fused_part(text: str) -> str:
+    """'fused[a, b]' (or 'fused<meta>[a, b]') -> 'a', commas inside parts respected."""
+    inner = text[text.index("[") + 1:]
+    depth = 0
+    for index, char in enumerate(inner):
+        if char in "([<":
+            depth += 1
+        elif char in ")]>":
+            if depth == 0:
+                return inner[:index]
+            depth -= 1
+        elif char == "," and depth == 0:
+            return inner[:index]
+    return inner

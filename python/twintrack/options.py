@@ -16,6 +16,7 @@ class CompileOptions:
     freeze: bool = False            # bake parameters into the IR as constants
     stop_after: str | None = None   # last stage to run
     arch: str = "sm_90"             # GPU target chip
+    fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
     lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
 
     def stable_hash(self) -> str:

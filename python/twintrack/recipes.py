@@ -21,6 +21,7 @@ class StageRecipe:
     pipeline: str | None = None      # textual pass pipeline, run by `tool`
     python_passes: tuple[str, ...] = ()  # or: names of twintrack Python passes (twintrack.passes)
     tool: str = "mlir-opt"           # which MLIR the stage runs in
+    fast_path: bool = False          # optional: skipped (IR unchanged) under --no-fast-kernels
 
     @property
     def binding(self) -> str:

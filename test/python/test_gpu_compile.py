@@ -15,7 +15,7 @@ from twintrack.tooling import find_libdevice, find_tool
 pytestmark = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
                                 reason="needs ptxas and libdevice (the CUDA toolkit)")
 
-REPORT_FIELDS = {"name", "source_ops", "grid", "block", "registers", "spills", "shared_bytes", "bytes", "flops"}
+REPORT_FIELDS = {"name", "path", "source_ops", "grid", "block", "registers", "spills", "shared_bytes", "bytes", "flops"}
 
 
 @pytest.mark.parametrize("name", list(zoo.MODELS))
@@ -43,6 +43,37 @@ def test_softmax_rows_reduce_cooperatively(run_tool, tmp_path):
     reductions = [k for k in kernels if k["shared_bytes"] > 0]  # gpu.all_reduce stages through shared memory
     assert len(reductions) == 2  # the max and the sum
     assert all(k["grid"][0] == 32 and k["block"][0] == 64 for k in reductions)  # one block per row
+
+
+MLP = "zoo:mlp?batch=256&features=128&hidden=256&out=128"
+
+
+def _paths(run_tool, tmp_path, *flags) -> list[str]:
+    result = run_tool("compile", MLP, "--pipeline", "gpu", "-o", tmp_path / "m", "-q", *flags)
+    assert result.returncode == 0, result.stderr
+    return [k["path"] for k in json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]]
+
+
+@pytest.mark.parametrize("dtype, path", [("float32", "simt-matmul"), ("float16", "mma.sync-matmul")])
+def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, path):
+    paths = _paths(run_tool, tmp_path, "--dtype", dtype)
+    assert sum(p.startswith(path) for p in paths) == 3  # the three linear layers
+    assert all(p.startswith(path) or p == "generic" for p in paths)
+
+
+def test_no_fast_kernels_keeps_the_generic_pipeline(run_tool, tmp_path):
+    assert set(_paths(run_tool, tmp_path, "--no-fast-kernels")) == {"generic"}
+
+
+def test_half_precision_matmul_stores_half_directly(run_tool, tmp_path):
+    """torch-mlir's f32 accumulator and truncation fold into the kernel: one launch, no temporary."""
+    result = run_tool("compile", "zoo:gemm?m=256&k=128&n=256", "--pipeline", "gpu", "--dtype", "float16",
+                      "-o", tmp_path / "g", "-q")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((tmp_path / "g" / "plan.json").read_text())
+    assert [s["op"] for s in plan["steps"]] == ["launch"]
+    ptx = (tmp_path / "g" / "kernels" / f"{plan['steps'][0]['module']}.ptx").read_text()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "ldmatrix.sync" in ptx
 
 
 def test_validate_plan_finds_problems():

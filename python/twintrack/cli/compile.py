@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default="sm_90", help="GPU architecture for --pipeline gpu (default: sm_90)")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
+    parser.add_argument("--no-fast-kernels", action="store_true",
+                        help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
+                             "matmul kernels), to compare paths or work around one; their IR dump is then unchanged")
     parser.add_argument("--lowering-dir", type=Path, help="read recipes from this directory instead of lowering/")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     add_debug_flag(parser)
@@ -64,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
     from ..options import CompileOptions
 
     options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
+                             fast_kernels=not args.no_fast_kernels,
                              **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
@@ -108,11 +112,13 @@ def _brief(source_op: str) -> str:
 
 
 def print_kernel_report(kernels: list[dict]) -> None:
-    print(f"{'kernel':<22}{'grid':>10}{'block':>7}{'regs':>6}{'spill':>6}{'smem':>6}{'bytes':>12}{'flops':>12}  source")
+    print(f"{'kernel':<24}{'path':<16}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>6}"
+          f"{'bytes':>11}{'flops':>13}  source")
     for k in kernels:
         source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
-        print(f"{k['name']:<22}{k['grid'][0]:>10}{k['block'][0]:>7}{k['registers']:>6}{k['spills']:>6}"
-              f"{k['shared_bytes']:>6}{k['bytes']:>12}{k['flops']:>12}  {source}")
+        grid = "x".join(str(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
+        print(f"{k['name']:<24}{k.get('path', 'generic').split()[0]:<16}{grid:>12}{k['block'][0]:>6}"
+              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>6}{k['bytes']:>11}{k['flops']:>13}  {source}")
 
 
 def entry(argv=None) -> int:

@@ -8,6 +8,9 @@ so the kernel report and the host plan read them from there):
                         guard lets through)
   twintrack.bytes       bytes of the memref arguments: each read or written
                         once, the floor of the traffic
+  twintrack.path        how the kernel was generated: a fast path's name (the
+                        twintrack.kernel_path a kernel generator left on its
+                        main loop) or "generic"
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ..locations import short_location
 
 _NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "arith.truncf",
@@ -25,6 +29,13 @@ _NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "ari
 
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+def _float_lanes(t: ir.Type) -> int:
+    """Floating-point values in a result: 1 for a scalar, the lanes of a vector, else 0."""
+    if isinstance(t, ir.VectorType):
+        return math.prod(t.shape) if _is_float(t.element_type) else 0
+    return 1 if _is_float(t) else 0
 
 
 def _constant(value: ir.Value) -> int | None:
@@ -56,10 +67,19 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
                 if child.name == "scf.if" and _is_leader_only(child):
                     continue  # one thread per block folds the block's total: negligible
                 if child.name.split(".")[0] in ("arith", "math") and child.name not in _NOT_FLOPS \
-                        and child.results and _is_float(child.results[0].type):
-                    total += multiplier * (2 if child.name == "math.fma" else 1)
+                        or child.name == "vector.fma":
+                    lanes = _float_lanes(child.results[0].type) if child.results else 0
+                    total += multiplier * lanes * (2 if child.name.endswith(".fma") else 1)
+                elif child.name == "nvgpu.mma.sync":
+                    total += multiplier * _mma_flops_per_lane(child)
                 total += _flops_per_thread(child, multiplier)
     return total
+
+
+def _mma_flops_per_lane(mma: ir.Operation) -> int:
+    """A warp-wide m x n x k mma.sync: 2mnk flops, shared by the warp's 32 lanes."""
+    m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
+    return 2 * m * n * k // 32
 
 
 def _is_leader_only(branch: ir.Operation) -> bool:
@@ -92,6 +112,19 @@ def _source_ops(kernel: ir.Operation) -> list[str]:
 
     kernel.walk(visit)
     return list(seen)
+
+
+def _kernel_path(kernel: ir.Operation) -> str:
+    found = []
+
+    def visit(op: ir.Operation):
+        if KERNEL_PATH_ATTR in op.attributes:
+            found.append(ir.StringAttr(op.attributes[KERNEL_PATH_ATTR]).value)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    kernel.walk(visit)
+    return found[0] if found else "generic"
 
 
 def _memref_bytes(t: ir.MemRefType) -> int:
@@ -138,3 +171,4 @@ class AnnotateKernels:
                 [ir.StringAttr.get(s) for s in _source_ops(kernel)])
             launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
             launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, moved)
+            launch.attributes["twintrack.path"] = ir.StringAttr.get(_kernel_path(kernel))

@@ -59,9 +59,41 @@ class KernelModule:
         return self.functions[kernel]
 
 
-def launch(function, grid, block, shared_bytes: int, stream: int, params: list, what: str) -> None:
-    """cuLaunchKernel with `params` (ctypes values) passed by address."""
-    driver = _driver()
-    pointers = (ctypes.c_void_p * len(params))(*[ctypes.addressof(p) for p in params])
-    check(driver.cuLaunchKernel(function, *grid, *block, shared_bytes, driver.CUstream(stream),
-                                ctypes.addressof(pointers), 0), f"launching {what}")
+class PreparedLaunch:
+    """One kernel launch with its parameter block built once.
+
+    A memref travels as (allocated, aligned, offset, sizes..., strides...);
+    only the two pointers change between calls, so a call patches them and
+    launches. Building the block per call costs more than the launch itself
+    for small kernels."""
+
+    _SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,
+                "f32": ctypes.c_float, "f64": ctypes.c_double}
+
+    def __init__(self, function, grid, block, shared_bytes: int, args: list[dict], what: str):
+        self.function, self.grid, self.block, self.shared_bytes, self.what = function, grid, block, shared_bytes, what
+        self.pointer_slots: list[tuple[str, ctypes.c_void_p, ctypes.c_void_p]] = []
+        self._values = []
+        for arg in args:
+            if "memref" in arg:
+                view = arg["memref"]
+                allocated, aligned = ctypes.c_void_p(), ctypes.c_void_p()
+                self.pointer_slots.append((view["buffer"], allocated, aligned))
+                self._values += [allocated, aligned, ctypes.c_int64(view["offset"])]
+                self._values += [ctypes.c_int64(v) for v in view["sizes"] + view["strides"]]
+            else:
+                self._values.append(self._SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
+        self._pointers = (ctypes.c_void_p * len(self._values))(*[ctypes.addressof(v) for v in self._values])
+
+    def __call__(self, buffers: dict, stream) -> None:
+        """Launch on `stream` (a driver.CUstream) with the buffers' current addresses."""
+        for buffer, allocated, aligned in self.pointer_slots:
+            allocated.value = aligned.value = buffers[buffer].data_ptr()
+        result = _driver().cuLaunchKernel(self.function, *self.grid, *self.block, self.shared_bytes, stream,
+                                          ctypes.addressof(self._pointers), 0)
+        if result[0] != 0:
+            check(result, f"launching {self.what}")
+
+
+def cuda_stream(handle: int):
+    return _driver().CUstream(handle)

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 from pathlib import Path
 
 import torch
 
 from ..errors import ArtifactError, InputMismatchError
-from .cuda_driver import CudaError, KernelModule, launch, require_gpu
+from .cuda_driver import CudaError, KernelModule, PreparedLaunch, cuda_stream, require_gpu
 from .plan import validate_plan
-
-_SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,
-            "f32": ctypes.c_float, "f64": ctypes.c_double}
-
 
 class GpuExecutable:
     """Callable over (state..., inputs...) CUDA tensors; returns the outputs."""
@@ -34,6 +29,7 @@ class GpuExecutable:
         self._graph = None
         self._events = None  # (start, end) per launch while profiling
         self._modules: dict[str, KernelModule] = {}
+        self._launches: dict[int, PreparedLaunch] = {}  # by id of the plan step
         self._constants: dict[str, torch.Tensor] = {}
         args = self.plan["arguments"]
         self.inputs = [a for a in args if a["kind"] != "output"]
@@ -93,7 +89,7 @@ class GpuExecutable:
             for output in outputs:
                 output.fill_(float("nan") if output.is_floating_point() else -1)
         buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = cuda_stream(torch.cuda.current_stream().cuda_stream)
         for step in self.plan["steps"]:
             getattr(self, f"_{step['op']}")(step, buffers, stream)
         return outputs
@@ -130,19 +126,17 @@ class GpuExecutable:
         _view(buffers, step["dst"]).copy_(_view(buffers, step["src"]))
 
     def _launch(self, step, buffers, stream) -> None:
-        params = []
-        for arg in step["args"]:
-            if "memref" in arg:
-                params += _descriptor(buffers, arg["memref"])
-            else:
-                params.append(_SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
-        function = self._module(step["module"]).function(step["kernel"])
+        prepared = self._launches.get(id(step))
+        if prepared is None:
+            function = self._module(step["module"]).function(step["kernel"])
+            prepared = PreparedLaunch(function, step["grid"], step["block"], step["dynamic_shared_bytes"],
+                                      step["args"], f"kernel {step['module']}")
+            self._launches[id(step)] = prepared
         if self._events is not None:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._events.append((start, end))
             start.record()
-        launch(function, step["grid"], step["block"], step["dynamic_shared_bytes"], stream, params,
-               f"kernel {step['module']}")
+        prepared(buffers, stream)
         if self._events is not None:
             end.record()
         if self.synchronize_each_launch:
@@ -167,14 +161,6 @@ def _dtype(name: str) -> torch.dtype:
 def _view(buffers: dict, view: dict) -> torch.Tensor:
     tensor = buffers[view["buffer"]]
     return torch.as_strided(tensor, view["sizes"], view["strides"], tensor.storage_offset() + view["offset"])
-
-
-def _descriptor(buffers: dict, view: dict) -> list:
-    """A memref as the kernel receives it: allocated and aligned pointers,
-    offset, sizes, strides (all 64-bit)."""
-    pointer = ctypes.c_void_p(buffers[view["buffer"]].data_ptr())
-    return [pointer, ctypes.c_void_p(pointer.value), ctypes.c_int64(view["offset"])] + \
-        [ctypes.c_int64(v) for v in view["sizes"] + view["strides"]]
 
 
 def _read_json(path: Path) -> dict:

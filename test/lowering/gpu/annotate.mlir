@@ -10,6 +10,9 @@
 //                         (linear index ult N -> N), else all launched threads
 //   twintrack.source_ops  the kernel ops' source locations, deduplicated,
 //                         innermost frame of call-site locations
+//   twintrack.path        the twintrack.kernel_path a kernel generator left
+//                         in the kernel (a fast path), else "generic"
+// Vector ops count once per lane (vector.fma: 2 per lane).
 // Ops without a source location (loc(unknown)) are not listed; the kernels'
 // plumbing carries loc(unknown) here so that the lists are exact.
 
@@ -22,28 +25,37 @@
 // Elementwise add over 1000 floats, launched as 4 x 256 = 1024 threads of
 // which the guard admits 1000: 1000 flops; 3 x 1000 x 4 bytes.
 // CHECK:         gpu.launch_func @add_kernel::@add_kernel blocks in
-// CHECK-SAME:      {twintrack.bytes = 12000 : i64, twintrack.flops = 1000 : i64, twintrack.source_ops = ["model.py:12:0"]}
+// CHECK-SAME:      {twintrack.bytes = 12000 : i64, twintrack.flops = 1000 : i64, twintrack.path = "generic", twintrack.source_ops = ["model.py:12:0"]}
 // A 16-step loop with one math.fma (2 flops) per step and no guard: 2 x 64 =
 // 128 threads x 16 x 2 = 4096 flops; 128 x 16 halves + 128 floats = 4608 bytes.
 // CHECK-NEXT:    gpu.launch_func @dot_kernel::@dot_kernel blocks in
-// CHECK-SAME:      {twintrack.bytes = 4608 : i64, twintrack.flops = 4096 : i64, twintrack.source_ops = ["model.py:19:4", "model.py:20:4"]}
+// CHECK-SAME:      {twintrack.bytes = 4608 : i64, twintrack.flops = 4096 : i64, twintrack.path = "generic", twintrack.source_ops = ["model.py:19:4", "model.py:20:4"]}
+// A generated kernel: 32 threads x 4 steps x one vector.fma on 4 lanes (8
+// flops) = 1024 flops; its main loop names the path.
+// CHECK-NEXT:    gpu.launch_func @tile_kernel::@tile_kernel blocks in
+// CHECK-SAME:      {twintrack.bytes = 512 : i64, twintrack.flops = 1024 : i64, twintrack.path = "simt-matmul 4x4", twintrack.source_ops = ["model.py:20:4"]}
 // CHECK-NEXT:    return
 
-// Only the two launches are annotated; the kernels are left as they were.
-// ONLY-COUNT-2: gpu.launch_func {{.*}} {twintrack.bytes = {{.*}}}{{$}}
+// Only the launches are annotated; the kernels are left as they were.
+// ONLY-COUNT-3: gpu.launch_func {{.*}} {twintrack.bytes = {{.*}}}{{$}}
+// ONLY-NOT:     twintrack.{{[a-z_]+}} =
+// ONLY:         } {twintrack.kernel_path = "simt-matmul 4x4"}
 // ONLY-NOT:     twintrack.
 module attributes {gpu.container_module} {
   func.func @forward(%a: memref<1000xf32>, %b: memref<1000xf32>, %out: memref<1000xf32>,
-                     %x: memref<128x16xf16>, %acc: memref<128xf32>) {
+                     %x: memref<128x16xf16>, %acc: memref<128xf32>, %t: memref<32x4xf32>) {
     %c1 = arith.constant 1 : index
     %c2 = arith.constant 2 : index
     %c4 = arith.constant 4 : index
+    %c32 = arith.constant 32 : index
     %c64 = arith.constant 64 : index
     %c256 = arith.constant 256 : index
     gpu.launch_func @add_kernel::@add_kernel blocks in (%c4, %c1, %c1) threads in (%c256, %c1, %c1)
         args(%a : memref<1000xf32>, %b : memref<1000xf32>, %out : memref<1000xf32>)
     gpu.launch_func @dot_kernel::@dot_kernel blocks in (%c2, %c1, %c1) threads in (%c64, %c1, %c1)
         args(%x : memref<128x16xf16>, %acc : memref<128xf32>)
+    gpu.launch_func @tile_kernel::@tile_kernel blocks in (%c1, %c1, %c1) threads in (%c32, %c1, %c1)
+        args(%t : memref<32x4xf32>)
     return
   }
   gpu.module @add_kernel {
@@ -83,6 +95,22 @@ module attributes {gpu.container_module} {
         scf.yield %f : f32 loc(#unk)
       } loc(#unk)
       memref.store %sum, %acc[%row] : memref<128xf32> loc(#unk)
+      gpu.return loc(#unk)
+    } loc(#unk)
+  }
+  gpu.module @tile_kernel {
+    gpu.func @tile_kernel(%t: memref<32x4xf32>) kernel {
+      %c0 = arith.constant 0 : index loc(#unk)
+      %c1 = arith.constant 1 : index loc(#unk)
+      %c4 = arith.constant 4 : index loc(#unk)
+      %zero = arith.constant dense<0.0> : vector<4xf32> loc(#unk)
+      %tid = gpu.thread_id x loc(#unk)
+      %row = vector.load %t[%tid, %c0] : memref<32x4xf32>, vector<4xf32> loc(#unk)
+      %sum = scf.for %k = %c0 to %c4 step %c1 iter_args(%p = %zero) -> (vector<4xf32>) {
+        %f = vector.fma %row, %row, %p : vector<4xf32> loc(#fma)
+        scf.yield %f : vector<4xf32> loc(#unk)
+      } {twintrack.kernel_path = "simt-matmul 4x4"} loc(#unk)
+      vector.store %sum, %t[%tid, %c0] : memref<32x4xf32>, vector<4xf32> loc(#unk)
       gpu.return loc(#unk)
     } loc(#unk)
   }

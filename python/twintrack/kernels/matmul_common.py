@@ -1,0 +1,128 @@
+"""What the matmul kernel generators share: the operand description, the
+launch around a kernel body, and the global-to-shared tile copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .mlir_text import LOCATION_ALIAS, MlirWriter, module_text
+
+VECTOR_BYTES = 16
+KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
+
+
+@dataclass(frozen=True)
+class MatmulOperands:
+    """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N), as memref types."""
+    a_type: str
+    b_type: str
+    c_type: str
+    batch: int | None
+    m: int
+    n: int
+    k: int
+    in_element: str   # f32, f16, bf16
+    out_element: str
+
+
+def element_bytes(element: str) -> int:
+    return 4 if element == "f32" else 2
+
+
+def vector_type(width: int, element: str) -> str:
+    return f"vector<{width}x{element}>"
+
+
+class TiledMatmulWriter:
+    """Base of the generators: one block per (BM x BN tile of C, batch)."""
+
+    path = "tiled-matmul"
+
+    def __init__(self, ops: MatmulOperands, bm: int, bn: int, threads: int, accumulate: bool):
+        self.ops, self.bm, self.bn, self.threads, self.accumulate = ops, bm, bn, threads, accumulate
+        self.w = MlirWriter()
+
+    # ------------------------------------------------------------ module
+    def module(self, symbol: str, kernel: str, location: str) -> str:
+        """A module holding func @symbol(%A, %B, %C), which launches the kernel
+        named `kernel` once outlined (the names differ: the launch's symbol
+        reference would otherwise keep the function alive)."""
+        w, ops = self.w, self.ops
+        w.indent = 4
+        self.kernel_body()
+        grid = (ops.n // self.bn, ops.m // self.bm, ops.batch or 1)
+        gx, gy, gz, threads, one = (w.index(v) for v in (*grid, self.threads, 1))
+        located = f"loc({LOCATION_ALIAS})"
+        workgroup = ", ".join(f"{name} : {type_}" for name, type_ in self.workgroup_buffers())
+        lines = [
+            f"func.func private @{symbol}(%A: {ops.a_type}, %B: {ops.b_type}, %C: {ops.c_type}) {{",
+            *w.constant_lines(),
+            f"  gpu.launch blocks(%block_n, %block_m, %batch) in (%gx = {gx}, %gy = {gy}, %gz = {gz})"
+            f" threads(%tid, %ty, %tz) in (%tx_n = {threads}, %ty_n = {one}, %tz_n = {one})"
+            f" module(@{kernel}) function(@{kernel}) workgroup({workgroup}) {{",
+            *w.lines,
+            f"    gpu.terminator {located}",
+            f"  }} {located}",
+            "  return",
+            "}",
+        ]
+        return module_text("\n".join(lines) + "\n", location)
+
+    def workgroup_buffers(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def kernel_body(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ helpers
+    def at(self, row: str, col: str) -> str:
+        return f"[%batch, {row}, {col}]" if self.ops.batch is not None else f"[{row}, {col}]"
+
+    def to_f32(self, value: str, width: int, element: str) -> str:
+        if element == "f32":
+            return value
+        return self.w.op(f"arith.extf {value} : {vector_type(width, element)} to {vector_type(width, 'f32')}")
+
+    def from_f32(self, value: str, width: int, element: str) -> str:
+        if element == "f32":
+            return value
+        return self.w.op(f"arith.truncf {value} : {vector_type(width, 'f32')} to {vector_type(width, element)}")
+
+    def copy_tile(self, rows: int, cols: int, width: int, source: str, source_type: str,
+                  origin: tuple[str, str], store) -> None:
+        """rows x cols elements at `origin` of a global operand, read as
+        `width`-wide vectors spread over the block's threads; `store(value,
+        row, col)` puts each vector into shared memory."""
+        w, t = self.w, self.ops.in_element
+        vectors = rows * cols // width
+        for first in range(0, vectors, self.threads):
+            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            guarded = first + self.threads > vectors
+            if guarded:
+                inside = w.op(f"arith.cmpi ult, {flat}, {w.index(vectors)} : index")
+                w.emit(f"scf.if {inside} {{")
+                w.indent += 2
+            r = w.div(flat, cols // width)
+            c = w.mul(w.rem(flat, cols // width), width)
+            value = w.op(f"vector.load {source}{self.at(w.add(origin[0], r), w.add(origin[1], c))}"
+                         f" {{alignment = {width * element_bytes(t)}}} : {source_type}, {vector_type(width, t)}")
+            store(value, r, c)
+            if guarded:
+                w.indent -= 2
+                w.emit("}")
+
+    def k_loop(self, step: int, accumulators: list[str], acc_type: str, body) -> list[str]:
+        """scf.for over K in `step`s carrying the accumulators; `body(current)`
+        emits one step and returns the updated accumulators."""
+        w = self.w
+        results = w.fresh("acc")
+        iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
+        types = ", ".join([acc_type] * len(accumulators))
+        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {w.index(self.ops.k)}"
+               f" step {w.index(step)} iter_args({iter_args}) -> ({types}) {{")
+        w.indent += 2
+        updated = body([f"%a{i}" for i in range(len(accumulators))])
+        w.emit(f"scf.yield {', '.join(updated)} : {types}")
+        w.indent -= 2
+        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+        return [f"{results}#{i}" for i in range(len(accumulators))]

@@ -1,0 +1,67 @@
+"""A small writer of MLIR text with numbered SSA values and shared constants."""
+
+from __future__ import annotations
+
+LOCATION_ALIAS = "#twintrack_source"
+
+
+class MlirWriter:
+    """Every op written gets the location LOCATION_ALIAS, which the module
+    text defines (see `module_text`): kernel ops then name the torch op."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.constants: dict[tuple[int | float, str], str] = {}
+        self._counter = 0
+        self.indent = 2
+
+    def fresh(self, stem: str = "v") -> str:
+        self._counter += 1
+        return f"%{stem}{self._counter}"
+
+    def emit(self, text: str) -> None:
+        opens_region = text.endswith("{")
+        self.lines.append(" " * self.indent + text + ("" if opens_region else f" loc({LOCATION_ALIAS})"))
+
+    def op(self, text: str, stem: str = "v") -> str:
+        """Emit `%new = text` and return %new."""
+        name = self.fresh(stem)
+        self.emit(f"{name} = {text}")
+        return name
+
+    def index(self, value: int) -> str:
+        return self.constant(value, "index")
+
+    def constant(self, value: int | float, type_: str) -> str:
+        key = (value, type_)
+        if key not in self.constants:
+            self.constants[key] = f"%c{len(self.constants)}_{type_.replace('<', '_').replace('>', '').replace('x', '_')}"
+        return self.constants[key]
+
+    def constant_lines(self) -> list[str]:
+        return [f"  {name} = arith.constant {_literal(value, type_)} : {type_} loc({LOCATION_ALIAS})"
+                for (value, type_), name in self.constants.items()]
+
+    # index arithmetic, folded when both sides are known
+    def add(self, a: str, b: str) -> str:
+        return self.op(f"arith.addi {a}, {b} : index")
+
+    def mul(self, a: str, b: int) -> str:
+        return a if b == 1 else self.op(f"arith.muli {a}, {self.index(b)} : index")
+
+    def div(self, a: str, b: int) -> str:
+        return a if b == 1 else self.op(f"arith.divui {a}, {self.index(b)} : index")
+
+    def rem(self, a: str, b: int) -> str:
+        return self.op(f"arith.remui {a}, {self.index(b)} : index")
+
+
+def _literal(value, type_: str) -> str:
+    if type_.startswith("vector<"):
+        return f"dense<{float(value)}>"
+    return str(float(value)) if type_.startswith(("f", "bf")) else str(int(value))
+
+
+def module_text(body: str, location: str) -> str:
+    """`body` as a module whose LOCATION_ALIAS is `location` (an MLIR location, `loc(...)`)."""
+    return f"{LOCATION_ALIAS} = {location}\nmodule {{\n{body}}}\n"

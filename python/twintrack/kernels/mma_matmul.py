@@ -1,0 +1,140 @@
+"""Tensor-core matmul with warp-level mma.sync (nvgpu dialect), for f16/bf16
+operands accumulating in f32: C[b] = A[b] @ B[b] (or +=).
+
+Each block computes a BM x BN tile of C with WM x WN warps; each warp owns a
+(BM/WM) x (BN/WN) sub-tile made of 16x8 mma tiles. Per step of BK along K the
+block copies both operand tiles to shared memory with 16-byte loads (rows
+padded by 16 bytes, so the 8 rows one ldmatrix reads hit distinct banks);
+then ldmatrix gives each warp its A fragments (16x16) and, transposed, its B
+fragments (16x8), and mma.sync m16n8k16 accumulates. Shapes must be
+multiples of the tile (the caller checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .matmul_common import MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
+
+WARP = 32
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+ROW_PAD = 8  # elements: 16 bytes of f16/bf16
+
+
+@dataclass(frozen=True)
+class MmaTileConfig:
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        return WARP * self.warps_m * self.warps_n
+
+    def label(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}/{self.warps_m}x{self.warps_n} warps"
+
+
+class _MmaMatmulWriter(TiledMatmulWriter):
+    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool):
+        super().__init__(ops, config.bm, config.bn, config.threads, accumulate)
+        self.cfg = config
+        self.path = f"mma.sync-matmul {config.label()}"
+        t = ops.in_element
+        self.vec = 16 // element_bytes(t)
+        self.a_smem = f"memref<{config.bm}x{config.bk + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
+        self.b_smem = f"memref<{config.bk}x{config.bn + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
+        self.tiles_m = config.bm // config.warps_m // MMA_M
+        self.tiles_n = config.bn // config.warps_n // MMA_N
+
+    def workgroup_buffers(self) -> list[tuple[str, str]]:
+        return [("%As", self.a_smem), ("%Bs", self.b_smem)]
+
+    def kernel_body(self) -> None:
+        w, cfg = self.w, self.cfg
+        lane = w.rem("%tid", WARP)
+        warp = w.div("%tid", WARP)
+        self.warp_m0 = w.mul(w.div(warp, cfg.warps_n), cfg.bm // cfg.warps_m)
+        self.warp_n0 = w.mul(w.rem(warp, cfg.warps_n), cfg.bn // cfg.warps_n)
+        self.m0 = w.mul("%block_m", cfg.bm)
+        self.n0 = w.mul("%block_n", cfg.bn)
+        self.lane_row = w.rem(lane, 16)               # the row this lane addresses for ldmatrix
+        self.lane_col = w.mul(w.div(lane, 16), 8)     # A: lanes 16-31 address the right 8 columns
+        self.c_row = w.div(lane, 4)                    # C fragment: rows lane/4 and lane/4 + 8,
+        self.c_col = w.mul(w.rem(lane, 4), 2)          # columns 2*(lane%4) and the next
+        self.c_positions = [self._c_position(i, j) for i in range(self.tiles_m) for j in range(self.tiles_n)]
+        results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>", self._k_step)
+        self._store(results)
+
+    def _c_position(self, i: int, j: int) -> tuple[str, str]:
+        w = self.w
+        row = w.add(w.add(self.m0, self.warp_m0), w.add(w.index(i * MMA_M), self.c_row))
+        col = w.add(w.add(self.n0, self.warp_n0), w.add(w.index(j * MMA_N), self.c_col))
+        return row, col
+
+    def _initial_accumulators(self) -> list[str]:
+        w, out = self.w, self.ops.out_element
+        zero = w.constant(0.0, "vector<2x2xf32>")
+        if not self.accumulate:
+            return [zero] * len(self.c_positions)
+        loaded = []
+        for row, col in self.c_positions:
+            acc = zero
+            for half, r in enumerate((row, w.add(row, w.index(8)))):
+                pair = w.op(f"vector.load %C{self.at(r, col)} {{alignment = {2 * element_bytes(out)}}}"
+                            f" : {self.ops.c_type}, {vector_type(2, out)}")
+                acc = w.op(f"vector.insert {self.to_f32(pair, 2, out)}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
+            loaded.append(acc)
+        return loaded
+
+    def _k_step(self, accumulators: list[str]) -> list[str]:
+        w, cfg, t = self.w, self.cfg, self.ops.in_element
+
+        def store_into(buffer, buffer_type):
+            return lambda v, r, c: w.emit(f"vector.store {v}, {buffer}[{r}, {c}] {{alignment = 16}}"
+                                          f" : {buffer_type}, {vector_type(self.vec, t)}")
+
+        self.copy_tile(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, "%k0"), store_into("%As", self.a_smem))
+        self.copy_tile(cfg.bk, cfg.bn, self.vec, "%B", self.ops.b_type, ("%k0", self.n0), store_into("%Bs", self.b_smem))
+        w.emit("gpu.barrier")
+        for kk in range(0, cfg.bk, MMA_K):
+            a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
+            b = [self._b_fragment(j, kk) for j in range(self.tiles_n)]
+            accumulators = [
+                w.op(f"nvgpu.mma.sync ({a[index // self.tiles_n]}, {b[index % self.tiles_n]}, {acc})"
+                     f" {{mmaShape = [16, 8, 16]}} : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>)"
+                     f" -> vector<2x2xf32>")
+                for index, acc in enumerate(accumulators)]
+        w.emit("gpu.barrier")
+        return accumulators
+
+    def _a_fragment(self, i: int, kk: int) -> str:
+        w = self.w
+        row = w.add(self.warp_m0, w.add(w.index(i * MMA_M), self.lane_row))
+        col = w.add(w.index(kk), self.lane_col)
+        return w.op(f"nvgpu.ldmatrix %As[{row}, {col}] {{numTiles = 4 : i32, transpose = false}}"
+                    f" : {self.a_smem} -> vector<4x2x{self.ops.in_element}>")
+
+    def _b_fragment(self, j: int, kk: int) -> str:
+        w = self.w
+        row = w.add(w.index(kk), self.lane_row)
+        col = w.add(self.warp_n0, w.index(j * MMA_N))
+        return w.op(f"nvgpu.ldmatrix %Bs[{row}, {col}] {{numTiles = 2 : i32, transpose = true}}"
+                    f" : {self.b_smem} -> vector<2x2x{self.ops.in_element}>")
+
+    def _store(self, accumulators: list[str]) -> None:
+        w, out = self.w, self.ops.out_element
+        for acc, (row, col) in zip(accumulators, self.c_positions):
+            for half, r in enumerate((row, w.add(row, w.index(8)))):
+                pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
+                w.emit(f"vector.store {self.from_f32(pair, 2, out)}, %C{self.at(r, col)}"
+                       f" {{alignment = {2 * element_bytes(out)}}} : {self.ops.c_type}, {vector_type(2, out)}")
+
+
+def mma_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: MmaTileConfig,
+                      accumulate: bool, location: str) -> str:
+    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C)`,
+    which launches the tensor-core kernel `kernel`."""
+    return _MmaMatmulWriter(operands, config, accumulate).module(symbol, kernel, location)

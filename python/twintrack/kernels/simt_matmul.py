@@ -1,0 +1,118 @@
+"""Shared-memory tiled matmul on CUDA cores: C[b] = A[b] @ B[b] (or +=).
+
+Each block computes a BM x BN tile of C. Per step of BK along K, its threads
+copy the A tile (transposed, so a thread's TM rows are contiguous) and the B
+tile into shared memory with 16-byte loads, then each thread accumulates a
+TM x TN register tile as TM vector FMAs per k. Accumulation is in f32
+whatever the operand type. Shapes must be multiples of the tile (the caller
+checks); the generic pipeline covers the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .matmul_common import VECTOR_BYTES, MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def label(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
+
+
+class _SimtMatmulWriter(TiledMatmulWriter):
+    def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool):
+        super().__init__(ops, config.bm, config.bn, config.threads, accumulate)
+        self.cfg = config
+        self.path = f"simt-matmul {config.label()}"
+        t = ops.in_element
+        self.vec_a = min(VECTOR_BYTES // element_bytes(t), config.bk)
+        self.vec_b = min(VECTOR_BYTES // element_bytes(t), config.bn)
+        pad = VECTOR_BYTES // element_bytes(t)  # keeps rows 16-byte aligned, breaks bank conflicts
+        self.a_smem = f"memref<{config.bk}x{config.bm + pad}x{t}, #gpu.address_space<workgroup>>"
+        self.b_smem = f"memref<{config.bk}x{config.bn}x{t}, #gpu.address_space<workgroup>>"
+
+    def workgroup_buffers(self) -> list[tuple[str, str]]:
+        return [("%As", self.a_smem), ("%Bs", self.b_smem)]
+
+    def kernel_body(self) -> None:
+        w, cfg = self.w, self.cfg
+        columns = cfg.bn // cfg.tn
+        self.a_col = w.mul(w.div("%tid", columns), cfg.tm)  # this thread's rows within the tile
+        self.b_col = w.mul(w.rem("%tid", columns), cfg.tn)  # and columns
+        self.m0 = w.mul("%block_m", cfg.bm)
+        self.n0 = w.mul("%block_n", cfg.bn)
+        self.row0 = w.add(self.m0, self.a_col)
+        self.col0 = w.add(self.n0, self.b_col)
+        results = self.k_loop(cfg.bk, self._initial_accumulators(), vector_type(cfg.tn, "f32"), self._k_step)
+        self._store(results)
+
+    def _initial_accumulators(self) -> list[str]:
+        w, cfg, out = self.w, self.cfg, self.ops.out_element
+        if not self.accumulate:
+            return [w.constant(0.0, vector_type(cfg.tn, "f32"))] * cfg.tm
+        loaded = []
+        for i in range(cfg.tm):
+            row = w.add(self.row0, w.index(i))
+            value = w.op(f"vector.load %C{self.at(row, self.col0)} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
+            loaded.append(self.to_f32(value, cfg.tn, out))
+        return loaded
+
+    def _k_step(self, accumulators: list[str]) -> list[str]:
+        cfg, t = self.cfg, self.ops.in_element
+        self.copy_tile(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, "%k0"), self._store_a_transposed)
+        self.copy_tile(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, ("%k0", self.n0), lambda v, r, c: self.w.emit(
+            f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
+            f" : {self.b_smem}, {vector_type(self.vec_b, t)}"))
+        self.w.emit("gpu.barrier")
+        for kk in range(cfg.bk):
+            accumulators = self._rank_one_update(kk, accumulators)
+        self.w.emit("gpu.barrier")
+        return accumulators
+
+    def _store_a_transposed(self, value: str, row: str, col: str) -> None:
+        w, t = self.w, self.ops.in_element
+        for i in range(self.vec_a):
+            element = w.op(f"vector.extract {value}[{i}] : {t} from {vector_type(self.vec_a, t)}")
+            w.emit(f"memref.store {element}, %As[{w.add(col, w.index(i))}, {row}] : {self.a_smem}")
+
+    def _rank_one_update(self, kk: int, accumulators: list[str]) -> list[str]:
+        w, cfg, t = self.w, self.cfg, self.ops.in_element
+        k = w.index(kk)
+        a = w.op(f"vector.load %As[{k}, {self.a_col}] {{alignment = {min(16, cfg.tm * element_bytes(t))}}}"
+                 f" : {self.a_smem}, {vector_type(cfg.tm, t)}")
+        b = w.op(f"vector.load %Bs[{k}, {self.b_col}] {{alignment = {min(16, cfg.tn * element_bytes(t))}}}"
+                 f" : {self.b_smem}, {vector_type(cfg.tn, t)}")
+        a, b = self.to_f32(a, cfg.tm, t), self.to_f32(b, cfg.tn, t)
+        updated = []
+        for i, acc in enumerate(accumulators):
+            scalar = w.op(f"vector.extract {a}[{i}] : f32 from {vector_type(cfg.tm, 'f32')}")
+            splat = w.op(f"vector.broadcast {scalar} : f32 to {vector_type(cfg.tn, 'f32')}")
+            updated.append(w.op(f"vector.fma {splat}, {b}, {acc} : {vector_type(cfg.tn, 'f32')}"))
+        return updated
+
+    def _store(self, accumulators: list[str]) -> None:
+        w, cfg, out = self.w, self.cfg, self.ops.out_element
+        for i, acc in enumerate(accumulators):
+            value = self.from_f32(acc, cfg.tn, out)
+            row = w.add(self.row0, w.index(i))
+            w.emit(f"vector.store {value}, %C{self.at(row, self.col0)}"
+                   f" {{alignment = {min(16, cfg.tn * element_bytes(out))}}} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
+
+
+def simt_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: TileConfig,
+                       accumulate: bool, location: str) -> str:
+    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C)`,
+    which launches the kernel `kernel`; every op of it has `location` (`loc(...)`)."""
+    return _SimtMatmulWriter(operands, config, accumulate).module(symbol, kernel, location)

@@ -1,0 +1,122 @@
+"""reuse-dead-inputs: an elementwise op writes into an input buffer that
+dies with it, instead of a fresh buffer.
+
+Bufferization gives every result a new allocation. When a linalg.generic is
+elementwise (all loops parallel, identity maps) and one of its inputs is a
+temporary of the same type read for the last time by this op, each element
+is read before the same thread writes it, so the output can take the input's
+buffer: one allocation fewer live at a time (softmax over the attention
+scores, for example, no longer holds two score-sized buffers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+_PLAIN_USERS = ("linalg.", "memref.dealloc", "memref.copy", "func.call") + _RESHAPES
+
+
+def _owner(value: ir.Value):
+    owner = value.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
+
+
+def _defined_by_alloc(value: ir.Value) -> bool:
+    owner = _owner(value)
+    return owner is not None and owner.name == "memref.alloc"
+
+
+def _root_alloc(value: ir.Value) -> ir.Value | None:
+    """The allocation a value is (a reshape of), or None."""
+    while (owner := _owner(value)) is not None and owner.name in _RESHAPES:
+        value = owner.operands[0]
+    return value if _defined_by_alloc(value) else None
+
+
+def _aliases(root: ir.Value) -> list[ir.Value]:
+    """The allocation and every reshape of it."""
+    found, pending = [], [root]
+    while pending:
+        value = pending.pop()
+        found.append(value)
+        pending += [user.results[0] for user in _uses(value) if user.name in _RESHAPES]
+    return found
+
+
+def _is_identity(map_attr) -> bool:
+    affine_map = ir.AffineMapAttr(map_attr).value
+    return affine_map.is_permutation and affine_map == ir.AffineMap.get_minor_identity(
+        affine_map.n_dims, affine_map.n_dims)
+
+
+@dataclass(frozen=True)
+class ReuseDeadInputs:
+    name = "reuse-dead-inputs"
+
+    def add_to(self, pm) -> None:
+        pm.add(self._run, name="ReuseDeadInputs", argument=self.name)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        for func in module.regions[0].blocks[0].operations:
+            if func.operation.name == "func.func" and func.operation.regions[0].blocks:
+                self._reuse_in(func.operation.regions[0].blocks[0])
+
+    def _reuse_in(self, block: ir.Block) -> None:
+        ops = [op.operation for op in block.operations]
+        position = {op: index for index, op in enumerate(ops)}
+        for index, op in enumerate(ops):
+            if op.name != "linalg.generic":
+                continue
+            donor = _dead_input_for(op, index, position)
+            if donor is not None:
+                _write_into(op, donor)
+
+
+def _uses(value: ir.Value) -> list[ir.Operation]:
+    return [use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner for use in value.uses]
+
+
+def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | None:
+    """The input whose buffer the output of this elementwise op can take, if any."""
+    inputs = len(op.operands) - 1
+    if len(op.results) or inputs < 1 or len(op.operands) - inputs != 1:
+        return None
+    if any("reduction" in str(it) for it in op.attributes["iterator_types"]):
+        return None
+    maps = list(op.attributes["indexing_maps"])
+    output = op.operands[inputs]
+    body = op.regions[0].blocks[0]
+    if not _is_identity(maps[inputs]) or list(body.arguments[inputs].uses) or not _defined_by_alloc(output):
+        return None
+    if any(position.get(user, index) < index for user in _uses(output)):
+        return None  # written or read before this op
+    operands = list(op.operands)[:inputs]
+    for candidate, map_attr in zip(operands, maps):
+        root = _root_alloc(candidate)
+        if str(candidate.type) != str(output.type) or root is None \
+                or not _is_identity(map_attr):
+            continue
+        aliases = _aliases(root)
+        if sum(1 for v in operands if any(v == alias for alias in aliases)) != 1:
+            continue  # read again through another view: overwriting would change what it sees
+        users = [user for alias in aliases for user in _uses(alias) if user.name not in _RESHAPES]
+        if all(user.name.startswith(_PLAIN_USERS) and user in position
+               and (position[user] <= index or user.name == "memref.dealloc") for user in users):
+            return candidate
+    return None
+
+
+def _write_into(op: ir.Operation, donor: ir.Value) -> None:
+    """The output's uses move to the donor; the donor's allocation is then
+    freed at the end of the block (where the output's was), the output's is gone."""
+    output = op.operands[len(op.operands) - 1]
+    block_end = list(op.block.operations)[-1].operation
+    for free in [user for user in _uses(_root_alloc(donor)) if user.name == "memref.dealloc"]:
+        free.move_before(block_end)
+    for free in [user for user in _uses(output) if user.name == "memref.dealloc"]:
+        free.erase()
+    output.replace_all_uses_with(donor)
+    _owner(output).erase()

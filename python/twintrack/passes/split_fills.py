@@ -1,0 +1,57 @@
+"""split-fills: one linalg.fill per consumer of a filled tensor.
+
+CSE merges the identical zero-fills that initialise several matmuls into one
+tensor. Bufferization then keeps that tensor intact for its later users, so
+every matmul but the last gets a fresh buffer plus a full copy of the fill:
+an extra buffer live and a round trip through memory per matmul. A fill of
+its own per consumer bufferizes in place instead (and the GPU matmul kernels
+fold a zero fill into their first write).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+
+def _owner_name(value: ir.Value) -> str | None:
+    owner = value.owner
+    return owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else None
+
+
+@dataclass(frozen=True)
+class SplitFills:
+    name = "split-fills"
+
+    def add_to(self, pm) -> None:
+        pm.add(self._run, name="SplitFills", argument=self.name)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        fills = []
+
+        def collect(op: ir.Operation):
+            if op.name == "linalg.fill" and len(op.results) == 1:
+                fills.append(op)
+            return ir.WalkResult.ADVANCE
+
+        module.walk(collect)
+        for fill in fills:
+            uses = [(use.owner, use.operand_number) for use in fill.results[0].uses]
+            if len(uses) < 2:
+                continue
+            for consumer, operand in uses:  # each fill placed right before its consumer
+                self._give_own_fill(fill, consumer, operand)
+            init = fill.operands[1]
+            fill.erase()
+            if _owner_name(init) == "tensor.empty" and not list(init.uses):
+                init.owner.erase()
+
+    @staticmethod
+    def _give_own_fill(fill: ir.Operation, consumer: ir.Operation, operand: int) -> None:
+        where = ir.InsertionPoint(consumer)
+        copy = fill.clone(where)
+        init = fill.operands[1]
+        if _owner_name(init) == "tensor.empty":  # a fresh destination too, so the fill writes in place
+            copy.operands[1] = init.owner.clone(ir.InsertionPoint(copy)).results[0]
+        consumer.operands[operand] = copy.results[0]

@@ -1,0 +1,86 @@
+// RUN: %stage-matmul-kernels %s | FileCheck %s
+
+// A matmul whose shape fits a tile of lowering/tuning/matmul.toml becomes a
+// gpu.launch of a shared-memory tiled kernel, in place of the linalg op.
+
+// f32: CUDA-core kernel. 1024x1024 in 128x128 tiles is 64 blocks, fewer than
+// the SMs, so 64x64 tiles (256 blocks, 256 threads with 4x4 register tiles).
+// A is staged transposed, B as is, both with 16-byte loads; the zero fill
+// right before the matmul folds into the first write (no load of C).
+// CHECK-LABEL: func.func @fits(
+// CHECK-SAME:    %[[A:.*]]: memref<1024x128xf32>, %[[B:.*]]: memref<128x1024xf32>, %[[C:.*]]: memref<1024x1024xf32>)
+// CHECK-NOT:     linalg.fill
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c256, {{.*}}) module(@forward_simt_matmul_0) function(@forward_simt_matmul_0)
+// CHECK-SAME:      workgroup(%[[AS:.*]] : memref<16x68xf32, #gpu.address_space<workgroup>>, %[[BS:.*]] : memref<16x64xf32, #gpu.address_space<workgroup>>)
+// CHECK-NOT:       vector.load %[[C]]
+// CHECK:           scf.for
+// CHECK:             vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x128xf32>, vector<4xf32>
+// CHECK:             memref.store %{{.*}}, %[[AS]]
+// CHECK:             vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<128x1024xf32>, vector<4xf32>
+// CHECK:             vector.store %{{.*}}, %[[BS]]
+// CHECK:             gpu.barrier
+// CHECK:             vector.fma
+// CHECK:           } {twintrack.kernel_path = "simt-matmul 64x64x16/4x4"}
+// CHECK:           vector.store %{{.*}}, %[[C]]{{.*}} : memref<1024x1024xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.matmul
+// CHECK:         return
+func.func @fits(%a: memref<1024x128xf32>, %b: memref<128x1024xf32>, %c: memref<1024x1024xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<1024x1024xf32>)
+  linalg.matmul ins(%a, %b : memref<1024x128xf32>, memref<128x1024xf32>) outs(%c : memref<1024x1024xf32>)
+  return
+}
+
+// f16 operands: tensor cores. Without a fill the kernel accumulates onto C,
+// so it loads C first; fragments come from ldmatrix (B transposed).
+// CHECK-LABEL: func.func @accumulates(
+// CHECK-SAME:    %{{.*}}: memref<2x64x64xf16>, %{{.*}}: memref<2x64x64xf16>, %[[C16:.*]]: memref<2x64x64xf32>)
+// CHECK:         gpu.launch {{.*}} module(@forward_mma_matmul_1) function(@forward_mma_matmul_1)
+// CHECK:           vector.load %[[C16]]
+// CHECK:           scf.for
+// CHECK:             nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK:             nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK:             nvgpu.mma.sync
+// CHECK:           } {twintrack.kernel_path = "mma.sync-matmul {{.*}}"}
+func.func @accumulates(%a: memref<2x64x64xf16>, %b: memref<2x64x64xf16>, %c: memref<2x64x64xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x64x64xf16>, memref<2x64x64xf16>) outs(%c : memref<2x64x64xf32>)
+  return
+}
+
+// A shape no tile divides stays a linalg op for the generic pipeline.
+// CHECK-LABEL: func.func @odd_shape(
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.matmul
+func.func @odd_shape(%a: memref<30x7xf32>, %b: memref<7x5xf32>, %c: memref<30x5xf32>) {
+  linalg.matmul ins(%a, %b : memref<30x7xf32>, memref<7x5xf32>) outs(%c : memref<30x5xf32>)
+  return
+}
+
+// A half-precision matmul as torch-mlir writes it: an f32 temporary, zero
+// filled, then narrowed into the result. The kernel stores f16 straight into
+// the result; the temporary, the fill and the narrowing are gone.
+// CHECK-LABEL: func.func @narrowed(
+// CHECK-SAME:    %{{.*}}: memref<128x64xf16>, %{{.*}}: memref<64x128xf16>, %[[OUT16:.*]]: memref<128x128xf16>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch
+// CHECK:           nvgpu.mma.sync
+// CHECK:           arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK:           vector.store %{{.*}}, %[[OUT16]]
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.dealloc
+// CHECK:         return
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @narrowed(%a: memref<128x64xf16>, %b: memref<64x128xf16>, %out: memref<128x128xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<128x128xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<128x128xf32>)
+  linalg.matmul ins(%a, %b : memref<128x64xf16>, memref<64x128xf16>) outs(%acc : memref<128x128xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc : memref<128x128xf32>) outs(%out : memref<128x128xf16>) {
+  ^bb0(%x: f32, %o: f16):
+    %t = arith.truncf %x : f32 to f16
+    linalg.yield %t : f16
+  }
+  memref.dealloc %acc : memref<128x128xf32>
+  return
+}

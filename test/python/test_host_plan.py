@@ -1,0 +1,35 @@
+"""Host-plan transforms that need neither MLIR nor a GPU."""
+
+from twintrack.host_plan import free_after_last_use
+from twintrack.runtime import validate_plan
+
+
+def _view(buffer):
+    return {"memref": {"buffer": buffer, "offset": 0, "sizes": [4], "strides": [1]}}
+
+
+def _launch(*buffers):
+    return {"op": "launch", "module": "m", "kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1],
+            "args": [_view(b) for b in buffers]}
+
+
+def test_frees_move_up_to_the_last_use():
+    steps = [{"op": "alloc", "buffer": "b0", "shape": [4], "dtype": "float32"},
+             _launch("arg0", "b0"),
+             {"op": "alloc", "buffer": "b1", "shape": [4], "dtype": "float32"},
+             _launch("b0", "b1"),
+             _launch("b1", "arg1"),
+             {"op": "free", "buffer": "b0"},
+             {"op": "free", "buffer": "b1"}]
+    moved = free_after_last_use(steps)
+    ops = [(s["op"], s.get("buffer")) for s in moved]
+    assert ops == [("alloc", "b0"), ("launch", None), ("alloc", "b1"), ("launch", None), ("free", "b0"),
+                   ("launch", None), ("free", "b1")]
+    plan = {"arguments": [{"shape": [4], "dtype": "float32"}] * 2, "steps": moved}
+    assert validate_plan(plan) == []
+
+
+def test_an_unused_buffer_is_freed_right_after_its_allocation():
+    steps = [{"op": "alloc", "buffer": "b0", "shape": [4], "dtype": "float32"}, _launch("arg0"),
+             {"op": "free", "buffer": "b0"}]
+    assert [s["op"] for s in free_after_last_use(steps)] == ["alloc", "free", "launch"]
