@@ -15,7 +15,7 @@ from twintrack.recipes import load_recipe
 MODELS = [
     "zoo:gemm?m=1024&k=64&n=512",                        # coarsened 4x4
     "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
-    "zoo:conv_block",                                    # not matmul-like: not coarsened
+    "zoo:conv_block",                                    # coarsened over (channel, row)
     "zoo:transformer_block",                             # serial short-row reductions, bmm
     "zoo:gpt_block",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each
@@ -51,6 +51,9 @@ def test_gemm_is_coarsened_to_register_tiles():
     assert SIXTEEN_ACCUMULATORS in compilation.text("distribute")
 
 
-def test_convolution_is_not_coarsened():
+def test_convolution_is_coarsened_over_channels_and_rows():
+    """Its input window depends on both h and w, so (h, w) tiles would reuse
+    nothing; (channel, h) tiles share each weight across rows and each input
+    across channels, and keep w one per thread."""
     _, compilation = emulate("zoo:conv_block?batch=16&channels=16&size=64")
-    assert SIXTEEN_ACCUMULATORS not in compilation.text("distribute")
+    assert SIXTEEN_ACCUMULATORS in compilation.text("distribute")

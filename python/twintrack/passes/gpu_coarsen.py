@@ -10,10 +10,18 @@ F*F accumulators in registers).
 Only matmul-like nests (each loaded operand indexed by i or by j, not both)
 that gpu-distribute would not reduce with a block per output are coarsened, only when F divides i's and j's trip counts, and only when the
 fewer threads left (outputs / F^2) still fill the GPU.
+
+A convolution's input window depends on both h and w, so an (h, w) tile
+reuses nothing; but (output channel, h) is an outer product (the weights
+depend on the channel, the input on h), so each thread takes an F x F tile
+of those and the innermost index w stays one per thread, coalesced. Failing
+any 2-D tile, one outer dimension that a per-thread load does not depend on
+is coarsened alone, so its F outputs share that load.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -38,7 +46,8 @@ def _nested_ops(op: ir.Operation) -> list[ir.Operation]:
 
 
 def _candidate(loop: ir.Operation, factor: int):
-    """(reduction loop, i, j) if `loop` is a coarsenable reduction nest."""
+    """(reduction loop, positions of the coarsened dimensions) if `loop` is a
+    coarsenable reduction nest."""
     body = loop.regions[0].blocks[0]
     ops = [op.operation for op in body.operations]
     rank = len(body.arguments)
@@ -50,16 +59,57 @@ def _candidate(loop: ir.Operation, factor: int):
     lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
     trips = [-(-(u - lo) // s) for lo, u, s in zip(lower, upper, step)]
     outputs = math.prod(trips)
-    if trips[-1] % factor or trips[-2] % factor or outputs // factor ** 2 < MIN_THREADS_AFTER \
-            or cooperative_reduction(loop, outputs):
+    if cooperative_reduction(loop, outputs):
         return None
-    inner = ops[0]
+    inner = _innermost(ops[0])
     nest = _nested_ops(inner)
     stores = [op for op in nest if op.name == "memref.store"]
-    i, j = body.arguments[rank - 2], body.arguments[rank - 1]
-    if len(stores) != 1 or list(stores[0].operands)[-2:] != [i, j] or not _outer_product(nest, stores[0], i, j):
+    if len(stores) != 1:
         return None
-    return inner, i, j, rank
+    store, ivs = stores[0], list(body.arguments)
+    writes_every_output = list(store.operands)[2:] == ivs
+    if outputs // factor ** 2 >= MIN_THREADS_AFTER:
+        for p, q in _tile_pairs(rank):
+            # the innermost pair only needs the store's last two indices (a batched matmul's
+            # batch may be indexed through a view); other pairs need the whole output indexed
+            indexed = list(store.operands)[-2:] == [ivs[p], ivs[q]] if q == rank - 1 else writes_every_output
+            if indexed and trips[p] % factor == 0 and trips[q] % factor == 0 \
+                    and _outer_product(nest, store, ivs[p], ivs[q]):
+                return inner, [p, q]
+    shared_by = _dimension_sharing_a_load(nest, store, ivs)
+    if writes_every_output and shared_by is not None \
+            and trips[shared_by] % factor == 0 and outputs // factor >= MIN_THREADS_AFTER:
+        return inner, [shared_by]
+    return None
+
+
+def _tile_pairs(rank: int) -> list[tuple[int, int]]:
+    """Dimension pairs to tile, best first: the innermost two (a matmul's i, j),
+    then pairs of outer dimensions, innermost first (a convolution's channel
+    and row: the innermost index then stays one per thread, coalesced)."""
+    outer = [(p, q) for q in range(rank - 2, 0, -1) for p in range(q - 1, -1, -1)]
+    return [(rank - 2, rank - 1)] + outer
+
+
+def _innermost(loop: ir.Operation) -> ir.Operation:
+    """The innermost loop of a perfect scf.for nest (a convolution's c, kh, kw):
+    copies of the update go there, so they share each iteration's loads."""
+    while True:
+        body = [op.operation for op in loop.regions[0].blocks[0].operations]
+        if len(body) != 2 or body[0].name != "scf.for" or len(body[0].results):
+            return loop
+        loop = body[0]
+
+
+def _dimension_sharing_a_load(nest: list[ir.Operation], store: ir.Operation, ivs: list[ir.Value]) -> int | None:
+    """An outer dimension that some per-thread load (one that depends on the
+    innermost index) does not depend on: coarsening along it shares that load."""
+    loads = [op for op in nest if op.name == "memref.load" and op.operands[0] != store.operands[1]]
+    depends = [[any(v in _dependents(nest, iv) for v in list(load.operands)[1:]) for iv in ivs] for load in loads]
+    for position in range(len(ivs) - 2, -1, -1):
+        if any(uses[-1] and not uses[position] for uses in depends):
+            return position
+    return None
 
 
 def _dependents(nest: list[ir.Operation], root: ir.Value) -> set:
@@ -99,24 +149,29 @@ class GpuCoarsen:
                 if found:
                     self._coarsen(loop, *found)
 
-    def _coarsen(self, loop: ir.Operation, inner: ir.Operation, i: ir.Value, j: ir.Value, rank: int) -> None:
+    def _coarsen(self, loop: ir.Operation, inner: ir.Operation, positions: list[int]) -> None:
+        """Step the loop's `positions` dimensions by F and do the F^len(positions)
+        updates of each thread in one reduction loop."""
         factor = self.factor
+        ivs = list(loop.regions[0].blocks[0].arguments)
+        rank = len(ivs)
         steps = list(loop.operands)[2 * rank:3 * rank]
         with ir.InsertionPoint(loop), loop.location:
-            for position in (rank - 2, rank - 1):
+            for position in positions:
                 old_step = constant_int(steps[position])
                 loop.operands[2 * rank + position] = index_constant(old_step * factor)
-        with ir.InsertionPoint(inner), loop.location:
-            rows = [i] + [arith.addi(i, index_constant(d * constant_int(steps[rank - 2]))) for d in range(1, factor)]
-            cols = [j] + [arith.addi(j, index_constant(d * constant_int(steps[rank - 1]))) for d in range(1, factor)]
+        first = loop.regions[0].blocks[0].operations[0]  # outside every reduction loop: loop-invariant indices
+        with ir.InsertionPoint(first), loop.location:
+            shifted = {p: [ivs[p]] + [arith.addi(ivs[p], index_constant(d * constant_int(steps[p])))
+                                      for d in range(1, factor)] for p in positions}
         inner_body = inner.regions[0].blocks[0]
         end = list(inner_body.operations)[-1].operation  # scf.yield
-        offsets = [(di, dj) for di in range(factor) for dj in range(factor) if di or dj]
+        offsets = [o for o in itertools.product(range(factor), repeat=len(positions)) if any(o)]
         copies = [inner.clone(ir.InsertionPoint(inner)) for _ in offsets]  # all from the original body
-        for (di, dj), copy in zip(offsets, copies):
+        for offset, copy in zip(offsets, copies):
             for op in _nested_ops(copy):
-                op.replace_uses_of_with(i, rows[di])
-                op.replace_uses_of_with(j, cols[dj])
+                for position, d in zip(positions, offset):
+                    op.replace_uses_of_with(ivs[position], shifted[position][d])
             copy_body = copy.regions[0].blocks[0]
             copy_body.arguments[0].replace_all_uses_with(inner_body.arguments[0])
             for op in [o.operation for o in copy_body.operations][:-1]:

@@ -8,6 +8,11 @@ With OUT[i] fixed in the loop, that becomes one load before the loop, an
 iter_arg inside and one store after it, so a matmul's inner loop does no
 memory traffic for C. (affine-scalrep does this for affine loops; the GPU
 track works on scf.)
+
+Loops are visited innermost first, and an inner loop already rewritten this
+way counts as the combining step of the loop around it (its init is the load,
+its result is stored back), so a convolution's accumulators stay in registers
+across all of its c, kh and kw loops, not just the innermost one.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ def _defined_outside(value: ir.Value, loop: ir.Operation) -> bool:
 
 
 def _accumulator(store: ir.Operation, loop: ir.Operation):
-    """(load, combine) if `store` writes combine(x, load OUT[i]) back to OUT[i], i fixed in the loop."""
+    """(load, combine) if `store` writes combine(x, load OUT[i]) back to OUT[i], i fixed in the loop.
+    `combine` may be an inner scf.for carrying the loaded value (already scalarized)."""
     combine = as_operation(store.operands[0].owner)
-    if not isinstance(combine, ir.Operation) or combine.name not in COMBINERS or combine.parent != loop:
+    if not isinstance(combine, ir.Operation) or combine.name not in (*COMBINERS, "scf.for") or combine.parent != loop:
         return None
     indices = list(store.operands)[2:]
     if not all(_defined_outside(v, loop) for v in [store.operands[1]] + indices):
@@ -56,7 +62,7 @@ def _match(loop: ir.Operation):
         return None
     ops = [op.operation for op in loop.regions[0].blocks[0].operations][:-1]
     stores = [op for op in ops if op.name == "memref.store"]
-    if not stores or any(op.regions for op in ops):
+    if not stores or any(op.regions and op.name != "scf.for" for op in ops):
         return None
     matches = []
     for store in stores:
@@ -71,7 +77,24 @@ def _match(loop: ir.Operation):
     own_loads = {m[0] for m in matches}
     if any(op.name == "memref.load" and op.operands[0] in accumulated and op not in own_loads for op in ops):
         return None
+    if any(_touches(op, accumulated) for op in ops if op.name == "scf.for"):
+        return None  # an inner loop reading or writing the buffers in memory: order matters
     return matches
+
+
+def _touches(loop: ir.Operation, buffers: set) -> bool:
+    found = []
+
+    def visit(op: ir.Operation):
+        if op.name in ("memref.load", "memref.store"):
+            buffer = op.operands[0] if op.name == "memref.load" else op.operands[1]
+            if buffer in buffers:
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit)
+    return bool(found)
 
 
 @dataclass(frozen=True)

@@ -246,3 +246,42 @@ func.func @short_rows(%in: memref<32x16xf32>, %acc: memref<32xf32>) {
   }
   return
 }
+
+// A convolution-like nest: out[n, c, h, w] += in[n, ci, h + kh, w] * wt[c, ci, kh].
+// (h, w) tiles would reuse nothing (the input depends on both), but (c, h) is
+// an outer product, so each thread takes a 4x4 tile of (channel, row) with w
+// one per thread. The 16 accumulators stay in registers through both
+// reduction loops: C is read once before them and written once after.
+// CHECK-LABEL: func.func @conv_like(
+// CHECK:         scf.parallel
+// CHECK:           scf.parallel
+// CHECK-COUNT-16:    memref.load %{{.*}} : memref<2x64x64x64xf32>
+// CHECK:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+// CHECK:               scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+// CHECK-NOT:             memref.store
+// CHECK:               }
+// CHECK:             }
+// CHECK-COUNT-16:    memref.store %{{.*}} : memref<2x64x64x64xf32>
+func.func @conv_like(%in: memref<2x8x66x64xf32>, %wt: memref<64x8x3xf32>, %out: memref<2x64x64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  scf.parallel (%n, %c, %h, %w) = (%c0, %c0, %c0, %c0) to (%c2, %c64, %c64, %c64) step (%c1, %c1, %c1, %c1) {
+    scf.for %ci = %c0 to %c8 step %c1 {
+      scf.for %kh = %c0 to %c3 step %c1 {
+        %row = arith.addi %h, %kh : index
+        %x = memref.load %in[%n, %ci, %row, %w] : memref<2x8x66x64xf32>
+        %k = memref.load %wt[%c, %ci, %kh] : memref<64x8x3xf32>
+        %acc = memref.load %out[%n, %c, %h, %w] : memref<2x64x64x64xf32>
+        %p = arith.mulf %x, %k : f32
+        %s = arith.addf %acc, %p : f32
+        memref.store %s, %out[%n, %c, %h, %w] : memref<2x64x64x64xf32>
+      }
+    }
+    scf.reduce
+  }
+  return
+}
