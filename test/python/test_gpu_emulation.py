@@ -15,7 +15,8 @@ from twintrack.recipes import load_recipe
 MODELS = [
     "zoo:gemm?m=1024&k=64&n=512",                        # coarsened 4x4
     "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
-    "zoo:conv_block",                                    # coarsened over (channel, row)
+    "zoo:conv_block",                                    # too small to coarsen
+    "zoo:conv_block?batch=2&in_channels=4&channels=64&size=64",  # 4x4 (channel, row) tiles
     "zoo:transformer_block",                             # serial short-row reductions, bmm
     "zoo:gpt_block",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each

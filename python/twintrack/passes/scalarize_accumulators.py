@@ -127,7 +127,7 @@ class ScalarizeAccumulators:
             new = scf.ForOp(old.lowerBound, old.upperBound, old.step, [m[0].results[0] for m in matches])
         old.induction_variable.replace_all_uses_with(new.induction_variable)
         with ir.InsertionPoint(new.body), loop.location:
-            end = scf.YieldOp([m[1].results[0] for m in matches])
+            end = scf.YieldOp([m[2].operands[0] for m in matches])  # each store's value (an inner loop has several)
         stores = {m[2] for m in matches}
         for op in [o.operation for o in old.body.operations][:-1]:
             if op not in stores:

@@ -257,9 +257,11 @@ func.func @short_rows(%in: memref<32x16xf32>, %acc: memref<32xf32>) {
 // CHECK:           scf.parallel
 // CHECK-COUNT-16:    memref.load %{{.*}} : memref<2x64x64x64xf32>
 // CHECK:             scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
-// CHECK:               scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
+// CHECK:               %[[INNER:.*]]:16 = scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32) {
 // CHECK-NOT:             memref.store
 // CHECK:               }
+// The outer loop carries each of the inner loop's 16 results, in order.
+// CHECK-NEXT:          scf.yield %[[INNER]]#0, %[[INNER]]#1, %[[INNER]]#2, {{.*}}, %[[INNER]]#15 :
 // CHECK:             }
 // CHECK-COUNT-16:    memref.store %{{.*}} : memref<2x64x64x64xf32>
 func.func @conv_like(%in: memref<2x8x66x64xf32>, %wt: memref<64x8x3xf32>, %out: memref<2x64x64x64xf32>) {
