@@ -108,6 +108,7 @@ class TiledMatmulWriter:
                          f" {{alignment = {width * element_bytes(t)}}} : {source_type}, {vector_type(width, t)}")
             store(value, r, c)
             if guarded:
+                w.emit("scf.yield")  # explicit, so it carries the source location too
                 w.indent -= 2
                 w.emit("}")
 

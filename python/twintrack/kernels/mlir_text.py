@@ -35,7 +35,7 @@ class MlirWriter:
     def constant(self, value: int | float, type_: str) -> str:
         key = (value, type_)
         if key not in self.constants:
-            self.constants[key] = f"%c{len(self.constants)}_{type_.replace('<', '_').replace('>', '').replace('x', '_')}"
+            self.constants[key] = f"%c{value}" if type_ == "index" else f"%cst{len(self.constants)}"
         return self.constants[key]
 
     def constant_lines(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Tensor-core matmul with warp-level mma.sync (nvgpu dialect), for f16/bf16
+"""Tensor-core matmul with warp-level mma.sync (nvgpu dialect), for f16
 operands accumulating in f32: C[b] = A[b] @ B[b] (or +=).
 
 Each block computes a BM x BN tile of C with WM x WN warps; each warp owns a
@@ -18,7 +18,7 @@ from .matmul_common import MatmulOperands, TiledMatmulWriter, element_bytes, vec
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
-ROW_PAD = 8  # elements: 16 bytes of f16/bf16
+ROW_PAD = 8  # elements: 16 bytes of f16
 
 
 @dataclass(frozen=True)
