@@ -61,7 +61,8 @@ mlir_bin = _package_bin("mlir")
 llvm_bin = _package_bin("llvm")
 search = [python_bin, mlir_bin, llvm_bin]
 
-tools = {name: _find_tool(name, search) for name in ("mlir-opt", "torch-mlir-opt", "FileCheck")}
+# twintrack-opt is built by `pip install -e .` (CMakeLists.txt) into the venv's bin.
+tools = {name: _find_tool(name, search) for name in ("mlir-opt", "torch-mlir-opt", "FileCheck", "twintrack-opt")}
 
 # Tools on PATH for RUN lines, the venv's bin first.
 path_dirs = [d for d in (python_bin, mlir_bin, llvm_bin) if d]
@@ -73,6 +74,7 @@ config.substitutions.append(("%PYTHON", shlex.quote(python)))
 config.substitutions.append(("%mlir-opt", shlex.quote(tools["mlir-opt"])))
 config.substitutions.append(("%torch-mlir-opt", shlex.quote(tools["torch-mlir-opt"])))
 config.substitutions.append(("%FileCheck", shlex.quote(tools["FileCheck"])))
+config.substitutions.append(("%twintrack-opt", shlex.quote(tools["twintrack-opt"])))
 
 # One substitution per recipe stage, from the real recipes (every target).
 sys.path.insert(0, python_dir)

@@ -28,3 +28,16 @@ def bindings(package: str) -> Bindings:
             importlib.import_module("mlir.execution_engine")
         _LOADED[package] = Bindings(package)
     return _LOADED[package]
+
+
+def new_context(package: str):
+    """A fresh context of `package`'s bindings with twintrack's dialects in it:
+    torch-mlir's torch dialect, or (upstream) twintrack's own."""
+    context = bindings(package).ir.Context()
+    if package == "torch_mlir":
+        from torch_mlir.dialects import torch as torch_dialect
+        torch_dialect.register_dialect(context)
+    else:
+        from .dialect import register
+        register(context)
+    return context

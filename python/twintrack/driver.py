@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .bindings import bindings as _bindings
+from .bindings import bindings as _bindings, new_context
 from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
 from .locations import short_location
@@ -171,20 +171,15 @@ def _in_bindings(module, binding: str, stage: str):
     if _module_binding(module) == binding:
         return module
     if binding == "mlir":
-        _reject_foreign_ops(module, _bindings("mlir").ir.Context(), stage)
+        _reject_foreign_ops(module, new_context("mlir"), stage)
     return _reparse(module, binding)
 
 
 def _reparse(module, binding: str):
     """`module` parsed into a fresh context of `binding`, via generic-form text."""
     text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
-    ir = _bindings(binding).ir
-    context = ir.Context()
-    if binding == "torch_mlir":
-        from torch_mlir.dialects import torch as torch_dialect
-        torch_dialect.register_dialect(context)
-    with context:
-        return ir.Module.parse(text)
+    with new_context(binding):
+        return _bindings(binding).ir.Module.parse(text)
 
 
 def _reject_foreign_ops(module, context, stage: str) -> None:

@@ -5,6 +5,7 @@ import sys
 from mlir import ir
 from mlir.passmanager import PassManager
 
+from ..bindings import new_context
 from . import REGISTRY
 
 
@@ -14,7 +15,7 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m twintrack.passes NAME[,NAME...] FILE.mlir  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
         return 2
     path = argv[1]
-    with ir.Context(), ir.Location.unknown():
+    with new_context("mlir"), ir.Location.unknown():
         module = ir.Module.parse(open(path).read())
         pm = PassManager()
         for name in names:

@@ -1,0 +1,49 @@
+//===- Passes.td - twintrack passes ----------------------------*- tablegen -*-===//
+
+#ifndef TWINTRACK_PASSES
+#define TWINTRACK_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
+  let summary = "Group linalg-on-tensors ops into twintrack.dispatch regions, by a cost model";
+  let description = [{
+    Every linalg op on tensors ends up in exactly one `twintrack.dispatch`,
+    the unit that becomes one kernel. Groups grow along producer/consumer
+    edges when the cost model says the fusion pays:
+
+    - an elementwise producer into an elementwise or reduction consumer
+      (elementwise chains; softmax and layernorm producers). A producer with
+      several consumers is recomputed in each (cloned into each dispatch);
+    - an elementwise consumer into a matmul or convolution (an epilogue:
+      bias, activation, residual);
+    - matmuls reading the same input (horizontal fusion, e.g. Q/K/V
+      projections of one activation).
+
+    The cost of a fusion is the flops it recomputes: a producer read R times
+    per element by its consumer's loops runs R times (a matmul reads each
+    element of A once per column of B, so producers are never fused into
+    matmuls). Its gain is the bytes that no longer go through memory. Both
+    are turned into time on a roofline: `bandwidth` (bytes/s) and `flop-rate`
+    (flop/s), plus `launch-overhead` (s) for each kernel a fusion removes;
+    twintrack fills them in from lowering/targets/<target>.toml.
+    Fills and empty tensors initialising an op are copied into its dispatch.
+
+    With `explain`, every decision is reported as a remark on the consumer.
+  }];
+  let dependentDialects = ["::mlir::twintrack::TwintrackDialect"];
+  let options = [
+    Option<"bandwidth", "bandwidth", "double", /*default=*/"4.0e12",
+           "memory bandwidth of the target, bytes per second">,
+    Option<"flopRate", "flop-rate", "double", /*default=*/"5.0e13",
+           "arithmetic rate of the target, floating-point ops per second">,
+    Option<"launchOverhead", "launch-overhead", "double", /*default=*/"3.0e-6",
+           "cost of one more kernel launch, seconds (what merging two kernels saves)">,
+    Option<"maxInputs", "max-inputs", "unsigned", /*default=*/"12",
+           "most tensors one dispatch may read (register and parameter pressure)">,
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "report every fusion decision as a remark">,
+  ];
+}
+
+#endif // TWINTRACK_PASSES

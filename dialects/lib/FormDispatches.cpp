@@ -1,0 +1,488 @@
+//===- FormDispatches.cpp - cost-model fusion into twintrack.dispatch ------===//
+//
+// Groups the linalg ops of a function into dispatch regions. Decisions are
+// made per producer, in program order, then groups are outlined:
+//   1. an elementwise producer is merged into its only consumer, or, with
+//      several consumers, recomputed in each of them, when the bytes it no
+//      longer moves outweigh the flops it recomputes (on the target's
+//      roofline);
+//   2. a matmul/convolution takes its only consumer as an epilogue when that
+//      consumer is elementwise and reads the result element for element;
+//   3. matmuls reading one tensor share a dispatch (horizontal fusion).
+// A dispatch holds at most one reduction or one matmul (several for
+// horizontal fusion), stays convex (no outside op between two of its ops)
+// and reads at most max-inputs tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "twintrack/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/EquivalenceClasses.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVectorExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::twintrack {
+#define GEN_PASS_DEF_FORMDISPATCHES
+#include "twintrack/Passes.h.inc"
+} // namespace mlir::twintrack
+
+using namespace mlir;
+using namespace mlir::twintrack;
+
+namespace {
+
+enum class Kind { Elementwise, Reduction, Contraction, Fill };
+
+Kind classify(linalg::LinalgOp op) {
+  if (isa<linalg::FillOp>(op.getOperation()))
+    return Kind::Fill;
+  if (linalg::isaContractionOpInterface(op) || linalg::isaConvolutionOpInterface(op))
+    return Kind::Contraction;
+  return op.getNumReductionLoops() == 0 ? Kind::Elementwise : Kind::Reduction;
+}
+
+bool isReshape(Operation *op) { return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op); }
+
+/// Reshapes are views: they group like elementwise ops and cost nothing.
+Kind kindOf(Operation *op) {
+  auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+  return linalgOp ? classify(linalgOp) : Kind::Elementwise;
+}
+
+/// The use a value reaches through a chain of single-use reshapes (which are
+/// appended to `chain`); `use` itself when it is not a reshape.
+OpOperand *throughReshapes(OpOperand *use, SmallVectorImpl<Operation *> &chain) {
+  while (isReshape(use->getOwner()) && use->getOwner()->getResult(0).hasOneUse()) {
+    chain.push_back(use->getOwner());
+    use = &*use->getOwner()->getResult(0).getUses().begin();
+  }
+  return use;
+}
+
+const char *kindName(Kind kind) {
+  switch (kind) {
+  case Kind::Elementwise: return "elementwise";
+  case Kind::Reduction: return "reduction";
+  case Kind::Contraction: return "matmul";
+  case Kind::Fill: return "fill";
+  }
+  return "op";
+}
+
+/// Elements of a statically shaped tensor, or -1.
+int64_t elements(Type type) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  return shaped && shaped.hasStaticShape() ? shaped.getNumElements() : -1;
+}
+
+int64_t bytes(Type type) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  int64_t count = elements(type);
+  if (!shaped || count < 0)
+    return -1;
+  return count * std::max<int64_t>(1, shaped.getElementTypeBitWidth() / 8);
+}
+
+/// Iterations of the op's loop nest, or -1 when a bound is dynamic.
+int64_t iterations(linalg::LinalgOp op) {
+  int64_t total = 1;
+  for (int64_t range : op.getStaticLoopRanges()) {
+    if (ShapedType::isDynamic(range))
+      return -1;
+    total *= range;
+  }
+  return total;
+}
+
+/// Floating-point work per loop iteration (casts, compares and selects are free).
+int64_t flopsPerIteration(linalg::LinalgOp op) {
+  int64_t count = 0;
+  op->getRegion(0).walk([&](Operation *inner) {
+    if (isa<arith::ConstantOp, arith::ExtFOp, arith::TruncFOp, arith::CmpFOp, arith::SelectOp,
+            arith::BitcastOp, arith::SIToFPOp, arith::FPToSIOp, linalg::YieldOp, linalg::IndexOp>(inner))
+      return;
+    if (isa<arith::ArithDialect, math::MathDialect>(inner->getDialect()))
+      count += 1;
+  });
+  return count;
+}
+
+/// Operands, and values its regions use from above (a linalg body may use an
+/// outside constant): what a copy of `op` in an isolated region must receive.
+SmallVector<Value> valuesRead(Operation *op) {
+  SmallVector<Value> values(op->getOperands());
+  SetVector<Value> captured;
+  getUsedValuesDefinedAbove(op->getRegions(), captured);
+  llvm::append_range(values, captured);
+  return values;
+}
+
+bool isCloneableInit(Operation *op) {
+  if (isa<tensor::EmptyOp, arith::ConstantOp>(op))
+    return true;
+  auto fill = dyn_cast<linalg::FillOp>(op);
+  return fill && llvm::all_of(fill->getOperands(), [](Value v) {
+           Operation *def = v.getDefiningOp();
+           return def && isCloneableInit(def);
+         });
+}
+
+struct FormDispatchesPass : public twintrack::impl::FormDispatchesBase<FormDispatchesPass> {
+  using FormDispatchesBase::FormDispatchesBase;
+
+  void runOnOperation() override;
+
+private:
+  // state for one block
+  DenseMap<Operation *, unsigned> position;
+  llvm::EquivalenceClasses<Operation *> groups;
+  DenseSet<Operation *> members;    // ops placed in some group
+  DenseSet<Operation *> recomputed; // producers copied into each consumer's dispatch
+
+  void formIn(Block &block);
+  void decideProducer(linalg::LinalgOp producer);
+  void decideEpilogue(linalg::LinalgOp producer);
+  void decideHorizontal(Block &block);
+  bool tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal = false);
+  SmallVector<Operation *> groupOf(Operation *op);
+  Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
+  bool convex(ArrayRef<Operation *> group);
+  SetVector<Value> inputsOf(ArrayRef<Operation *> group);
+  void outline(ArrayRef<Operation *> group, unsigned index);
+  void explainDecision(Operation *at, const Twine &message) {
+    if (explain)
+      at->emitRemark(message);
+  }
+  double seconds(double byteCount, double flopCount) const { return byteCount / bandwidth + flopCount / flopRate; }
+};
+
+/// How many times the consumer's loops read each element of `operand`.
+int64_t readsPerElement(linalg::LinalgOp consumer, OpOperand &operand) {
+  int64_t count = elements(operand.get().getType());
+  int64_t loops = iterations(consumer);
+  return count > 0 && loops > 0 ? std::max<int64_t>(1, loops / count) : -1;
+}
+
+void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
+  Value result = producer->getResult(0);
+  SmallVector<OpOperand *> uses = llvm::map_to_vector(result.getUses(), [](OpOperand &use) { return &use; });
+  if (uses.empty() || producer->getNumResults() != 1)
+    return;
+  int64_t producerFlops = flopsPerIteration(producer) * std::max<int64_t>(0, iterations(producer));
+  int64_t resultBytes = bytes(result.getType());
+  if (resultBytes < 0)
+    return;
+  // The producer's write and its kernel launch disappear; each read of its
+  // result by a consumer's loops recomputes it from the producer's inputs.
+  double recomputedFlops = -double(producerFlops), savedBytes = resultBytes;
+  SmallVector<Operation *> reshapes;
+  Operation *onlyConsumer = nullptr;
+  for (OpOperand *direct : uses) {
+    OpOperand *use = uses.size() == 1 ? throughReshapes(direct, reshapes) : direct;
+    auto consumer = dyn_cast<linalg::LinalgOp>(use->getOwner());
+    if (!consumer || use->getOwner()->getBlock() != producer->getBlock() || consumer.isDpsInit(use)) {
+      explainDecision(producer, llvm::formatv("kept apart: its result is used by {0}, not read by a linalg op",
+                                              use->getOwner()->getName()));
+      return;
+    }
+    if (classify(consumer) == Kind::Contraction) {
+      explainDecision(consumer, llvm::formatv("kept apart: {0} feeds a matmul (prologue fusion is not generated)",
+                                              producer->getName()));
+      return;
+    }
+    int64_t reads = readsPerElement(consumer, *use);
+    if (reads < 0) {
+      explainDecision(consumer, "kept apart: dynamic shapes (the cost model needs static ones)");
+      return;
+    }
+    recomputedFlops += double(producerFlops) * reads;
+    savedBytes += double(resultBytes) * reads;
+    for (Value input : producer.getDpsInputs())
+      if (isa<RankedTensorType>(input.getType()))
+        savedBytes -= double(bytes(input.getType())) * reads; // read by the consumer instead
+    onlyConsumer = consumer;
+  }
+  double gain = seconds(savedBytes, 0) + launchOverhead, cost = seconds(0, recomputedFlops);
+  std::string numbers =
+      llvm::formatv("saves {0} bytes and a launch ({1:f3} us), recomputes {2} flops ({3:f3} us)",
+                    int64_t(savedBytes), gain * 1e6, int64_t(recomputedFlops), cost * 1e6);
+  if (gain <= cost) {
+    explainDecision(producer, llvm::formatv("kept apart from its {0} consumer(s): {1}", uses.size(), numbers));
+    return;
+  }
+  if (uses.size() == 1) {
+    Operation *previous = producer;
+    for (Operation *reshape : reshapes) {
+      tryMerge(previous, reshape, "a reshape between producer and consumer");
+      previous = reshape;
+    }
+    tryMerge(previous, onlyConsumer, llvm::formatv("fused into its consumer: {0}", numbers).str());
+    return;
+  }
+  recomputed.insert(producer);
+  explainDecision(producer, llvm::formatv("recomputed in each of its {0} consumers: {1}", uses.size(), numbers));
+}
+
+void FormDispatchesPass::decideEpilogue(linalg::LinalgOp producer) {
+  if (producer->getNumResults() != 1 || !producer->getResult(0).hasOneUse())
+    return;
+  SmallVector<Operation *> reshapes;
+  OpOperand &use = *throughReshapes(&*producer->getResult(0).getUses().begin(), reshapes);
+  auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
+  if (!consumer || consumer->getBlock() != producer->getBlock() || consumer.isDpsInit(&use))
+    return;
+  if (classify(consumer) != Kind::Elementwise || readsPerElement(consumer, use) != 1 ||
+      !consumer.getMatchingIndexingMap(&use).isPermutation()) {
+    explainDecision(consumer, "not an epilogue: reads the matmul result other than element for element");
+    return;
+  }
+  int64_t saved = 2 * bytes(producer->getResult(0).getType());
+  Operation *previous = producer;
+  for (Operation *reshape : reshapes) {
+    tryMerge(previous, reshape, "a reshape between matmul and epilogue");
+    previous = reshape;
+  }
+  tryMerge(previous, consumer,
+           llvm::formatv("epilogue of the matmul: saves {0} bytes and a launch ({1:f3} us), recomputes nothing",
+                         saved, (seconds(saved, 0) + launchOverhead) * 1e6)
+               .str());
+}
+
+void FormDispatchesPass::decideHorizontal(Block &block) {
+  // Matmuls that read one tensor: one dispatch reads it once.
+  DenseMap<Value, SmallVector<Operation *>> readers;
+  for (Operation &op : block)
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(&op); linalgOp && classify(linalgOp) == Kind::Contraction)
+      for (Value input : linalgOp.getDpsInputs())
+        readers[input].push_back(&op);
+  for (auto &[input, ops] : readers)
+    for (Operation *other : llvm::drop_begin(ops))
+      tryMerge(ops.front(), other,
+               llvm::formatv("horizontal: shares a {0}-byte input with another matmul", bytes(input.getType())).str(),
+               /*horizontal=*/true);
+}
+
+SmallVector<Operation *> FormDispatchesPass::groupOf(Operation *op) {
+  SmallVector<Operation *> found(groups.findLeader(op), groups.member_end());
+  llvm::sort(found, [&](Operation *a, Operation *b) { return position[a] < position[b]; });
+  return found;
+}
+
+Kind FormDispatchesPass::rootKind(ArrayRef<Operation *> group, unsigned &roots) {
+  Kind kind = Kind::Elementwise;
+  roots = 0;
+  for (Operation *op : group) {
+    Kind k = kindOf(op);
+    if (k == Kind::Reduction || k == Kind::Contraction) {
+      ++roots;
+      kind = k;
+    }
+  }
+  return kind;
+}
+
+/// No op outside the group is both reached from it and reaching it.
+bool FormDispatchesPass::convex(ArrayRef<Operation *> group) {
+  DenseSet<Operation *> inGroup(group.begin(), group.end());
+  SmallVector<Operation *> work;
+  DenseSet<Operation *> outside;
+  for (Operation *op : group)
+    for (Operation *user : op->getUsers())
+      if (!inGroup.contains(user) && outside.insert(user).second)
+        work.push_back(user);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Operation *user : op->getUsers()) {
+      if (inGroup.contains(user))
+        return false;
+      if (user->getBlock() == op->getBlock() && outside.insert(user).second)
+        work.push_back(user);
+    }
+  }
+  return true;
+}
+
+/// Does any op of `to` read a result of an op of `from`?
+bool reads(ArrayRef<Operation *> to, ArrayRef<Operation *> from) {
+  DenseSet<Operation *> producers(from.begin(), from.end());
+  return llvm::any_of(to, [&](Operation *op) {
+    return llvm::any_of(valuesRead(op), [&](Value v) { return producers.contains(v.getDefiningOp()); });
+  });
+}
+
+bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal) {
+  groups.insert(a);
+  groups.insert(b);
+  Operation *reportAt = position[a] > position[b] ? a : b;
+  if (groups.isEquivalent(a, b))
+    return true;
+  SmallVector<Operation *> groupA = groupOf(a), groupB = groupOf(b);
+  if (horizontal && (reads(groupA, groupB) || reads(groupB, groupA))) {
+    explainDecision(reportAt, llvm::formatv("kept apart: one matmul reads the other's result ({0})", why));
+    return false;
+  }
+  SmallVector<Operation *> merged = groupA;
+  llvm::append_range(merged, groupB);
+  unsigned roots = 0;
+  Kind kind = rootKind(merged, roots);
+  if (roots > 1 && !(horizontal && kind == Kind::Contraction &&
+                     llvm::all_of(merged, [](Operation *op) {
+                       Kind k = kindOf(op);
+                       return k == Kind::Contraction || k == Kind::Elementwise || k == Kind::Fill;
+                     }))) {
+    explainDecision(reportAt, llvm::formatv("kept apart: one dispatch holds one reduction or matmul ({0})", why));
+    return false;
+  }
+  if (!convex(merged)) {
+    explainDecision(reportAt, llvm::formatv("kept apart: an op outside would sit between them ({0})", why));
+    return false;
+  }
+  if (inputsOf(merged).size() > maxInputs) {
+    explainDecision(reportAt, llvm::formatv("kept apart: the dispatch would read more than {0} tensors ({1})",
+                                            unsigned(maxInputs), why));
+    return false;
+  }
+  groups.unionSets(a, b);
+  explainDecision(reportAt, llvm::formatv("fused: {0}", why));
+  return true;
+}
+
+/// Values a group reads from outside, after copying in cloneable producers
+/// (empty tensors, fills, constants, recomputed elementwise ops).
+SetVector<Value> FormDispatchesPass::inputsOf(ArrayRef<Operation *> group) {
+  DenseSet<Operation *> inGroup(group.begin(), group.end());
+  SetVector<Value> inputs;
+  SmallVector<Value> work;
+  DenseSet<Operation *> copied;
+  for (Operation *op : group)
+    llvm::append_range(work, valuesRead(op));
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (def && inGroup.contains(def))
+      continue;
+    if (def && def->getBlock() == group.front()->getBlock() && (isCloneableInit(def) || recomputed.contains(def))) {
+      if (copied.insert(def).second)
+        llvm::append_range(work, valuesRead(def));
+      continue;
+    }
+    if (isa<RankedTensorType>(value.getType()) || !def || !isCloneableInit(def))
+      inputs.insert(value);
+  }
+  return inputs;
+}
+
+void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
+  DenseSet<Operation *> inGroup(group.begin(), group.end());
+  SetVector<Value> inputs = inputsOf(group);
+  SmallVector<Value> results;
+  for (Operation *op : group)
+    for (Value result : op->getResults())
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !inGroup.contains(user); }))
+        results.push_back(result);
+
+  unsigned roots = 0;
+  Kind kind = rootKind(group, roots);
+  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), roots > 1 ? "_horizontal" : "", index);
+  Operation *last = group.back();
+  OpBuilder builder(last);
+  auto dispatch = builder.create<DispatchOp>(last->getLoc(), label, TypeRange(ValueRange(results)),
+                                             inputs.getArrayRef());
+  Block &body = dispatch.getBody().front();
+  IRMapping mapping;
+  for (auto [input, argument] : llvm::zip(inputs, body.getArguments()))
+    mapping.map(input, argument);
+
+  // Copy in the cloneable producers the group needs, operands first.
+  builder.setInsertionPointToStart(&body);
+  std::function<void(Value)> materialize = [&](Value value) {
+    if (mapping.contains(value))
+      return;
+    Operation *def = value.getDefiningOp();
+    if (!def || inGroup.contains(def))
+      return;
+    for (Value operand : valuesRead(def))
+      materialize(operand);
+    builder.clone(*def, mapping);
+  };
+  for (Operation *op : group)
+    for (Value operand : valuesRead(op))
+      materialize(operand);
+  for (Operation *op : group)
+    builder.clone(*op, mapping);
+  builder.create<YieldOp>(last->getLoc(),
+                          llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); }));
+
+  // Outside users of an early group op that sit before the dispatch move after it.
+  for (auto [old, replacement] : llvm::zip(results, dispatch.getResults()))
+    old.replaceAllUsesWith(replacement);
+  SmallVector<Operation *> early;
+  for (Operation *user : dispatch->getUsers())
+    if (user->getBlock() == dispatch->getBlock() && user->isBeforeInBlock(dispatch))
+      early.push_back(user);
+  llvm::sort(early, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  Operation *anchor = dispatch;
+  for (Operation *user : early) {
+    user->moveAfter(anchor);
+    anchor = user;
+  }
+  for (Operation *op : llvm::reverse(group))
+    op->erase();
+}
+
+void FormDispatchesPass::formIn(Block &block) {
+  position.clear();
+  groups = {};
+  members.clear();
+  recomputed.clear();
+  SmallVector<linalg::LinalgOp> ops;
+  for (auto [index, op] : llvm::enumerate(block)) {
+    position[&op] = index;
+    auto linalgOp = dyn_cast<linalg::LinalgOp>(&op);
+    if (linalgOp && linalgOp.hasPureTensorSemantics() && !isCloneableInit(&op)) {
+      ops.push_back(linalgOp);
+      groups.insert(&op);
+    }
+  }
+  for (linalg::LinalgOp op : ops) {
+    Kind kind = classify(op);
+    if (kind == Kind::Elementwise)
+      decideProducer(op);
+    else if (kind == Kind::Contraction)
+      decideEpilogue(op);
+  }
+  decideHorizontal(block);
+
+  // Recomputed producers are copied into their consumers' dispatches; each
+  // remaining group becomes one dispatch.
+  SmallVector<SmallVector<Operation *>> outlined;
+  DenseSet<Operation *> seen;
+  for (linalg::LinalgOp op : ops)
+    if (!recomputed.contains(op) && seen.insert(groups.getLeaderValue(op)).second)
+      outlined.push_back(groupOf(op));
+  for (auto [index, group] : llvm::enumerate(outlined)) {
+    SmallVector<Operation *> kept(llvm::make_filter_range(group, [&](Operation *op) { return !recomputed.contains(op); }));
+    if (!kept.empty())
+      outline(kept, index);
+  }
+  // Originals that every consumer now recomputes, and inits nobody uses.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if ((recomputed.contains(&op) || isCloneableInit(&op)) && op.use_empty())
+      op.erase();
+}
+
+void FormDispatchesPass::runOnOperation() {
+  getOperation()->walk([&](Block *block) {
+    if (isa<func::FuncOp>(block->getParentOp()))
+      formIn(*block);
+  });
+}
+
+} // namespace

@@ -1,0 +1,20 @@
+"""twintrack's own MLIR dialect (C++, dialects/), for the upstream `mlir`
+Python bindings: `register(context)` makes `twintrack.dispatch` parseable,
+printable and verifiable there.
+
+The extension is built by `pip install -e . --no-build-isolation` (CMake via
+scikit-build-core; `make` does it). The GPU runtime never imports it."""
+
+from __future__ import annotations
+
+from .errors import UsageError
+
+
+def register(context) -> None:
+    """Register and load the twintrack dialect in an `mlir.ir.Context`."""
+    try:
+        from ._twintrack_cpp import register_dialect
+    except ImportError as e:
+        raise UsageError(f"twintrack's C++ extension is not built ({e}); run `make` in the repository "
+                         "(pip install -e . --no-build-isolation builds it)") from None
+    register_dialect(context)
