@@ -179,17 +179,23 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
   int64_t resultBytes = bytes(result.getType());
   if (resultBytes < 0)
     return;
-  // The producer's write and its kernel launch disappear; each read of its
-  // result by a consumer's loops recomputes it from the producer's inputs.
-  double recomputedFlops = -double(producerFlops), savedBytes = resultBytes;
+  // The producer's kernel disappears: its reads, its write and its launch.
+  // Each read of its result by a consumer's loops becomes a recomputation
+  // from the producer's inputs instead.
+  int64_t inputBytes = 0;
+  for (Value input : producer.getDpsInputs())
+    if (isa<RankedTensorType>(input.getType()))
+      inputBytes += bytes(input.getType());
+  double recomputedFlops = -double(producerFlops), savedBytes = double(resultBytes + inputBytes);
   SmallVector<Operation *> reshapes;
   Operation *onlyConsumer = nullptr;
   for (OpOperand *direct : uses) {
     OpOperand *use = uses.size() == 1 ? throughReshapes(direct, reshapes) : direct;
     auto consumer = dyn_cast<linalg::LinalgOp>(use->getOwner());
     if (!consumer || use->getOwner()->getBlock() != producer->getBlock() || consumer.isDpsInit(use)) {
-      explainDecision(producer, llvm::formatv("kept apart: its result is used by {0}, not read by a linalg op",
-                                              use->getOwner()->getName()));
+      if (!use->getOwner()->hasTrait<OpTrait::IsTerminator>()) // a returned result is simply an output
+        explainDecision(producer, llvm::formatv("kept apart: its result is used by {0}, not read by a linalg op",
+                                                use->getOwner()->getName()));
       return;
     }
     if (classify(consumer) == Kind::Contraction) {
@@ -203,10 +209,7 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
       return;
     }
     recomputedFlops += double(producerFlops) * reads;
-    savedBytes += double(resultBytes) * reads;
-    for (Value input : producer.getDpsInputs())
-      if (isa<RankedTensorType>(input.getType()))
-        savedBytes -= double(bytes(input.getType())) * reads; // read by the consumer instead
+    savedBytes += double(resultBytes - inputBytes) * reads;
     onlyConsumer = consumer;
   }
   double gain = seconds(savedBytes, 0) + launchOverhead, cost = seconds(0, recomputedFlops);
@@ -220,10 +223,11 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
   if (uses.size() == 1) {
     Operation *previous = producer;
     for (Operation *reshape : reshapes) {
-      tryMerge(previous, reshape, "a reshape between producer and consumer");
+      tryMerge(previous, reshape, "with the reshape between producer and consumer");
       previous = reshape;
     }
-    tryMerge(previous, onlyConsumer, llvm::formatv("fused into its consumer: {0}", numbers).str());
+    tryMerge(previous, onlyConsumer,
+             llvm::formatv("into its consumer {0}: {1}", onlyConsumer->getName(), numbers).str());
     return;
   }
   recomputed.insert(producer);
@@ -238,19 +242,23 @@ void FormDispatchesPass::decideEpilogue(linalg::LinalgOp producer) {
   auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
   if (!consumer || consumer->getBlock() != producer->getBlock() || consumer.isDpsInit(&use))
     return;
-  if (classify(consumer) != Kind::Elementwise || readsPerElement(consumer, use) != 1 ||
-      !consumer.getMatchingIndexingMap(&use).isPermutation()) {
-    explainDecision(consumer, "not an epilogue: reads the matmul result other than element for element");
+  if (classify(consumer) != Kind::Elementwise) {
+    explainDecision(consumer, llvm::formatv("kept apart from the matmul it reads: a {0} is not an epilogue",
+                                            kindName(classify(consumer))));
+    return;
+  }
+  if (readsPerElement(consumer, use) != 1 || !consumer.getMatchingIndexingMap(&use).isPermutation()) {
+    explainDecision(consumer, "kept apart: reads the matmul result other than element for element");
     return;
   }
   int64_t saved = 2 * bytes(producer->getResult(0).getType());
   Operation *previous = producer;
   for (Operation *reshape : reshapes) {
-    tryMerge(previous, reshape, "a reshape between matmul and epilogue");
+    tryMerge(previous, reshape, "with the reshape between matmul and epilogue");
     previous = reshape;
   }
   tryMerge(previous, consumer,
-           llvm::formatv("epilogue of the matmul: saves {0} bytes and a launch ({1:f3} us), recomputes nothing",
+           llvm::formatv("as the matmul's epilogue: saves {0} bytes and a launch ({1:f3} us), recomputes nothing",
                          saved, (seconds(saved, 0) + launchOverhead) * 1e6)
                .str());
 }
@@ -265,7 +273,7 @@ void FormDispatchesPass::decideHorizontal(Block &block) {
   for (auto &[input, ops] : readers)
     for (Operation *other : llvm::drop_begin(ops))
       tryMerge(ops.front(), other,
-               llvm::formatv("horizontal: shares a {0}-byte input with another matmul", bytes(input.getType())).str(),
+               llvm::formatv("horizontally with a matmul reading the same {0}-byte input", bytes(input.getType())).str(),
                /*horizontal=*/true);
 }
 
@@ -350,7 +358,7 @@ bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, boo
     return false;
   }
   groups.unionSets(a, b);
-  explainDecision(reportAt, llvm::formatv("fused: {0}", why));
+  explainDecision(reportAt, llvm::formatv("fused {0}", why));
   return true;
 }
 
@@ -358,24 +366,23 @@ bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, boo
 /// (empty tensors, fills, constants, recomputed elementwise ops).
 SetVector<Value> FormDispatchesPass::inputsOf(ArrayRef<Operation *> group) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
-  SetVector<Value> inputs;
-  SmallVector<Value> work;
+  SetVector<Value> inputs; // in the order the group first reads them
   DenseSet<Operation *> copied;
-  for (Operation *op : group)
-    llvm::append_range(work, valuesRead(op));
-  while (!work.empty()) {
-    Value value = work.pop_back_val();
+  std::function<void(Value)> visit = [&](Value value) {
     Operation *def = value.getDefiningOp();
     if (def && inGroup.contains(def))
-      continue;
+      return;
     if (def && def->getBlock() == group.front()->getBlock() && (isCloneableInit(def) || recomputed.contains(def))) {
       if (copied.insert(def).second)
-        llvm::append_range(work, valuesRead(def));
-      continue;
+        for (Value read : valuesRead(def))
+          visit(read);
+      return;
     }
-    if (isa<RankedTensorType>(value.getType()) || !def || !isCloneableInit(def))
-      inputs.insert(value);
-  }
+    inputs.insert(value);
+  };
+  for (Operation *op : group)
+    for (Value read : valuesRead(op))
+      visit(read);
   return inputs;
 }
 

@@ -1,0 +1,247 @@
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches))" | FileCheck %s
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{explain}))" 2>&1 >/dev/null | FileCheck %s --check-prefix=EXPLAIN
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{launch-overhead=0 flop-rate=1.0e6}))" | FileCheck %s --check-prefix=COSTLY
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{max-inputs=1}))" | FileCheck %s --check-prefix=NARROW
+
+// twintrack-form-dispatches: every linalg op ends up in one dispatch; the
+// cost model decides which share one. Each rule, and what stops it.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Rule 1: an elementwise chain (each producer with one consumer) is one dispatch.
+// CHECK-LABEL: func.func @chain(
+// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%{{.*}} : tensor<64x64xf32>) -> (tensor<64x64xf32>) {
+// CHECK-COUNT-3:   linalg.generic
+// CHECK:           twintrack.yield
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[D]]
+// EXPLAIN: form-dispatches.mlir:[[@LINE+12]]:8: remark: fused into its consumer linalg.generic: saves 32768 bytes and a launch
+// With no launch overhead and a slow target, recomputing the exp is not worth 32 KiB: three dispatches.
+// COSTLY-LABEL: func.func @chain(
+// COSTLY-COUNT-3: twintrack.dispatch
+func.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %e = tensor.empty() : tensor<64x64xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.exp %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.mulf %v, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%b : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.negf %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  return %c : tensor<64x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Rule 2: softmax's exp(x - max) feeds both the sum and the division. It is
+// recomputed in each (copied into both dispatches), so it never goes through
+// memory; the max and the sum are reductions, one per dispatch.
+// CHECK-LABEL: func.func @softmax(
+// CHECK:         %[[MAX:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X:.*]] :
+// CHECK:         %[[SUM:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X]], %[[MAX]] :
+// CHECK:           math.exp
+// CHECK:           arith.addf
+// CHECK:         %[[OUT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%[[X]], %[[MAX]], %[[SUM]] :
+// CHECK:           math.exp
+// CHECK:           arith.divf
+// CHECK:         return %[[OUT]]
+// EXPLAIN: remark: recomputed in each of its 2 consumers
+func.func @softmax(%x: tensor<32x128xf32>) -> tensor<32x128xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %er = tensor.empty() : tensor<32xf32>
+  %e = tensor.empty() : tensor<32x128xf32>
+  %mi = linalg.fill ins(%ninf : f32) outs(%er : tensor<32xf32>) -> tensor<32xf32>
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<32x128xf32>) outs(%mi : tensor<32xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max : tensor<32x128xf32>, tensor<32xf32>) outs(%e : tensor<32x128xf32>) {
+  ^bb0(%v: f32, %m: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<32x128xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<32xf32>) -> tensor<32xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<32x128xf32>) outs(%si : tensor<32xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %sum : tensor<32x128xf32>, tensor<32xf32>) outs(%e : tensor<32x128xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.divf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32x128xf32>
+  return %out : tensor<32x128xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Rule 3: a matmul takes its elementwise consumer (bias + ReLU) as an
+// epilogue, and its zero fill is copied in. The weight transpose feeding it
+// stays apart: a producer is never fused into a matmul (it would run once
+// per column of the other operand).
+// CHECK-LABEL: func.func @linear_relu(
+// CHECK:         %[[WT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%{{.*}} : tensor<32x64xf32>) -> (tensor<64x32xf32>) {
+// CHECK:           linalg.transpose
+// CHECK:         %[[Y:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" (%{{.*}}, %[[WT]], %{{.*}} : tensor<128x64xf32>, tensor<64x32xf32>, tensor<32xf32>) -> (tensor<128x32xf32>) {
+// CHECK:           linalg.fill
+// CHECK:           linalg.matmul
+// CHECK:           linalg.generic
+// CHECK:           arith.maximumf
+// CHECK:         return %[[Y]]
+// EXPLAIN: remark: kept apart: linalg.transpose feeds a matmul (prologue fusion is not generated)
+// EXPLAIN: remark: fused as the matmul's epilogue: saves 32768 bytes and a launch
+func.func @linear_relu(%x: tensor<128x64xf32>, %w: tensor<32x64xf32>, %b: tensor<32xf32>) -> tensor<128x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %et = tensor.empty() : tensor<64x32xf32>
+  %wt = linalg.transpose ins(%w : tensor<32x64xf32>) outs(%et : tensor<64x32xf32>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<128x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<128x32xf32>) -> tensor<128x32xf32>
+  %m = linalg.matmul ins(%x, %wt : tensor<128x64xf32>, tensor<64x32xf32>) outs(%f : tensor<128x32xf32>) -> tensor<128x32xf32>
+  %r = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<128x32xf32>, tensor<32xf32>) outs(%e : tensor<128x32xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %s = arith.addf %v, %c : f32
+    %t = arith.maximumf %s, %zero : f32
+    linalg.yield %t : f32
+  } -> tensor<128x32xf32>
+  return %r : tensor<128x32xf32>
+}
+
+// -----
+
+// Rule 4: matmuls reading one activation (Q, K, V projections) share a
+// dispatch, which reads it once.
+// CHECK-LABEL: func.func @qkv(
+// CHECK:         %[[R:.*]]:3 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" (%{{.*}} : tensor<64x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>)
+// CHECK-COUNT-3:   linalg.matmul
+// CHECK:         return %[[R]]#0, %[[R]]#1, %[[R]]#2
+// With room for one input tensor per dispatch, the matmuls cannot share one.
+// NARROW-LABEL: func.func @qkv(
+// NARROW-COUNT-3: twintrack.dispatch "matmul_
+func.func @qkv(%x: tensor<64x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x32xf32>, %wv: tensor<32x32xf32>)
+    -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %q = linalg.matmul ins(%x, %wq : tensor<64x32xf32>, tensor<32x32xf32>) outs(%f : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %k = linalg.matmul ins(%x, %wk : tensor<64x32xf32>, tensor<32x32xf32>) outs(%f : tensor<64x32xf32>) -> tensor<64x32xf32>
+  %v = linalg.matmul ins(%x, %wv : tensor<64x32xf32>, tensor<32x32xf32>) outs(%f : tensor<64x32xf32>) -> tensor<64x32xf32>
+  return %q, %k, %v : tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>
+}
+
+// -----
+
+// Negative: the second matmul reads the first one's result (through an op
+// outside both): one dispatch would have to wait for itself. Kept apart.
+// CHECK-LABEL: func.func @dependent_matmuls(
+// CHECK-COUNT-2: twintrack.dispatch "matmul_{{[0-9]+}}"
+// EXPLAIN: remark: kept apart from the matmul it reads: a matmul is not an epilogue
+// EXPLAIN: remark: kept apart: one matmul reads the other's result
+func.func @dependent_matmuls(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> tensor<32x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %b = linalg.matmul ins(%x, %a : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %b : tensor<32x32xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Negative: two reductions in a row (a mean, then a variance reading it) stay
+// in separate dispatches: one dispatch holds one reduction.
+// CHECK-LABEL: func.func @two_reductions(
+// CHECK-COUNT-2: twintrack.dispatch "reduction_{{[0-9]+}}"
+func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %er = tensor.empty() : tensor<16xf32>
+  %e = tensor.empty() : tensor<16x64xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %sum : tensor<16x64xf32>, tensor<16xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32):
+    %d = arith.subf %v, %m : f32
+    %p = arith.mulf %d, %d : f32
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %copy = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<16x64xf32>) outs(%e : tensor<16x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  } -> tensor<16x64xf32>
+  return %sq, %copy : tensor<16xf32>, tensor<16x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+
+// Negative: the bias add is the matmul's epilogue, so it cannot also join the
+// row sum that reads it: one dispatch holds one matmul or one reduction.
+// CHECK-LABEL: func.func @two_roots(
+// CHECK:         %[[M:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}"
+// CHECK:           linalg.matmul
+// CHECK:           arith.addf
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" (%[[M]] :
+// EXPLAIN: remark: fused as the matmul's epilogue
+// EXPLAIN: remark: kept apart: one dispatch holds one reduction or matmul
+func.func @two_roots(%x: tensor<32x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>) -> tensor<32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<32x16xf32>, tensor<16x64xf32>) outs(%f : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<32x64xf32>, tensor<64xf32>) outs(%e : tensor<32x64xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %s = arith.addf %v, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<32x64xf32>
+  %er = tensor.empty() : tensor<32xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<32xf32>) -> tensor<32xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%y : tensor<32x64xf32>) outs(%si : tensor<32xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<32xf32>
+  return %sum : tensor<32xf32>
+}
