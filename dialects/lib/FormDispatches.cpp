@@ -149,6 +149,8 @@ private:
   void formIn(Block &block);
   void decideProducer(linalg::LinalgOp producer);
   void decideEpilogue(linalg::LinalgOp producer);
+  void extendEpilogue(linalg::LinalgOp producer);
+  void appendEpilogue(linalg::LinalgOp producer, StringRef how);
   void decideHorizontal(Block &block);
   bool tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal = false);
   SmallVector<Operation *> groupOf(Operation *op);
@@ -175,7 +177,18 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
   SmallVector<OpOperand *> uses = llvm::map_to_vector(result.getUses(), [](OpOperand &use) { return &use; });
   if (uses.empty() || producer->getNumResults() != 1)
     return;
-  int64_t producerFlops = flopsPerIteration(producer) * std::max<int64_t>(0, iterations(producer));
+  // The producer together with what was already fused into it: recomputing
+  // it recomputes them all, so they must all be elementwise.
+  SmallVector<Operation *> chain = groupOf(producer);
+  if (llvm::any_of(chain, [](Operation *op) { return kindOf(op) != Kind::Elementwise; })) {
+    if (epilogues)
+      extendEpilogue(producer); // it is a matmul's epilogue: it stays with the matmul
+    return;
+  }
+  int64_t producerFlops = 0;
+  for (Operation *op : chain)
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      producerFlops += flopsPerIteration(linalgOp) * std::max<int64_t>(0, iterations(linalgOp));
   int64_t resultBytes = bytes(result.getType());
   if (resultBytes < 0)
     return;
@@ -230,13 +243,24 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
              llvm::formatv("into its consumer {0}: {1}", onlyConsumer->getName(), numbers).str());
     return;
   }
-  recomputed.insert(producer);
+  recomputed.insert(chain.begin(), chain.end());
   explainDecision(producer, llvm::formatv("recomputed in each of its {0} consumers: {1}", uses.size(), numbers));
 }
 
 void FormDispatchesPass::decideEpilogue(linalg::LinalgOp producer) {
   if (producer->getNumResults() != 1 || !producer->getResult(0).hasOneUse())
     return;
+  appendEpilogue(producer, "as the matmul's epilogue");
+}
+
+void FormDispatchesPass::extendEpilogue(linalg::LinalgOp producer) {
+  if (producer->getNumResults() == 1 && producer->getResult(0).hasOneUse())
+    appendEpilogue(producer, "into the matmul's epilogue");
+}
+
+/// Merge the only consumer of `producer` (a matmul or the end of its
+/// epilogue) into its dispatch, if it is elementwise and reads element for element.
+void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how) {
   SmallVector<Operation *> reshapes;
   OpOperand &use = *throughReshapes(&*producer->getResult(0).getUses().begin(), reshapes);
   auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
@@ -258,8 +282,8 @@ void FormDispatchesPass::decideEpilogue(linalg::LinalgOp producer) {
     previous = reshape;
   }
   tryMerge(previous, consumer,
-           llvm::formatv("as the matmul's epilogue: saves {0} bytes and a launch ({1:f3} us), recomputes nothing",
-                         saved, (seconds(saved, 0) + launchOverhead) * 1e6)
+           llvm::formatv("{0}: saves {1} bytes and a launch ({2:f3} us), recomputes nothing", how, saved,
+                         (seconds(saved, 0) + launchOverhead) * 1e6)
                .str());
 }
 
@@ -400,7 +424,7 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
   std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), roots > 1 ? "_horizontal" : "", index);
   Operation *last = group.back();
   OpBuilder builder(last);
-  auto dispatch = builder.create<DispatchOp>(last->getLoc(), label, TypeRange(ValueRange(results)),
+  auto dispatch = DispatchOp::create(builder, last->getLoc(), label, TypeRange(ValueRange(results)),
                                              inputs.getArrayRef());
   Block &body = dispatch.getBody().front();
   IRMapping mapping;
@@ -424,7 +448,7 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
       materialize(operand);
   for (Operation *op : group)
     builder.clone(*op, mapping);
-  builder.create<YieldOp>(last->getLoc(),
+  YieldOp::create(builder, last->getLoc(),
                           llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); }));
 
   // Outside users of an early group op that sit before the dispatch move after it.
@@ -458,14 +482,17 @@ void FormDispatchesPass::formIn(Block &block) {
       groups.insert(&op);
     }
   }
-  for (linalg::LinalgOp op : ops) {
-    Kind kind = classify(op);
-    if (kind == Kind::Elementwise)
-      decideProducer(op);
-    else if (kind == Kind::Contraction)
-      decideEpilogue(op);
+  if (fuse) {
+    for (linalg::LinalgOp op : ops) {
+      Kind kind = classify(op);
+      if (kind == Kind::Elementwise)
+        decideProducer(op);
+      else if (kind == Kind::Contraction && epilogues)
+        decideEpilogue(op);
+    }
+    if (horizontal)
+      decideHorizontal(block);
   }
-  decideHorizontal(block);
 
   // Recomputed producers are copied into their consumers' dispatches; each
   // remaining group becomes one dispatch.

@@ -10,11 +10,18 @@ from __future__ import annotations
 from .errors import UsageError
 
 
+_PASSES_REGISTERED = []
+
+
 def register(context) -> None:
-    """Register and load the twintrack dialect in an `mlir.ir.Context`."""
+    """Register and load the twintrack dialect in an `mlir.ir.Context`, and
+    (once per process) twintrack's passes in the global pass registry."""
     try:
-        from ._twintrack_cpp import register_dialect
+        from ._twintrack_cpp import register_dialect, register_passes
     except ImportError as e:
         raise UsageError(f"twintrack's C++ extension is not built ({e}); run `make` in the repository "
                          "(pip install -e . --no-build-isolation builds it)") from None
     register_dialect(context)
+    if not _PASSES_REGISTERED:
+        register_passes()
+        _PASSES_REGISTERED.append(True)

@@ -40,6 +40,7 @@ class Compilation:
     options: CompileOptions
     dumps: list[StageDump] = field(default_factory=list)
     module: object = None      # the last stage's module (mlir or torch_mlir bindings)
+    remarks: list[str] = field(default_factory=list)  # 'location: message', from passes that explain
 
     @property
     def last_stage(self) -> str:
@@ -58,7 +59,9 @@ ProgressFn = Callable[[StageDump], None]
 
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
-    recipe = load_recipe(options.pipeline, options.lowering_dir, PipelineVariables(options.arch))
+    variables = PipelineVariables(options.arch, options.pipeline, options.fusion, options.explain_fusion,
+                                  options.lowering_dir)
+    recipe = load_recipe(options.pipeline, options.lowering_dir, variables)
     result = Compilation(exported, recipe, options)
     _record(result, "fx", exported.fx_text(), 0.0, on_stage)
     return resume(result, options.stop_after, on_stage)
@@ -77,7 +80,7 @@ def resume(result: Compilation, stop_after: str | None = None,
     module = result.module if result.module is not None else import_to_torch_mlir(result.exported)
     for stage in result.recipe.stages[names.index(result.last_stage):]:
         if result.options.fast_kernels or not stage.fast_path:
-            module = run_stage(stage, module)
+            module = run_stage(stage, module, result.remarks)
         result.module = module
         _record(result, stage.name, readable_text(module), time.perf_counter() - start, on_stage)
         start = time.perf_counter()
@@ -117,13 +120,16 @@ def copy_compilation(result: Compilation) -> Compilation:
 
 # ---------------------------------------------------------------- stages
 
-def run_stage(stage: StageRecipe, module):
-    """Run one stage on `module`, moving it to the stage's bindings first."""
+def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None):
+    """Run one stage on `module`, moving it to the stage's bindings first.
+    Remarks the passes emit (e.g. the fusion cost model's, with explain)
+    are appended to `remarks` as 'location: message'."""
     module = _in_bindings(module, stage.binding, stage.name)
     bindings = _bindings(stage.binding)
     input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
     with module.context:
         pm = _pass_manager(stage, bindings)
+        handler = module.context.attach_diagnostic_handler(_remark_collector(bindings, remarks))
         try:
             pm.run(module.operation)
             module.operation.verify()
@@ -132,7 +138,20 @@ def run_stage(stage: StageRecipe, module):
         except Exception as e:  # a bug in a Python pass: still a reproducible, named failure
             raise _stage_error(stage, RuntimeError(f"internal error: {' '.join(str(e).split())[-300:]}"),
                                input_ir) from e
+        finally:
+            handler.detach()
     return module
+
+
+def _remark_collector(bindings, remarks: list[str] | None):
+    """A diagnostic handler that keeps remarks and lets everything else through."""
+    def handle(diagnostic) -> bool:
+        if diagnostic.severity != bindings.ir.DiagnosticSeverity.REMARK:
+            return False
+        if remarks is not None:
+            remarks.append(f"{short_location(diagnostic.location)}: {diagnostic.message}")
+        return True
+    return handle
 
 
 def _pass_manager(stage: StageRecipe, bindings):

@@ -17,6 +17,8 @@ class CompileOptions:
     stop_after: str | None = None   # last stage to run
     arch: str = "sm_90"             # GPU target chip
     fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
+    fusion: bool = True             # let the cost model group ops into dispatches (False: one op each)
+    explain_fusion: bool = False    # record the cost model's decisions (Compilation.remarks)
     lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
 
     def stable_hash(self) -> str:

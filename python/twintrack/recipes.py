@@ -60,10 +60,15 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 
 
 class PipelineVariables(Mapping):
-    """$arch and $libdevice for recipe pipelines, resolved only when used."""
+    """Variables recipe pipelines may use, resolved only when used:
+    $arch, $libdevice, and $fusion (the options of twintrack-form-dispatches:
+    the target's roofline from lowering/targets/<target>.toml, and whether to
+    fuse and to explain)."""
 
-    def __init__(self, arch: str = "sm_90"):
-        self._values = {"arch": lambda: arch, "libdevice": _libdevice}
+    def __init__(self, arch: str = "sm_90", target: str = "cpu", fuse: bool = True, explain: bool = False,
+                 lowering_dir: Path = DEFAULT_LOWERING_DIR):
+        self._values = {"arch": lambda: arch, "libdevice": _libdevice,
+                        "fusion": lambda: _fusion_options(Path(lowering_dir), target, fuse, explain)}
 
     def __getitem__(self, key: str) -> str:
         if key not in self._values:
@@ -75,6 +80,15 @@ class PipelineVariables(Mapping):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def _fusion_options(lowering_dir: Path, target: str, fuse: bool, explain: bool) -> str:
+    path = lowering_dir / "targets" / f"{target}.toml"
+    roofline = _read(path) if path.is_file() else {}
+    options = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in roofline.items()]
+    options += [] if fuse else ["fuse=false"]
+    options += ["explain=true"] if explain else []
+    return " ".join(options)
 
 
 def _libdevice() -> str:

@@ -223,7 +223,7 @@ func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x6
 // CHECK:           arith.addf
 // CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" (%[[M]] :
 // EXPLAIN: remark: fused as the matmul's epilogue
-// EXPLAIN: remark: kept apart: one dispatch holds one reduction or matmul
+// EXPLAIN: remark: kept apart from the matmul it reads: a reduction is not an epilogue
 func.func @two_roots(%x: tensor<32x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>) -> tensor<32xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<32x64xf32>

@@ -66,6 +66,6 @@ def test_pass_failure_writes_a_reproducer_that_reproduces(run_tool, tmp_path, fa
     repro = outdir / "repro"
     assert sorted(p.name for p in outdir.iterdir()) == ["repro"]  # nothing half-written
     command = (repro / "command.sh").read_text().strip().splitlines()[-1]
-    assert "--pass-pipeline=" in command and "mlir-opt" in command
+    assert "--pass-pipeline=" in command and "twintrack-opt" in command  # the fusion stage runs in twintrack-opt
     replay = subprocess.run(shlex.split(command), cwd=repro, capture_output=True, text=True)
     assert replay.returncode != 0 and "error" in replay.stderr

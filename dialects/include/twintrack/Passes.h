@@ -3,7 +3,10 @@
 #ifndef TWINTRACK_PASSES_H
 #define TWINTRACK_PASSES_H
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 #include "twintrack/TwintrackDialect.h"
 

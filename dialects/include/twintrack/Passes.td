@@ -43,7 +43,36 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
            "most tensors one dispatch may read (register and parameter pressure)">,
     Option<"explain", "explain", "bool", /*default=*/"false",
            "report every fusion decision as a remark">,
+    Option<"fuse", "fuse", "bool", /*default=*/"true",
+           "when false, every op gets a dispatch of its own (no fusion at all)">,
+    Option<"epilogues", "epilogues", "bool", /*default=*/"true",
+           "fuse elementwise consumers into matmuls (only where the target's kernels apply epilogues)">,
+    Option<"horizontal", "horizontal", "bool", /*default=*/"true",
+           "put matmuls reading one tensor into one dispatch (only where the target generates such kernels)">,
   ];
+}
+
+def FuseInDispatches : Pass<"twintrack-fuse-in-dispatches", "::mlir::func::FuncOp"> {
+  let summary = "Elementwise fusion of linalg ops, within each twintrack.dispatch only";
+  let description = [{
+    Upstream's producer/consumer elementwise fusion and reshape propagation,
+    applied inside each dispatch: the ops a dispatch groups merge into as few
+    linalg ops as they can, and nothing crosses a dispatch boundary. A matmul
+    or convolution and the reshapes around it are left alone, so they stay
+    named ops for the kernel generators (an elementwise epilogue stays a
+    separate op in the matmul's dispatch).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
+                           "::mlir::affine::AffineDialect"];
+}
+
+def DissolveDispatches : Pass<"twintrack-dissolve-dispatches", "::mlir::func::FuncOp"> {
+  let summary = "Inline every twintrack.dispatch region where the dispatch was";
+  let description = [{
+    Bufferization and the loop lowerings work on plain linalg ops: each
+    dispatch's body replaces it, its inputs taking the place of its block
+    arguments.
+  }];
 }
 
 #endif // TWINTRACK_PASSES

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default="sm_90", help="GPU architecture for --pipeline gpu (default: sm_90)")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
+    parser.add_argument("--no-fusion", action="store_true",
+                        help="no fusion: every linalg op becomes a dispatch (a kernel) of its own, to compare with "
+                             "the cost model's grouping")
+    parser.add_argument("--explain-fusion", action="store_true",
+                        help="print each decision of the fusion cost model (which ops fused, which did not, and why: "
+                             "bytes saved against flops recomputed, on the target's roofline in lowering/targets/)")
     parser.add_argument("--no-fast-kernels", action="store_true",
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
                              "matmul kernels), to compare paths or work around one; their IR dump is then unchanged")
@@ -67,7 +73,8 @@ def main(args: argparse.Namespace) -> int:
     from ..options import CompileOptions
 
     options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
-                             fast_kernels=not args.no_fast_kernels,
+                             fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
+                             explain_fusion=args.explain_fusion,
                              **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
@@ -89,12 +96,22 @@ def main(args: argparse.Namespace) -> int:
         record_compile_time(staging, manifest, total)
     if args.stop_after and not args.print_ir_after_all:
         print(compilation.text(args.stop_after))
+    if args.explain_fusion:
+        print_fusion_decisions(compilation.remarks)
     if args.time_stages:
         print_stage_times(manifest, total)
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
         print_kernel_report(manifest["kernels"])
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
     return 0
+
+
+def print_fusion_decisions(remarks: list[str]) -> None:
+    """One line per decision of the fusion cost model, at the torch op it concerns."""
+    print(f"fusion decisions ({len(remarks)}):")
+    for remark in remarks:
+        where, _, message = remark.partition(": ")
+        print(f"  {_brief(where):<34} {message}")
 
 
 def print_stage_times(manifest: dict, total: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .epilogue import Epilogue, EpilogueWriter
 from .mlir_text import LOCATION_ALIAS, MlirWriter, module_text
 
 VECTOR_BYTES = 16
@@ -38,9 +39,13 @@ class TiledMatmulWriter:
 
     path = "tiled-matmul"
 
-    def __init__(self, ops: MatmulOperands, bm: int, bn: int, threads: int, accumulate: bool):
+    def __init__(self, ops: MatmulOperands, bm: int, bn: int, threads: int, accumulate: bool,
+                 epilogue: Epilogue | None = None):
         self.ops, self.bm, self.bn, self.threads, self.accumulate = ops, bm, bn, threads, accumulate
         self.w = MlirWriter()
+        self.epilogue = EpilogueWriter(epilogue, self.w) if epilogue is not None else None
+        self.epilogue_arguments = "".join(f", %E{k}: {inp.memref_type}"
+                                          for k, inp in (epilogue.tensor_inputs() if epilogue else []))
 
     # ------------------------------------------------------------ module
     def module(self, symbol: str, kernel: str, location: str) -> str:
@@ -55,7 +60,8 @@ class TiledMatmulWriter:
         located = f"loc({LOCATION_ALIAS})"
         workgroup = ", ".join(f"{name} : {type_}" for name, type_ in self.workgroup_buffers())
         lines = [
-            f"func.func private @{symbol}(%A: {ops.a_type}, %B: {ops.b_type}, %C: {ops.c_type}) {{",
+            f"func.func private @{symbol}(%A: {ops.a_type}, %B: {ops.b_type}, %C: {ops.c_type}"
+            f"{self.epilogue_arguments}) {{",
             *w.constant_lines(),
             f"  gpu.launch blocks(%block_n, %block_m, %batch) in (%gx = {gx}, %gy = {gy}, %gz = {gz})"
             f" threads(%tid, %ty, %tz) in (%tx_n = {threads}, %ty_n = {one}, %tz_n = {one})"
@@ -82,6 +88,20 @@ class TiledMatmulWriter:
         if element == "f32":
             return value
         return self.w.op(f"arith.extf {value} : {vector_type(width, element)} to {vector_type(width, 'f32')}")
+
+    def finish(self, accumulators: str, width: int, row: str, col: str) -> str:
+        """The `width` f32 results at (row, col..col+width) as stored: the
+        epilogue applied to each, or just narrowed to the output type."""
+        out = self.ops.out_element
+        if self.epilogue is None:
+            return self.from_f32(accumulators, width, out)
+        w, results = self.w, []
+        for lane in range(width):
+            value = w.op(f"vector.extract {accumulators}[{lane}] : f32 from {vector_type(width, 'f32')}")
+            column = w.add(col, w.index(lane)) if lane else col
+            indices = ["%batch", row, column] if self.ops.batch is not None else [row, column]
+            results.append(self.epilogue.apply(value, indices))
+        return w.op(f"vector.from_elements {', '.join(results)} : {vector_type(width, out)}")
 
     def from_f32(self, value: str, width: int, element: str) -> str:
         if element == "f32":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .epilogue import Epilogue
 from .matmul_common import MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
 
 WARP = 32
@@ -38,8 +39,8 @@ class MmaTileConfig:
 
 
 class _MmaMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool):
-        super().__init__(ops, config.bm, config.bn, config.threads, accumulate)
+    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
+        super().__init__(ops, config.bm, config.bn, config.threads, accumulate, epilogue)
         self.cfg = config
         self.path = f"mma.sync-matmul {config.label()}"
         t = ops.in_element
@@ -129,12 +130,13 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         for acc, (row, col) in zip(accumulators, self.c_positions):
             for half, r in enumerate((row, w.add(row, w.index(8)))):
                 pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-                w.emit(f"vector.store {self.from_f32(pair, 2, out)}, %C{self.at(r, col)}"
+                w.emit(f"vector.store {self.finish(pair, 2, r, col)}, %C{self.at(r, col)}"
                        f" {{alignment = {2 * element_bytes(out)}}} : {self.ops.c_type}, {vector_type(2, out)}")
 
 
 def mma_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: MmaTileConfig,
-                      accumulate: bool, location: str) -> str:
-    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C)`,
-    which launches the tensor-core kernel `kernel`."""
-    return _MmaMatmulWriter(operands, config, accumulate).module(symbol, kernel, location)
+                      accumulate: bool, location: str, epilogue: Epilogue | None = None) -> str:
+    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C, %E...)`,
+    which launches the tensor-core kernel `kernel` (an `epilogue` as for the
+    CUDA-core kernel)."""
+    return _MmaMatmulWriter(operands, config, accumulate, epilogue).module(symbol, kernel, location)

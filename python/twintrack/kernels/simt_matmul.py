@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .epilogue import Epilogue
 from .matmul_common import VECTOR_BYTES, MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
 
 
@@ -32,8 +33,8 @@ class TileConfig:
 
 
 class _SimtMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool):
-        super().__init__(ops, config.bm, config.bn, config.threads, accumulate)
+    def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool, epilogue: Epilogue | None):
+        super().__init__(ops, config.bm, config.bn, config.threads, accumulate, epilogue)
         self.cfg = config
         self.path = f"simt-matmul {config.label()}"
         t = ops.in_element
@@ -105,14 +106,15 @@ class _SimtMatmulWriter(TiledMatmulWriter):
     def _store(self, accumulators: list[str]) -> None:
         w, cfg, out = self.w, self.cfg, self.ops.out_element
         for i, acc in enumerate(accumulators):
-            value = self.from_f32(acc, cfg.tn, out)
             row = w.add(self.row0, w.index(i))
+            value = self.finish(acc, cfg.tn, row, self.col0)
             w.emit(f"vector.store {value}, %C{self.at(row, self.col0)}"
                    f" {{alignment = {min(16, cfg.tn * element_bytes(out))}}} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
 
 
 def simt_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: TileConfig,
-                       accumulate: bool, location: str) -> str:
-    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C)`,
-    which launches the kernel `kernel`; every op of it has `location` (`loc(...)`)."""
-    return _SimtMatmulWriter(operands, config, accumulate).module(symbol, kernel, location)
+                       accumulate: bool, location: str, epilogue: Epilogue | None = None) -> str:
+    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C, %E...)`,
+    which launches the kernel `kernel`; every op of it has `location` (`loc(...)`).
+    An `epilogue` is applied to each result before it is stored; %E... are its tensors."""
+    return _SimtMatmulWriter(operands, config, accumulate, epilogue).module(symbol, kernel, location)

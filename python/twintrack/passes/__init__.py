@@ -12,11 +12,10 @@ from .drop_asserts import DropRuntimeAsserts
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .gpu_matmul_kernels import GpuMatmulKernels
-from .isolate_contractions import IsolateContractions
-from .recompute_producers import RecomputeProducers
+from .fold_widening import FoldMatmulWidening
 from .reuse_dead_inputs import ReuseDeadInputs
 from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, IsolateContractions, RecomputeProducers, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, FoldMatmulWidening, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}

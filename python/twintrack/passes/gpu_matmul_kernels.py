@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mlir import ir
 
+from ..kernels.epilogue import Epilogue, EpilogueInput, EpilogueOp
 from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands
 from ..kernels.mma_matmul import MmaTileConfig, mma_matmul_module
 from ..kernels.simt_matmul import TileConfig, simt_matmul_module
@@ -119,24 +120,107 @@ def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
 
 
-def _narrowing_after(op: ir.Operation) -> ir.Operation | None:
-    """The elementwise truncf right after the matmul that only narrows its
-    (temporary, f32) result into the final buffer, as torch-mlir writes a
-    half-precision matmul. The kernel can store the narrow values itself."""
+def _dims(affine_map) -> tuple[int, ...] | None:
+    """The loop dimensions a projected-permutation map reads, or None."""
+    dims = []
+    for expr in affine_map.results:
+        expr = expr.maybe_downcast()
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        dims.append(expr.position)
+    return tuple(dims)
+
+
+def _ref(value: ir.Value, body: ir.Block, ops: list) -> tuple | None:
+    if isinstance(value, ir.BlockArgument) and value.owner == body:
+        return ("arg", value.arg_number)
+    owner = _owner(value)
+    for index, op in enumerate(ops):
+        if owner == op:
+            return ("op", index)
+    if owner is not None and owner.name == "arith.constant":
+        return ("const", str(owner.attributes["value"]))
+    return None
+
+
+def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue | None:
+    """The epilogue of an elementwise linalg.generic reading `accumulator`
+    element for element and writing one output element for element, or None."""
+    if any("reduction" in str(it) for it in generic.attributes["iterator_types"]):
+        return None
+    view = generic.opview
+    inputs, outputs = list(view.inputs), list(view.outputs)
+    maps = [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
+    identity = ir.AffineMap.get_identity(maps[0].n_dims)
+    if len(outputs) != 1 or maps[-1] != identity or sum(v == accumulator for v in inputs) != 1:
+        return None
+    body = generic.regions[0].blocks[0]
+    if list(body.arguments[len(inputs)].uses):
+        return None  # reads the output's old value
+    described = []
+    for value, affine_map in zip(inputs, maps):
+        if value == accumulator:
+            if affine_map != identity:
+                return None
+            described.append(EpilogueInput(None))
+        elif isinstance(value.type, ir.MemRefType) and (dims := _dims(affine_map)) is not None:
+            described.append(EpilogueInput(str(value.type), dims))
+        else:
+            return None
+    ops = [o.operation for o in body.operations]
+    *computing, terminator = ops
+    epilogue_ops = []
+    for op in computing:
+        refs = [_ref(v, body, computing) for v in op.operands]
+        if op.regions or len(op.results) != 1 or None in refs:
+            return None
+        named = [op.attributes[i] for i in range(len(op.attributes))]
+        attributes = ", ".join(f"{n.name} = {n.attr}" for n in named)
+        epilogue_ops.append(EpilogueOp(op.name, tuple(refs), tuple(str(v.type) for v in op.operands),
+                                       str(op.results[0].type), f"{{{attributes}}}" if attributes else ""))
+    result = _ref(terminator.operands[0], body, computing)
+    return Epilogue(tuple(described), tuple(epilogue_ops), result) if result else None
+
+
+def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue] | None:
+    """The elementwise op right after the matmul that is the only reader of its
+    (temporary) result: bias, activation, residual, or just a narrowing to
+    f16 as torch-mlir writes a half-precision matmul. The kernel applies it
+    to each result before storing, so the temporary never exists."""
     after = _neighbour(op, 1)
     result = op.operands[2]
-    if after is None or after.name != "linalg.generic" or len(after.operands) != 2 or after.operands[0] != result:
+    if after is None or after.name != "linalg.generic":
         return None
-    body = [o.operation.name for o in after.regions[0].blocks[0].operations]
-    maps = [ir.AffineMapAttr(m).value for m in after.attributes["indexing_maps"]]
-    if body != ["arith.truncf", "linalg.yield"] or any(m != ir.AffineMap.get_identity(m.n_dims) for m in maps):
-        return None
+    in_place = list(after.opview.outputs)[0] == result  # reuse-buffers made it overwrite its input
     owner = _owner(result)
     users = [use.owner for use in result.uses]
-    if owner is None or owner.name != "memref.alloc" or \
-            any(u.name not in ("linalg.fill", "memref.dealloc") and u != op and u != after for u in users):
+    if not in_place and (owner is None or owner.name != "memref.alloc" or any(
+            u.name not in ("linalg.fill", "memref.dealloc") and u != op and u != after for u in users)):
         return None
-    return after
+    epilogue = describe_epilogue(after, result)
+    if epilogue is None:
+        return None
+    # The kernel stores results while other blocks still read A and B: the
+    # output must not be (a view of) either. (Separate kernels were ordered.)
+    output = _root(list(after.opview.outputs)[0])
+    if output in (_root(op.operands[0]), _root(op.operands[1])):
+        return None
+    for value, described in zip(after.opview.inputs, epilogue.inputs):
+        if described.memref_type is not None and _root(value) == output \
+                and described.dims != tuple(range(len(described.dims))):
+            return None  # read at other elements than the one being written
+    return after, epilogue
+
+
+_VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
+          "memref.reinterpret_cast")
+
+
+def _root(value: ir.Value) -> ir.Value:
+    """The buffer a memref value is a view of (an allocation or an argument)."""
+    while (owner := _owner(value)) is not None and owner.name in _VIEWS:
+        value = owner.operands[0]
+    return value
 
 
 @dataclass
@@ -144,22 +228,32 @@ class _MatmulSite:
     """A matmul and the ops around it that its kernel absorbs."""
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
-    narrowing: ir.Operation | None = None  # truncf of the result: the kernel stores narrow values
+    consumer: ir.Operation | None = None   # the elementwise op applied as the kernel's epilogue
+    epilogue: Epilogue | None = None
 
     @classmethod
     def of(cls, op: ir.Operation) -> _MatmulSite:
         fill = _zero_fill_before(op)
-        return cls(op, fill, _narrowing_after(op) if fill is not None else None)
+        found = _epilogue_after(op) if fill is not None else None
+        return cls(op, fill, *(found or (None, None)))
 
     @property
     def output(self) -> ir.Value:
-        return self.narrowing.operands[1] if self.narrowing is not None else self.op.operands[2]
+        return list(self.consumer.opview.outputs)[0] if self.consumer is not None else self.op.operands[2]
+
+    def kernel_arguments(self) -> list[ir.Value]:
+        """What the kernel function takes: A, B, the output, then the epilogue's tensors."""
+        extra = []
+        if self.epilogue is not None:
+            inputs = list(self.consumer.opview.inputs)
+            extra = [inputs[k] for k, _ in self.epilogue.tensor_inputs()]
+        return [self.op.operands[0], self.op.operands[1], self.output] + extra
 
     def absorbed(self) -> list[ir.Operation]:
-        """Ops that go away with the matmul (the f32 temporary too, when narrowing)."""
-        ops = [o for o in (self.fill, self.narrowing) if o is not None]
-        if self.narrowing is not None:
-            temporary = self.op.operands[2]
+        """Ops that go away with the matmul (the temporary too, with an epilogue)."""
+        ops = [o for o in (self.fill, self.consumer) if o is not None]
+        temporary = self.op.operands[2]
+        if self.consumer is not None and self.output != temporary:
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [_owner(temporary)]
         return ops
 
@@ -198,13 +292,13 @@ def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> No
     (Done here rather than by the inliner: nvgpu ops are not inlinable.)"""
     op = site.op
     text = generator(f"launch_{kernel}", kernel, operands, tile, accumulate=site.fill is None,
-                     location=str(op.location))
+                     location=str(op.location), epilogue=site.epilogue)
     parsed = ir.Module.parse(text, context=module.context)
     function = parsed.body.operations[0].operation
     entry = function.regions[0].blocks[0]
     for generated in [o.operation for o in entry.operations][:-1]:  # all but func.return
         generated.move_before(op)
-    for argument, operand in zip(entry.arguments, (op.operands[0], op.operands[1], site.output)):
+    for argument, operand in zip(entry.arguments, site.kernel_arguments()):
         argument.replace_all_uses_with(operand)
     absorbed = site.absorbed()
     op.erase()

@@ -58,11 +58,7 @@ func.func @transpose_matmul(%arg0: tensor<2x4xf32>, %arg1: tensor<3x4xf32>) -> t
   return %3 : tensor<2x3xf32>
 }
 
-// A private function (how isolate-contractions hides a matmul from fusion) is
-// inlined back before bufferization: the caller writes its out-parameter
-// directly, with no call, temporary or copy, and the function is gone.
-// GONE-NOT: @helper
-// CHECK-LABEL: func.func @caller(
+// CHECK-LABEL: func.func private @helper(
 // CHECK-SAME:    %[[IN:.*]]: memref<4xf32>, %[[OUT:.*]]: memref<4xf32>) {
 // CHECK-NEXT:    linalg.copy ins(%[[IN]] : memref<4xf32>) outs(%[[OUT]] : memref<4xf32>)
 // CHECK-NEXT:    return{{$}}
@@ -72,6 +68,15 @@ func.func private @helper(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   return %1 : tensor<4xf32>
 }
 
+// The call's result buffer is allocated by the caller, copied into the
+// caller's own out-parameter and freed.
+// CHECK-LABEL: func.func @caller(
+// CHECK-SAME:    %[[IN:.*]]: memref<4xf32>, %[[OUT:.*]]: memref<4xf32>) {
+// CHECK:         %[[BUF:.*]] = memref.alloc() : memref<4xf32>
+// CHECK:         call @helper(%[[IN]], %[[BUF]]) : (memref<4xf32>, memref<4xf32>) -> ()
+// CHECK:         memref.copy %[[BUF]], %[[OUT]]
+// CHECK:         memref.dealloc %[[BUF]]
+// CHECK:         return{{$}}
 func.func @caller(%arg0: tensor<4xf32>) -> tensor<4xf32> {
   %0 = call @helper(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>

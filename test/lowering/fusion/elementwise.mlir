@@ -1,7 +1,9 @@
 // RUN: %stage-fusion %s | FileCheck %s
 
-// The fusion stage fuses elementwise producers into their consumers on
-// tensors: each chain below ends up as a single linalg.generic.
+// The fusion stage groups ops into twintrack.dispatch regions by the cost
+// model (its rules are tested one by one in test/dialect/form-dispatches.mlir)
+// and fuses the ops inside each: each chain below becomes one dispatch
+// holding a single linalg.generic.
 
 #map = affine_map<(d0, d1) -> (d0, d1)>
 #map1 = affine_map<(d0, d1) -> (d1)>
@@ -10,14 +12,17 @@
 // Bias add followed by ReLU: one generic with both bodies, reading the
 // broadcast bias directly.
 // CHECK-LABEL: func.func @add_relu(
-// CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>
+// CHECK-SAME:    %[[X0:.*]]: tensor<4x8xf32>, %[[B0:.*]]: tensor<8xf32>
+// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_0" (%[[X0]], %[[B0]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>):
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[B]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK:           %[[SUM:.*]] = arith.addf
 // CHECK-NEXT:      %[[GT:.*]] = arith.cmpf ugt, %[[SUM]]
 // CHECK-NEXT:      %[[MAX:.*]] = arith.select %[[GT]], %[[SUM]]
 // CHECK-NEXT:      linalg.yield %[[MAX]] : f32
 // CHECK-NOT:     linalg.generic
-// CHECK:         return %[[R]] : tensor<4x8xf32>
+// CHECK:         twintrack.yield %[[R]] : tensor<4x8xf32>
+// CHECK:         return %[[D]] : tensor<4x8xf32>
 func.func @add_relu(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> tensor<4x8xf32> {
   %cst = arith.constant 0.000000e+00 : f32
   %0 = tensor.empty() : tensor<4x8xf32>
@@ -38,7 +43,8 @@ func.func @add_relu(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> tensor<4x8x
 // An elementwise producer fuses into a reduction consumer (softmax's
 // exp + row sum): the exp moves into the reduction body.
 // CHECK-LABEL: func.func @exp_sum(
-// CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>
+// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_0"
+// CHECK-NEXT:    ^bb0(%[[X:.*]]: tensor<4x8xf32>):
 // CHECK:         %[[INIT:.*]] = linalg.fill
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<4x8xf32>) outs(%[[INIT]] : tensor<4xf32>)
 // CHECK-NEXT:    ^bb0(%[[IN:.*]]: f32, %[[ACC:.*]]: f32):
@@ -46,7 +52,8 @@ func.func @add_relu(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> tensor<4x8x
 // CHECK-NEXT:      %[[S:.*]] = arith.addf %[[E]], %[[ACC]] : f32
 // CHECK-NEXT:      linalg.yield %[[S]] : f32
 // CHECK-NOT:     linalg.generic
-// CHECK:         return %[[R]] : tensor<4xf32>
+// CHECK:         twintrack.yield %[[R]] : tensor<4xf32>
+// CHECK:         return %[[D]] : tensor<4xf32>
 func.func @exp_sum(%arg0: tensor<4x8xf32>) -> tensor<4xf32> {
   %cst = arith.constant 0.000000e+00 : f32
   %0 = tensor.empty() : tensor<4x8xf32>

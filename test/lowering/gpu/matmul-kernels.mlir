@@ -57,14 +57,16 @@ func.func @odd_shape(%a: memref<30x7xf32>, %b: memref<7x5xf32>, %c: memref<30x5x
 }
 
 // A half-precision matmul as torch-mlir writes it: an f32 temporary, zero
-// filled, then narrowed into the result. The kernel stores f16 straight into
-// the result; the temporary, the fill and the narrowing are gone.
+// filled, then narrowed into the result. The narrowing becomes the kernel's
+// epilogue: it stores f16 straight into the result; the temporary, the fill
+// and the narrowing op are gone.
 // CHECK-LABEL: func.func @narrowed(
 // CHECK-SAME:    %{{.*}}: memref<128x64xf16>, %{{.*}}: memref<64x128xf16>, %[[OUT16:.*]]: memref<128x128xf16>)
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch
 // CHECK:           nvgpu.mma.sync
-// CHECK:           arith.truncf %{{.*}} : vector<2xf32> to vector<2xf16>
+// CHECK:           arith.truncf %{{.*}} : f32 to f16
+// CHECK:           vector.from_elements %{{.*}}, %{{.*}} : vector<2xf16>
 // CHECK:           vector.store %{{.*}}, %[[OUT16]]
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     memref.dealloc
@@ -82,5 +84,82 @@ func.func @narrowed(%a: memref<128x64xf16>, %b: memref<64x128xf16>, %out: memref
     linalg.yield %t : f16
   }
   memref.dealloc %acc : memref<128x128xf32>
+  return
+}
+
+// An elementwise consumer (bias + ReLU, reading the bias along the columns)
+// becomes the kernel's epilogue: each result gets the bias loaded for its
+// column and the ReLU before the store; the temporary is gone.
+// CHECK-LABEL: func.func @bias_relu(
+// CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[BIAS:.*]]: memref<512xf32>, %[[Y:.*]]: memref<256x512xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch
+// CHECK:           vector.fma
+// CHECK:           memref.load %[[BIAS]][%{{.*}}] : memref<512xf32>
+// CHECK:           arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK:           arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK:           vector.from_elements
+// CHECK:           vector.store %{{.*}}, %[[Y]]
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @bias_relu(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %bias: memref<512xf32>, %y: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc, %bias : memref<256x512xf32>, memref<512xf32>) outs(%y : memref<256x512xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %s = arith.addf %v, %c : f32
+    %r = arith.maximumf %s, %zero : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
+// The epilogue may already write into the matmul's result (reuse-buffers
+// makes an elementwise op overwrite a dying input): the kernel then stores
+// the epilogue's values there, and later readers see them.
+// CHECK-LABEL: func.func @in_place(
+// CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[OUT:.*]]: memref<256x512xf32>)
+// CHECK:         gpu.launch
+// CHECK:           math.tanh %{{.*}} : f32
+// CHECK:           vector.store %{{.*}}, %[[OUT]]
+// CHECK-NOT:     linalg.
+// CHECK:         return
+func.func @in_place(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %out: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%out : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%out : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%out : memref<256x512xf32>) outs(%out : memref<256x512xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// Negative: the epilogue writes the buffer the matmul reads as A (the next
+// layer's input overwritten by its output). A fused kernel would store
+// results while other blocks still read A, so the epilogue stays a separate
+// op, run after the matmul.
+// CHECK-LABEL: func.func @output_aliases_input(
+// CHECK:         gpu.launch
+// CHECK:         linalg.generic
+func.func @output_aliases_input(%x: memref<256x256xf32>, %w: memref<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x256xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x256xf32>)
+  linalg.matmul ins(%x, %w : memref<256x256xf32>, memref<256x256xf32>) outs(%acc : memref<256x256xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc : memref<256x256xf32>) outs(%x : memref<256x256xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %t = math.tanh %v : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %acc : memref<256x256xf32>
   return
 }

@@ -1,0 +1,72 @@
+//===- DispatchRegions.cpp - fusion inside dispatches, and dissolving them -===//
+
+#include "twintrack/Passes.h"
+
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::twintrack {
+#define GEN_PASS_DEF_FUSEINDISPATCHES
+#define GEN_PASS_DEF_DISSOLVEDISPATCHES
+#include "twintrack/Passes.h.inc"
+} // namespace mlir::twintrack
+
+using namespace mlir;
+using namespace mlir::twintrack;
+
+namespace {
+
+bool isContraction(Operation *op) {
+  auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
+  return linalgOp && (linalg::isaContractionOpInterface(linalgOp) || linalg::isaConvolutionOpInterface(linalgOp));
+}
+
+/// Fuse across `operand` unless a matmul or convolution is on either side
+/// (directly or through the reshape being folded): those stay named ops.
+bool fusesNoContraction(OpOperand *operand) {
+  Operation *producer = operand->get().getDefiningOp();
+  Operation *consumer = operand->getOwner();
+  auto touchesContraction = [](Operation *op) {
+    if (!op)
+      return false;
+    if (isContraction(op))
+      return true;
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op))
+      return isContraction(op->getOperand(0).getDefiningOp()) ||
+             llvm::any_of(op->getUsers(), [](Operation *user) { return isContraction(user); });
+    return false;
+  };
+  return !touchesContraction(producer) && !touchesContraction(consumer);
+}
+
+struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseInDispatchesPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    linalg::populateElementwiseOpsFusionPatterns(patterns, fusesNoContraction);
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, fusesNoContraction);
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    getOperation()->walk([&](DispatchOp dispatch) {
+      if (failed(applyPatternsGreedily(dispatch.getBody(), frozen)))
+        dispatch.emitWarning("elementwise fusion did not converge in this dispatch");
+    });
+  }
+};
+
+struct DissolveDispatchesPass : public twintrack::impl::DissolveDispatchesBase<DissolveDispatchesPass> {
+  void runOnOperation() override {
+    SmallVector<DispatchOp> dispatches;
+    getOperation()->walk([&](DispatchOp dispatch) { dispatches.push_back(dispatch); });
+    for (DispatchOp dispatch : dispatches) {
+      Block &body = dispatch.getBody().front();
+      auto yield = cast<YieldOp>(body.getTerminator());
+      for (auto [argument, input] : llvm::zip(body.getArguments(), dispatch.getInputs()))
+        argument.replaceAllUsesWith(input);
+      dispatch.replaceAllUsesWith(yield.getValues());
+      yield.erase();
+      dispatch->getBlock()->getOperations().splice(Block::iterator(dispatch), body.getOperations());
+      dispatch.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,74 @@
+"""An elementwise epilogue a matmul kernel applies to each result before it
+stores it: the body of the linalg.generic that consumed the matmul's result
+(bias, activation, residual, a narrowing cast), as plain data.
+
+The pass that finds the generic describes it (`twintrack.passes.
+gpu_matmul_kernels`); the kernel generators emit it per output element with
+`EpilogueWriter`, in MLIR's generic op form, so any arith/math op is carried
+over unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .mlir_text import MlirWriter
+
+# A value an epilogue op reads: ("arg", k) the generic's k-th input (the
+# accumulator or a loaded tensor element), ("op", i) the i-th op's result,
+# ("const", "0.0 : f32") a constant from outside the generic.
+Ref = tuple
+
+
+@dataclass(frozen=True)
+class EpilogueInput:
+    memref_type: str | None   # None: the matmul's accumulator
+    dims: tuple[int, ...] = ()  # the loop dimensions its indexing map reads, in order
+
+
+@dataclass(frozen=True)
+class EpilogueOp:
+    name: str
+    operands: tuple[Ref, ...]
+    operand_types: tuple[str, ...]
+    result_type: str
+    attributes: str           # '{fastmath = #arith.fastmath<none>}' or ''
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    inputs: tuple[EpilogueInput, ...]
+    ops: tuple[EpilogueOp, ...]
+    result: Ref
+
+    def tensor_inputs(self) -> list[tuple[int, EpilogueInput]]:
+        """(position, input) of each input read from memory (not the accumulator)."""
+        return [(k, inp) for k, inp in enumerate(self.inputs) if inp.memref_type is not None]
+
+
+class EpilogueWriter:
+    """Emits an epilogue for one output element. Its tensor inputs are the
+    kernel function's arguments %E<k>."""
+
+    def __init__(self, epilogue: Epilogue, writer: MlirWriter):
+        self.epilogue, self.w = epilogue, writer
+
+    def apply(self, accumulator: str, loop_indices: list[str]) -> str:
+        """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
+        values: dict[Ref, str] = {}
+        for k, inp in enumerate(self.epilogue.inputs):
+            if inp.memref_type is None:
+                values[("arg", k)] = accumulator
+            else:
+                indices = ", ".join(loop_indices[d] for d in inp.dims)
+                values[("arg", k)] = self.w.op(f"memref.load %E{k}[{indices}] : {inp.memref_type}")
+        for i, op in enumerate(self.epilogue.ops):
+            operands = ", ".join(self._value(ref, values) for ref in op.operands)
+            values[("op", i)] = self.w.op(f'"{op.name}"({operands}) {op.attributes} : '
+                                          f'({", ".join(op.operand_types)}) -> {op.result_type}')
+        return self._value(self.epilogue.result, values)
+
+    def _value(self, ref: Ref, values: dict) -> str:
+        if ref[0] == "const":
+            literal, type_ = ref[1].rsplit(" : ", 1)
+            return self.w.op(f"arith.constant {literal} : {type_}")
+        return values[ref]
