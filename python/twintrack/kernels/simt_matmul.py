@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .epilogue import Epilogue
-from .matmul_common import VECTOR_BYTES, MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
+from .matmul_common import (
+    VECTOR_BYTES,
+    MatmulOperands,
+    TiledMatmulWriter,
+    element_bytes,
+    vector_type,
+)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from .affine_vectorize import AffineVectorize
 from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
+from .fold_widening import FoldMatmulWidening
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .gpu_matmul_kernels import GpuMatmulKernels
-from .fold_widening import FoldMatmulWidening
 from .reuse_dead_inputs import ReuseDeadInputs
 from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills

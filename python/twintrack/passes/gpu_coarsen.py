@@ -28,8 +28,12 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
-from .gpu_distribute import constant_int, cooperative_reduction, index_constant, top_level_parallel_loops
-
+from .gpu_distribute import (
+    constant_int,
+    cooperative_reduction,
+    index_constant,
+    top_level_parallel_loops,
+)
 
 MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
 

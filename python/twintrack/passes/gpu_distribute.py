@@ -17,7 +17,6 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 
-
 def _mapping(processor: str) -> ir.Attribute:
     return ir.ArrayAttr.get([ir.Attribute.parse(
         f"#gpu.loop_dim_map<processor = {processor}, map = (d0) -> (d0), bound = (d0) -> (d0)>")])

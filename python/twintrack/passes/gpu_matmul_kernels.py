@@ -22,6 +22,7 @@ from ..kernels.epilogue import Epilogue, EpilogueInput, EpilogueOp
 from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands
 from ..kernels.mma_matmul import MmaTileConfig, mma_matmul_module
 from ..kernels.simt_matmul import TileConfig, simt_matmul_module
+from .ir_helpers import defining_op
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
 ELEMENTS = {"f32": 4, "f16": 2, "bf16": 2}
@@ -97,11 +98,6 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
                           str(a.element_type), str(c.element_type))
 
 
-def _owner(value: ir.Value):
-    owner = value.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
-
-
 def _neighbour(op: ir.Operation, offset: int) -> ir.Operation | None:
     block_ops = [o.operation for o in op.block.operations]
     index = block_ops.index(op) + offset
@@ -113,7 +109,7 @@ def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     previous = _neighbour(op, -1)
     if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
         return None
-    value = _owner(previous.operands[0])
+    value = defining_op(previous.operands[0])
     if value is None or value.name != "arith.constant":
         return None
     attr = value.attributes["value"]
@@ -134,7 +130,7 @@ def _dims(affine_map) -> tuple[int, ...] | None:
 def _ref(value: ir.Value, body: ir.Block, ops: list) -> tuple | None:
     if isinstance(value, ir.BlockArgument) and value.owner == body:
         return ("arg", value.arg_number)
-    owner = _owner(value)
+    owner = defining_op(value)
     for index, op in enumerate(ops):
         if owner == op:
             return ("op", index)
@@ -192,7 +188,7 @@ def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue] | None:
     if after is None or after.name != "linalg.generic":
         return None
     in_place = list(after.opview.outputs)[0] == result  # reuse-buffers made it overwrite its input
-    owner = _owner(result)
+    owner = defining_op(result)
     users = [use.owner for use in result.uses]
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
             u.name not in ("linalg.fill", "memref.dealloc") and u != op and u != after for u in users)):
@@ -218,7 +214,7 @@ _VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "mem
 
 def _root(value: ir.Value) -> ir.Value:
     """The buffer a memref value is a view of (an allocation or an argument)."""
-    while (owner := _owner(value)) is not None and owner.name in _VIEWS:
+    while (owner := defining_op(value)) is not None and owner.name in _VIEWS:
         value = owner.operands[0]
     return value
 
@@ -254,7 +250,7 @@ class _MatmulSite:
         ops = [o for o in (self.fill, self.consumer) if o is not None]
         temporary = self.op.operands[2]
         if self.consumer is not None and self.output != temporary:
-            ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [_owner(temporary)]
+            ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
         return ops
 
 

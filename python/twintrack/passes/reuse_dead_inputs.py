@@ -15,23 +15,20 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from .ir_helpers import defining_op
+
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
 _PLAIN_USERS = ("linalg.", "memref.dealloc", "memref.copy", "func.call") + _RESHAPES
 
 
-def _owner(value: ir.Value):
-    owner = value.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner if isinstance(owner, ir.Operation) else None
-
-
 def _defined_by_alloc(value: ir.Value) -> bool:
-    owner = _owner(value)
+    owner = defining_op(value)
     return owner is not None and owner.name == "memref.alloc"
 
 
 def _root_alloc(value: ir.Value) -> ir.Value | None:
     """The allocation a value is (a reshape of), or None."""
-    while (owner := _owner(value)) is not None and owner.name in _RESHAPES:
+    while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
         value = owner.operands[0]
     return value if _defined_by_alloc(value) else None
 
@@ -119,4 +116,4 @@ def _write_into(op: ir.Operation, donor: ir.Value) -> None:
     for free in [user for user in _uses(output) if user.name == "memref.dealloc"]:
         free.erase()
     output.replace_all_uses_with(donor)
-    _owner(output).erase()
+    defining_op(output).erase()

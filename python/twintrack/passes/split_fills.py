@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from .ir_helpers import defining_op
+
 
 def _owner_name(value: ir.Value) -> str | None:
-    owner = value.owner
-    return owner.name if isinstance(owner, (ir.Operation, ir.OpView)) else None
+    owner = defining_op(value)
+    return owner.name if owner is not None else None
 
 
 @dataclass(frozen=True)
