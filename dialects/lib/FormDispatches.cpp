@@ -143,7 +143,6 @@ private:
   // state for one block
   DenseMap<Operation *, unsigned> position;
   llvm::EquivalenceClasses<Operation *> groups;
-  DenseSet<Operation *> members;    // ops placed in some group
   DenseSet<Operation *> recomputed; // producers copied into each consumer's dispatch
 
   void formIn(Block &block);
@@ -471,7 +470,6 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
 void FormDispatchesPass::formIn(Block &block) {
   position.clear();
   groups = {};
-  members.clear();
   recomputed.clear();
   SmallVector<linalg::LinalgOp> ops;
   for (auto [index, op] : llvm::enumerate(block)) {

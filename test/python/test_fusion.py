@@ -39,11 +39,12 @@ def test_transformer_block_needs_far_fewer_dispatches(run_tool, tmp_path):
 
 
 @needs_ptxas
-@pytest.mark.parametrize("model, at_most", [("zoo:elementwise", 1), ("zoo:softmax", 5),
+@pytest.mark.parametrize("model, at_most", [("zoo:elementwise", 1), ("zoo:softmax", 3),
                                             ("zoo:mlp?batch=256&features=128&hidden=256&out=128", 7)])
 def test_gpu_kernel_counts(run_tool, tmp_path, model, at_most):
     """elementwise: one kernel for the whole chain; softmax: max, sum and
-    normalise, each reading x (plus two initialisations); mlp: per layer a
+    normalise, each reading x (the reductions start from their fill
+    constants, so the fills are no kernels); mlp: per layer a
     weight transpose and a matmul with bias and ReLU applied in its epilogue,
     except the middle layer, whose output bufferization placed over its own
     input (a fused epilogue would overwrite A while other blocks read it)."""

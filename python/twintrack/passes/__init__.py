@@ -10,6 +10,7 @@ from .affine_vectorize import AffineVectorize
 from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
 from .fold_widening import FoldMatmulWidening
+from .forward_init_fills import ForwardInitFills
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .gpu_matmul_kernels import GpuMatmulKernels
@@ -18,4 +19,4 @@ from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, FoldMatmulWidening, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, FoldMatmulWidening, ForwardInitFills, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
