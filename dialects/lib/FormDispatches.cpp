@@ -10,8 +10,9 @@
 //      consumer is elementwise and reads the result element for element;
 //   3. matmuls reading one tensor share a dispatch (horizontal fusion).
 // A dispatch holds at most one reduction or one matmul (several for
-// horizontal fusion), stays convex (no outside op between two of its ops)
-// and reads at most max-inputs tensors.
+// horizontal fusion), stays convex (no outside op between two of its ops),
+// reads at most max-inputs tensors and computes at most max-body-ops ops
+// per element (register pressure).
 //
 //===----------------------------------------------------------------------===//
 
@@ -373,6 +374,16 @@ bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, boo
   }
   if (!convex(merged)) {
     explainDecision(reportAt, llvm::formatv("kept apart: an op outside would sit between them ({0})", why));
+    return false;
+  }
+  int64_t bodyOps = 0;
+  for (Operation *op : merged)
+    if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
+      bodyOps += flopsPerIteration(linalgOp);
+  if (bodyOps > int64_t(maxBodyOps)) {
+    explainDecision(reportAt, llvm::formatv("kept apart: the kernel would compute {0} ops per element, over "
+                                            "max-body-ops={1} (register pressure) ({2})",
+                                            bodyOps, unsigned(maxBodyOps), why));
     return false;
   }
   if (inputsOf(merged).size() > maxInputs) {

@@ -2,6 +2,7 @@
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{explain}))" 2>&1 >/dev/null | FileCheck %s --check-prefix=EXPLAIN
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{launch-overhead=0 flop-rate=1.0e6}))" | FileCheck %s --check-prefix=COSTLY
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{max-inputs=1}))" | FileCheck %s --check-prefix=NARROW
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{max-body-ops=2 explain}))" 2>&1 | FileCheck %s --check-prefix=PRESSURE
 
 // twintrack-form-dispatches: every linalg op ends up in one dispatch; the
 // cost model decides which share one. Each rule, and what stops it.
@@ -17,10 +18,14 @@
 // CHECK:           twintrack.yield
 // CHECK-NEXT:    }
 // CHECK-NEXT:    return %[[D]]
-// EXPLAIN: form-dispatches.mlir:[[@LINE+12]]:8: remark: fused into its consumer linalg.generic: saves 32768 bytes and a launch
+// EXPLAIN: form-dispatches.mlir:[[@LINE+16]]:8: remark: fused into its consumer linalg.generic: saves 32768 bytes and a launch
 // With no launch overhead and a slow target, recomputing the exp is not worth 32 KiB: three dispatches.
 // COSTLY-LABEL: func.func @chain(
 // COSTLY-COUNT-3: twintrack.dispatch
+// With room for two ops per element, the third op of the chain starts a new dispatch.
+// PRESSURE: remark: kept apart: the kernel would compute 3 ops per element, over max-body-ops=2 (register pressure)
+// PRESSURE-LABEL: func.func @chain(
+// PRESSURE-COUNT-2: twintrack.dispatch
 func.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
   %e = tensor.empty() : tensor<64x64xf32>
   %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}

@@ -26,7 +26,9 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
     matmuls). Its gain is the bytes that no longer go through memory. Both
     are turned into time on a roofline: `bandwidth` (bytes/s) and `flop-rate`
     (flop/s), plus `launch-overhead` (s) for each kernel a fusion removes;
-    twintrack fills them in from lowering/targets/<target>.toml.
+    twintrack fills them in from lowering/targets/<target>.toml. Pressure
+    limits bound what one kernel may hold: `max-inputs` tensors read and
+    `max-body-ops` arithmetic ops per element (live values in registers).
     Fills and empty tensors initialising an op are copied into its dispatch.
 
     With `explain`, every decision is reported as a remark on the consumer.
@@ -41,6 +43,8 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
            "cost of one more kernel launch, seconds (what merging two kernels saves)">,
     Option<"maxInputs", "max-inputs", "unsigned", /*default=*/"12",
            "most tensors one dispatch may read (register and parameter pressure)">,
+    Option<"maxBodyOps", "max-body-ops", "unsigned", /*default=*/"64",
+           "most arithmetic ops per element in one dispatch (register pressure of the fused kernel)">,
     Option<"explain", "explain", "bool", /*default=*/"false",
            "report every fusion decision as a remark">,
     Option<"fuse", "fuse", "bool", /*default=*/"true",
