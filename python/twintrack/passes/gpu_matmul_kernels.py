@@ -4,8 +4,10 @@ twintrack.kernels.mma_matmul) for f16 operands, CUDA cores
 (twintrack.kernels.simt_matmul) otherwise or when no tensor-core tile fits.
 
 The tile shapes come from lowering/tuning/matmul.toml. A zero fill of the
-output right before the matmul is folded into the kernel's first write.
-Matmuls the kernels cannot take (shapes not a multiple of any tile, dynamic
+output right before the matmul is folded into the kernel's first write, and
+the elementwise op right after it that reads its result (bias, activation,
+residual, narrowing) into its stores, as an epilogue (twintrack.kernels.
+epilogue), unless that op writes over A or B. Matmuls the kernels cannot take (shapes not a multiple of any tile, dynamic
 or unaligned layouts, other element types) stay linalg ops for the generic
 pipeline.
 """
