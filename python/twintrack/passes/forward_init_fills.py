@@ -9,9 +9,10 @@ just before it is written (in the block leader of a row reduction, or
 before a thread's serial loop). That read then yields the fill's constant,
 and the fill goes.
 
-The fill must be the nest right before the reduction (constants aside),
-write one constant over the whole buffer, and the reduction must touch the
-buffer only through such read-then-write pairs, outside any loop.
+The fill must be the nest right before the reduction (constants,
+allocations and views of other buffers aside), write one constant over the
+whole buffer, and the reduction must touch the buffer only through such
+read-then-write pairs, outside any loop.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def _read_then_written(reduction: ir.Operation, buffer: ir.Value) -> list[ir.Ope
             return None
         block_ops = [o.operation for o in load.block.operations]
         after = block_ops[block_ops.index(load) + 1:]
-        if not any(s in after and list(s.operands)[2:] == list(load.operands)[1:] for s in stores):
+        if not any(s in after and s.operands[1] == load.operands[0] and list(s.operands)[2:] == list(load.operands)[1:]
+                   for s in stores):
             return None
     return loads
 
@@ -106,10 +108,10 @@ class ForwardInitFills:
     def _run(self, module: ir.Operation, pass_) -> None:
         nests = top_level_parallel_loops(module)
         for fill, reduction in zip(nests, nests[1:]):
-            if not _adjacent(fill, reduction):
-                continue
             found = _fill(fill)
-            loads = _read_then_written(reduction, found[0]) if found else None
+            if not found or not _adjacent(fill, reduction, found[0]):
+                continue
+            loads = _read_then_written(reduction, found[0])
             if loads:
                 for load in loads:
                     load.results[0].replace_all_uses_with(found[1])
@@ -117,8 +119,15 @@ class ForwardInitFills:
                 fill.erase()
 
 
-def _adjacent(first: ir.Operation, second: ir.Operation) -> bool:
-    """Only constants between the two nests."""
+_INERT = ("arith.constant", "memref.alloc", "memref.expand_shape", "memref.collapse_shape", "memref.subview",
+          "memref.cast")
+
+
+def _adjacent(first: ir.Operation, second: ir.Operation, buffer: ir.Value) -> bool:
+    """Nothing between the two nests touches memory: constants, allocations
+    and views of other buffers only."""
     block_ops = [o.operation for o in first.block.operations]
-    between = block_ops[block_ops.index(first) + 1:block_ops.index(second)] if second in block_ops else None
-    return between is not None and all(o.name == "arith.constant" for o in between)
+    if second not in block_ops:
+        return False
+    between = block_ops[block_ops.index(first) + 1:block_ops.index(second)]
+    return all(o.name in _INERT and not any(v == buffer for v in o.operands) for o in between)

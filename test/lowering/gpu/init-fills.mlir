@@ -58,3 +58,34 @@ func.func @fill_then_read(%acc: memref<32xf32>, %out: memref<32xf32>) {
   }
   return
 }
+
+// A serial reduction per thread (rows too short for a block each), with an
+// allocation between the fill and the reduction: the value read before the
+// thread's loop is the fill's constant.
+// CHECK-LABEL: func.func @short_rows(
+// CHECK-SAME:    %{{.*}}: memref<8192x16xf32>, %[[ACC:.*]]: memref<8192xf32>
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT:     memref.store %[[ZERO]]
+// CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]]) -> (f32)
+func.func @short_rows(%in: memref<8192x16xf32>, %acc: memref<8192xf32>) -> memref<4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c16 = arith.constant 16 : index
+  %c8192 = arith.constant 8192 : index
+  %zero = arith.constant 0.0 : f32
+  scf.parallel (%i) = (%c0) to (%c8192) step (%c1) {
+    memref.store %zero, %acc[%i] : memref<8192xf32>
+    scf.reduce
+  }
+  %other = memref.alloc() : memref<4xf32>
+  scf.parallel (%i) = (%c0) to (%c8192) step (%c1) {
+    scf.for %k = %c0 to %c16 step %c1 {
+      %x = memref.load %in[%i, %k] : memref<8192x16xf32>
+      %a = memref.load %acc[%i] : memref<8192xf32>
+      %s = arith.addf %x, %a : f32
+      memref.store %s, %acc[%i] : memref<8192xf32>
+    }
+    scf.reduce
+  }
+  return %other : memref<4xf32>
+}
