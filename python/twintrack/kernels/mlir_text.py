@@ -42,7 +42,7 @@ class MlirWriter:
         return [f"  {name} = arith.constant {_literal(value, type_)} : {type_} loc({LOCATION_ALIAS})"
                 for (value, type_), name in self.constants.items()]
 
-    # index arithmetic, folded when both sides are known
+    # index arithmetic; a multiply or divide by 1 emits nothing (canonicalize folds the rest)
     def add(self, a: str, b: str) -> str:
         return self.op(f"arith.addi {a}, {b} : index")
 
