@@ -38,8 +38,9 @@ def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
 
 def _runtime_libraries() -> list[str]:
     """MLIR's C runner utils (memrefCopy for strided memref.copy), from the mlir wheel."""
-    import mlir
     from pathlib import Path
+
+    import mlir
     libs = [Path(root) / "lib" / "libmlir_c_runner_utils.so" for root in mlir.__path__]
     return [str(p) for p in libs if p.is_file()]
 

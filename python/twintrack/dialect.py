@@ -7,21 +7,24 @@ scikit-build-core; `make` does it). The GPU runtime never imports it."""
 
 from __future__ import annotations
 
+import functools
+
 from .errors import UsageError
 
 
-_PASSES_REGISTERED = []
-
-
-def register(context) -> None:
-    """Register and load the twintrack dialect in an `mlir.ir.Context`, and
-    (once per process) twintrack's passes in the global pass registry."""
+@functools.cache
+def _extension():
+    """The extension module; on first load, twintrack's passes go into the
+    global pass registry (once per process)."""
     try:
-        from ._twintrack_cpp import register_dialect, register_passes
+        from . import _twintrack_cpp
     except ImportError as e:
         raise UsageError(f"twintrack's C++ extension is not built ({e}); run `make` in the repository "
                          "(pip install -e . --no-build-isolation builds it)") from None
-    register_dialect(context)
-    if not _PASSES_REGISTERED:
-        register_passes()
-        _PASSES_REGISTERED.append(True)
+    _twintrack_cpp.register_passes()
+    return _twintrack_cpp
+
+
+def register(context) -> None:
+    """Register and load the twintrack dialect in an `mlir.ir.Context`."""
+    _extension().register_dialect(context)

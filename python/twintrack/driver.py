@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from .bindings import bindings as _bindings, new_context
+from .bindings import bindings as _bindings
+from .bindings import new_context
 from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
 from .locations import short_location

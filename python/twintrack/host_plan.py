@@ -209,12 +209,14 @@ def free_after_last_use(steps: list[dict]) -> list[dict]:
     for index, step in enumerate(steps):
         for buffer in ({step["buffer"]} if step["op"] in ("alloc", "constant") else _buffers_used(step)) & frees:
             last_use[buffer] = index
+    freed_after: dict[int, list[str]] = {}
+    for buffer in sorted(frees):
+        freed_after.setdefault(last_use.get(buffer, len(steps) - 1), []).append(buffer)
     result = []
     for index, step in enumerate(steps):
-        if step["op"] == "free":
-            continue
-        result.append(step)
-        result += [{"op": "free", "buffer": b} for b in sorted(frees) if last_use.get(b) == index]
+        if step["op"] != "free":
+            result.append(step)
+        result += [{"op": "free", "buffer": b} for b in freed_after.get(index, ())]
     return result
 
 

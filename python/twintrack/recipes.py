@@ -5,8 +5,8 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from string import Template
 from pathlib import Path
+from string import Template
 
 from .errors import UsageError
 

@@ -21,6 +21,7 @@ from mlir import ir
 
 from ..locations import short_location
 from ..tooling import find_tool
+from .ir_helpers import PythonPass
 
 _ACCESSES = {"affine.load": 1, "affine.store": 2, "affine.vector_load": 1, "affine.vector_store": 2}
 
@@ -73,12 +74,9 @@ def unsafe_reason(func: ir.Operation) -> str | None:
 
 
 @dataclass(frozen=True)
-class AffineVectorize:
+class AffineVectorize(PythonPass):
     name = "affine-vectorize"
     vector_size: int = 8
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="AffineVectorize", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         functions = [op.operation for op in module.regions[0].blocks[0].operations

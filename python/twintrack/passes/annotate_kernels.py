@@ -22,6 +22,7 @@ from mlir import ir
 
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ..locations import short_location
+from .ir_helpers import PythonPass
 
 _NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "arith.truncf",
               "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
@@ -133,11 +134,8 @@ def _memref_bytes(t: ir.MemRefType) -> int:
 
 
 @dataclass(frozen=True)
-class AnnotateKernels:
+class AnnotateKernels(PythonPass):
     name = "annotate-kernels"
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="AnnotateKernels", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         kernels = {}

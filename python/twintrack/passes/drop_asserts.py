@@ -12,17 +12,16 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.rewrite import RewritePatternSet, apply_patterns_and_fold_greedily
 
+from .ir_helpers import PythonPass
+
 
 def _erase(op, rewriter) -> None:
     rewriter.erase_op(op.operation)
 
 
 @dataclass(frozen=True)
-class DropRuntimeAsserts:
+class DropRuntimeAsserts(PythonPass):
     name = "drop-runtime-asserts"
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="DropRuntimeAsserts", argument=self.name)
 
     def _run(self, op: ir.Operation, pass_) -> None:
         patterns = RewritePatternSet()

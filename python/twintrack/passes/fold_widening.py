@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import linalg
 
+from .ir_helpers import PythonPass, nested_ops
+
 CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
 
 
@@ -49,20 +51,11 @@ def _read_unwidened_operands(op: ir.Operation) -> None:
 
 
 @dataclass(frozen=True)
-class FoldMatmulWidening:
+class FoldMatmulWidening(PythonPass):
     name = "fold-matmul-widening"
 
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="FoldMatmulWidening", argument=self.name)
-
     def _run(self, module: ir.Operation, pass_) -> None:
-        contractions = []
-
-        def collect(op: ir.Operation):
-            if op.name in CONTRACTIONS and all(isinstance(r.type, ir.RankedTensorType) for r in op.results):
-                contractions.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(collect)
-        for op in contractions:
+        on_tensors = [op for op in nested_ops(module, lambda op: op.name in CONTRACTIONS)
+                      if all(isinstance(r.type, ir.RankedTensorType) for r in op.results)]
+        for op in on_tensors:
             _read_unwidened_operands(op)

@@ -23,24 +23,18 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .gpu_distribute import constant_int, top_level_parallel_loops
-from .ir_helpers import defining_op
-
-
-def _nested(op: ir.Operation) -> list[ir.Operation]:
-    found = []
-    op.walk(lambda child: (found.append(child), ir.WalkResult.ADVANCE)[1])
-    return found
+from .ir_helpers import PythonPass, defining_op, nested_ops
 
 
 def _accesses(op: ir.Operation, buffer: ir.Value) -> list[ir.Operation]:
-    return [o for o in _nested(op) if o.name in ("memref.load", "memref.store")
+    return [o for o in nested_ops(op) if o.name in ("memref.load", "memref.store")
             and o.operands[0 if o.name == "memref.load" else 1] == buffer]
 
 
 def _fill(nest: ir.Operation):
     """(buffer, constant) if the nest only stores one outside constant over a whole buffer."""
-    stores = [o for o in _nested(nest) if o.name == "memref.store"]
-    loads = [o for o in _nested(nest) if o.name == "memref.load"]
+    stores = [o for o in nested_ops(nest) if o.name == "memref.store"]
+    loads = [o for o in nested_ops(nest) if o.name == "memref.load"]
     if len(stores) != 1 or loads:
         return None
     value, buffer = stores[0].operands[0], stores[0].operands[1]
@@ -55,7 +49,7 @@ def _fill(nest: ir.Operation):
 def _covers(nest: ir.Operation, elements: int) -> bool:
     """Does the nest's guard (linear index < N), or with no guard its
     iteration count, span all N elements?"""
-    ops = _nested(nest)
+    ops = nested_ops(nest)
     guards = [op for op in ops if op.name == "arith.cmpi"]
     if guards:
         return any(constant_int(op.operands[1]) == elements for op in guards)
@@ -99,11 +93,8 @@ def _read_then_written(reduction: ir.Operation, buffer: ir.Value) -> list[ir.Ope
 
 
 @dataclass(frozen=True)
-class ForwardInitFills:
+class ForwardInitFills(PythonPass):
     name = "forward-init-fills"
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="ForwardInitFills", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         nests = top_level_parallel_loops(module)

@@ -34,19 +34,9 @@ from .gpu_distribute import (
     index_constant,
     top_level_parallel_loops,
 )
+from .ir_helpers import PythonPass, nested_ops
 
 MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
-
-
-def _nested_ops(op: ir.Operation) -> list[ir.Operation]:
-    found = []
-
-    def visit(child):
-        found.append(child)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return found
 
 
 def _candidate(loop: ir.Operation, factor: int):
@@ -66,7 +56,7 @@ def _candidate(loop: ir.Operation, factor: int):
     if cooperative_reduction(loop, outputs):
         return None
     inner = _innermost(ops[0])
-    nest = _nested_ops(inner)
+    nest = nested_ops(inner)
     stores = [op for op in nest if op.name == "memref.store"]
     if len(stores) != 1:
         return None
@@ -139,12 +129,9 @@ def _outer_product(nest: list[ir.Operation], store: ir.Operation, i: ir.Value, j
 
 
 @dataclass(frozen=True)
-class GpuCoarsen:
+class GpuCoarsen(PythonPass):
     name = "gpu-coarsen"
     factor: int = 4
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="GpuCoarsen", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         with module.location:
@@ -173,7 +160,7 @@ class GpuCoarsen:
         offsets = [o for o in itertools.product(range(factor), repeat=len(positions)) if any(o)]
         copies = [inner.clone(ir.InsertionPoint(inner)) for _ in offsets]  # all from the original body
         for offset, copy in zip(offsets, copies):
-            for op in _nested_ops(copy):
+            for op in nested_ops(copy):
                 for position, d in zip(positions, offset):
                     op.replace_uses_of_with(ivs[position], shifted[position][d])
             copy_body = copy.regions[0].blocks[0]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from .ir_helpers import PythonPass
+
 
 def _mapping(processor: str) -> ir.Attribute:
     return ir.ArrayAttr.get([ir.Attribute.parse(
@@ -139,12 +141,9 @@ def block_size(trip_count: int, max_threads: int) -> int:
 
 
 @dataclass(frozen=True)
-class GpuDistribute:
+class GpuDistribute(PythonPass):
     name = "gpu-distribute"
     max_threads: int = 256
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="GpuDistribute", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         with module.location:

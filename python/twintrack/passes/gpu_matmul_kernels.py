@@ -21,13 +21,13 @@ from pathlib import Path
 from mlir import ir
 
 from ..kernels.epilogue import Epilogue, EpilogueInput, EpilogueOp
-from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands
+from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands, element_bytes
 from ..kernels.mma_matmul import MmaTileConfig, mma_matmul_module
 from ..kernels.simt_matmul import TileConfig, simt_matmul_module
-from .ir_helpers import defining_op
+from .ir_helpers import PythonPass, defining_op, nested_ops
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
-ELEMENTS = {"f32": 4, "f16": 2, "bf16": 2}
+ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 
 
 # The pinned convert-nvgpu-to-nvvm cannot type a bf16 mma.sync ("failed to
@@ -79,7 +79,7 @@ def _aligned(memref_type: ir.MemRefType) -> bool:
     if element not in ELEMENTS or not memref_type.has_static_shape:
         return False
     strides, offset = memref_type.get_strides_and_offset()
-    per_vector = VECTOR_BYTES // ELEMENTS[element]
+    per_vector = VECTOR_BYTES // element_bytes(element)
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     if offset == dynamic or dynamic in strides or strides[-1] != 1:
         return False
@@ -257,21 +257,11 @@ class _MatmulSite:
 
 
 @dataclass(frozen=True)
-class GpuMatmulKernels:
+class GpuMatmulKernels(PythonPass):
     name = "gpu-matmul-kernels"
 
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="GpuMatmulKernels", argument=self.name)
-
     def _run(self, module: ir.Operation, pass_) -> None:
-        matmuls = []
-
-        def collect(op: ir.Operation):
-            if op.name in ("linalg.matmul", "linalg.batch_matmul"):
-                matmuls.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(collect)
+        matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
         table = load_tile_table()
         replaced = 0
         for op in matmuls:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import defining_op
+from .ir_helpers import PythonPass, defining_op
 
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
 _PLAIN_USERS = ("linalg.", "memref.dealloc", "memref.copy", "func.call") + _RESHAPES
@@ -50,11 +50,8 @@ def _is_identity(map_attr) -> bool:
 
 
 @dataclass(frozen=True)
-class ReuseDeadInputs:
+class ReuseDeadInputs(PythonPass):
     name = "reuse-dead-inputs"
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="ReuseDeadInputs", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         for func in module.regions[0].blocks[0].operations:

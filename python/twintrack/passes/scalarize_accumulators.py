@@ -23,6 +23,7 @@ from mlir import ir
 from mlir.dialects import scf
 
 from .gpu_distribute import COMBINERS, as_operation
+from .ir_helpers import PythonPass, nested_ops
 
 
 def _defined_outside(value: ir.Value, loop: ir.Operation) -> bool:
@@ -98,22 +99,11 @@ def _touches(loop: ir.Operation, buffers: set) -> bool:
 
 
 @dataclass(frozen=True)
-class ScalarizeAccumulators:
+class ScalarizeAccumulators(PythonPass):
     name = "scalarize-accumulators"
 
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="ScalarizeAccumulators", argument=self.name)
-
     def _run(self, module: ir.Operation, pass_) -> None:
-        loops = []
-
-        def collect(op: ir.Operation):
-            if op.name == "scf.for":
-                loops.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(collect, ir.WalkOrder.POST_ORDER)
-        for loop in loops:
+        for loop in nested_ops(module, lambda op: op.name == "scf.for", ir.WalkOrder.POST_ORDER):
             matches = _match(loop)
             if matches:
                 self._rewrite(loop, matches)

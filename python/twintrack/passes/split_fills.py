@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import defining_op
+from .ir_helpers import PythonPass, defining_op, nested_ops
 
 
 def _owner_name(value: ir.Value) -> str | None:
@@ -23,22 +23,11 @@ def _owner_name(value: ir.Value) -> str | None:
 
 
 @dataclass(frozen=True)
-class SplitFills:
+class SplitFills(PythonPass):
     name = "split-fills"
 
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="SplitFills", argument=self.name)
-
     def _run(self, module: ir.Operation, pass_) -> None:
-        fills = []
-
-        def collect(op: ir.Operation):
-            if op.name == "linalg.fill" and len(op.results) == 1:
-                fills.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(collect)
-        for fill in fills:
+        for fill in nested_ops(module, lambda op: op.name == "linalg.fill" and len(op.results) == 1):
             uses = [(use.owner, use.operand_number) for use in fill.results[0].uses]
             if len(uses) < 2:
                 continue

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
+from .ir_helpers import PythonPass
+
 _LOADS = ("affine.load", "memref.load")
 _STORES = ("affine.store", "memref.store")
 
@@ -61,11 +63,8 @@ def _widen_function_type(func: ir.Operation) -> None:
 
 
 @dataclass(frozen=True)
-class WidenBoolBuffers:
+class WidenBoolBuffers(PythonPass):
     name = "widen-bool-buffers"
-
-    def add_to(self, pm) -> None:
-        pm.add(self._run, name="WidenBoolBuffers", argument=self.name)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         loads, stores, funcs = [], [], []

@@ -8,8 +8,15 @@ from pathlib import Path
 import torch
 
 from ..errors import ArtifactError, InputMismatchError
-from .cuda_driver import CudaError, KernelModule, PreparedLaunch, cuda_stream, require_gpu
+from .cuda_driver import (
+    CudaError,
+    KernelModule,
+    PreparedLaunch,
+    cuda_stream,
+    require_gpu,
+)
 from .plan import validate_plan
+
 
 class GpuExecutable:
     """Callable over (state..., inputs...) CUDA tensors; returns the outputs."""
