@@ -87,6 +87,7 @@ def kernel_entry(launch: dict, resources: Resources) -> dict:
         "name": launch["module"],
         "path": launch.get("path", "generic"),
         "source_ops": launch["source_ops"],
+        "source_keys": launch.get("source_keys", []),
         "grid": launch["grid"],
         "block": launch["block"],
         "registers": resources.registers,

@@ -185,11 +185,16 @@ class _PlanBuilder:
             "grid": dims[:3], "block": dims[3:],
             "dynamic_shared_bytes": self.scalars[self._key(shared)] if shared is not None else 0,
             "args": args,
-            "source_ops": [s.value for s in attrs["twintrack.source_ops"]] if "twintrack.source_ops" in attrs else [],
+            "source_ops": _strings(attrs, "twintrack.source_ops"),
+            "source_keys": _strings(attrs, "twintrack.source_keys"),
             "flops": attrs["twintrack.flops"].value if "twintrack.flops" in attrs else None,
             "bytes": attrs["twintrack.bytes"].value if "twintrack.bytes" in attrs else None,
             "path": attrs["twintrack.path"].value if "twintrack.path" in attrs else "generic",
         })
+
+
+def _strings(attrs, name: str) -> list[str]:
+    return [s.value for s in attrs[name]] if name in attrs else []
 
 
 def _buffers_used(step: dict) -> set[str]:

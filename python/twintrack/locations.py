@@ -1,13 +1,65 @@
-"""Source locations as users read them."""
+"""Source locations as users read them, and as both tracks match them."""
 
-# frontend adds the ATen op to each node's stack trace as a frame with this
-# file-name prefix and line 0, so every MLIR location names its torch op.
+from __future__ import annotations
+
+import re
+
+# frontend adds the ATen op to each node's stack trace as an innermost frame
+# with this file-name prefix and line 0, so every MLIR location names its op.
 OP_FRAME_PREFIX = "aten."
+
+# Frames inside these are the framework's, not the model's: the same model
+# line calls them through different torch code in torch.export and Dynamo.
+_LIBRARY_FRAME = re.compile(r"(^|/)(torch|functorch)/|twintrack/frontend\.py$")
+_STACK_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
 def short_location(location) -> str:
     """'loc("model.py":12:5)' -> 'model.py:12:5'. A callsite keeps its
     innermost frame; if that frame is the op marker, 'aten.addmm at model.py:12:5'."""
+    frames = _location_frames(location)
+    if len(frames) > 1 and frames[0].startswith(OP_FRAME_PREFIX) and frames[0].endswith(":0:0"):
+        return f"{frames[0][:-4]} at {frames[1]}"
+    return frames[0]
+
+
+def location_source_key(location) -> str | None:
+    """The source key of an MLIR location whose innermost frame is the op marker."""
+    frames, op = [], None
+    for frame in _location_frames(location):
+        path, _, rest = frame.partition(":")
+        line = rest.split(":")[0]
+        if path.startswith(OP_FRAME_PREFIX):
+            op = path
+        elif line.isdigit():
+            frames.append((path, int(line)))
+    return source_key(op, frames[::-1]) if op else None
+
+
+def stack_trace_source_key(op: str, stack_trace: str | None) -> str | None:
+    """The source key of an FX node: its op ('aten.addmm') and stack trace."""
+    frames = [(path, int(line)) for path, line in _STACK_TRACE_FRAME.findall(stack_trace or "")]
+    return source_key(op, frames)
+
+
+def source_key(op: str, frames: list[tuple[str, int]]) -> str | None:
+    """'aten.addmm @ zoo.py:116 > zoo.py:99': the op and the model's own
+    frames, outermost first. Library frames are left out, so the ops one model
+    line produces get the same frames in twintrack (torch.export) and in
+    Inductor (Dynamo), whatever torch version or checkout path each ran with.
+    None if no frame is the model's."""
+    own = [f"{path.rsplit('/', 1)[-1]}:{line}" for path, line in frames if not _LIBRARY_FRAME.search(path)]
+    return f"{op} @ {' > '.join(own)}" if own else None
+
+
+def key_frames(key: str) -> str:
+    """The frames part of a source key: what both tracks agree on, whatever
+    ops their decompositions produced."""
+    return key.partition(" @ ")[2]
+
+
+def _location_frames(location) -> list[str]:
+    """The frames of a location, innermost first, as 'file:line:col'."""
     text = str(location)
     if text.startswith("loc(") and text.endswith(")"):
         text = text[4:-1]
@@ -18,11 +70,7 @@ def short_location(location) -> str:
         callee, _, text = text[len("callsite("):].partition(" at ")
         frames.append(callee)
     frames.append(text.rstrip(")"))
-    frames = [f.replace('"', "") for f in frames]
-    if len(frames) > 1 and frames[0].startswith(OP_FRAME_PREFIX) and frames[0].endswith(":0:0"):
-        caller = frames[1].removeprefix("callsite(")
-        return f"{frames[0][:-4]} at {caller}"
-    return frames[0]
+    return [f.replace('"', "").removeprefix("callsite(") for f in frames]
 
 
 def _first_fused_part(text: str) -> str:

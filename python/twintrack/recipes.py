@@ -83,12 +83,18 @@ class PipelineVariables(Mapping):
 
 
 def _fusion_options(lowering_dir: Path, target: str, fuse: bool, explain: bool) -> str:
-    path = lowering_dir / "targets" / f"{target}.toml"
-    roofline = _read(path) if path.is_file() else {}
-    options = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in roofline.items()]
+    roofline = target_roofline(target, lowering_dir)
+    options = [f"{key}={str(value).lower() if isinstance(value, bool) else value}" for key, value in roofline.items()
+               if not isinstance(value, dict)]  # tables are for other readers (tools/compare.py)
     options += [] if fuse else ["fuse=false"]
     options += ["explain=true"] if explain else []
     return " ".join(options)
+
+
+def target_roofline(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> dict:
+    """lowering/targets/<target>.toml: the target's bandwidth, flop rates and fusion limits."""
+    path = Path(lowering_dir) / "targets" / f"{target}.toml"
+    return _read(path) if path.is_file() else {}
 
 
 def _libdevice() -> str:

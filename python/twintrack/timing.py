@@ -10,11 +10,15 @@ from typing import Callable
 import torch
 
 
-def median_ms(fn: Callable[[], object], device: str, warmup: int = 3, repeat: int = 20) -> float:
+def median_ms(fn: Callable[[], object], device: str, warmup: int = 3, repeat: int = 20,
+              before: Callable[[], object] | None = None) -> float:
+    """`before` runs ahead of each sample, untimed (an L2 flush, say)."""
     for _ in range(warmup):
         fn()
     samples = []
     for _ in range(repeat):
+        if before is not None:
+            before()
         if device == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

@@ -3,6 +3,8 @@
 Attributes added to the launch (the host function survives the later stages,
 so the kernel report and the host plan read them from there):
   twintrack.source_ops  the torch source locations of the kernel's ops
+  twintrack.source_keys their model-code frames (locations.source_key), by
+                        which tools/compare.py matches kernels across tracks
   twintrack.flops       floating-point ops (per thread, times the enclosing
                         scf.for trip counts, times the threads the bounds
                         guard lets through)
@@ -21,22 +23,8 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
-from ..locations import short_location
-from .ir_helpers import PythonPass
-
-_NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "arith.truncf",
-              "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
-
-
-def _is_float(t: ir.Type) -> bool:
-    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
-
-
-def _float_lanes(t: ir.Type) -> int:
-    """Floating-point values in a result: 1 for a scalar, the lanes of a vector, else 0."""
-    if isinstance(t, ir.VectorType):
-        return math.prod(t.shape) if _is_float(t.element_type) else 0
-    return 1 if _is_float(t) else 0
+from ..locations import location_source_key, short_location
+from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
 
 
 def _constant(value: ir.Value) -> int | None:
@@ -67,10 +55,9 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
                     continue
                 if child.name == "scf.if" and _is_leader_only(child):
                     continue  # one thread per block folds the block's total: negligible
-                if child.name.split(".")[0] in ("arith", "math") and child.name not in _NOT_FLOPS \
-                        or child.name == "vector.fma":
-                    lanes = _float_lanes(child.results[0].type) if child.results else 0
-                    total += multiplier * lanes * (2 if child.name.endswith(".fma") else 1)
+                scalar_flops = elementwise_flops(child)
+                if scalar_flops:
+                    total += multiplier * scalar_flops
                 elif child.name == "nvgpu.mma.sync":
                     total += multiplier * _mma_flops_per_lane(child)
                 total += _flops_per_thread(child, multiplier)
@@ -102,17 +89,22 @@ def _active_threads(kernel: ir.Operation, launched: int) -> int:
     return launched
 
 
-def _source_ops(kernel: ir.Operation) -> list[str]:
-    seen: dict[str, None] = {}
+def _source_ops(kernel: ir.Operation) -> tuple[list[str], list[str]]:
+    """The kernel's torch source locations and their source keys, first seen first."""
+    locations: dict[str, None] = {}
+    keys: dict[str, None] = {}
 
     def visit(op: ir.Operation):
         where = short_location(op.location)
         if ":" in where and where != "unknown":
-            seen.setdefault(where)
+            locations.setdefault(where)
+        key = location_source_key(op.location)
+        if key:
+            keys.setdefault(key)
         return ir.WalkResult.ADVANCE
 
     kernel.walk(visit)
-    return list(seen)
+    return list(locations), list(keys)
 
 
 def _kernel_path(kernel: ir.Operation) -> str:
@@ -126,11 +118,6 @@ def _kernel_path(kernel: ir.Operation) -> str:
 
     kernel.walk(visit)
     return found[0] if found else "generic"
-
-
-def _memref_bytes(t: ir.MemRefType) -> int:
-    width = t.element_type.width if hasattr(t.element_type, "width") else 8
-    return math.prod(t.shape) * max(1, width // 8)
 
 
 @dataclass(frozen=True)
@@ -162,11 +149,12 @@ class AnnotateKernels(PythonPass):
         launched = math.prod(_constant(v) or 1 for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
                                                          view.blockSizeX, view.blockSizeY, view.blockSizeZ))
         flops = _flops_per_thread(kernel) * _active_threads(kernel, launched)
-        moved = sum(_memref_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
+        moved = sum(shaped_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
         i64 = ir.IntegerType.get_signless(64)
+        locations, keys = _source_ops(kernel)
         with launch.context:
-            launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(s) for s in _source_ops(kernel)])
+            launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in locations])
+            launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
             launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
             launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, moved)
             launch.attributes["twintrack.path"] = ir.StringAttr.get(_kernel_path(kernel))

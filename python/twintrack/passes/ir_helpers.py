@@ -3,6 +3,7 @@ manager, and small helpers over the `mlir` Python bindings."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from mlir import ir
@@ -38,3 +39,33 @@ def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda
 
     root.walk(visit, order)
     return found
+
+
+def shaped_bytes(t: ir.ShapedType) -> int:
+    """Bytes of a static tensor or memref (i1 counts as a byte)."""
+    width = t.element_type.width if hasattr(t.element_type, "width") else 8
+    return math.prod(t.shape) * max(1, width // 8)
+
+
+_NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "arith.truncf",
+              "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast"}
+
+
+def elementwise_flops(op: ir.Operation) -> int:
+    """Floating-point ops one arith/math op (or vector.fma) does: its float
+    lanes, twice for a fused multiply-add; 0 for conversions and selects."""
+    if not (op.name.split(".")[0] in ("arith", "math") and op.name not in _NOT_FLOPS or op.name == "vector.fma"):
+        return 0
+    lanes = _float_lanes(op.results[0].type) if op.results else 0
+    return lanes * (2 if op.name.endswith(".fma") else 1)
+
+
+def _is_float(t: ir.Type) -> bool:
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+def _float_lanes(t: ir.Type) -> int:
+    """Floating-point values in a result: 1 for a scalar, the lanes of a vector, else 0."""
+    if isinstance(t, ir.VectorType):
+        return math.prod(t.shape) if _is_float(t.element_type) else 0
+    return 1 if _is_float(t) else 0

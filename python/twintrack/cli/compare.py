@@ -1,0 +1,94 @@
+"""tools/compare.py MODEL [--device cpu|cuda] [--html REPORT.html]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .common import add_debug_flag, progress, run_main
+
+EPILOG = """\
+Runs eager PyTorch, Inductor (torch.compile) and twintrack on the same fresh
+random inputs and prints:
+- per track: end-to-end latency, compile time, kernel count, and the error
+  against a float64 eager reference;
+- each twintrack kernel beside the Inductor kernels that compute the same torch
+  ops (matched by op and model source line): fused ops, bytes moved, flops,
+  registers and shared memory, time, and the fraction of the roofline floor
+  (bytes at the copy bandwidth or flops at peak, whichever is longer).
+
+On the CPU, twintrack's kernels are its fusion dispatches; times are end to
+end only. On the GPU (--device cuda), each kernel is timed on the device
+(median of --repeat profiled runs, L2 flushed before each) and Inductor's
+Triton IR (TTIR, TTGIR, LLIR, PTX) is kept. A GPU machine cannot compile the
+MLIR track: pass a twintrack artifact compiled elsewhere with --artifact
+(tools/compile.py MODEL --pipeline gpu -o OUTDIR).
+
+MODEL is a zoo model (zoo:transformer_block), a file.py:factory, or a
+torch.export file, as for tools/compile.py. Inductor failing on a model is
+reported in the table, not an error. Errors exit with code 2.
+
+Examples:
+  tools/compare.py zoo:transformer_block --html out/compare.html
+  tools/compare.py zoo:mlp --device cuda --artifact artifacts/mlp --json out/mlp.json
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compare.py", description="Compare twintrack's kernels with Inductor's, side by side.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", metavar="MODEL")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where all three tracks run (default: cpu)")
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="cast the model first (default: as it is)")
+    parser.add_argument("--artifact", type=Path, metavar="OUTDIR",
+                        help="a twintrack GPU artifact of MODEL to run instead of compiling (required where the MLIR "
+                             "toolchain is not installed, e.g. on the GPU machine)")
+    parser.add_argument("--html", type=Path, metavar="REPORT.html", help="also write a self-contained HTML report")
+    parser.add_argument("--json", type=Path, metavar="REPORT.json", help="also write the full report as JSON")
+    parser.add_argument("--repeat", type=int, default=50, help="timed runs per track and profiled runs per kernel (default: 50)")
+    parser.add_argument("--inductor-mode", choices=["default", "max-autotune", "reduce-overhead"], default="default",
+                        help="torch.compile mode for the Inductor track (default: default)")
+    add_debug_flag(parser)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..compare.comparison import CompareRequest, run_comparison
+    from ..compare.table import render_table
+    from ..errors import UsageError
+    if args.device == "cuda":
+        from ..runtime.cuda_driver import require_gpu
+        require_gpu()
+    if args.artifact is not None and args.device != "cuda":
+        raise UsageError("--artifact runs a GPU artifact: use it with --device cuda")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    request = CompareRequest(args.model, args.device, args.dtype, args.artifact, args.repeat,
+                             None if args.inductor_mode == "default" else args.inductor_mode)
+    report = run_comparison(request, progress=progress)
+    print(render_table(report), end="")
+    if args.json:
+        _write(args.json, json.dumps(report, indent=1) + "\n")
+    if args.html:
+        from ..compare.html_report import render_html
+        _write(args.html, render_html(report))
+        progress(f"wrote {args.html}")
+    return 0
+
+
+def _write(path: Path, text: str) -> None:
+    """Write whole or not at all: a temporary sibling renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def entry(argv=None) -> int:
+    return run_main(main, build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(entry())

@@ -1,0 +1,107 @@
+"""The twintrack side of a comparison: a callable on (inputs...) and its kernels.
+
+- CPU: compiled here; its kernels are the dispatches of the fusion stage
+  (dispatch_report), each with its MLIR.
+- GPU: a precompiled artifact (the GPU machine cannot compile the MLIR track)
+  or, where the toolchain is installed, one compiled now; its kernels are the
+  kernel report's, each with its PTX and gpu.module MLIR.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.utils._pytree as pytree
+
+from ..frontend import ModelSource, model_state
+
+
+@dataclass
+class TwintrackTrack:
+    run: Callable[..., list[torch.Tensor]]  # inputs -> flat outputs
+    kernels: list[dict]
+    compile_seconds: float | None
+    program: object | None                 # the torch.export program, for the op graph
+
+
+def cpu_track(source: ModelSource) -> TwintrackTrack:
+    from .. import api
+    from ..dispatch_report import dispatch_report
+    start = time.perf_counter()
+    exported = api.export(source.module, source.example_inputs)
+    lowered = exported.lower(to="fusion", target="cpu")
+    kernels = dispatch_report(lowered.compilation.module)
+    compiled = lowered.compile("cpu")
+    seconds = time.perf_counter() - start
+    return TwintrackTrack(lambda *xs: flat_outputs(compiled(*xs)), kernels, seconds, exported.exported.program)
+
+
+def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path) -> TwintrackTrack:
+    """Run `artifact`; without one, compile `source` into `scratch` first."""
+    from ..artifact import read_manifest
+    from ..runtime import load
+    if artifact is None:
+        artifact = _compile_gpu_artifact(source, scratch / "twintrack-gpu")
+    manifest = read_manifest(artifact)
+    executable = load(artifact)
+    state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
+    kernels = [_gpu_kernel(index, entry, artifact) for index, entry in enumerate(manifest["kernels"])]
+    return TwintrackTrack(lambda *xs: executable(*state, *xs), kernels, manifest.get("compile_seconds"),
+                          _exported_program(source, manifest["frozen"]))
+
+
+def _compile_gpu_artifact(source: ModelSource, outdir: Path) -> Path:
+    from .. import api
+    from ..artifact import read_manifest, record_compile_time
+    start = time.perf_counter()
+    api.export(source.module, source.example_inputs).lower(to=None, target="gpu").save(outdir)
+    record_compile_time(outdir, read_manifest(outdir), time.perf_counter() - start)
+    return outdir
+
+
+def _gpu_kernel(index: int, entry: dict, artifact: Path) -> dict:
+    ptx = artifact / entry["ptx"]
+    sources = {"ptx": ptx.read_text()} if ptx.is_file() else {}
+    mlir = _gpu_module_text(artifact, entry["name"])
+    if mlir:
+        sources["mlir"] = mlir
+    return {"index": index, "name": entry["name"], "kind": entry.get("path", "generic"),
+            "source_ops": entry["source_ops"], "source_keys": entry.get("source_keys", []),
+            "bytes": entry["bytes"], "flops": entry["flops"], "registers": entry["registers"],
+            "spills": entry["spills"], "shared_bytes": entry["shared_bytes"],
+            "grid": entry["grid"], "block": entry["block"], "sources": sources}
+
+
+def _gpu_module_text(artifact: Path, name: str) -> str | None:
+    """The kernel's gpu.module as the outline stage left it."""
+    dumps = sorted((artifact / "stages").glob("*-outline.mlir"))
+    if not dumps:
+        return None
+    text = dumps[-1].read_text()
+    match = re.search(rf"^( *)gpu\.module @{re.escape(name)}\b.*?^\1}}", text, re.DOTALL | re.MULTILINE)
+    return match.group(0) if match else None
+
+
+def _exported_program(source: ModelSource, frozen: bool):
+    """The program torch.export makes of the model here (for the op graph); None if it cannot."""
+    from ..errors import TwintrackError
+    from ..frontend import export_model
+    try:
+        return export_model(source, freeze=frozen).program
+    except TwintrackError:
+        return None
+
+
+def flat_outputs(outputs) -> list[torch.Tensor]:
+    """A model's outputs (a tensor, or nested tuples and dicts of them) as a list."""
+    return [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+
+
+def scratch_directory() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="twintrack-compare-")
