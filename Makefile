@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 BUILT := $(VENV)/.built
+CHROMIUM := /usr/bin/chromium
 CPP_SOURCES := CMakeLists.txt $(shell find dialects tools/twintrack-opt -type f)
 
 # The venv and its pinned packages, set up again only when pyproject.toml
@@ -26,15 +27,25 @@ $(BUILT): $(STAMP) $(CPP_SOURCES)
 	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) --no-build-isolation -e '.[test]'
 	touch $(BUILT)
 
+# The comparison of both tracks on the transformer block: the table, and
+# out/compare-transformer_block.html. On the GPU when torch sees one.
 demo: $(BUILT)
-	$(PY) tools/compile.py zoo:transformer_block --pipeline cpu -o out/transformer_block --time-stages
-	$(PY) tools/run.py out/transformer_block --check
+	$(PY) tools/compare.py zoo:transformer_block --html out/compare-transformer_block.html \
+	  --device $$($(PY) -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')")
 
 lit: $(BUILT)
 	$(VENV)/bin/lit -q test
 
-pytest: $(BUILT)
+pytest: $(BUILT) $(CHROMIUM)
 	$(PY) -m pytest -q test/python
+
+# Headless Chromium renders the HTML report in its test (Debian's package;
+# where it cannot be installed, that test skips and says why).
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null) \
+	    || echo "chromium could not be installed: the HTML report test will skip"; \
+	else echo "chromium not installed (apt-get install chromium as root): the HTML report test will skip"; fi
 
 test: lit pytest
 

@@ -52,12 +52,6 @@ def source_key(op: str, frames: list[tuple[str, int]]) -> str | None:
     return f"{op} @ {' > '.join(own)}" if own else None
 
 
-def key_frames(key: str) -> str:
-    """The frames part of a source key: what both tracks agree on, whatever
-    ops their decompositions produced."""
-    return key.partition(" @ ")[2]
-
-
 def _location_frames(location) -> list[str]:
     """The frames of a location, innermost first, as 'file:line:col'."""
     text = str(location)

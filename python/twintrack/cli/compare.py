@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import add_debug_flag, progress, run_main
+from .common import add_debug_flag, progress, run_main, write_whole
 
 EPILOG = """\
 Runs eager PyTorch, Inductor (torch.compile) and twintrack on the same fresh
@@ -70,20 +70,13 @@ def main(args: argparse.Namespace) -> int:
     report = run_comparison(request, progress=progress)
     print(render_table(report), end="")
     if args.json:
-        _write(args.json, json.dumps(report, indent=1) + "\n")
+        write_whole(args.json, json.dumps(report, indent=1) + "\n")
     if args.html:
         from ..compare.html_report import render_html
-        _write(args.html, render_html(report))
+        write_whole(args.html, render_html(report))
         progress(f"wrote {args.html}")
     return 0
 
-
-def _write(path: Path, text: str) -> None:
-    """Write whole or not at all: a temporary sibling renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
 
 
 def entry(argv=None) -> int:

@@ -17,7 +17,6 @@ from ..recipes import target_roofline
 from ..timing import median_ms
 from .matching import kernel_groups, op_graph
 from .twintrack_track import (
-    TwintrackTrack,
     cpu_track,
     flat_outputs,
     gpu_track,
@@ -38,66 +37,70 @@ class CompareRequest:
 
 
 def run_comparison(request: CompareRequest, progress: Callable[[str], None] = lambda _: None) -> dict:
+    if request.device == "cuda":
+        use_exact_float32()
     source = load_model(request.model, request.dtype)
-    dtype = request.dtype or "float32"
     inputs = random_inputs([TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
                            seed=INPUT_SEED)
     reference = float64_reference(source.module, inputs)
     device_inputs = [x.to(request.device) for x in inputs]
-    flush = _l2_flush(request.device)
-    timer = _Timer(request, flush)
+    timer = _Timer(request, l2_flush(request.device), device_inputs, reference)
 
     progress("eager")
     eager_module = copy.deepcopy(source.module).to(request.device)
-    eager = timer.track(lambda *xs: flat_outputs(eager_module(*xs)), device_inputs, reference)
-
+    eager = {"compile_seconds": None, "kernel_count": None, "error": None,
+             **timer.track(lambda *xs: flat_outputs(eager_module(*xs)))}
     progress(f"inductor (torch.compile{', mode=' + request.inductor_mode if request.inductor_mode else ''})")
-    inductor, inductor_run, inductor_kernels = _inductor_track(request, copy.deepcopy(source.module).to(request.device),
-                                                               device_inputs)
-    if inductor_run is not None:
-        inductor.update(timer.track(inductor_run, device_inputs, reference))
-        inductor_kernels = timer.kernel_times(inductor_run, device_inputs, inductor_kernels, _inductor_site)
-
-    with scratch_directory() as scratch:
-        progress("twintrack")
-        track = _twintrack_track(request, source, Path(scratch))
-        twintrack = {"compile_seconds": track.compile_seconds, "kernel_count": len(track.kernels), "error": None,
-                     **timer.track(track.run, device_inputs, reference)}
-        twintrack_kernels = timer.kernel_times(track.run, device_inputs, track.kernels, lambda k: k["name"])
+    inductor, inductor_kernels = _inductor_track(request, copy.deepcopy(source.module).to(request.device), timer)
+    progress("twintrack")
+    twintrack, twintrack_kernels, program = _twintrack_track(request, source, timer)
 
     kernels = {"twintrack": twintrack_kernels, "inductor": inductor_kernels}
+    dtype = request.dtype or "float32"
     ceilings = _ceilings(request, dtype)
-    for track_kernels in kernels.values():
-        for kernel in track_kernels:
-            kernel["roofline_fraction"] = _roofline_fraction(kernel, ceilings)
+    for kernel in twintrack_kernels + inductor_kernels:
+        kernel["roofline_fraction"] = _roofline_fraction(kernel, ceilings)
     return {
         "model": request.model, "device": request.device, "dtype": dtype,
         "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
         "date": date.today().isoformat(), "torch": torch.__version__, "ceilings": ceilings,
-        "tracks": {"eager": {"compile_seconds": None, "kernel_count": None, "error": None, **eager},
-                   "inductor": inductor, "twintrack": twintrack},
+        "tracks": {"eager": eager, "inductor": inductor, "twintrack": twintrack},
         "kernels": kernels, "groups": kernel_groups(kernels),
-        "graph": op_graph(track.program, kernels) if track.program is not None else {"nodes": [], "edges": []},
+        "graph": op_graph(program, kernels) if program is not None else {"nodes": [], "edges": []},
         "notes": _notes(request, kernels, {"inductor": inductor, "twintrack": twintrack}),
     }
 
 
+def use_exact_float32() -> None:
+    """float32 means float32 on every track: cuDNN's convolutions would use
+    TF32 by default (matmuls already do not), 1e-4-level errors that fail
+    the float32 tolerance. twintrack's float32 kernels are exact."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def measure_track(run, inputs, reference, device: str, repeat: int, flush=None) -> dict:
+    """A track's end-to-end latency (median of `repeat` runs after warm-up;
+    CUDA events on the GPU, with `flush` before each) and its largest
+    relative error against the float64 reference."""
+    with torch.no_grad():
+        outputs = [y.cpu() for y in run(*inputs)]
+        latency = median_ms(lambda: run(*inputs), device, warmup=5, repeat=repeat, before=flush)
+    errors = [relative_error(y, ref) for y, ref in zip(outputs, reference)]
+    return {"latency_ms": latency, "rel_error": max(errors) if len(outputs) == len(reference) else float("nan")}
+
+
 class _Timer:
-    """End-to-end latency (median of `repeat` runs, CUDA events, L2 flushed
-    before each on the GPU) and error of a track, and per-kernel times."""
+    """measure_track with the request's device, repeats, L2 flush, inputs and
+    reference; and each kernel's time."""
 
-    def __init__(self, request: CompareRequest, flush):
-        self.request, self.flush = request, flush
+    def __init__(self, request: CompareRequest, flush, inputs, reference):
+        self.request, self.flush, self.inputs, self.reference = request, flush, inputs, reference
 
-    def track(self, run, inputs, reference) -> dict:
-        with torch.no_grad():
-            outputs = [y.cpu() for y in run(*inputs)]
-            latency = median_ms(lambda: run(*inputs), self.request.device, warmup=5,
-                                repeat=self.request.repeat, before=self.flush)
-        errors = [relative_error(y, ref) for y, ref in zip(outputs, reference)]
-        return {"latency_ms": latency, "rel_error": max(errors) if len(outputs) == len(reference) else float("nan")}
+    def track(self, run) -> dict:
+        return measure_track(run, self.inputs, self.reference, self.request.device, self.request.repeat, self.flush)
 
-    def kernel_times(self, run, inputs, kernels: list[dict], site_of) -> list[dict]:
+    def kernel_times(self, run, kernels: list[dict], site_of) -> list[dict]:
         """Each kernel's median device time (GPU only; CPU kernels get None)."""
         for kernel in kernels:
             kernel.setdefault("ms", None)
@@ -105,7 +108,7 @@ class _Timer:
             return kernels
         from .gpu_profile import profile_kernels
         with torch.no_grad():
-            sites = profile_kernels(lambda: run(*inputs), [site_of(k) for k in kernels], repeat=self.request.repeat)
+            sites = profile_kernels(lambda: run(*self.inputs), [site_of(k) for k in kernels], repeat=self.request.repeat)
         return _attach_sites(kernels, sites, site_of)
 
 
@@ -131,18 +134,22 @@ def _attach_sites(kernels: list[dict], sites, site_of) -> list[dict]:
     return kernels + extra
 
 
-def _inductor_track(request: CompareRequest, module, inputs):
-    """(track figures, its callable, its kernels); no callable if Inductor failed."""
+def _inductor_track(request: CompareRequest, module, timer: _Timer) -> tuple[dict, list[dict]]:
+    """Inductor's figures and kernels (none if it failed: the figures say why)."""
     from ..inductor import compile_with_inductor
-    result = compile_with_inductor(module, inputs, mode=request.inductor_mode)
+    result = compile_with_inductor(module, timer.inputs, mode=request.inductor_mode)
     if result.error:
         return {"latency_ms": None, "rel_error": None, "compile_seconds": None, "kernel_count": None,
-                "error": result.error}, None, []
+                "error": result.error}, []
     if request.device == "cuda":
         from ..inductor.triton_artifacts import attach_triton_artifacts
         attach_triton_artifacts(result.kernels, result.cache_dir)
-    figures = {"compile_seconds": result.compile_seconds, "kernel_count": len(result.kernels), "error": None}
-    return figures, lambda *xs: flat_outputs(result.compiled(*xs)), [k.as_dict() for k in result.kernels]
+
+    def run(*xs):
+        return flat_outputs(result.compiled(*xs))
+    figures = {"compile_seconds": result.compile_seconds, "kernel_count": len(result.kernels), "error": None,
+               **timer.track(run)}
+    return figures, timer.kernel_times(run, [k.as_dict() for k in result.kernels], _inductor_site)
 
 
 def _inductor_site(kernel: dict) -> str:
@@ -153,10 +160,17 @@ def _inductor_site(kernel: dict) -> str:
     return "aten::" + kernel["name"].removesuffix(".default").rsplit(".", 1)[-1]
 
 
-def _twintrack_track(request: CompareRequest, source, scratch: Path) -> TwintrackTrack:
-    if request.device == "cuda":
-        return gpu_track(source, request.artifact, scratch)
-    return cpu_track(source)
+def _twintrack_track(request: CompareRequest, source, timer: _Timer) -> tuple[dict, list[dict], object]:
+    """twintrack's figures, kernels, and the exported program (for the op graph)."""
+    with scratch_directory() as scratch:
+        track = gpu_track(source, request.artifact, Path(scratch)) if request.device == "cuda" else cpu_track(source)
+        figures = {"compile_seconds": track.compile_seconds, "kernel_count": len(track.kernels), "error": None,
+                   **timer.track(track.run)}
+        kernels = timer.kernel_times(track.run, track.kernels, lambda k: k["name"])
+        if track.graph_run is not None:
+            graphed = timer.track(track.graph_run)
+            figures.update(graph_latency_ms=graphed["latency_ms"], graph_rel_error=graphed["rel_error"])
+    return figures, kernels, track.program
 
 
 def _ceilings(request: CompareRequest, dtype: str) -> dict:
@@ -186,7 +200,8 @@ def _roofline_fraction(kernel: dict, ceilings: dict) -> float | None:
     return floor_s * 1e3 / kernel["ms"]
 
 
-def _l2_flush(device: str):
+def l2_flush(device: str):
+    """A function that evicts the L2 cache before a timed run (None on the CPU)."""
     if device != "cuda":
         return None
     from .gpu_profile import l2_flusher
@@ -194,17 +209,23 @@ def _l2_flush(device: str):
 
 
 def _notes(request: CompareRequest, kernels: dict, tracks: dict) -> list[str]:
-    notes = ["Groups join kernels of the two tracks that compute the same torch op at the same model line "
-             "(or, failing that, any op of the same model lines)."]
+    notes = ["Each twintrack kernel sits beside the Inductor kernel that computes the same torch ops at the same "
+             "model lines (else the one whose model lines are most alike), in launch order."]
     if request.device != "cuda":
         notes.append("Per-kernel times are measured on the GPU only; on the CPU the table shows the kernels and totals.")
         return notes
     notes.append(f"End-to-end: median of {request.repeat} runs, CUDA events, L2 flushed before each run. "
                  f"Per kernel: median of {request.repeat} profiled runs, each kernel's device time (CUPTI), L2 flushed before each run.")
+    notes.append("float32 is exact float32 on every track (TF32 off for cuDNN and cuBLAS).")
     for name, track in tracks.items():
         total = sum(k["ms"] or 0 for k in kernels[name])
         if track.get("latency_ms"):
             notes.append(f"{name}: kernels add up to {total:.3f} ms of {track['latency_ms']:.3f} ms end to end "
-                         f"({100 * total / track['latency_ms']:.0f}%); the rest is launch overhead and host work "
-                         f"between launches ({len(kernels[name])} launches).")
+                         f"({100 * total / track['latency_ms']:.0f}%); the rest is host work: launches, "
+                         f"allocations and the Python between them ({len(kernels[name])} launches).")
+    graph_ms = tracks["twintrack"].get("graph_latency_ms")
+    if graph_ms:
+        total = sum(k["ms"] or 0 for k in kernels["twintrack"])
+        notes.append(f"twintrack replayed as one CUDA graph (no host work per launch): {graph_ms:.3f} ms end to end, "
+                     f"its kernels {100 * total / graph_ms:.0f}% of it.")
     return notes

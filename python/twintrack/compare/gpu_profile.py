@@ -70,6 +70,8 @@ def kernels_from_trace(events: list[dict], expected: set[str]) -> list[DeviceKer
                   key=lambda e: (e["ts"], -e["dur"]))
     launches = {e["args"]["correlation"]: e for e in events
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    # Without a traced launch call, a kernel's 'External id' names the host op it ran under.
+    by_external_id = {e["args"]["External id"]: e for e in host if "External id" in e.get("args", {})}
     device = [e for e in events if e.get("cat") == "kernel" and "correlation" in e.get("args", {})]
     runs = [e for e in host if e["name"] == RUN_RANGE]
     per_run: list[list[tuple[dict, dict]]] = []
@@ -77,7 +79,7 @@ def kernels_from_trace(events: list[dict], expected: set[str]) -> list[DeviceKer
         inside = [e for e in host if e is not run and _inside(e, run)]
         attributed = []
         for kernel in device:
-            launch = launches.get(kernel["args"]["correlation"])
+            launch = launches.get(kernel["args"]["correlation"]) or by_external_id.get(kernel["args"].get("External id"))
             if launch is not None and _inside(launch, run):  # not the L2 flush between runs
                 attributed.append((_launch_site(launch, inside, expected), kernel))
         per_run.append(sorted(attributed, key=lambda pair: pair[1]["ts"]))

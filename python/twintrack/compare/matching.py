@@ -1,26 +1,73 @@
 """Which kernels of the two tracks cover the same torch ops.
 
 Both tracks name each op by a source key ('aten.addmm @ zoo.py:116 >
-zoo.py:99', locations.source_key). Each twintrack kernel sits beside the
-Inductor kernel it resembles most: the most op keys in common, then the
-most alike set of model lines (the tracks decompose some ops differently:
-twintrack keeps aten.native_layer_norm where Inductor has var_mean and
-rsqrt). A group is one Inductor kernel and the twintrack kernels beside it,
-or a kernel of either track that resembles none; groups run in launch order.
+zoo.py:99', locations.source_key). Two keys name the same op when their ops
+agree (after Inductor's decompositions: var_mean and rsqrt are a layer norm)
+and their model frames agree: the same innermost frame, and one frame list
+inside the other (Dynamo keeps wrapper frames, such as decorators, that
+torch.export's stack traces drop). Lines where one list only contains the
+other count half: one trace may stop at the call into a library.
+
+Each twintrack kernel sits beside the Inductor kernel it resembles most: the
+most ops in common, then the most alike model lines. A group is one Inductor
+kernel and the twintrack kernels beside it, or a kernel of either track that
+resembles none; groups run in launch order.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+
 import torch
 
 from ..inductor.graph_nodes import VIEW_OPS
-from ..locations import key_frames, stack_trace_source_key
+from ..locations import stack_trace_source_key
 
 TRACKS = ("twintrack", "inductor")
 
-
+# Ops Inductor's decompositions produce, by the op twintrack keeps whole.
+_DECOMPOSED_FROM = {"var_mean": "native_layer_norm", "rsqrt": "native_layer_norm",
+                    "amax": "_softmax", "_safe_softmax": "_softmax"}
 # Ops that run as matmul-like kernels in both tracks (library calls in Inductor).
 _CONTRACTIONS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "convolution", "linear"}
+
+
+@dataclass(frozen=True)
+class _Key:
+    op: str                      # 'addmm', decompositions folded back
+    frames: tuple[str, ...]      # model frames, outermost first
+
+    def same_lines(self, other: "_Key") -> bool:
+        short, long = sorted((self.frames, other.frames), key=len)
+        return bool(short) and short[-1] == long[-1] and _is_subsequence(short, long)
+
+    def lines_alike(self, other: "_Key") -> float:
+        """1 for the same lines; 0.5 when one is a caller of the other (a
+        stack trace may stop a frame early, at the call into a library)."""
+        if self.same_lines(other):
+            return 1.0
+        short, long = sorted((self.frames, other.frames), key=len)
+        return 0.5 if short and _is_subsequence(short, long) else 0.0
+
+    def same_op(self, other: "_Key") -> bool:
+        return self.op == other.op and self.same_lines(other)
+
+
+@lru_cache(maxsize=None)
+def _parse(key: str) -> _Key:
+    op, _, frames = key.partition(" @ ")
+    op = op.removeprefix("aten.")
+    return _Key(_DECOMPOSED_FROM.get(op, op), tuple(frames.split(" > ")) if frames else ())
+
+
+def _is_subsequence(short: tuple, long: tuple) -> bool:
+    remaining = iter(long)
+    return all(frame in remaining for frame in short)
+
+
+def _keys(kernel: dict) -> list[_Key]:
+    return [_parse(k) for k in kernel["source_keys"]]
 
 
 def kernel_groups(kernels: dict[str, list[dict]]) -> list[dict]:
@@ -62,34 +109,20 @@ def _align(scores: list[list[float]], columns: int) -> list[int | None]:
     return choice
 
 
-# Ops Inductor's decompositions produce, by the op twintrack keeps whole.
-_DECOMPOSED_FROM = {"var_mean": "native_layer_norm", "rsqrt": "native_layer_norm",
-                    "amax": "_softmax", "_safe_softmax": "_softmax"}
-
-
-def _op_keys(kernel: dict) -> set[str]:
-    keys = set()
-    for key in kernel["source_keys"]:
-        op, _, frames = key.partition(" @ ")
-        whole = _DECOMPOSED_FROM.get(op.removeprefix("aten."))
-        keys.add(f"aten.{whole} @ {frames}" if whole else key)
-    return keys
-
-
 def _resemblance(a: dict, b: dict) -> float:
-    """Shared op keys first; then how alike the two sets of model lines are
+    """Ops in common first; then how alike the two kernels' model lines are
     (0..1), discounted when only one of the two is a contraction."""
-    shared = len(_op_keys(a) & _op_keys(b))
-    lines_a = {key_frames(k) for k in a["source_keys"]}
-    lines_b = {key_frames(k) for k in b["source_keys"]}
-    union = lines_a | lines_b
-    alike = len(lines_a & lines_b) / len(union) if union else 0.0
+    keys_a, keys_b = _keys(a), _keys(b)
+    shared = sum(any(ka.same_op(kb) for kb in keys_b) for ka in keys_a)
+    alike_a = sum(max((ka.lines_alike(kb) for kb in keys_b), default=0.0) for ka in keys_a)
+    alike_b = sum(max((kb.lines_alike(ka) for ka in keys_a), default=0.0) for kb in keys_b)
+    total = len(keys_a) + len(keys_b)
+    alike = (alike_a + alike_b) / total if total else 0.0
     return shared + alike * (1.0 if _is_contraction(a) == _is_contraction(b) else 0.25)
 
 
 def _is_contraction(kernel: dict) -> bool:
-    return any(key.partition(" @ ")[0].removeprefix("aten.") in _CONTRACTIONS or "dot_product" in key
-               for key in kernel["source_keys"])
+    return any(key.op in _CONTRACTIONS or "dot_product" in key.op for key in _keys(kernel))
 
 
 def _launch_position(groups: list[dict]):
@@ -122,7 +155,7 @@ def op_graph(program: torch.export.ExportedProgram, kernels: dict[str, list[dict
         key = stack_trace_source_key(op, _original_trace(node))
         ids[node.name] = len(nodes)
         feeds[node.name] = {len(nodes)}
-        nodes.append({"id": len(nodes), "label": op, "source": key_frames(key) if key else None,
+        nodes.append({"id": len(nodes), "label": op, "source": key.partition(" @ ")[2] if key else None,
                       "inputs": sorted(producers), **{track: _covering(key, kernels[track]) for track in TRACKS}})
     edges = [[producer, n["id"]] for n in nodes for producer in n.pop("inputs")]
     return {"nodes": nodes, "edges": edges}
@@ -136,5 +169,6 @@ def _original_trace(node: torch.fx.Node) -> str:
 def _covering(key: str | None, kernels: list[dict]) -> list[int]:
     if key is None:
         return []
-    exact = [k["index"] for k in kernels if key in _op_keys(k)]
-    return exact or [k["index"] for k in kernels if any(key_frames(key) == key_frames(s) for s in k["source_keys"])]
+    mine = _parse(key)
+    same_op = [k["index"] for k in kernels if any(mine.same_op(other) for other in _keys(k))]
+    return same_op or [k["index"] for k in kernels if any(mine.same_lines(other) for other in _keys(k))]

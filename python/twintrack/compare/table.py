@@ -22,6 +22,8 @@ def _totals(report: dict) -> list[str]:
     for name in TRACK_ORDER:
         if tracks[name].get("error"):
             lines.append(f"{name} failed: {tracks[name]['error']}")
+    if tracks["twintrack"].get("graph_latency_ms"):
+        lines.append(f"{'  as CUDA graph':<16}{'':>28}{tracks['twintrack']['graph_latency_ms']:>14.4f}")
     ratio = latency_ratio(tracks)
     if ratio is not None:
         lines.append(f"twintrack/inductor latency: {ratio:.2f}   twintrack/eager: "

@@ -28,13 +28,14 @@ class TwintrackTrack:
     kernels: list[dict]
     compile_seconds: float | None
     program: object | None                 # the torch.export program, for the op graph
+    graph_run: Callable[..., list[torch.Tensor]] | None = None  # GPU: the plan replayed as one CUDA graph
 
 
-def cpu_track(source: ModelSource) -> TwintrackTrack:
+def cpu_track(source: ModelSource, freeze: bool = False) -> TwintrackTrack:
     from .. import api
     from ..dispatch_report import dispatch_report
     start = time.perf_counter()
-    exported = api.export(source.module, source.example_inputs)
+    exported = api.export(source.module, source.example_inputs, freeze=freeze)
     lowered = exported.lower(to="fusion", target="cpu")
     kernels = dispatch_report(lowered.compilation.module)
     compiled = lowered.compile("cpu")
@@ -42,18 +43,32 @@ def cpu_track(source: ModelSource) -> TwintrackTrack:
     return TwintrackTrack(lambda *xs: flat_outputs(compiled(*xs)), kernels, seconds, exported.exported.program)
 
 
-def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path) -> TwintrackTrack:
-    """Run `artifact`; without one, compile `source` into `scratch` first."""
+def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path, with_program: bool = True) -> TwintrackTrack:
+    """Run `artifact`; without one, compile `source` into `scratch` first.
+    `with_program`: also export the model here, for the op graph."""
     from ..artifact import read_manifest
     from ..runtime import load
     if artifact is None:
         artifact = _compile_gpu_artifact(source, scratch / "twintrack-gpu")
     manifest = read_manifest(artifact)
-    executable = load(artifact)
+    _check_artifact_matches(manifest, source, artifact)
+    executable, graphed = load(artifact), load(artifact, cuda_graph=True)
     state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
     kernels = [_gpu_kernel(index, entry, artifact) for index, entry in enumerate(manifest["kernels"])]
     return TwintrackTrack(lambda *xs: executable(*state, *xs), kernels, manifest.get("compile_seconds"),
-                          _exported_program(source, manifest["frozen"]))
+                          _exported_program(source, manifest["frozen"]) if with_program else None,
+                          lambda *xs: graphed(*state, *xs))
+
+
+def _check_artifact_matches(manifest: dict, source: ModelSource, artifact: Path) -> None:
+    from ..errors import ArtifactError
+    if manifest.get("pipeline") != "gpu":
+        raise ArtifactError(f"{artifact}: a '{manifest.get('pipeline')}' artifact; compile MODEL with --pipeline gpu")
+    if manifest.get("model") != source.spec:
+        raise ArtifactError(f"{artifact}: compiled from {manifest.get('model')}, not {source.spec}")
+    dtype = str(next(iter(source.module.parameters()), torch.empty(0)).dtype).removeprefix("torch.")
+    if (manifest.get("dtype") or "float32") != dtype:
+        raise ArtifactError(f"{artifact}: compiled for {manifest.get('dtype') or 'float32'}, the model is {dtype}")
 
 
 def _compile_gpu_artifact(source: ModelSource, outdir: Path) -> Path:

@@ -27,6 +27,7 @@ _ORIGIN_COMMENT = re.compile(r"#\s*(?:Topologically Sorted )?Source Nodes: \[([^
 _EXTERN_CALL = re.compile(r"^\s*(?:[\w, ]+ = )?(extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?|aten\.\w+(?:\.\w+)?)\(")
 _KERNEL_CALL = re.compile(r"^\s*(\w+)(?:\.run)?\(")
 _KINDS = {"triton": "triton", "cpp_pybinding": "cpp", "cpp": "cpp"}
+_CACHE_DIR: str | None = None
 
 
 @dataclass
@@ -118,13 +119,11 @@ def _hooks(recorder: _Recorder):
 
 
 def compile_with_inductor(module: torch.nn.Module, inputs: list[torch.Tensor], mode: str | None = None) -> InductorResult:
-    """torch.compile `module` (already on the inputs' device) with a cold cache,
-    run it once on `inputs` and capture its kernels. Never raises for a model
-    Inductor cannot compile: the result carries the error."""
+    """torch.compile `module` (already on the inputs' device), run it once on
+    `inputs` and capture its kernels. Never raises for a model Inductor cannot
+    compile: the result carries the error."""
     from torch._inductor.utils import run_and_get_code
-    cache_dir = tempfile.mkdtemp(prefix="twintrack-inductor-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir  # cold: honest compile times, and our own Triton files
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
+    cache_dir = _process_cache_dir()
     torch._dynamo.reset()
     recorder = _Recorder()
     start = time.perf_counter()
@@ -141,6 +140,19 @@ def compile_with_inductor(module: torch.nn.Module, inputs: list[torch.Tensor], m
     for index, kernel in enumerate(kernels):
         kernel.index = index
     return InductorResult(compiled, kernels, seconds, list(wrappers), cache_dir=cache_dir)
+
+
+def _process_cache_dir() -> str:
+    """One fresh Inductor and Triton cache for this process: the first compile
+    is cold (honest compile times) and the Triton files found there are this
+    run's. Set once: Inductor's compile workers keep the directory they
+    started with, and a main process looking elsewhere recompiles everything."""
+    global _CACHE_DIR
+    if _CACHE_DIR is None:
+        _CACHE_DIR = tempfile.mkdtemp(prefix="twintrack-inductor-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE_DIR
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(_CACHE_DIR, "triton")
+    return _CACHE_DIR
 
 
 def _kernels_of_wrapper(text: str, recorder: _Recorder) -> list[InductorKernel]:
@@ -172,17 +184,18 @@ def _kernels_of_wrapper(text: str, recorder: _Recorder) -> list[InductorKernel]:
 
 
 def _call_body(text: str) -> list[str]:
-    """The lines of the wrapper's `call` function."""
+    """The lines that launch kernels: the bodies of the wrapper's `call` and,
+    where CUDA graphs split the graph, of its `partition_N` functions (which
+    run before the rest of `call` in the order they are defined)."""
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if re.match(r"\s*def call\(", line)), None)
-    if start is None:
-        return []
-    indent = len(lines[start]) - len(lines[start].lstrip())
     body = []
-    for line in lines[start + 1:]:
-        if line.strip() and len(line) - len(line.lstrip()) <= indent:
-            break
-        body.append(line)
+    for start, line in enumerate(lines):
+        if re.match(r"\s*def (call|partition_\d+)\(", line):
+            indent = len(line) - len(line.lstrip())
+            for inner in lines[start + 1:]:
+                if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
+                    break
+                body.append(inner)
     return body
 
 

@@ -9,7 +9,11 @@
 //                         counts, times the threads the bounds guard admits
 //                         (linear index ult N -> N), else all launched threads
 //   twintrack.source_ops  the kernel ops' source locations, deduplicated,
-//                         innermost frame of call-site locations
+//                         innermost frame of call-site locations (after the
+//                         op marker the frontend adds: "aten.addmm at ...")
+//   twintrack.source_keys the op and the model's own frames, outermost first
+//                         (torch's frames left out), by which tools/compare.py
+//                         matches kernels with Inductor's
 //   twintrack.path        the twintrack.kernel_path a kernel generator left
 //                         in the kernel (a fast path), else "generic"
 // Vector ops count once per lane (vector.fma: 2 per lane).
@@ -19,21 +23,21 @@
 #unk = loc(unknown)
 #add = loc("model.py":12:0)
 #load = loc("model.py":19:4)
-#fma = loc(callsite("model.py":20:4 at "model.py":30:0))
+#fma = loc(callsite("aten.addmm":0:0 at callsite("/venv/site-packages/torch/nn/modules/linear.py":134:0 at callsite("model.py":20:4 at "model.py":30:0))))
 
 // CHECK-LABEL: func.func @forward(
 // Elementwise add over 1000 floats, launched as 4 x 256 = 1024 threads of
 // which the guard admits 1000: 1000 flops; 3 x 1000 x 4 bytes.
 // CHECK:         gpu.launch_func @add_kernel::@add_kernel blocks in
-// CHECK-SAME:      {twintrack.bytes = 12000 : i64, twintrack.flops = 1000 : i64, twintrack.path = "generic", twintrack.source_ops = ["model.py:12:0"]}
+// CHECK-SAME:      {twintrack.bytes = 12000 : i64, twintrack.flops = 1000 : i64, twintrack.path = "generic", twintrack.source_keys = [], twintrack.source_ops = ["model.py:12:0"]}
 // A 16-step loop with one math.fma (2 flops) per step and no guard: 2 x 64 =
 // 128 threads x 16 x 2 = 4096 flops; 128 x 16 halves + 128 floats = 4608 bytes.
 // CHECK-NEXT:    gpu.launch_func @dot_kernel::@dot_kernel blocks in
-// CHECK-SAME:      {twintrack.bytes = 4608 : i64, twintrack.flops = 4096 : i64, twintrack.path = "generic", twintrack.source_ops = ["model.py:19:4", "model.py:20:4"]}
+// CHECK-SAME:      {twintrack.bytes = 4608 : i64, twintrack.flops = 4096 : i64, twintrack.path = "generic", twintrack.source_keys = ["aten.addmm @ model.py:30 > model.py:20"], twintrack.source_ops = ["model.py:19:4", "aten.addmm at /venv/site-packages/torch/nn/modules/linear.py:134:0"]}
 // A generated kernel: 32 threads x 4 steps x one vector.fma on 4 lanes (8
 // flops) = 1024 flops; its main loop names the path.
 // CHECK-NEXT:    gpu.launch_func @tile_kernel::@tile_kernel blocks in
-// CHECK-SAME:      {twintrack.bytes = 512 : i64, twintrack.flops = 1024 : i64, twintrack.path = "simt-matmul 4x4", twintrack.source_ops = ["model.py:20:4"]}
+// CHECK-SAME:      {twintrack.bytes = 512 : i64, twintrack.flops = 1024 : i64, twintrack.path = "simt-matmul 4x4", twintrack.source_keys = ["aten.addmm @ model.py:30 > model.py:20"], twintrack.source_ops = ["aten.addmm at /venv/site-packages/torch/nn/modules/linear.py:134:0"]}
 // CHECK-NEXT:    return
 
 // Only the launches are annotated; the kernels are left as they were.

@@ -1,0 +1,183 @@
+"""The benchmark suite: each model at its benchmark size through eager,
+Inductor (each requested torch.compile mode) and twintrack, in one run.
+
+Models come from a table (bench/gpu_models.txt: name, dtype, MODEL, compile
+flags). On the GPU, twintrack runs precompiled artifacts (ARTIFACTS/<name>);
+on the CPU it compiles each model here. Every track's output is checked
+against float64 eager on fresh random inputs; a failing track is recorded,
+not fatal.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..frontend import TensorSpec, load_model
+from ..numerics import TOLERANCE, float64_reference, random_inputs
+from .comparison import INPUT_SEED, l2_flush, measure_track, use_exact_float32
+from .twintrack_track import cpu_track, flat_outputs, gpu_track, scratch_directory
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BenchEntry:
+    name: str
+    dtype: str
+    model: str
+    flags: tuple[str, ...] = ()
+
+
+def read_model_table(path: Path) -> list[BenchEntry]:
+    entries = []
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            entries.append(BenchEntry(fields[0], fields[1], fields[2], tuple(fields[3:])))
+    return entries
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    entries: list[BenchEntry]
+    device: str = "cuda"
+    artifacts: Path | None = None
+    modes: tuple[str, ...] = ("default", "max-autotune")
+    repeat: int = 50
+
+
+def run_benchmarks(request: BenchRequest, progress: Callable[[str], None] = lambda _: None,
+                   on_update: Callable[[dict], None] = lambda _: None) -> dict:
+    """Benchmark every entry; `on_update` gets the results so far after each
+    model (complete: false until the last), so a run cut short keeps them."""
+    if request.device == "cuda":
+        use_exact_float32()
+    start = time.perf_counter()
+    rows: list[dict] = []
+    for number, entry in enumerate(request.entries, 1):
+        progress(f"[{number}/{len(request.entries)}] {entry.name} ({time.perf_counter() - start:.0f} s elapsed)")
+        rows.append(_bench_one(request, entry))
+        result = _result(request, rows, time.perf_counter() - start)
+        on_update(result)
+    return result
+
+
+def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION, "date": date.today().isoformat(), "device": request.device,
+        "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
+        "torch": torch.__version__, "triton": _triton_version(), "repeat": request.repeat,
+        "modes": list(request.modes), "total_seconds": round(seconds, 1),
+        "complete": len(rows) == len(request.entries),
+        "geomean": {mode: geomean([r["ratio_vs_inductor"].get(mode) for r in rows]) for mode in request.modes},
+        "models": list(rows),
+    }
+
+
+def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
+    source = load_model(entry.model, entry.dtype)
+    inputs = random_inputs([TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
+                           seed=INPUT_SEED)
+    reference = float64_reference(source.module, inputs)
+    device_inputs = [x.to(request.device) for x in inputs]
+    flush = l2_flush(request.device)
+
+    def measure(run):
+        return measure_track(run, device_inputs, reference, request.device, request.repeat, flush)
+
+    eager_module = copy.deepcopy(source.module).to(request.device)
+    row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype, "tolerance": TOLERANCE[entry.dtype],
+           "eager": measure(lambda *xs: flat_outputs(eager_module(*xs))), "inductor": {}}
+    for mode in request.modes:
+        row["inductor"][mode] = _inductor(source, device_inputs, mode, request.device, measure)
+    row["twintrack"] = _twintrack(request, entry, source, measure)
+    twintrack_ms = row["twintrack"].get("latency_ms")
+    row["ratio_vs_inductor"] = {mode: _ratio(twintrack_ms, row["inductor"][mode].get("latency_ms")) for mode in request.modes}
+    row["ratio_vs_eager"] = _ratio(twintrack_ms, row["eager"]["latency_ms"])
+    row["ok"] = all(_within(track, row["tolerance"]) for track in [row["eager"], row["twintrack"], *row["inductor"].values()])
+    return row
+
+
+def _inductor(source, inputs, mode: str, device: str, measure) -> dict:
+    from ..inductor import compile_with_inductor
+    module = copy.deepcopy(source.module).to(device)
+    result = compile_with_inductor(module, inputs, mode=None if mode == "default" else mode)
+    if result.error:
+        return {"error": result.error}
+    return {"compile_seconds": round(result.compile_seconds, 2), "kernels": len(result.kernels),
+            **measure(lambda *xs: flat_outputs(result.compiled(*xs)))}
+
+
+def _twintrack(request: BenchRequest, entry: BenchEntry, source, measure) -> dict:
+    from ..errors import TwintrackError
+    try:
+        with scratch_directory() as scratch:
+            if request.device == "cuda":
+                artifact = request.artifacts / entry.name if request.artifacts else None
+                track = gpu_track(source, artifact, Path(scratch), with_program=False)
+            else:
+                track = cpu_track(source, freeze="--freeze" in entry.flags)
+            return {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels), **measure(track.run)}
+    except (TwintrackError, RuntimeError) as e:
+        return {"error": " ".join(str(e).split())[:300]}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def _within(track: dict, tolerance: float) -> bool:
+    error = track.get("rel_error")
+    return "error" in track or (error is not None and math.isfinite(error) and error <= tolerance)
+
+
+def geomean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in present) / len(present)) if present else None
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+        return triton.__version__
+    except ImportError:
+        return None
+
+
+def markdown_summary(result: dict) -> str:
+    modes = result["modes"]
+    lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']})", "",
+             f"Median of {result['repeat']} runs per track (CUDA events, L2 flushed before each run on the GPU); "
+             f"errors against float64 eager; float32 is exact (TF32 off). Whole run: {result['total_seconds']} s, compiles included"
+             f"{'' if result['complete'] else ' (cut short: not every model ran)'}.", "",
+             "| model | dtype | eager ms | " + " | ".join(f"inductor {m} ms" for m in modes)
+             + " | twintrack ms | " + " | ".join(f"twintrack/inductor {m}" for m in modes) + " | twintrack/eager | numerics |",
+             "|---|---|" + "---:|" * (3 + 2 * len(modes)) + "---|"]
+    for r in result["models"]:
+        cells = [r["name"], r["dtype"], _ms(r["eager"])] + [_ms(r["inductor"][m]) for m in modes] + [_ms(r["twintrack"])]
+        cells += [_x(r["ratio_vs_inductor"][m]) for m in modes] + [_x(r["ratio_vs_eager"]), "ok" if r["ok"] else "FAIL"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | "
+                 + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | | |")
+    failures = [f"- {r['name']} {track}: {info['error']}" for r in result["models"]
+                for track, info in [("twintrack", r["twintrack"])] + [(f"inductor {m}", r["inductor"][m]) for m in modes]
+                if "error" in info]
+    return "\n".join(lines + ([""] + failures if failures else [])) + "\n"
+
+
+def _ms(track: dict) -> str:
+    if "error" in track:
+        return "failed"
+    return f"{track['latency_ms']:.4f}"
+
+
+def _x(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}"
