@@ -15,7 +15,7 @@ pipeline.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlir import ir
@@ -180,12 +180,15 @@ def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue 
     return Epilogue(tuple(described), tuple(epilogue_ops), result) if result else None
 
 
-def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue] | None:
+def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue, list[ir.Operation]] | None:
     """The elementwise op right after the matmul that is the only reader of its
     (temporary) result: bias, activation, residual, or just a narrowing to
     f16 as torch-mlir writes a half-precision matmul. The kernel applies it
     to each result before storing, so the temporary never exists."""
-    after = _neighbour(op, 1)
+    after, allocations = _neighbour(op, 1), []
+    while after is not None and after.name == "memref.alloc":  # the epilogue's output buffer, say
+        allocations.append(after)
+        after = _neighbour(after, 1)
     result = op.operands[2]
     if after is None or after.name != "linalg.generic":
         return None
@@ -207,7 +210,7 @@ def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue] | None:
         if described.memref_type is not None and _root(value) == output \
                 and described.dims != tuple(range(len(described.dims))):
             return None  # read at other elements than the one being written
-    return after, epilogue
+    return after, epilogue, allocations
 
 
 _VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
@@ -228,12 +231,13 @@ class _MatmulSite:
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
     consumer: ir.Operation | None = None   # the elementwise op applied as the kernel's epilogue
     epilogue: Epilogue | None = None
+    allocations: list[ir.Operation] = field(default_factory=list)  # between the two: the kernel writes into them
 
     @classmethod
     def of(cls, op: ir.Operation) -> _MatmulSite:
         fill = _zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
-        return cls(op, fill, *(found or (None, None)))
+        return cls(op, fill, *(found or (None, None, [])))
 
     @property
     def output(self) -> ir.Value:
@@ -279,6 +283,8 @@ def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> No
     where the matmul was, its arguments replaced by the matmul's operands.
     (Done here rather than by the inliner: nvgpu ops are not inlinable.)"""
     op = site.op
+    for allocation in site.allocations:  # the kernel, in the matmul's place, writes into them
+        allocation.move_before(op)
     text = generator(f"launch_{kernel}", kernel, operands, tile, accumulate=site.fill is None,
                      location=str(op.location), epilogue=site.epilogue)
     parsed = ir.Module.parse(text, context=module.context)

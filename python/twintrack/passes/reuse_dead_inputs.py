@@ -59,14 +59,16 @@ class ReuseDeadInputs(PythonPass):
                 self._reuse_in(func.operation.regions[0].blocks[0])
 
     def _reuse_in(self, block: ir.Block) -> None:
-        ops = [op.operation for op in block.operations]
-        position = {op: index for index, op in enumerate(ops)}
-        for index, op in enumerate(ops):
-            if op.name != "linalg.generic":
-                continue
-            donor = _dead_input_for(op, index, position)
+        index = 0
+        while index < len(ops := [op.operation for op in block.operations]):
+            op = ops[index]
+            # Positions are taken afresh: erasing an op gives the bindings'
+            # handles of the others new identities.
+            donor = _dead_input_for(op, index, {o: i for i, o in enumerate(ops)}) if op.name == "linalg.generic" else None
             if donor is not None:
                 _write_into(op, donor)
+                index -= 1  # the output's allocation, erased, came before it
+            index += 1
 
 
 def _uses(value: ir.Value) -> list[ir.Operation]:

@@ -1,4 +1,4 @@
-"""split-fills: one linalg.fill per consumer of a filled tensor.
+"""split-fills: one linalg.fill, and one tensor.empty destination, per consumer.
 
 CSE merges the identical zero-fills that initialise several matmuls into one
 tensor. Bufferization then keeps that tensor intact for its later users, so
@@ -6,6 +6,13 @@ every matmul but the last gets a fresh buffer plus a full copy of the fill:
 an extra buffer live and a round trip through memory per matmul. A fill of
 its own per consumer bufferizes in place instead (and the GPU matmul kernels
 fold a zero fill into their first write).
+
+CSE also merges the tensor.empty destinations of same-shaped ops, and
+bufferization then writes all of them into one buffer: in an MLP, every
+layer's activation lands in the output buffer that the next layer's matmul
+reads, so no matmul kernel can take its epilogue (it would overwrite its own
+input). Each elementwise op on a matmul's result gets a destination of its
+own. (Only those: for other ops the shared buffer is free memory reuse.)
 """
 
 from __future__ import annotations
@@ -15,6 +22,15 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .ir_helpers import PythonPass, defining_op, nested_ops
+
+
+_MATMULS = ("linalg.matmul", "linalg.batch_matmul")
+
+
+def _reads_a_matmul(op: ir.Operation) -> bool:
+    """An elementwise op on a matmul's result: the epilogue the GPU kernels fold in."""
+    op = op.operation if isinstance(op, ir.OpView) else op
+    return op.name == "linalg.generic" and any(_owner_name(v) in _MATMULS for v in op.operands)
 
 
 def _owner_name(value: ir.Value) -> str | None:
@@ -27,6 +43,22 @@ class SplitFills(PythonPass):
     name = "split-fills"
 
     def _run(self, module: ir.Operation, pass_) -> None:
+        self._split_fills(module)
+        self._split_empty_destinations(module)
+
+    @staticmethod
+    def _split_empty_destinations(module: ir.Operation) -> None:
+        for empty in nested_ops(module, lambda op: op.name == "tensor.empty"):
+            uses = [(use.owner, use.operand_number) for use in empty.results[0].uses]
+            if len(uses) < 2:
+                continue
+            for consumer, operand in uses:  # right before it, for each epilogue of a matmul
+                if _reads_a_matmul(consumer):
+                    consumer.operands[operand] = empty.clone(ir.InsertionPoint(consumer)).results[0]
+            if not list(empty.results[0].uses):
+                empty.erase()
+
+    def _split_fills(self, module: ir.Operation) -> None:
         for fill in nested_ops(module, lambda op: op.name == "linalg.fill" and len(op.results) == 1):
             uses = [(use.owner, use.operand_number) for use in fill.results[0].uses]
             if len(uses) < 2:

@@ -119,6 +119,33 @@ func.func @bias_relu(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %bias: memr
   return
 }
 
+// Bufferization may allocate the epilogue's output between the two ops: the
+// allocation moves before the kernel, which writes into it.
+// CHECK-LABEL: func.func @output_allocated_between(
+// CHECK:         %[[H:.*]] = memref.alloc() : memref<256x512xf32>
+// CHECK:         gpu.launch
+// CHECK:           arith.maximumf %{{.*}}, %{{.*}} : f32
+// CHECK:           vector.store %{{.*}}, %[[H]]
+// CHECK-NOT:     linalg.generic
+// CHECK:         memref.copy %[[H]], %{{.*}}
+func.func @output_allocated_between(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %y: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  %h = memref.alloc() : memref<256x512xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc : memref<256x512xf32>) outs(%h : memref<256x512xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %r = arith.maximumf %v, %zero : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  memref.copy %h, %y : memref<256x512xf32> to memref<256x512xf32>
+  memref.dealloc %h : memref<256x512xf32>
+  return
+}
+
 // The epilogue may already write into the matmul's result (reuse-buffers
 // makes an elementwise op overwrite a dying input): the kernel then stores
 // the epilogue's values there, and later readers see them.

@@ -31,3 +31,43 @@ func.func @one_matmul(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf3
   %m = linalg.matmul ins(%a, %b : tensor<8x8xf32>, tensor<8x8xf32>) outs(%f : tensor<8x8xf32>) -> tensor<8x8xf32>
   return %m : tensor<8x8xf32>
 }
+
+// CSE merged the destinations of two matmul epilogues (an MLP's
+// activations). Each gets its own tensor.empty, so bufferization does not
+// write both into one buffer (the second layer's matmul would read the
+// buffer its epilogue overwrites, and could not take it as an epilogue). The
+// elementwise op that reads no matmul keeps the shared destination.
+// CHECK-LABEL: func.func @epilogue_destinations(
+// CHECK:         %[[SHARED:.*]] = tensor.empty
+// CHECK:         %[[M1:.*]] = linalg.matmul
+// CHECK:         %[[E1:.*]] = tensor.empty
+// CHECK:         %[[R1:.*]] = linalg.generic {{.*}} ins(%[[M1]] : tensor<8x8xf32>) outs(%[[E1]] : tensor<8x8xf32>)
+// CHECK:         %[[M2:.*]] = linalg.matmul ins(%[[R1]],
+// CHECK:         %[[E2:.*]] = tensor.empty
+// CHECK:         %[[R2:.*]] = linalg.generic {{.*}} ins(%[[M2]] : tensor<8x8xf32>) outs(%[[E2]] : tensor<8x8xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[R2]] : tensor<8x8xf32>) outs(%[[SHARED]] : tensor<8x8xf32>)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @epilogue_destinations(%a: tensor<8x8xf32>, %w: tensor<8x8xf32>, %acc: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %m1 = linalg.matmul ins(%a, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%acc : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m1 : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.addf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8x8xf32>
+  %m2 = linalg.matmul ins(%r1, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%acc : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m2 : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8x8xf32>
+  %r3 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r2 : tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.subf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8x8xf32>
+  return %r3 : tensor<8x8xf32>
+}
