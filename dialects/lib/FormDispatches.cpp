@@ -275,7 +275,16 @@ void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how
     explainDecision(consumer, "kept apart: reads the matmul result other than element for element");
     return;
   }
-  int64_t saved = 2 * bytes(producer->getResult(0).getType());
+  int64_t resultBytes = bytes(producer->getResult(0).getType());
+  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType()) > resultBytes) {
+    // The matmul would store the wider values and every reader load them;
+    // each reader can widen the narrow result in registers instead.
+    explainDecision(consumer, llvm::formatv("kept apart from the matmul: it widens the result ({0} -> {1} bytes), "
+                                            "which its readers can do as they load",
+                                            resultBytes, bytes(consumer->getResult(0).getType())));
+    return;
+  }
+  int64_t saved = 2 * resultBytes;
   Operation *previous = producer;
   for (Operation *reshape : reshapes) {
     tryMerge(previous, reshape, "with the reshape between matmul and epilogue");

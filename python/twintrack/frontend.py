@@ -12,7 +12,10 @@ artifacts stay small and run with any state_dict); freeze=True bakes them in.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import importlib.util
+import math
 import logging
 import warnings
 from dataclasses import dataclass
@@ -184,8 +187,9 @@ def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-def _decompositions():
-    """The core ATen table, plus ops whose torch-mlir lowering is inexact.
+def _decompositions(program: torch.export.ExportedProgram):
+    """The core ATen table, plus ops whose torch-mlir lowering is inexact, and
+    attention in its own dtype where that is safe (_attention_in_its_dtype).
 
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
     (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
@@ -193,7 +197,50 @@ def _decompositions():
     from torch._decomp import decomposition_table
     table = torch.export.default_decompositions()
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
+    layout = _plain_attention_layout(program)
+    if layout is not None:
+        table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
     return table
+
+
+def _plain_attention_layout(program: torch.export.ExportedProgram) -> tuple[int, ...] | None:
+    """The memory order (outermost dimension first) that every attention call of
+    the program returns, if every one is plain (no mask, dropout or grouped
+    heads) and they agree; else None. The ops after an attention call were
+    traced against that layout, so its decomposition must keep it."""
+    orders = set()
+    for node in program.graph.nodes:
+        if node.target is not torch.ops.aten.scaled_dot_product_attention.default:
+            continue
+        query, key = node.args[0].meta["val"], node.args[1].meta["val"]
+        options = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"), node.args[3:]), **node.kwargs)
+        if options.get("attn_mask") is not None or options.get("dropout_p", 0.0) != 0.0 \
+                or query.shape[:-2] != key.shape[:-2] or query.dim() != 4:
+            return None
+        strides = node.meta["val"].stride()
+        orders.add(tuple(sorted(range(4), key=lambda d: -strides[d])))
+    return orders.pop() if len(orders) == 1 else None
+
+
+def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                            enable_gqa=False):
+    """scaled_dot_product_attention as two matmuls and a softmax in the
+    inputs' dtype, its result in `layout` (the memory order PyTorch's kernel
+    returned when the model was traced). PyTorch's own decomposition (its
+    CPU math path) computes half-precision attention in float32: the score
+    matrix, the largest tensor of a transformer, would take twice the memory,
+    and the matmuls could not use fp16 tensor cores. The matmul kernels
+    accumulate in f32, and the softmax computes in f32 internally (torch-mlir
+    widens it)."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query * scale) @ key.transpose(-2, -1)
+    if is_causal:
+        rows, cols = scores.shape[-2], scores.shape[-1]
+        allowed = torch.ones(rows, cols, dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(allowed.logical_not(), float("-inf"))
+    output = torch.softmax(scores, dim=-1) @ value
+    inverse = sorted(range(4), key=lambda d: layout[d])
+    return output.permute(layout).contiguous().permute(inverse)
 
 
 def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
@@ -207,7 +254,8 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with torch.no_grad():
-                program = torch.export.export(target, args).run_decompositions(_decompositions())
+                traced = torch.export.export(target, args)
+                program = traced.run_decompositions(_decompositions(traced))
     except Exception as e:
         raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
     _name_ops_in_locations(program)

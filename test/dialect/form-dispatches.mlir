@@ -163,6 +163,53 @@ func.func @qkv(%x: tensor<64x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x32x
 
 // -----
 
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Negative of rule 3: an fp16 matmul narrows its f32 accumulator (epilogue);
+// the softmax after it widens the result again. That widening is no
+// epilogue (the kernel would store twice the bytes, and each reader load
+// them): the reductions widen the f16 scores as they read them.
+// CHECK-LABEL: func.func @widening_after_matmul(
+// CHECK:         %[[S:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" ({{.*}}) -> (tensor<64x64xf16>)
+// CHECK:           linalg.matmul
+// CHECK:           arith.truncf
+// CHECK-NOT:       arith.extf
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" (%[[S]] :
+// CHECK:           arith.extf
+// EXPLAIN: remark: fused as the matmul's epilogue
+// EXPLAIN: remark: kept apart from the matmul: it widens the result (8192 -> 16384 bytes), which its readers can do as they load
+func.func @widening_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -> tensor<64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %acc0 = tensor.empty() : tensor<64x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%acc0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %s32 = linalg.matmul ins(%q, %k : tensor<64x32xf16>, tensor<32x64xf16>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e16 = tensor.empty() : tensor<64x64xf16>
+  %s16 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s32 : tensor<64x64xf32>) outs(%e16 : tensor<64x64xf16>) {
+  ^bb0(%v: f32, %o: f16):
+    %n = arith.truncf %v : f32 to f16
+    linalg.yield %n : f16
+  } -> tensor<64x64xf16>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s16 : tensor<64x64xf16>) outs(%acc0 : tensor<64x64xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %x = arith.extf %v : f16 to f32
+    linalg.yield %x : f32
+  } -> tensor<64x64xf32>
+  %er = tensor.empty() : tensor<64xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%er : tensor<64xf32>) -> tensor<64xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%w : tensor<64x64xf32>) outs(%init : tensor<64xf32>) {
+  ^bb0(%v: f32, %a: f32):
+    %r = arith.addf %v, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<64xf32>
+  return %sum : tensor<64xf32>
+}
+
+// -----
+
 // Negative: the second matmul reads the first one's result (through an op
 // outside both): one dispatch would have to wait for itself. Kept apart.
 // CHECK-LABEL: func.func @dependent_matmuls(

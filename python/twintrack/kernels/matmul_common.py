@@ -132,6 +132,11 @@ class TiledMatmulWriter:
                 w.indent -= 2
                 w.emit("}")
 
+    def barrier(self) -> None:
+        """gpu.barrier, naming the kernel's path too: when K is one step, the
+        K loop (which names it as well) folds away, and the barriers stay."""
+        self.w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+
     def k_loop(self, step: int, accumulators: list[str], acc_type: str, body) -> list[str]:
         """scf.for over K in `step`s carrying the accumulators; `body(current)`
         emits one step and returns the updated accumulators."""

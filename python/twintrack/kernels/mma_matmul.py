@@ -99,7 +99,7 @@ class _MmaMatmulWriter(TiledMatmulWriter):
 
         self.copy_tile(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, "%k0"), store_into("%As", self.a_smem))
         self.copy_tile(cfg.bk, cfg.bn, self.vec, "%B", self.ops.b_type, ("%k0", self.n0), store_into("%Bs", self.b_smem))
-        w.emit("gpu.barrier")
+        self.barrier()
         for kk in range(0, cfg.bk, MMA_K):
             a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
             b = [self._b_fragment(j, kk) for j in range(self.tiles_n)]
@@ -108,7 +108,7 @@ class _MmaMatmulWriter(TiledMatmulWriter):
                      f" {{mmaShape = [16, 8, 16]}} : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>)"
                      f" -> vector<2x2xf32>")
                 for index, acc in enumerate(accumulators)]
-        w.emit("gpu.barrier")
+        self.barrier()
         return accumulators
 
     def _a_fragment(self, i: int, kk: int) -> str:

@@ -82,10 +82,10 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         self.copy_tile(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, ("%k0", self.n0), lambda v, r, c: self.w.emit(
             f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
             f" : {self.b_smem}, {vector_type(self.vec_b, t)}"))
-        self.w.emit("gpu.barrier")
+        self.barrier()
         for kk in range(cfg.bk):
             accumulators = self._rank_one_update(kk, accumulators)
-        self.w.emit("gpu.barrier")
+        self.barrier()
         return accumulators
 
     def _store_a_transposed(self, value: str, row: str, col: str) -> None:

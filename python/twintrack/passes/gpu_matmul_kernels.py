@@ -100,15 +100,20 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
                           str(a.element_type), str(c.element_type))
 
 
-def _neighbour(op: ir.Operation, offset: int) -> ir.Operation | None:
+def _neighbour(op: ir.Operation, offset: int) -> tuple[ir.Operation | None, list[ir.Operation]]:
+    """The op `offset` (1 or -1) away, passing over allocations (they touch
+    no data), and the allocations passed."""
     block_ops = [o.operation for o in op.block.operations]
-    index = block_ops.index(op) + offset
-    return block_ops[index] if 0 <= index < len(block_ops) else None
+    index, passed = block_ops.index(op) + offset, []
+    while 0 <= index < len(block_ops) and block_ops[index].name == "memref.alloc":
+        passed.append(block_ops[index])
+        index += offset
+    return (block_ops[index] if 0 <= index < len(block_ops) else None), passed
 
 
 def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
-    previous = _neighbour(op, -1)
+    previous, _ = _neighbour(op, -1)
     if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
         return None
     value = defining_op(previous.operands[0])
@@ -185,10 +190,7 @@ def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue, list[ir.O
     (temporary) result: bias, activation, residual, or just a narrowing to
     f16 as torch-mlir writes a half-precision matmul. The kernel applies it
     to each result before storing, so the temporary never exists."""
-    after, allocations = _neighbour(op, 1), []
-    while after is not None and after.name == "memref.alloc":  # the epilogue's output buffer, say
-        allocations.append(after)
-        after = _neighbour(after, 1)
+    after, allocations = _neighbour(op, 1)  # allocations: the epilogue's output buffer, say
     result = op.operands[2]
     if after is None or after.name != "linalg.generic":
         return None
