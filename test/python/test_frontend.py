@@ -55,3 +55,33 @@ def test_compile_returns_a_callable():
     with torch.no_grad():
         reference = module.double()(x.double(), y.double())
     assert relative_error(compiled(x, y), reference) < 1e-5
+
+
+def _attention_program(dtype, **sdpa_options):
+    from twintrack.frontend import ModelSource, export_model
+
+    class Attention(torch.nn.Module):
+        def forward(self, q, k, v):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, **sdpa_options)
+            return out.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)  # a view traced against the layout
+
+    inputs = tuple(torch.randn(2, 4, 16, 8).to(dtype) for _ in range(3))
+    return export_model(ModelSource("<attention>", Attention(), inputs)).program, inputs, Attention()
+
+
+def test_plain_fp16_attention_stays_fp16_and_matches_eager():
+    """PyTorch's decomposition would compute it in f32 (and materialise f32 scores)."""
+    program, inputs, model = _attention_program(torch.float16, is_causal=True)
+    matmuls = [n for n in program.graph.nodes if n.target is torch.ops.aten.bmm.default]
+    assert len(matmuls) == 2 and all(n.meta["val"].dtype == torch.float16 for n in matmuls)
+    wide = [x.double() for x in inputs]
+    reference = model(*wide)
+    assert relative_error(program.module()(*inputs), reference) < 1e-2
+    program32, inputs32, _ = _attention_program(torch.float32, is_causal=True)
+    assert relative_error(program32.module()(*inputs32), model(*[x.double() for x in inputs32])) < 1e-5
+
+
+def test_masked_attention_keeps_pytorchs_decomposition():
+    mask = torch.rand(16, 16) > 0.3
+    program, inputs, model = _attention_program(torch.float32, attn_mask=mask)
+    assert relative_error(program.module()(*inputs), model(*inputs)) < 1e-5

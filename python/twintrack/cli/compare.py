@@ -39,7 +39,7 @@ Examples:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compare.py", description="Compare twintrack's kernels with Inductor's, side by side.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", metavar="MODEL")
+    parser.add_argument("model", metavar="MODEL", help="the model to compare (see below)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where all three tracks run (default: cpu)")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="cast the model first (default: as it is)")
     parser.add_argument("--artifact", type=Path, metavar="OUTDIR",
