@@ -185,22 +185,95 @@ def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue 
     return Epilogue(tuple(described), tuple(epilogue_ops), result) if result else None
 
 
-def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue, list[ir.Operation]] | None:
+@dataclass(frozen=True)
+class _FoundEpilogue:
+    consumer: ir.Operation
+    epilogue: Epilogue
+    allocations: list[ir.Operation]     # between matmul and epilogue: the kernel writes into them
+    rows: _RowSplit | None = None       # the epilogue works on the result split into (batch.., row, col)
+
+
+@dataclass(frozen=True)
+class _RowSplit:
+    """A 2-D matmul result read through memref.expand_shape that splits its
+    rows ((8·256)×N viewed as 8×256×N, as torch-mlir writes a 3-D linear).
+    The epilogue then runs on the 2-D result: its 3-D identity-indexed
+    operands are read through collapsed views, and its column-indexed ones
+    (a bias) by column."""
+    expand: ir.Operation
+    leading: int                        # dims that fold into the matmul's rows
+
+    def flatten(self, epilogue: Epilogue) -> Epilogue | None:
+        identity, column = tuple(range(self.leading + 1)), (self.leading,)
+        inputs = []
+        for inp in epilogue.inputs:
+            if inp.memref_type is None:
+                inputs.append(inp)
+            elif inp.dims == identity:
+                inputs.append(EpilogueInput(str(self.collapsed_type(inp.memref_type)), (0, 1)))
+            elif inp.dims == column:
+                inputs.append(EpilogueInput(inp.memref_type, (1,)))
+            else:
+                return None
+        return Epilogue(tuple(inputs), epilogue.ops, epilogue.result)
+
+    def collapsed_type(self, memref_type: str) -> ir.MemRefType:
+        shaped = ir.MemRefType(ir.Type.parse(memref_type))
+        rows = 1
+        for size in shaped.shape[:self.leading]:
+            rows *= size
+        with ir.Location.unknown(shaped.context):
+            return ir.MemRefType.get([rows, shaped.shape[-1]], shaped.element_type)
+
+    def collapse(self, value: ir.Value, before: ir.Operation) -> ir.Value:
+        """`value` (identity layout, rank leading+1) as rows × columns."""
+        from mlir.dialects import memref
+        if value == self.expand.results[0]:
+            return self.expand.operands[0]
+        i64 = ir.IntegerType.get_signless(64)
+        groups = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in range(self.leading)]),
+                                   ir.ArrayAttr.get([ir.IntegerAttr.get(i64, self.leading)])])
+        with ir.InsertionPoint(before), before.location:
+            return memref.CollapseShapeOp(self.collapsed_type(str(value.type)), value, groups).result
+
+    @staticmethod
+    def of(op: ir.Operation, view: ir.Operation) -> _RowSplit | None:
+        """The split, if `view` is an expand_shape of the 2-D `op` result that splits only its rows."""
+        if op.name != "linalg.matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
+            return None
+        groups = [list(g) for g in ir.ArrayAttr(view.attributes["reassociation"])]
+        if len(groups) != 2 or len(groups[1]) != 1:
+            return None
+        return _RowSplit(view, len(groups[0]))
+
+
+def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     """The elementwise op right after the matmul that is the only reader of its
     (temporary) result: bias, activation, residual, or just a narrowing to
     f16 as torch-mlir writes a half-precision matmul. The kernel applies it
     to each result before storing, so the temporary never exists."""
     after, allocations = _neighbour(op, 1)  # allocations: the epilogue's output buffer, say
     result = op.operands[2]
+    rows = _RowSplit.of(op, after) if after is not None else None
+    if rows is not None:
+        after, more = _neighbour(after, 1)
+        allocations += more
+    read = rows.expand.results[0] if rows is not None else result
     if after is None or after.name != "linalg.generic":
         return None
-    in_place = list(after.opview.outputs)[0] == result  # reuse-buffers made it overwrite its input
+    in_place = list(after.opview.outputs)[0] == read  # reuse-buffers made it overwrite its input
     owner = defining_op(result)
-    users = [use.owner for use in result.uses]
+    users = [use.owner for use in result.uses] + ([use.owner for use in read.uses] if rows else [])
+    expected = (op, after) + ((rows.expand,) if rows else ())
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
-            u.name not in ("linalg.fill", "memref.dealloc") and u != op and u != after for u in users)):
+            u.name not in ("linalg.fill", "memref.dealloc") and u not in expected for u in users)):
         return None
-    epilogue = describe_epilogue(after, result)
+    epilogue = describe_epilogue(after, read)
+    if epilogue is not None and rows is not None:
+        epilogue = rows.flatten(epilogue)
+        if not all(_identity_layout(v) for v in list(after.opview.inputs) + list(after.opview.outputs)
+                   if isinstance(v.type, ir.MemRefType) and ir.MemRefType(v.type).rank == rows.leading + 1):
+            return None
     if epilogue is None:
         return None
     # The kernel stores results while other blocks still read A and B: the
@@ -212,7 +285,12 @@ def _epilogue_after(op: ir.Operation) -> tuple[ir.Operation, Epilogue, list[ir.O
         if described.memref_type is not None and _root(value) == output \
                 and described.dims != tuple(range(len(described.dims))):
             return None  # read at other elements than the one being written
-    return after, epilogue, allocations
+    return _FoundEpilogue(after, epilogue, allocations, rows)
+
+
+def _identity_layout(value: ir.Value) -> bool:
+    layout = ir.AffineMapAttr(ir.MemRefType(value.type).layout).value
+    return layout == ir.AffineMap.get_identity(layout.n_dims)
 
 
 _VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
@@ -231,26 +309,58 @@ class _MatmulSite:
     """A matmul and the ops around it that its kernel absorbs."""
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
-    consumer: ir.Operation | None = None   # the elementwise op applied as the kernel's epilogue
-    epilogue: Epilogue | None = None
-    allocations: list[ir.Operation] = field(default_factory=list)  # between the two: the kernel writes into them
+    found: _FoundEpilogue | None = None    # the elementwise op applied as the kernel's epilogue
 
     @classmethod
     def of(cls, op: ir.Operation) -> _MatmulSite:
         fill = _zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
-        return cls(op, fill, *(found or (None, None, [])))
+        for allocation in found.allocations if found else []:  # the kernel, in the matmul's place, writes into them
+            allocation.move_before(op)  # (harmless if the matmul stays: an allocation touches no data)
+        return cls(op, fill, found)
+
+    @property
+    def consumer(self) -> ir.Operation | None:
+        return self.found.consumer if self.found else None
+
+    @property
+    def epilogue(self) -> Epilogue | None:
+        return self.found.epilogue if self.found else None
+
+    views: list = field(default_factory=list)  # (value, collapsed view) made for a row-split epilogue
+
+    def _as_rows(self, value: ir.Value) -> ir.Value:
+        """`value` as rows × columns where the epilogue works on split rows (made once, before the matmul)."""
+        if self.found is None or self.found.rows is None or ir.MemRefType(value.type).rank < 2:
+            return value
+        for original, view in self.views:
+            if original == value:
+                return view
+        view = self.found.rows.collapse(value, self.op)
+        self.views.append((value, view))
+        return view
+
+    def discard_views(self) -> None:
+        """Undo the views when the matmul keeps its linalg op after all."""
+        for _, view in self.views:
+            if (owner := defining_op(view)) is not None and owner.name == "memref.collapse_shape" \
+                    and not list(view.uses):
+                owner.erase()
+        self.views.clear()
 
     @property
     def output(self) -> ir.Value:
-        return list(self.consumer.opview.outputs)[0] if self.consumer is not None else self.op.operands[2]
+        """Where the kernel stores: the epilogue's output, else the matmul's."""
+        if self.consumer is None:
+            return self.op.operands[2]
+        return self._as_rows(list(self.consumer.opview.outputs)[0])
 
     def kernel_arguments(self) -> list[ir.Value]:
         """What the kernel function takes: A, B, the output, then the epilogue's tensors."""
         extra = []
         if self.epilogue is not None:
             inputs = list(self.consumer.opview.inputs)
-            extra = [inputs[k] for k, _ in self.epilogue.tensor_inputs()]
+            extra = [self._as_rows(inputs[k]) for k, _ in self.epilogue.tensor_inputs()]
         return [self.op.operands[0], self.op.operands[1], self.output] + extra
 
     def absorbed(self) -> list[ir.Operation]:
@@ -258,6 +368,8 @@ class _MatmulSite:
         ops = [o for o in (self.fill, self.consumer) if o is not None]
         temporary = self.op.operands[2]
         if self.consumer is not None and self.output != temporary:
+            if self.found.rows is not None:
+                ops.append(self.found.rows.expand)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
         return ops
 
@@ -274,7 +386,9 @@ class GpuMatmulKernels(PythonPass):
             site = _MatmulSite.of(op)
             operands = matmul_operands(op, site.output)
             chosen = choose_kernel(operands, table) if operands else None
-            if chosen is not None:
+            if chosen is None:
+                site.discard_views()
+            else:
                 generator, tile, stem = chosen
                 _replace(module, site, operands, generator, tile, f"forward_{stem}_{replaced}")
                 replaced += 1
@@ -285,8 +399,7 @@ def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> No
     where the matmul was, its arguments replaced by the matmul's operands.
     (Done here rather than by the inliner: nvgpu ops are not inlinable.)"""
     op = site.op
-    for allocation in site.allocations:  # the kernel, in the matmul's place, writes into them
-        allocation.move_before(op)
+    arguments = site.kernel_arguments()  # any views they need go before the kernel
     text = generator(f"launch_{kernel}", kernel, operands, tile, accumulate=site.fill is None,
                      location=str(op.location), epilogue=site.epilogue)
     parsed = ir.Module.parse(text, context=module.context)
@@ -294,7 +407,7 @@ def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> No
     entry = function.regions[0].blocks[0]
     for generated in [o.operation for o in entry.operations][:-1]:  # all but func.return
         generated.move_before(op)
-    for argument, operand in zip(entry.arguments, site.kernel_arguments()):
+    for argument, operand in zip(entry.arguments, arguments):
         argument.replace_all_uses_with(operand)
     absorbed = site.absorbed()
     op.erase()

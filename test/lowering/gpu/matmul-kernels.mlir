@@ -146,6 +146,41 @@ func.func @output_allocated_between(%a: memref<256x64xf32>, %b: memref<64x512xf3
   return
 }
 
+// torch-mlir writes a linear on a 3-D input as a 2-D matmul whose result is
+// viewed as 3-D (memref.expand_shape) for the bias + residual. The kernel
+// applies that epilogue on the 2-D result: the residual and the output are
+// read and written through collapsed views, the bias by column.
+// CHECK-LABEL: func.func @rows_split_by_a_view(
+// CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[BIAS:.*]]: memref<512xf32>, %[[RES:.*]]: memref<2x128x512xf32>, %[[Y:.*]]: memref<2x128x512xf32>)
+// CHECK-DAG:     %[[Y2:.*]] = memref.collapse_shape %[[Y]] {{\[}}[0, 1], [2]] : memref<2x128x512xf32> into memref<256x512xf32>
+// CHECK-DAG:     %[[RES2:.*]] = memref.collapse_shape %[[RES]] {{\[}}[0, 1], [2]] : memref<2x128x512xf32> into memref<256x512xf32>
+// CHECK:         gpu.launch
+// CHECK:           memref.load %[[RES2]][%{{.*}}, %{{.*}}] : memref<256x512xf32>
+// CHECK:           memref.load %[[BIAS]][%{{.*}}] : memref<512xf32>
+// CHECK:           vector.store %{{.*}}, %[[Y2]]
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.expand_shape
+// CHECK:         return
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#col3 = affine_map<(d0, d1, d2) -> (d2)>
+func.func @rows_split_by_a_view(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %bias: memref<512xf32>,
+                                %res: memref<2x128x512xf32>, %y: memref<2x128x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  %view = memref.expand_shape %acc [[0, 1], [2]] output_shape [2, 128, 512] : memref<256x512xf32> into memref<2x128x512xf32>
+  linalg.generic {indexing_maps = [#id3, #id3, #col3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %view, %bias : memref<2x128x512xf32>, memref<2x128x512xf32>, memref<512xf32>) outs(%y : memref<2x128x512xf32>) {
+  ^bb0(%r: f32, %v: f32, %c: f32, %o: f32):
+    %s = arith.addf %v, %c : f32
+    %t = arith.addf %r, %s : f32
+    linalg.yield %t : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
 // The epilogue may already write into the matmul's result (reuse-buffers
 // makes an elementwise op overwrite a dying input): the kernel then stores
 // the epilogue's values there, and later readers see them.
