@@ -14,7 +14,7 @@ import math
 
 from mlir import ir, passmanager
 
-from .locations import location_source_key, short_location
+from .locations import brief_source, location_source_key, short_location
 from .passes.ir_helpers import elementwise_flops, nested_ops, shaped_bytes
 
 DISPATCH_OP = "twintrack.dispatch"
@@ -35,7 +35,7 @@ def _entry(index: int, dispatch: ir.Operation) -> dict:
     # The linalg ops carry the torch ops' locations; constants and index
     # arithmetic take whichever location CSE left them.
     body_ops = nested_ops(dispatch, lambda op: op.name == "linalg.generic")
-    locations = dict.fromkeys(w for w in (short_location(op.location) for op in body_ops) if ":" in w)
+    locations = dict.fromkeys(brief_source(w) for w in (short_location(op.location) for op in body_ops) if ":" in w)
     keys = dict.fromkeys(k for k in (location_source_key(op.location) for op in body_ops) if k)
     boundary = [v.type for v in dispatch.operands] + [r.type for r in dispatch.results]
     return {

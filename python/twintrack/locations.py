@@ -23,6 +23,13 @@ def short_location(location) -> str:
     return frames[0]
 
 
+def brief_source(source_op: str) -> str:
+    """'aten.addmm at /long/path/linear.py:134:0' -> 'aten.addmm at linear.py:134'."""
+    op, _, where = source_op.rpartition(" at ")
+    where = where.rsplit("/", 1)[-1].removesuffix(":0")
+    return f"{op} at {where}" if op else where
+
+
 def location_source_key(location) -> str | None:
     """The source key of an MLIR location whose innermost frame is the op marker."""
     frames, op = [], None

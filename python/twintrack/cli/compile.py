@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..locations import brief_source
 from ..recipes import available_pipelines
 from .common import add_debug_flag, progress, run_main
 
@@ -123,9 +124,7 @@ def print_stage_times(manifest: dict, total: float) -> None:
 
 def _brief(source_op: str) -> str:
     """'aten.addmm at /long/path/linear.py:134:0' -> 'aten.addmm@linear.py:134'."""
-    op, _, where = source_op.rpartition(" at ")
-    where = Path(where).name.removesuffix(":0")
-    return f"{op}@{where}" if op else where
+    return brief_source(source_op).replace(" at ", "@")
 
 
 def print_kernel_report(kernels: list[dict]) -> None:

@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..frontend import ModelSource, model_state
+from ..locations import brief_source
 
 
 @dataclass
@@ -87,7 +88,7 @@ def _gpu_kernel(index: int, entry: dict, artifact: Path) -> dict:
     if mlir:
         sources["mlir"] = mlir
     return {"index": index, "name": entry["name"], "kind": entry.get("path", "generic"),
-            "source_ops": entry["source_ops"], "source_keys": entry.get("source_keys", []),
+            "source_ops": [brief_source(s) for s in entry["source_ops"]], "source_keys": entry.get("source_keys", []),
             "bytes": entry["bytes"], "flops": entry["flops"], "registers": entry["registers"],
             "spills": entry["spills"], "shared_bytes": entry["shared_bytes"],
             "grid": entry["grid"], "block": entry["block"], "sources": sources}

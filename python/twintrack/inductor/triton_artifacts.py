@@ -25,7 +25,8 @@ def attach_triton_artifacts(kernels: list[InductorKernel], cache_dir: str) -> No
         for level in IR_LEVELS:
             found = files.get(f"{kernel.name}.{level}")
             if found:
-                kernel.sources[level] = found.read_text(errors="replace")
+                # Debug info names the temporary cache; reports should not carry machine paths.
+                kernel.sources[level] = found.read_text(errors="replace").replace(cache_dir, "<inductor-cache>")
         launcher = launchers.get(kernel.name)
         if launcher is not None:
             kernel.registers = getattr(launcher, "n_regs", None)
