@@ -98,14 +98,16 @@ def _align(scores: list[list[float]], columns: int) -> list[int | None]:
             take = scores[i][j] + best[i + 1][j] if scores[i][j] > 0 else 0.0
             best[i][j] = max(best[i + 1][j], best[i][j + 1], take)
         best[i][columns] = best[i + 1][columns]
+
+    def takes(i: int, j: int) -> bool:
+        """Giving row i column j is on an optimal path."""
+        return scores[i][j] > 0 and best[i][j] == scores[i][j] + best[i + 1][j]
+
     choice, j = [], 0
     for i in range(rows):
-        while j < columns and best[i][j] == best[i][j + 1] and not (scores[i][j] > 0 and best[i][j] == scores[i][j] + best[i + 1][j]):
-            j += 1
-        if j < columns and scores[i][j] > 0 and best[i][j] == scores[i][j] + best[i + 1][j]:
-            choice.append(j)
-        else:
-            choice.append(None)
+        while j < columns and best[i][j] == best[i][j + 1] and not takes(i, j):
+            j += 1  # column j is better left to later rows, or to none
+        choice.append(j if j < columns and takes(i, j) else None)
     return choice
 
 
