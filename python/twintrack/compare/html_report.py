@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from html import escape
 
+from .table import clip
+
 TRACKS = ("twintrack", "inductor")
 TRACK_COLOR = {"twintrack": "#1f77b4", "inductor": "#d62728"}
 # Tableau-like palette; cycled by kernel index, so neighbouring kernels differ.
@@ -96,10 +98,6 @@ def _text(x, y, s: str, anchor="start", size=11, **attrs) -> str:
             f'{escape(s)}</text>')
 
 
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[:n - 1] + "…"
-
-
 # ---------------------------------------------------------------- sections
 
 def _summary(report: dict) -> str:
@@ -139,7 +137,7 @@ def _time_bars(track: str, kernels: list[dict], max_ms: float) -> str:
     body = []
     for i, k in enumerate(kernels):
         y = 20 + i * row_h
-        body.append(_text(label_w - 4, y + 11, _clip(f"{k['index']} {k['name']}", 36), "end", 10))
+        body.append(_text(label_w - 4, y + 11, clip(f"{k['index']} {k['name']}", 36), "end", 10))
         if k.get("ms") is None:
             body.append(_text(label_w + 2, y + 11, "no time", size=10, fill="#999"))
             continue
@@ -308,7 +306,7 @@ def _fusion_svg(report: dict, track: str, pos: dict, node_w: float, node_h: floa
         x0, y0 = pos[n["id"]]
         body.append(f'<g class="node" data-id="{n["id"]}"><title>{escape(tip)}</title>'
                     f'<rect x="{x0:.0f}" y="{y0:.0f}" width="{node_w}" height="{node_h}" rx="3" fill="{fill}"{stroke}/>'
-                    + _text(x0 + node_w / 2, y0 + node_h - 5, _clip(_short_op(n["label"]), 19), "middle", 9)
+                    + _text(x0 + node_w / 2, y0 + node_h - 5, clip(_short_op(n["label"]), 19), "middle", 9)
                     + "</g>")
     width = max((x for x, _ in pos.values()), default=0) + node_w + 20
     height = max((y for _, y in pos.values()), default=0) + node_h + 20

@@ -61,7 +61,7 @@ def _side(kernels: list[dict], row: int) -> str:
     k = kernels[row]
     regs = _DASH if k.get("registers") is None else f"{k['registers']}/{(k.get('shared_bytes') or 0) // 1024}K"
     return _SIDE.format(
-        name=_clip(k["name"], 30), ops=_clip(_op_names(k["source_ops"]), 24),
+        name=clip(k["name"], 30), ops=clip(_op_names(k["source_ops"]), 24),
         kib=_DASH if k.get("bytes") is None else f"{k['bytes'] / 1024:.1f}",
         mflop=_DASH if k.get("flops") is None else f"{k['flops'] / 1e6:.2f}", regs=regs,
         ms=_DASH if k.get("ms") is None else f"{k['ms']:.4f}",
@@ -74,5 +74,6 @@ def _op_names(source_ops: list[str]) -> str:
     return ",".join(names) or _DASH
 
 
-def _clip(text: str, width: int) -> str:
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters, an ellipsis marking the cut."""
     return text if len(text) <= width else text[:width - 1] + "…"

@@ -58,7 +58,6 @@ class InductorResult:
     compiled: object = None
     kernels: list[InductorKernel] = field(default_factory=list)
     compile_seconds: float | None = None
-    wrappers: list[str] = field(default_factory=list)
     error: str | None = None
     cache_dir: str | None = None
 
@@ -139,7 +138,7 @@ def compile_with_inductor(module: torch.nn.Module, inputs: list[torch.Tensor], m
     kernels = [k for text in wrappers for k in _kernels_of_wrapper(text, recorder)]
     for index, kernel in enumerate(kernels):
         kernel.index = index
-    return InductorResult(compiled, kernels, seconds, list(wrappers), cache_dir=cache_dir)
+    return InductorResult(compiled, kernels, seconds, cache_dir=cache_dir)
 
 
 def _process_cache_dir() -> str:

@@ -39,9 +39,12 @@ class TiledMatmulWriter:
 
     path = "tiled-matmul"
 
-    def __init__(self, ops: MatmulOperands, bm: int, bn: int, threads: int, accumulate: bool,
-                 epilogue: Epilogue | None = None):
-        self.ops, self.bm, self.bn, self.threads, self.accumulate = ops, bm, bn, threads, accumulate
+    def __init__(self, ops: MatmulOperands, config, kind: str, accumulate: bool, epilogue: Epilogue | None = None):
+        """`config`: a tile configuration (bm, bn, threads, label()); `kind`
+        names the generator in the kernel report's path."""
+        self.ops, self.cfg, self.accumulate = ops, config, accumulate
+        self.bm, self.bn, self.threads = config.bm, config.bn, config.threads
+        self.path = f"{kind} {config.label()}"
         self.w = MlirWriter()
         self.epilogue = EpilogueWriter(epilogue, self.w) if epilogue is not None else None
         self.epilogue_arguments = "".join(f", %E{k}: {inp.memref_type}"

@@ -40,9 +40,7 @@ class MmaTileConfig:
 
 class _MmaMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
-        super().__init__(ops, config.bm, config.bn, config.threads, accumulate, epilogue)
-        self.cfg = config
-        self.path = f"mma.sync-matmul {config.label()}"
+        super().__init__(ops, config, "mma.sync-matmul", accumulate, epilogue)
         t = ops.in_element
         self.vec = 16 // element_bytes(t)
         self.a_smem = f"memref<{config.bm}x{config.bk + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"

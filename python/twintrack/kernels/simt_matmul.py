@@ -40,9 +40,7 @@ class TileConfig:
 
 class _SimtMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool, epilogue: Epilogue | None):
-        super().__init__(ops, config.bm, config.bn, config.threads, accumulate, epilogue)
-        self.cfg = config
-        self.path = f"simt-matmul {config.label()}"
+        super().__init__(ops, config, "simt-matmul", accumulate, epilogue)
         t = ops.in_element
         self.vec_a = min(VECTOR_BYTES // element_bytes(t), config.bk)
         self.vec_b = min(VECTOR_BYTES // element_bytes(t), config.bn)
