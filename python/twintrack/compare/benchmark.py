@@ -78,6 +78,8 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
         "modes": list(request.modes), "total_seconds": round(seconds, 1),
         "complete": len(rows) == len(request.entries),
         "geomean": {mode: geomean([r["ratio_vs_inductor"].get(mode) for r in rows]) for mode in request.modes},
+        "graph_geomean": {mode: geomean([r.get("ratio_graph_vs_inductor", {}).get(mode) for r in rows])
+                          for mode in request.modes},
         "models": list(rows),
     }
 
@@ -98,12 +100,19 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
            "eager": measure(lambda *xs: flat_outputs(eager_module(*xs))), "inductor": {}}
     for mode in request.modes:
         row["inductor"][mode] = _inductor(source, device_inputs, mode, request.device, measure)
-    row["twintrack"] = _twintrack(request, entry, source, measure)
-    twintrack_ms = row["twintrack"].get("latency_ms")
-    row["ratio_vs_inductor"] = {mode: _ratio(twintrack_ms, row["inductor"][mode].get("latency_ms")) for mode in request.modes}
-    row["ratio_vs_eager"] = _ratio(twintrack_ms, row["eager"]["latency_ms"])
-    row["ok"] = all(_within(track, row["tolerance"]) for track in [row["eager"], row["twintrack"], *row["inductor"].values()])
+    row["twintrack"], graph = _twintrack(request, entry, source, measure)
+    row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
+    row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
+    if graph:
+        row["twintrack_graph"] = graph
+        row["ratio_graph_vs_inductor"] = _ratios_vs_inductor(row, graph)
+    tracks = [row["eager"], row["twintrack"], *row["inductor"].values(), *([graph] if graph else [])]
+    row["ok"] = all(_within(track, row["tolerance"]) for track in tracks)
     return row
+
+
+def _ratios_vs_inductor(row: dict, track: dict) -> dict:
+    return {mode: _ratio(track.get("latency_ms"), inductor.get("latency_ms")) for mode, inductor in row["inductor"].items()}
 
 
 def _inductor(source, inputs, mode: str, device: str, measure) -> dict:
@@ -116,7 +125,9 @@ def _inductor(source, inputs, mode: str, device: str, measure) -> dict:
             **measure(lambda *xs: flat_outputs(result.compiled(*xs)))}
 
 
-def _twintrack(request: BenchRequest, entry: BenchEntry, source, measure) -> dict:
+def _twintrack(request: BenchRequest, entry: BenchEntry, source, measure) -> tuple[dict, dict | None]:
+    """twintrack's measurement, and on the GPU its plan replayed as one CUDA
+    graph (host work out of the way: the kernels' own time)."""
     from ..errors import TwintrackError
     try:
         with scratch_directory() as scratch:
@@ -125,9 +136,10 @@ def _twintrack(request: BenchRequest, entry: BenchEntry, source, measure) -> dic
                 track = gpu_track(source, artifact, Path(scratch), with_program=False)
             else:
                 track = cpu_track(source, freeze="--freeze" in entry.flags)
-            return {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels), **measure(track.run)}
+            measured = {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels), **measure(track.run)}
+            return measured, (measure(track.graph_run) if track.graph_run else None)
     except (TwintrackError, RuntimeError) as e:
-        return {"error": " ".join(str(e).split())[:300]}
+        return {"error": " ".join(str(e).split())[:300]}, None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -154,26 +166,36 @@ def _triton_version() -> str | None:
 
 def markdown_summary(result: dict) -> str:
     modes = result["modes"]
+    ratio_columns = [f"twintrack/inductor {m}" for m in modes] + [f"graph/inductor {m}" for m in modes]
     lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']})", "",
              f"Median of {result['repeat']} runs per track (CUDA events, L2 flushed before each run on the GPU); "
              f"errors against float64 eager; float32 is exact (TF32 off). Whole run: {result['total_seconds']} s, compiles included"
-             f"{'' if result['complete'] else ' (cut short: not every model ran)'}.", "",
+             f"{'' if result['complete'] else ' (cut short: not every model ran)'}. "
+             "`twintrack graph` is twintrack's plan replayed as one CUDA graph (GPU only); "
+             "Inductor's max-autotune mode uses CUDA graphs too, its default mode does not.", "",
              "| model | dtype | eager ms | " + " | ".join(f"inductor {m} ms" for m in modes)
-             + " | twintrack ms | " + " | ".join(f"twintrack/inductor {m}" for m in modes) + " | twintrack/eager | numerics |",
-             "|---|---|" + "---:|" * (3 + 2 * len(modes)) + "---|"]
+             + " | twintrack ms | twintrack graph ms | " + " | ".join(ratio_columns) + " | twintrack/eager | numerics |",
+             "|---|---|" + "---:|" * (4 + 3 * len(modes)) + "---|"]
     for r in result["models"]:
-        cells = [r["name"], r["dtype"], _ms(r["eager"])] + [_ms(r["inductor"][m]) for m in modes] + [_ms(r["twintrack"])]
-        cells += [_x(r["ratio_vs_inductor"][m]) for m in modes] + [_x(r["ratio_vs_eager"]), "ok" if r["ok"] else "FAIL"]
+        graph_ratios = r.get("ratio_graph_vs_inductor", {})
+        cells = [r["name"], r["dtype"], _ms(r["eager"])] + [_ms(r["inductor"][m]) for m in modes]
+        cells += [_ms(r["twintrack"]), _ms(r.get("twintrack_graph"))]
+        cells += [_x(r["ratio_vs_inductor"][m]) for m in modes] + [_x(graph_ratios.get(m)) for m in modes]
+        cells += [_x(r["ratio_vs_eager"]), "ok" if r["ok"] else "FAIL"]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | "
-                 + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | | |")
+    graph_geomean = result.get("graph_geomean", {})
+    lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | | "
+                 + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | "
+                 + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | |")
     failures = [f"- {r['name']} {track}: {info['error']}" for r in result["models"]
                 for track, info in [("twintrack", r["twintrack"])] + [(f"inductor {m}", r["inductor"][m]) for m in modes]
                 if "error" in info]
     return "\n".join(lines + ([""] + failures if failures else [])) + "\n"
 
 
-def _ms(track: dict) -> str:
+def _ms(track: dict | None) -> str:
+    if track is None:
+        return "—"
     if "error" in track:
         return "failed"
     return f"{track['latency_ms']:.4f}"
