@@ -39,8 +39,27 @@ bool fusesNoContraction(OpOperand *operand) {
   return !touchesContraction(producer) && !touchesContraction(consumer);
 }
 
+/// Transposes next to an elementwise generic of their dispatch become
+/// generics, which elementwise fusion merges (named transposes it leaves
+/// alone); a transpose alone keeps its name.
+void generalizeTransposesBesideGenerics(DispatchOp dispatch) {
+  IRRewriter rewriter(dispatch.getContext());
+  SmallVector<linalg::TransposeOp> transposes;
+  dispatch.getBody().walk([&](linalg::TransposeOp transpose) {
+    bool producerIsGeneric = isa_and_nonnull<linalg::GenericOp>(transpose.getInput().getDefiningOp());
+    bool consumerIsGeneric = llvm::any_of(transpose->getUsers(), [](Operation *user) { return isa<linalg::GenericOp>(user); });
+    if (producerIsGeneric || consumerIsGeneric)
+      transposes.push_back(transpose);
+  });
+  for (linalg::TransposeOp transpose : transposes) {
+    rewriter.setInsertionPoint(transpose);
+    (void)linalg::generalizeNamedOp(rewriter, cast<linalg::LinalgOp>(transpose.getOperation()));
+  }
+}
+
 struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseInDispatchesPass> {
   void runOnOperation() override {
+    getOperation()->walk([](DispatchOp dispatch) { generalizeTransposesBesideGenerics(dispatch); });
     RewritePatternSet patterns(&getContext());
     linalg::populateElementwiseOpsFusionPatterns(patterns, fusesNoContraction);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, fusesNoContraction);

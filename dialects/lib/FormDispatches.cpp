@@ -8,7 +8,11 @@
 //      roofline);
 //   2. a matmul/convolution takes its only consumer as an epilogue when that
 //      consumer is elementwise and reads the result element for element;
+//      then the elementwise group reading its epilogue's result (through
+//      several uses: GELU reads x twice) joins it too;
 //   3. matmuls reading one tensor share a dispatch (horizontal fusion).
+// Before that, a transposed right operand of a matmul is read through the
+// matmul's indexing maps instead of being copied by a transpose.
 // A dispatch holds at most one reduction or one matmul (several for
 // horizontal fusion), stays convex (no outside op between two of its ops),
 // reads at most max-inputs tensors and computes at most max-body-ops ops
@@ -147,11 +151,13 @@ private:
   DenseSet<Operation *> recomputed; // producers copied into each consumer's dispatch
 
   void formIn(Block &block);
+  void foldTransposedOperands(Block &block);
   void decideProducer(linalg::LinalgOp producer);
   void decideEpilogue(linalg::LinalgOp producer);
   void extendEpilogue(linalg::LinalgOp producer);
   void appendEpilogue(linalg::LinalgOp producer, StringRef how);
   void decideHorizontal(Block &block);
+  void extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops);
   bool tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal = false);
   SmallVector<Operation *> groupOf(Operation *op);
   Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
@@ -294,6 +300,63 @@ void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how
            llvm::formatv("{0}: saves {1} bytes and a launch ({2:f3} us), recomputes nothing", how, saved,
                          (seconds(saved, 0) + launchOverhead) * 1e6)
                .str());
+}
+
+/// The linalg ops reading `value`, directly or through reshapes (appended to
+/// `reshapes`); false if another kind of op reads it.
+bool linalgReaders(Value value, SmallVectorImpl<OpOperand *> &reads, SmallVectorImpl<Operation *> &reshapes) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (isReshape(user)) {
+      reshapes.push_back(user);
+      if (!linalgReaders(user->getResult(0), reads, reshapes))
+        return false;
+    } else if (isa<linalg::LinalgOp>(user)) {
+      reads.push_back(&use);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// A matmul's epilogue whose result several ops read (GELU reads x twice)
+/// was left at the first rule, which follows single uses. Once the readers
+/// have grouped among themselves, an elementwise group that is the only
+/// reader, element for element, joins the matmul: its kernel applies it all.
+void FormDispatchesPass::extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops) {
+  for (linalg::LinalgOp op : ops) {
+    if (classify(op) != Kind::Contraction)
+      continue;
+    SmallVector<Operation *> group = groupOf(op);
+    Operation *last = group.back();
+    if (last->getNumResults() != 1 || group.size() < 2) // only past an epilogue: a bare matmul took none
+      continue;
+    SmallVector<OpOperand *> reads;
+    SmallVector<Operation *> reshapes;
+    if (!linalgReaders(last->getResult(0), reads, reshapes) || reads.size() < 2)
+      continue;
+    Operation *reader = reads.front()->getOwner();
+    SmallVector<Operation *> readerGroup = groupOf(reader);
+    bool oneElementwiseGroup = llvm::all_of(reads, [&](OpOperand *read) {
+      auto consumer = cast<linalg::LinalgOp>(read->getOwner());
+      return groups.isEquivalent(reader, consumer) && !consumer.isDpsInit(read) &&
+             readsPerElement(consumer, *read) == 1 && consumer.getMatchingIndexingMap(read).isPermutation();
+    });
+    if (!oneElementwiseGroup || llvm::any_of(readerGroup, [](Operation *o) { return kindOf(o) != Kind::Elementwise; }))
+      continue;
+    int64_t saved = 2 * bytes(last->getResult(0).getType());
+    Operation *previous = last;
+    for (Operation *reshape : reshapes) {
+      tryMerge(previous, reshape, "with the reshape between matmul and epilogue");
+      previous = reshape;
+    }
+    tryMerge(previous, reader,
+             llvm::formatv("into the matmul's epilogue, reading its result {0} times: saves {1} bytes and a launch "
+                           "({2:f3} us), recomputes nothing",
+                           reads.size(), saved, (seconds(saved, 0) + launchOverhead) * 1e6)
+                 .str());
+  }
 }
 
 void FormDispatchesPass::decideHorizontal(Block &block) {
@@ -487,7 +550,54 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
     op->erase();
 }
 
+/// Is `transpose` a swap of its last two dims (leading dims in place)?
+bool swapsLastTwoDims(linalg::TransposeOp transpose) {
+  ArrayRef<int64_t> permutation = transpose.getPermutation();
+  size_t rank = permutation.size();
+  if (rank < 2 || permutation[rank - 1] != int64_t(rank - 2) || permutation[rank - 2] != int64_t(rank - 1))
+    return false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (permutation[d] != int64_t(d))
+      return false;
+  return true;
+}
+
+/// The matmul's maps with its right operand read transposed: B(k, n) becomes Bt(n, k).
+ArrayAttr withTransposedRightOperand(linalg::LinalgOp matmul) {
+  SmallVector<AffineMap> maps = matmul.getIndexingMapsArray();
+  AffineMap right = maps[1];
+  SmallVector<AffineExpr> results(right.getResults());
+  std::swap(results[results.size() - 1], results[results.size() - 2]);
+  maps[1] = AffineMap::get(right.getNumDims(), 0, results, matmul->getContext());
+  return Builder(matmul->getContext()).getAffineMapArrayAttr(maps);
+}
+
+void FormDispatchesPass::foldTransposedOperands(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto matmul = dyn_cast<linalg::LinalgOp>(&op);
+    if (!matmul || !isa<linalg::MatmulOp, linalg::BatchMatmulOp>(&op) || !matmul.hasPureTensorSemantics())
+      continue;
+    bool defaultMaps = matmul.getIndexingMapsArray() == (isa<linalg::MatmulOp>(&op)
+                                                             ? linalg::MatmulOp::getDefaultIndexingMaps(op.getContext())
+                                                             : linalg::BatchMatmulOp::getDefaultIndexingMaps(op.getContext()));
+    auto transpose = op.getOperand(1).getDefiningOp<linalg::TransposeOp>();
+    if (!defaultMaps || !transpose || !transpose->getResult(0).hasOneUse() || !swapsLastTwoDims(transpose))
+      continue;
+    explainDecision(&op, llvm::formatv("reads its right operand transposed: the transpose's kernel goes "
+                                       "(saves {0} bytes and a launch)",
+                                       2 * bytes(transpose->getResult(0).getType())));
+    op.setAttr("indexing_maps", withTransposedRightOperand(matmul));
+    op.setOperand(1, transpose.getInput());
+    Operation *init = transpose.getInit().getDefiningOp();
+    transpose->erase();
+    if (init && init->use_empty() && isCloneableInit(init))
+      init->erase();
+  }
+}
+
 void FormDispatchesPass::formIn(Block &block) {
+  if (fuse && transposedOperands)
+    foldTransposedOperands(block);
   position.clear();
   groups = {};
   recomputed.clear();
@@ -508,6 +618,8 @@ void FormDispatchesPass::formIn(Block &block) {
       else if (kind == Kind::Contraction && epilogues)
         decideEpilogue(op);
     }
+    if (epilogues)
+      extendEpiloguesToFanOut(ops);
     if (horizontal)
       decideHorizontal(block);
   }

@@ -17,8 +17,10 @@ MODELS = [
     "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
     "zoo:conv_block",                                    # too small to coarsen
     "zoo:conv_block?batch=2&in_channels=4&channels=64&size=64",  # 4x4 (channel, row) tiles
-    "zoo:transformer_block",                             # serial short-row reductions, bmm
-    "zoo:gpt_block",
+    # serial short-row reductions, bmm; dim 8 keeps the MLP's K (4 * dim) under
+    # the length where a row gets a block and gpu.all_reduce (not emulated here)
+    "zoo:transformer_block?dim=8&heads=2",
+    "zoo:gpt_block?dim=8&heads=2",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each
     "zoo:elementwise",
 ]

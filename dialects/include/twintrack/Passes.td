@@ -20,6 +20,11 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
     - matmuls reading the same input (horizontal fusion, e.g. Q/K/V
       projections of one activation).
 
+    Before grouping, a transpose of the last two dims feeding a matmul's
+    right operand (a linear layer's weight) is folded into the matmul's
+    indexing maps (`transposed-operands`): the matmul reads the untransposed
+    tensor, and the transpose's kernel and its copy go.
+
     The cost of a fusion is the flops it recomputes: a producer read R times
     per element by its consumer's loops runs R times (a matmul reads each
     element of A once per column of B, so producers are never fused into
@@ -51,6 +56,8 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
            "when false, every op gets a dispatch of its own (no fusion at all)">,
     Option<"epilogues", "epilogues", "bool", /*default=*/"true",
            "fuse elementwise consumers into matmuls (only where the target's kernels apply epilogues)">,
+    Option<"transposedOperands", "transposed-operands", "bool", /*default=*/"true",
+           "a matmul reads a transposed operand through its indexing maps instead of a transpose kernel">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "put matmuls reading one tensor into one dispatch (only where the target generates such kernels)">,
   ];
@@ -61,7 +68,9 @@ def FuseInDispatches : Pass<"twintrack-fuse-in-dispatches", "::mlir::func::FuncO
   let description = [{
     Upstream's producer/consumer elementwise fusion and reshape propagation,
     applied inside each dispatch: the ops a dispatch groups merge into as few
-    linalg ops as they can, and nothing crosses a dispatch boundary. A matmul
+    linalg ops as they can, and nothing crosses a dispatch boundary. A
+    transpose next to an elementwise generic is generalized first, so it
+    merges too (a permute followed by a scale is one kernel). A matmul
     or convolution and the reshapes around it are left alone, so they stay
     named ops for the kernel generators (an elementwise epilogue stays a
     separate op in the matmul's dispatch).

@@ -14,7 +14,9 @@ KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the k
 
 @dataclass(frozen=True)
 class MatmulOperands:
-    """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N), as memref types."""
+    """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N), as memref types.
+    With `b_transposed`, the B buffer holds Bᵀ (batch?, N, K), as a linear
+    layer's weight does."""
     a_type: str
     b_type: str
     c_type: str
@@ -24,6 +26,7 @@ class MatmulOperands:
     k: int
     in_element: str   # f32, f16, bf16
     out_element: str
+    b_transposed: bool = False
 
 
 def element_bytes(element: str) -> int:

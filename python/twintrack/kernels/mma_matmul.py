@@ -1,12 +1,14 @@
-"""Tensor-core matmul with warp-level mma.sync (nvgpu dialect), for f16
-operands accumulating in f32: C[b] = A[b] @ B[b] (or +=).
+"""Tensor-core matmul with warp-level mma.sync, for f16 and bf16 operands
+accumulating in f32: C[b] = A[b] @ B[b] (or +=).
 
 Each block computes a BM x BN tile of C with WM x WN warps; each warp owns a
 (BM/WM) x (BN/WN) sub-tile made of 16x8 mma tiles. Per step of BK along K the
 block copies both operand tiles to shared memory with 16-byte loads (rows
 padded by 16 bytes, so the 8 rows one ldmatrix reads hit distinct banks);
 then ldmatrix gives each warp its A fragments (16x16) and, transposed, its B
-fragments (16x8), and mma.sync m16n8k16 accumulates. Shapes must be
+fragments (16x8), and mma.sync m16n8k16 accumulates. A transposed B (Bᵀ,
+N x K, a linear layer's weight) is already the column-major layout mma.sync
+wants: its tile is copied as it is, and ldmatrix reads it untransposed. Shapes must be
 multiples of the tile (the caller checks).
 """
 
@@ -44,7 +46,8 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         t = ops.in_element
         self.vec = 16 // element_bytes(t)
         self.a_smem = f"memref<{config.bm}x{config.bk + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
-        self.b_smem = f"memref<{config.bk}x{config.bn + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
+        b_shape = (config.bn, config.bk + ROW_PAD) if ops.b_transposed else (config.bk, config.bn + ROW_PAD)
+        self.b_smem = f"memref<{b_shape[0]}x{b_shape[1]}x{t}, #gpu.address_space<workgroup>>"
         self.tiles_m = config.bm // config.warps_m // MMA_M
         self.tiles_n = config.bn // config.warps_n // MMA_N
 
@@ -96,18 +99,49 @@ class _MmaMatmulWriter(TiledMatmulWriter):
                                           f" : {buffer_type}, {vector_type(self.vec, t)}")
 
         self.copy_tile(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, "%k0"), store_into("%As", self.a_smem))
-        self.copy_tile(cfg.bk, cfg.bn, self.vec, "%B", self.ops.b_type, ("%k0", self.n0), store_into("%Bs", self.b_smem))
+        if self.ops.b_transposed:
+            self.copy_tile(cfg.bn, cfg.bk, self.vec, "%B", self.ops.b_type, (self.n0, "%k0"), store_into("%Bs", self.b_smem))
+        else:
+            self.copy_tile(cfg.bk, cfg.bn, self.vec, "%B", self.ops.b_type, ("%k0", self.n0), store_into("%Bs", self.b_smem))
         self.barrier()
         for kk in range(0, cfg.bk, MMA_K):
             a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
             b = [self._b_fragment(j, kk) for j in range(self.tiles_n)]
-            accumulators = [
-                w.op(f"nvgpu.mma.sync ({a[index // self.tiles_n]}, {b[index % self.tiles_n]}, {acc})"
-                     f" {{mmaShape = [16, 8, 16]}} : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>)"
-                     f" -> vector<2x2xf32>")
-                for index, acc in enumerate(accumulators)]
+            accumulators = [self._mma(a[index // self.tiles_n], b[index % self.tiles_n], acc)
+                            for index, acc in enumerate(accumulators)]
         self.barrier()
         return accumulators
+
+    def _mma(self, a: str, b: str, acc: str) -> str:
+        """acc + a @ b on one 16x8x16 tile. nvgpu.mma.sync for f16; for bf16
+        nvvm.mma.sync on the fragments' 32-bit registers, naming the operand
+        type (the pinned nvgpu lowering cannot tell bf16 pairs from other
+        32-bit operands)."""
+        w, t = self.w, self.ops.in_element
+        if t == "f16":
+            return w.op(f"nvgpu.mma.sync ({a}, {b}, {acc}) {{mmaShape = [16, 8, 16]}}"
+                        f" : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>) -> vector<2x2xf32>")
+        a_regs = [self._register(a, i, f"vector<4x2x{t}>") for i in range(4)]
+        b_regs = [self._register(b, i, f"vector<2x2x{t}>") for i in range(2)]
+        c = [w.op(f"vector.extract {acc}[{i}, {j}] : f32 from vector<2x2xf32>") for i in range(2) for j in range(2)]
+        result_type = "!llvm.struct<(f32, f32, f32, f32)>"
+        d = w.op(f"nvvm.mma.sync A[{', '.join(a_regs)}] B[{', '.join(b_regs)}] C[{', '.join(c)}]"
+                 f" {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>,"
+                 f" multiplicandAPtxType = #nvvm.mma_type<{t}>, multiplicandBPtxType = #nvvm.mma_type<{t}>,"
+                 f" shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {result_type}")
+        values = [w.op(f"llvm.extractvalue {d}[{i}] : {result_type}") for i in range(4)]
+        result = acc
+        for half in range(2):
+            pair = w.op(f"vector.from_elements {values[2 * half]}, {values[2 * half + 1]} : vector<2xf32>")
+            result = w.op(f"vector.insert {pair}, {result} [{half}] : vector<2xf32> into vector<2x2xf32>")
+        return result
+
+    def _register(self, fragment: str, index: int, fragment_type: str) -> str:
+        """The 32-bit register holding pair `index` of an ldmatrix fragment."""
+        w, t = self.w, self.ops.in_element
+        pair = w.op(f"vector.extract {fragment}[{index}] : vector<2x{t}> from {fragment_type}")
+        word = w.op(f"vector.bitcast {pair} : vector<2x{t}> to vector<1xi32>")
+        return w.op(f"vector.extract {word}[0] : i32 from vector<1xi32>")
 
     def _a_fragment(self, i: int, kk: int) -> str:
         w = self.w
@@ -118,6 +152,14 @@ class _MmaMatmulWriter(TiledMatmulWriter):
 
     def _b_fragment(self, j: int, kk: int) -> str:
         w = self.w
+        if self.ops.b_transposed:
+            # Two 8x8 matrices, K 0-7 and 8-15 of this N block: lanes 0-7 address
+            # the first's rows (N), lanes 8-15 the second's (lanes 16-31 repeat them).
+            lane = w.rem("%tid", WARP)
+            row = w.add(self.warp_n0, w.add(w.index(j * MMA_N), w.rem(lane, 8)))
+            col = w.add(w.index(kk), w.mul(w.rem(w.div(lane, 8), 2), 8))
+            return w.op(f"nvgpu.ldmatrix %Bs[{row}, {col}] {{numTiles = 2 : i32, transpose = false}}"
+                        f" : {self.b_smem} -> vector<2x2x{self.ops.in_element}>")
         row = w.add(w.index(kk), self.lane_row)
         col = w.add(self.warp_n0, w.index(j * MMA_N))
         return w.op(f"nvgpu.ldmatrix %Bs[{row}, {col}] {{numTiles = 2 : i32, transpose = true}}"

@@ -43,7 +43,7 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         super().__init__(ops, config, "simt-matmul", accumulate, epilogue)
         t = ops.in_element
         self.vec_a = min(VECTOR_BYTES // element_bytes(t), config.bk)
-        self.vec_b = min(VECTOR_BYTES // element_bytes(t), config.bn)
+        self.vec_b = min(VECTOR_BYTES // element_bytes(t), config.bk if ops.b_transposed else config.bn)
         pad = VECTOR_BYTES // element_bytes(t)  # keeps rows 16-byte aligned, breaks bank conflicts
         self.a_smem = f"memref<{config.bk}x{config.bm + pad}x{t}, #gpu.address_space<workgroup>>"
         self.b_smem = f"memref<{config.bk}x{config.bn}x{t}, #gpu.address_space<workgroup>>"
@@ -76,21 +76,31 @@ class _SimtMatmulWriter(TiledMatmulWriter):
 
     def _k_step(self, accumulators: list[str]) -> list[str]:
         cfg, t = self.cfg, self.ops.in_element
-        self.copy_tile(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, "%k0"), self._store_a_transposed)
-        self.copy_tile(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, ("%k0", self.n0), lambda v, r, c: self.w.emit(
-            f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
-            f" : {self.b_smem}, {vector_type(self.vec_b, t)}"))
+        self.copy_tile(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, "%k0"),
+                       self._transposing_store("%As", self.a_smem, self.vec_a))
+        if self.ops.b_transposed:  # Bᵀ rows are contiguous along K: transpose into Bs like A
+            self.copy_tile(cfg.bn, cfg.bk, self.vec_b, "%B", self.ops.b_type, (self.n0, "%k0"),
+                           self._transposing_store("%Bs", self.b_smem, self.vec_b))
+        else:
+            self.copy_tile(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, ("%k0", self.n0), lambda v, r, c: self.w.emit(
+                f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
+                f" : {self.b_smem}, {vector_type(self.vec_b, t)}"))
         self.barrier()
         for kk in range(cfg.bk):
             accumulators = self._rank_one_update(kk, accumulators)
         self.barrier()
         return accumulators
 
-    def _store_a_transposed(self, value: str, row: str, col: str) -> None:
+    def _transposing_store(self, buffer: str, buffer_type: str, width: int):
+        """A tile store that puts the `width` elements of a row vector (row, col..)
+        at [col + i, row] of `buffer`: K becomes the buffer's outer dim."""
         w, t = self.w, self.ops.in_element
-        for i in range(self.vec_a):
-            element = w.op(f"vector.extract {value}[{i}] : {t} from {vector_type(self.vec_a, t)}")
-            w.emit(f"memref.store {element}, %As[{w.add(col, w.index(i))}, {row}] : {self.a_smem}")
+
+        def store(value: str, row: str, col: str) -> None:
+            for i in range(width):
+                element = w.op(f"vector.extract {value}[{i}] : {t} from {vector_type(width, t)}")
+                w.emit(f"memref.store {element}, {buffer}[{w.add(col, w.index(i))}, {row}] : {buffer_type}")
+        return store
 
     def _rank_one_update(self, kk: int, accumulators: list[str]) -> list[str]:
         w, cfg, t = self.w, self.cfg, self.ops.in_element

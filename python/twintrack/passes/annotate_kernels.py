@@ -58,7 +58,7 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
                 scalar_flops = elementwise_flops(child)
                 if scalar_flops:
                     total += multiplier * scalar_flops
-                elif child.name == "nvgpu.mma.sync":
+                elif child.name in ("nvgpu.mma.sync", "nvvm.mma.sync"):
                     total += multiplier * _mma_flops_per_lane(child)
                 total += _flops_per_thread(child, multiplier)
     return total
@@ -66,7 +66,10 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
 
 def _mma_flops_per_lane(mma: ir.Operation) -> int:
     """A warp-wide m x n x k mma.sync: 2mnk flops, shared by the warp's 32 lanes."""
-    m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
+    if mma.name == "nvvm.mma.sync":  # shape = #nvvm.shape<m = 16, n = 8, k = 16>
+        m, n, k = (int(part.split("=")[1]) for part in str(mma.attributes["shape"]).split("<")[1].rstrip(">").split(","))
+    else:
+        m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
     return 2 * m * n * k // 32
 
 

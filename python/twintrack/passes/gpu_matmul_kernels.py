@@ -1,6 +1,6 @@
 """gpu-matmul-kernels: linalg.matmul / linalg.batch_matmul on memrefs become
 a shared-memory tiled kernel: tensor cores (mma.sync,
-twintrack.kernels.mma_matmul) for f16 operands, CUDA cores
+twintrack.kernels.mma_matmul) for f16 and bf16 operands, CUDA cores
 (twintrack.kernels.simt_matmul) otherwise or when no tensor-core tile fits.
 
 The tile shapes come from lowering/tuning/matmul.toml. A zero fill of the
@@ -30,10 +30,7 @@ TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "mat
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 
 
-# The pinned convert-nvgpu-to-nvvm cannot type a bf16 mma.sync ("failed to
-# deduce operand PTX types", emitted without failing the pass, which aborts
-# the Python bindings), so bf16 takes the CUDA-core kernel for now.
-TENSOR_CORE_ELEMENTS = ("f16",)
+TENSOR_CORE_ELEMENTS = ("f16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -86,18 +83,34 @@ def _aligned(memref_type: ir.MemRefType) -> bool:
     return offset % per_vector == 0 and all(s % per_vector == 0 for s in strides[:-1])
 
 
+def b_is_transposed(op: ir.Operation) -> bool | None:
+    """Does the matmul read B transposed (its indexing maps swap B's last two
+    dims)? None for any other maps than these two: the generic pipeline."""
+    maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]] \
+        if "indexing_maps" in op.attributes else None
+    if maps is None:
+        return False
+    dims = [_dims(m) for m in maps]
+    batch = (0,) if op.name == "linalg.batch_matmul" else ()
+    m, n, k = (d + len(batch) for d in range(3))
+    if dims[0] != (*batch, m, k) or dims[2] != (*batch, m, n):
+        return None
+    return {(*batch, k, n): False, (*batch, n, k): True}.get(dims[1])
+
+
 def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None:
     """The kernel's view of `op` writing into `output` (its own or a narrower one)."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
-    if not all(isinstance(t, ir.MemRefType) and _aligned(t) for t in (a, b, c)):
+    transposed = b_is_transposed(op)
+    if transposed is None or not all(isinstance(t, ir.MemRefType) and _aligned(t) for t in (a, b, c)):
         return None
     if str(a.element_type) != str(b.element_type):
         return None
     batched = op.name == "linalg.batch_matmul"
     *batch, m, k = a.shape
-    n = b.shape[-1]
+    n = b.shape[-2] if transposed else b.shape[-1]
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
-                          str(a.element_type), str(c.element_type))
+                          str(a.element_type), str(c.element_type), transposed)
 
 
 def _neighbour(op: ir.Operation, offset: int) -> tuple[ir.Operation | None, list[ir.Operation]]:

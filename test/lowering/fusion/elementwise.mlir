@@ -71,3 +71,35 @@ func.func @exp_sum(%arg0: tensor<4x8xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %4 : tensor<4xf32>
 }
+
+// A head-split permute followed by the attention scale (q * d^-0.5): the
+// transpose is generalized inside the dispatch, so the two merge into one
+// generic that reads the input through the permutation. A transpose alone
+// stays a named linalg.transpose.
+// CHECK-LABEL: func.func @permute_scale(
+// CHECK:         twintrack.dispatch
+// CHECK-NOT:       linalg.transpose
+// CHECK:           linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]}
+// CHECK:             arith.mulf
+// CHECK-NOT:       linalg.generic
+// CHECK:           twintrack.yield
+// CHECK-LABEL: func.func @permute_alone(
+// CHECK:           linalg.transpose
+func.func @permute_scale(%q: tensor<16x4x8xf32>) -> tensor<4x16x8xf32> {
+  %scale = arith.constant 0.35 : f32
+  %e = tensor.empty() : tensor<4x16x8xf32>
+  %t = linalg.transpose ins(%q : tensor<16x4x8xf32>) outs(%e : tensor<4x16x8xf32>) permutation = [1, 0, 2]
+  %s = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]} ins(%t : tensor<4x16x8xf32>) outs(%e : tensor<4x16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.mulf %in, %scale : f32
+    linalg.yield %m : f32
+  } -> tensor<4x16x8xf32>
+  return %s : tensor<4x16x8xf32>
+}
+
+func.func @permute_alone(%q: tensor<16x4x8xf32>) -> tensor<4x16x8xf32> {
+  %e = tensor.empty() : tensor<4x16x8xf32>
+  %t = linalg.transpose ins(%q : tensor<16x4x8xf32>) outs(%e : tensor<4x16x8xf32>) permutation = [1, 0, 2]
+  return %t : tensor<4x16x8xf32>
+}

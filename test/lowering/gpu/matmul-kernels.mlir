@@ -225,3 +225,72 @@ func.func @output_aliases_input(%x: memref<256x256xf32>, %w: memref<256x256xf32>
   memref.dealloc %acc : memref<256x256xf32>
   return
 }
+
+// A linear layer's weight read transposed (indexing maps, as
+// twintrack-form-dispatches folds a weight transpose). CUDA cores: Bᵀ rows
+// are contiguous along K, so the B tile is loaded with 16-byte vectors along
+// K and stored transposed into shared memory, as A is.
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#weight = affine_map<(m, n, k) -> (n, k)>
+#res = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @weight_transposed_f32(
+// CHECK-SAME:    %{{.*}}: memref<1024x128xf32>, %[[WT:.*]]: memref<1024x128xf32>, %{{.*}}: memref<1024x1024xf32>)
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<16x68xf32, #gpu.address_space<workgroup>>, %[[BST:.*]] : memref<16x64xf32, #gpu.address_space<workgroup>>)
+// CHECK:             vector.load %[[WT]][{{.*}}] {alignment = 16 : i64} : memref<1024x128xf32>, vector<4xf32>
+// CHECK-COUNT-4:     memref.store %{{.*}}, %[[BST]]
+// CHECK:             vector.fma
+// CHECK-NOT:     linalg.matmul
+func.func @weight_transposed_f32(%a: memref<1024x128xf32>, %wt: memref<1024x128xf32>, %c: memref<1024x1024xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<1024x1024xf32>)
+  linalg.matmul indexing_maps = [#lhs, #weight, #res]
+      ins(%a, %wt : memref<1024x128xf32>, memref<1024x128xf32>) outs(%c : memref<1024x1024xf32>)
+  return
+}
+
+// Tensor cores: Bᵀ is already the column-major B that mma.sync takes, so its
+// tile is copied as it is (N x K, rows padded) and ldmatrix reads it
+// untransposed.
+// CHECK-LABEL: func.func @weight_transposed_f16(
+// CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<{{.*}}xf16, #gpu.address_space<workgroup>>, %[[BS16:.*]] : memref<128x40xf16, #gpu.address_space<workgroup>>)
+// CHECK:             vector.store %{{.*}}, %[[BS16]]{{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK:             nvgpu.ldmatrix %[[BS16]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// CHECK:             nvgpu.mma.sync
+// CHECK-NOT:     linalg.matmul
+func.func @weight_transposed_f16(%a: memref<2048x256xf16>, %wt: memref<2048x256xf16>, %c: memref<2048x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<2048x2048xf32>)
+  linalg.matmul indexing_maps = [#lhs, #weight, #res]
+      ins(%a, %wt : memref<2048x256xf16>, memref<2048x256xf16>) outs(%c : memref<2048x2048xf32>)
+  return
+}
+
+// Negative: other indexing maps (A read transposed) have no kernel here;
+// the matmul stays a linalg op for the generic pipeline.
+#lhs_t = affine_map<(m, n, k) -> (k, m)>
+#rhs = affine_map<(m, n, k) -> (k, n)>
+// CHECK-LABEL: func.func @left_transposed_stays(
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.matmul
+func.func @left_transposed_stays(%at: memref<128x1024xf32>, %b: memref<128x1024xf32>, %c: memref<1024x1024xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<1024x1024xf32>)
+  linalg.matmul indexing_maps = [#lhs_t, #rhs, #res]
+      ins(%at, %b : memref<128x1024xf32>, memref<128x1024xf32>) outs(%c : memref<1024x1024xf32>)
+  return
+}
+
+// bf16: tensor cores too. The tile is nvvm.mma.sync on the fragments'
+// 32-bit registers, which names the operand type (nvgpu.mma.sync cannot).
+// CHECK-LABEL: func.func @bf16_tensor_cores(
+// CHECK:         gpu.launch {{.*}} module(@forward_mma_matmul_{{[0-9]+}})
+// CHECK:             nvgpu.ldmatrix {{.*}} -> vector<4x2xbf16>
+// CHECK:             vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
+// CHECK:             nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {{{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// CHECK-NOT:     linalg.matmul
+func.func @bf16_tensor_cores(%a: memref<2048x256xbf16>, %b: memref<256x2048xbf16>, %c: memref<2048x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<2048x2048xf32>)
+  linalg.matmul ins(%a, %b : memref<2048x256xbf16>, memref<256x2048xbf16>) outs(%c : memref<2048x2048xf32>)
+  return
+}
