@@ -16,6 +16,8 @@ using namespace mlir::twintrack;
 
 namespace {
 
+constexpr llvm::StringLiteral kDispatchAttr = "twintrack.dispatch";
+
 bool isContraction(Operation *op) {
   auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
   return linalgOp && (linalg::isaContractionOpInterface(linalgOp) || linalg::isaConvolutionOpInterface(linalgOp));
@@ -80,6 +82,11 @@ struct DissolveDispatchesPass : public twintrack::impl::DissolveDispatchesBase<D
       auto yield = cast<YieldOp>(body.getTerminator());
       for (auto [argument, input] : llvm::zip(body.getArguments(), dispatch.getInputs()))
         argument.replaceAllUsesWith(input);
+      // Each op keeps the name of its dispatch: kernel generators that need
+      // the grouping (row-wise kernels) find it again after bufferization.
+      for (Operation &op : body.without_terminator())
+        if (isa<linalg::LinalgOp>(op))
+          op.setAttr(kDispatchAttr, dispatch.getLabelAttr());
       dispatch.replaceAllUsesWith(yield.getValues());
       yield.erase();
       dispatch->getBlock()->getOperations().splice(Block::iterator(dispatch), body.getOperations());

@@ -24,14 +24,18 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <numeric>
 
 namespace mlir::twintrack {
 #define GEN_PASS_DEF_FORMDISPATCHES
@@ -44,6 +48,11 @@ using namespace mlir::twintrack;
 namespace {
 
 enum class Kind { Elementwise, Reduction, Contraction, Fill };
+
+/// How two groups come together: along a producer/consumer edge; side by
+/// side (matmuls reading one input); or as steps of one row-wise program
+/// (reductions over the same rows, and the ops that read their results).
+enum class MergeMode { ProducerConsumer, Horizontal, RowWise };
 
 Kind classify(linalg::LinalgOp op) {
   if (isa<linalg::FillOp>(op.getOperation()))
@@ -158,7 +167,8 @@ private:
   void appendEpilogue(linalg::LinalgOp producer, StringRef how);
   void decideHorizontal(Block &block);
   void extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops);
-  bool tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal = false);
+  bool tryMerge(Operation *a, Operation *b, StringRef why, MergeMode mode = MergeMode::ProducerConsumer);
+  void decideRows(ArrayRef<linalg::LinalgOp> ops);
   SmallVector<Operation *> groupOf(Operation *op);
   Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
   bool convex(ArrayRef<Operation *> group);
@@ -359,6 +369,94 @@ void FormDispatchesPass::extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops)
   }
 }
 
+/// The loop ranges of a generic that a row-wise kernel can run: static, all
+/// loops parallel but perhaps the last (a reduction along the row), the
+/// output indexed by all loops (by all but the reduced one for a
+/// reduction), every input by a projection. Empty if it is none.
+SmallVector<int64_t> rowWiseRanges(Operation *op) {
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  if (!generic || generic.getNumDpsInits() != 1 || !generic.hasPureTensorSemantics())
+    return {};
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  if (ranges.empty() || llvm::any_of(ranges, ShapedType::isDynamic))
+    return {};
+  unsigned loops = ranges.size(), reductions = generic.getNumReductionLoops();
+  if (reductions > 1 || (reductions == 1 && generic.getIteratorTypesArray().back() != utils::IteratorType::reduction))
+    return {};
+  AffineMap output = generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
+  if (output != AffineMap::getMultiDimIdentityMap(loops, generic.getContext()).getMajorSubMap(loops - reductions))
+    return {};
+  if (!llvm::all_of(generic.getIndexingMapsArray(), [](AffineMap map) { return map.isProjectedPermutation(); }))
+    return {};
+  return ranges;
+}
+
+/// Do the ops of `group` fit one row-wise kernel over `rows` rows of
+/// `inner` elements: each iterates rows × inner, or the rows alone (a
+/// per-row scalar, like 1/sqrt(var + eps))?
+bool fitsRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner) {
+  SmallVector<int64_t> full(rows);
+  full.push_back(inner);
+  return llvm::all_of(group, [&](Operation *op) {
+    if (isReshape(op) || kindOf(op) == Kind::Fill)
+      return false;
+    SmallVector<int64_t> ranges = rowWiseRanges(op);
+    return ranges == full || ranges == SmallVector<int64_t>(rows);
+  });
+}
+
+/// Rule 4: a reduction along rows and the ops reading its per-row result
+/// (the next reduction of layernorm's variance, softmax's normalization)
+/// run as one row-wise program: one block per row reads the row once and
+/// keeps the per-row values in registers.
+void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
+  for (linalg::LinalgOp op : ops) {
+    if (classify(op) != Kind::Reduction)
+      continue;
+    SmallVector<int64_t> ranges = rowWiseRanges(op);
+    if (ranges.size() < 2 || op->getNumResults() != 1)
+      continue;
+    ArrayRef<int64_t> rows = ArrayRef<int64_t>(ranges).drop_back();
+    int64_t inner = ranges.back();
+    // Its linalg readers, looking through producers that each of their
+    // consumers recomputes (those are copied into the consumers' dispatches).
+    // Other users (a return, a reshape) read the dispatch's result.
+    SmallVector<Operation *> readers;
+    std::function<void(Value)> collect = [&](Value value) {
+      for (OpOperand &use : value.getUses()) {
+        auto reader = dyn_cast<linalg::LinalgOp>(use.getOwner());
+        if (!reader || reader.isDpsInit(&use) || reader->getBlock() != op->getBlock())
+          continue;
+        if (recomputed.contains(reader) && fitsRows({reader}, rows, inner)) {
+          for (Value result : reader->getResults())
+            collect(result);
+        } else if (!llvm::is_contained(readers, reader.getOperation())) {
+          readers.push_back(reader);
+        }
+      }
+    };
+    collect(op->getResult(0));
+    if (!fitsRows(groupOf(op), rows, inner))
+      continue;
+    int64_t saved = 2 * bytes(op->getResult(0).getType());
+    int64_t rowCount = std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<int64_t>());
+    for (Operation *reader : readers) {
+      if (!fitsRows(groupOf(reader), rows, inner)) {
+        explainDecision(reader, llvm::formatv("kept apart from the reduction it reads: it does not run over the same "
+                                              "{0} rows of {1}",
+                                              rowCount, inner));
+        continue;
+      }
+      tryMerge(op, reader,
+               llvm::formatv("row-wise with the reduction it reads ({0} rows of {1}): one block per row reads the "
+                             "row once; saves {2} bytes and a launch ({3:f3} us)",
+                             rowCount, inner, saved, (seconds(saved, 0) + launchOverhead) * 1e6)
+                   .str(),
+               MergeMode::RowWise);
+    }
+  }
+}
+
 void FormDispatchesPass::decideHorizontal(Block &block) {
   // Matmuls that read one tensor: one dispatch reads it once.
   DenseMap<Value, SmallVector<Operation *>> readers;
@@ -370,7 +468,7 @@ void FormDispatchesPass::decideHorizontal(Block &block) {
     for (Operation *other : llvm::drop_begin(ops))
       tryMerge(ops.front(), other,
                llvm::formatv("horizontally with a matmul reading the same {0}-byte input", bytes(input.getType())).str(),
-               /*horizontal=*/true);
+               MergeMode::Horizontal);
 }
 
 SmallVector<Operation *> FormDispatchesPass::groupOf(Operation *op) {
@@ -395,9 +493,16 @@ Kind FormDispatchesPass::rootKind(ArrayRef<Operation *> group, unsigned &roots) 
 /// No op outside the group is both reached from it and reaching it.
 bool FormDispatchesPass::convex(ArrayRef<Operation *> group) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
+  // Producers recomputed in each consumer do not sit between: every
+  // dispatch reading them gets its own copy.
+  SmallVector<Operation *> reached(group.begin(), group.end());
+  while (!reached.empty())
+    for (Operation *user : reached.pop_back_val()->getUsers())
+      if (recomputed.contains(user) && inGroup.insert(user).second)
+        reached.push_back(user);
   SmallVector<Operation *> work;
   DenseSet<Operation *> outside;
-  for (Operation *op : group)
+  for (Operation *op : inGroup)
     for (Operation *user : op->getUsers())
       if (!inGroup.contains(user) && outside.insert(user).second)
         work.push_back(user);
@@ -421,7 +526,8 @@ bool reads(ArrayRef<Operation *> to, ArrayRef<Operation *> from) {
   });
 }
 
-bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, bool horizontal) {
+bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, MergeMode mode) {
+  bool horizontal = mode == MergeMode::Horizontal;
   groups.insert(a);
   groups.insert(b);
   Operation *reportAt = position[a] > position[b] ? a : b;
@@ -436,11 +542,13 @@ bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, boo
   llvm::append_range(merged, groupB);
   unsigned roots = 0;
   Kind kind = rootKind(merged, roots);
-  if (roots > 1 && !(horizontal && kind == Kind::Contraction &&
-                     llvm::all_of(merged, [](Operation *op) {
-                       Kind k = kindOf(op);
-                       return k == Kind::Contraction || k == Kind::Elementwise || k == Kind::Fill;
-                     }))) {
+  bool severalRootsAllowed =
+      (horizontal && kind == Kind::Contraction && llvm::all_of(merged, [](Operation *op) {
+         Kind k = kindOf(op);
+         return k == Kind::Contraction || k == Kind::Elementwise || k == Kind::Fill;
+       })) ||
+      (mode == MergeMode::RowWise && kind == Kind::Reduction); // decideRows checked the row shapes
+  if (roots > 1 && !severalRootsAllowed) {
     explainDecision(reportAt, llvm::formatv("kept apart: one dispatch holds one reduction or matmul ({0})", why));
     return false;
   }
@@ -495,15 +603,25 @@ SetVector<Value> FormDispatchesPass::inputsOf(ArrayRef<Operation *> group) {
 void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
   SetVector<Value> inputs = inputsOf(group);
+  // A producer recomputed in each consumer reads on behalf of those
+  // consumers: it counts as outside only through consumers outside.
+  std::function<bool(Operation *)> readOutside = [&](Operation *user) {
+    if (inGroup.contains(user))
+      return false;
+    if (!recomputed.contains(user))
+      return true;
+    return llvm::any_of(user->getUsers(), readOutside);
+  };
   SmallVector<Value> results;
   for (Operation *op : group)
     for (Value result : op->getResults())
-      if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !inGroup.contains(user); }))
+      if (llvm::any_of(result.getUsers(), readOutside))
         results.push_back(result);
 
   unsigned roots = 0;
   Kind kind = rootKind(group, roots);
-  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), roots > 1 ? "_horizontal" : "", index);
+  const char *several = kind == Kind::Reduction ? "_rows" : "_horizontal";
+  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), roots > 1 ? several : "", index);
   Operation *last = group.back();
   OpBuilder builder(last);
   auto dispatch = DispatchOp::create(builder, last->getLoc(), label, TypeRange(ValueRange(results)),
@@ -513,22 +631,25 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
   for (auto [input, argument] : llvm::zip(inputs, body.getArguments()))
     mapping.map(input, argument);
 
-  // Copy in the cloneable producers the group needs, operands first.
-  builder.setInsertionPointToStart(&body);
-  std::function<void(Value)> materialize = [&](Value value) {
-    if (mapping.contains(value))
-      return;
+  // Copy in the cloneable producers the group needs, and the group, in
+  // program order (a recomputed producer may read a group op's result).
+  SetVector<Operation *> copied;
+  std::function<void(Value)> collect = [&](Value value) {
     Operation *def = value.getDefiningOp();
-    if (!def || inGroup.contains(def))
+    if (mapping.contains(value) || !def || inGroup.contains(def) || copied.contains(def))
       return;
     for (Value operand : valuesRead(def))
-      materialize(operand);
-    builder.clone(*def, mapping);
+      collect(operand);
+    copied.insert(def);
   };
   for (Operation *op : group)
     for (Value operand : valuesRead(op))
-      materialize(operand);
-  for (Operation *op : group)
+      collect(operand);
+  SmallVector<Operation *> ordered(copied.begin(), copied.end());
+  llvm::append_range(ordered, group);
+  llvm::stable_sort(ordered, [&](Operation *a, Operation *b) { return position[a] < position[b]; });
+  builder.setInsertionPointToStart(&body);
+  for (Operation *op : ordered)
     builder.clone(*op, mapping);
   YieldOp::create(builder, last->getLoc(),
                           llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); }));
@@ -546,7 +667,16 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
     user->moveAfter(anchor);
     anchor = user;
   }
-  for (Operation *op : llvm::reverse(group))
+  // The originals go, with the recomputed producers that still read them
+  // (those feed only this group now: every reader has its own copy).
+  SetVector<Operation *> dead(group.begin(), group.end());
+  for (size_t i = 0; i < dead.size(); ++i)
+    for (Operation *user : dead[i]->getUsers())
+      if (recomputed.contains(user))
+        dead.insert(user);
+  SmallVector<Operation *> lastFirst(dead.begin(), dead.end());
+  llvm::sort(lastFirst, [&](Operation *a, Operation *b) { return position[a] > position[b]; });
+  for (Operation *op : lastFirst)
     op->erase();
 }
 
@@ -620,6 +750,8 @@ void FormDispatchesPass::formIn(Block &block) {
     }
     if (epilogues)
       extendEpiloguesToFanOut(ops);
+    if (rowFusion)
+      decideRows(ops);
     if (horizontal)
       decideHorizontal(block);
   }
@@ -643,6 +775,12 @@ void FormDispatchesPass::formIn(Block &block) {
 }
 
 void FormDispatchesPass::runOnOperation() {
+  // Unused results first (the argmax torch-mlir computes beside a max):
+  // the rules look at single-result ops.
+  RewritePatternSet patterns(&getContext());
+  linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+  if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    getOperation()->emitWarning("unused linalg results were not all erased");
   getOperation()->walk([&](Block *block) {
     if (isa<func::FuncOp>(block->getParentOp()))
       formIn(*block);

@@ -3,6 +3,7 @@
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{launch-overhead=0 flop-rate=1.0e6}))" | FileCheck %s --check-prefix=COSTLY
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{max-inputs=1}))" | FileCheck %s --check-prefix=NARROW
 // RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{max-body-ops=2 explain}))" 2>&1 | FileCheck %s --check-prefix=PRESSURE
+// RUN: %twintrack-opt %s -split-input-file --pass-pipeline="builtin.module(func.func(twintrack-form-dispatches{row-fusion=false}))" | FileCheck %s --check-prefix=NOROWS
 
 // twintrack-form-dispatches: every linalg op ends up in one dispatch; the
 // cost model decides which share one. Each rule, and what stops it.
@@ -55,18 +56,27 @@ func.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
 #row = affine_map<(d0, d1) -> (d0)>
 
 // Rule 2: softmax's exp(x - max) feeds both the sum and the division. It is
-// recomputed in each (copied into both dispatches), so it never goes through
-// memory; the max and the sum are reductions, one per dispatch.
+// recomputed in each (copied into both consumers), so it never goes through
+// memory. Rule 5 then runs the max, the sum and the division over each row
+// in one row-wise dispatch: the max is used inside only, and exp is copied
+// in once for both readers.
 // CHECK-LABEL: func.func @softmax(
-// CHECK:         %[[MAX:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X:.*]] :
-// CHECK:         %[[SUM:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X]], %[[MAX]] :
-// CHECK:           math.exp
-// CHECK:           arith.addf
-// CHECK:         %[[OUT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%[[X]], %[[MAX]], %[[SUM]] :
+// CHECK:         %[[OUT:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}" (%{{.*}} : tensor<32x128xf32>) -> (tensor<32x128xf32>) {
 // CHECK:           math.exp
 // CHECK:           arith.divf
 // CHECK:         return %[[OUT]]
+// Without row fusion, one dispatch holds one reduction.
+// NOROWS-LABEL: func.func @softmax(
+// NOROWS:         %[[MAX:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X:.*]] :
+// NOROWS:         %[[SUM:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X]], %[[MAX]] :
+// NOROWS:           math.exp
+// NOROWS:           arith.addf
+// NOROWS:         %[[OUT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%[[X]], %[[MAX]], %[[SUM]] :
+// NOROWS:           math.exp
+// NOROWS:           arith.divf
+// NOROWS:         return %[[OUT]]
 // EXPLAIN: remark: recomputed in each of its 2 consumers
+// EXPLAIN: remark: fused row-wise with the reduction it reads (32 rows of 128)
 func.func @softmax(%x: tensor<32x128xf32>) -> tensor<32x128xf32> {
   %ninf = arith.constant 0xFF800000 : f32
   %zero = arith.constant 0.0 : f32
@@ -307,11 +317,16 @@ func.func @dependent_matmuls(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> te
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 
-// Negative: two reductions in a row (a mean, then a variance reading it) stay
-// in separate dispatches: one dispatch holds one reduction.
+// Rule 5: a mean, then a variance reading it per row, share a row-wise
+// dispatch (the mean is returned too). A reduction read by ops over other
+// rows stays apart.
 // CHECK-LABEL: func.func @two_reductions(
-// CHECK-COUNT-2: twintrack.dispatch "reduction_{{[0-9]+}}"
-func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x64xf32>) {
+// CHECK:         %[[R:.*]]:2 = twintrack.dispatch "reduction_rows_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         return %[[R]]#1, %{{.*}}, %[[R]]#0
+// NOROWS-LABEL: func.func @two_reductions(
+// NOROWS-COUNT-2: twintrack.dispatch "reduction_{{[0-9]+}}"
+func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x64xf32>, tensor<16xf32>) {
   %zero = arith.constant 0.0 : f32
   %er = tensor.empty() : tensor<16xf32>
   %e = tensor.empty() : tensor<16x64xf32>
@@ -335,7 +350,38 @@ func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x6
   ^bb0(%v: f32, %o: f32):
     linalg.yield %v : f32
   } -> tensor<16x64xf32>
-  return %sq, %copy : tensor<16xf32>, tensor<16x64xf32>
+  return %sq, %copy, %sum : tensor<16xf32>, tensor<16x64xf32>, tensor<16xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Negative of rule 5: the row sums are read by an op over other rows (16 x 32,
+// not 16 x 64): no row-wise dispatch.
+// CHECK-LABEL: func.func @other_rows(
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// EXPLAIN: remark: kept apart from the reduction it reads: it does not run over the same 16 rows of 64
+func.func @other_rows(%x: tensor<16x64xf32>, %y: tensor<16x32xf32>) -> tensor<16x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %er = tensor.empty() : tensor<16xf32>
+  %e = tensor.empty() : tensor<16x32xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %scaled = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %sum : tensor<16x32xf32>, tensor<16xf32>) outs(%e : tensor<16x32xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.mulf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16x32xf32>
+  return %scaled : tensor<16x32xf32>
 }
 
 // -----

@@ -37,8 +37,16 @@ def test_zoo_model_compiles_to_cubin(name, run_tool, tmp_path):
     assert "kernel" in result.stdout  # the report table is printed
 
 
-def test_softmax_rows_reduce_cooperatively(run_tool, tmp_path):
+def test_softmax_is_one_row_wise_kernel(run_tool, tmp_path):
     assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
+    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+    assert [k["path"] for k in kernels] == ["row-wise 32x64/32"]  # max, sum and division in one launch
+    assert kernels[0]["grid"][0] == 32 and kernels[0]["shared_bytes"] > 0  # a block per row, all_reduce via shared memory
+
+
+def test_generic_softmax_rows_reduce_cooperatively(run_tool, tmp_path):
+    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "--no-fast-kernels", "-o", tmp_path / "s",
+                    "-q").returncode == 0
     kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
     reductions = [k for k in kernels if k["shared_bytes"] > 0]  # gpu.all_reduce stages through shared memory
     assert len(reductions) == 2  # the max and the sum
@@ -58,7 +66,7 @@ def _paths(run_tool, tmp_path, *flags) -> list[str]:
 
 
 @pytest.mark.parametrize("dtype, path", [("float32", "simt-matmul"), ("float16", "mma.sync-matmul"),
-                                         ("bfloat16", "simt-matmul")])  # no bf16 mma.sync in the pinned MLIR
+                                         ("bfloat16", "mma.sync-matmul")])
 def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, path):
     paths = _paths(run_tool, tmp_path, "--dtype", dtype)
     assert sum(p.startswith(path) for p in paths) == 3  # the three linear layers
@@ -130,7 +138,8 @@ def test_host_op_the_runtime_cannot_run_is_named(run_tool, tmp_path):
     outline = gpu.index('[[stage]]\nname = "outline"')
     gpu = gpu[:outline] + gpu[gpu.index("[[stage]]", outline + 1):]
     (recipes / "gpu.toml").write_text(gpu)
-    result = run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "--lowering-dir", recipes, "-o", tmp_path / "o")
+    result = run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "--no-fast-kernels", "--lowering-dir", recipes,
+                      "-o", tmp_path / "o")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "stage 'plan' failed" in result.stderr and "'scf.parallel'" in result.stderr and "zoo.py:60" in result.stderr
 

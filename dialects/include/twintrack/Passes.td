@@ -18,7 +18,11 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
     - an elementwise consumer into a matmul or convolution (an epilogue:
       bias, activation, residual);
     - matmuls reading the same input (horizontal fusion, e.g. Q/K/V
-      projections of one activation).
+      projections of one activation);
+    - a reduction along rows and the ops reading its per-row result, when
+      all run over the same rows (`row-fusion`: layernorm's mean, variance
+      and normalization, softmax's max, sum and division become one
+      row-wise dispatch, `reduction_rows_N`).
 
     Before grouping, a transpose of the last two dims feeding a matmul's
     right operand (a linear layer's weight) is folded into the matmul's
@@ -58,6 +62,8 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
            "fuse elementwise consumers into matmuls (only where the target's kernels apply epilogues)">,
     Option<"transposedOperands", "transposed-operands", "bool", /*default=*/"true",
            "a matmul reads a transposed operand through its indexing maps instead of a transpose kernel">,
+    Option<"rowFusion", "row-fusion", "bool", /*default=*/"true",
+           "put a reduction along rows and the ops reading its per-row result into one dispatch (only where the target generates row-wise kernels)">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "put matmuls reading one tensor into one dispatch (only where the target generates such kernels)">,
   ];

@@ -26,7 +26,8 @@ class EpilogueInput:
 
 
 @dataclass(frozen=True)
-class EpilogueOp:
+class BodyOp:
+    """One op of a linalg.generic's body, re-emitted in MLIR's generic form."""
     name: str
     operands: tuple[Ref, ...]
     operand_types: tuple[str, ...]
@@ -37,7 +38,7 @@ class EpilogueOp:
 @dataclass(frozen=True)
 class Epilogue:
     inputs: tuple[EpilogueInput, ...]
-    ops: tuple[EpilogueOp, ...]
+    ops: tuple[BodyOp, ...]
     result: Ref
 
     def tensor_inputs(self) -> list[tuple[int, EpilogueInput]]:
@@ -61,14 +62,22 @@ class EpilogueWriter:
             else:
                 indices = ", ".join(loop_indices[d] for d in inp.dims)
                 values[("arg", k)] = self.w.op(f"memref.load %E{k}[{indices}] : {inp.memref_type}")
-        for i, op in enumerate(self.epilogue.ops):
-            operands = ", ".join(self._value(ref, values) for ref in op.operands)
-            values[("op", i)] = self.w.op(f'"{op.name}"({operands}) {op.attributes} : '
-                                          f'({", ".join(op.operand_types)}) -> {op.result_type}')
-        return self._value(self.epilogue.result, values)
+        return emit_body(self.w, self.epilogue.ops, self.epilogue.result, values)
 
-    def _value(self, ref: Ref, values: dict) -> str:
-        if ref[0] == "const":
-            literal, type_ = ref[1].rsplit(" : ", 1)
-            return self.w.op(f"arith.constant {literal} : {type_}")
-        return values[ref]
+
+def emit_body(w: MlirWriter, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, str]) -> str:
+    """Emit a body's ops, its ("arg", k) refs read from `values`; the SSA name
+    of the result."""
+    values = dict(values)
+    for i, op in enumerate(ops):
+        operands = ", ".join(_value(w, ref, values) for ref in op.operands)
+        values[("op", i)] = w.op(f'"{op.name}"({operands}) {op.attributes} : '
+                                 f'({", ".join(op.operand_types)}) -> {op.result_type}')
+    return _value(w, result, values)
+
+
+def _value(w: MlirWriter, ref: Ref, values: dict) -> str:
+    if ref[0] == "const":
+        literal, type_ = ref[1].rsplit(" : ", 1)
+        return w.op(f"arith.constant {literal} : {type_}")
+    return values[ref]

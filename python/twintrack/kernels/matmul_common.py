@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .epilogue import Epilogue, EpilogueWriter
-from .mlir_text import LOCATION_ALIAS, MlirWriter, module_text
+from .mlir_text import MlirWriter, launch_module
 
 VECTOR_BYTES = 16
 KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
@@ -50,35 +50,19 @@ class TiledMatmulWriter:
         self.path = f"{kind} {config.label()}"
         self.w = MlirWriter()
         self.epilogue = EpilogueWriter(epilogue, self.w) if epilogue is not None else None
-        self.epilogue_arguments = "".join(f", %E{k}: {inp.memref_type}"
-                                          for k, inp in (epilogue.tensor_inputs() if epilogue else []))
 
     # ------------------------------------------------------------ module
     def module(self, symbol: str, kernel: str, location: str) -> str:
-        """A module holding func @symbol(%A, %B, %C), which launches the kernel
-        named `kernel` once outlined (the names differ: the launch's symbol
-        reference would otherwise keep the function alive)."""
-        w, ops = self.w, self.ops
-        w.indent = 4
+        """A module holding func @symbol(%A, %B, %C, %E...), which launches the kernel."""
+        ops = self.ops
+        self.w.indent = 4
         self.kernel_body()
+        arguments = [("%A", ops.a_type), ("%B", ops.b_type), ("%C", ops.c_type)]
+        arguments += [(f"%E{k}", inp.memref_type) for k, inp in (self.epilogue.epilogue.tensor_inputs()
+                                                                  if self.epilogue else [])]
         grid = (ops.n // self.bn, ops.m // self.bm, ops.batch or 1)
-        gx, gy, gz, threads, one = (w.index(v) for v in (*grid, self.threads, 1))
-        located = f"loc({LOCATION_ALIAS})"
-        workgroup = ", ".join(f"{name} : {type_}" for name, type_ in self.workgroup_buffers())
-        lines = [
-            f"func.func private @{symbol}(%A: {ops.a_type}, %B: {ops.b_type}, %C: {ops.c_type}"
-            f"{self.epilogue_arguments}) {{",
-            *w.constant_lines(),
-            f"  gpu.launch blocks(%block_n, %block_m, %batch) in (%gx = {gx}, %gy = {gy}, %gz = {gz})"
-            f" threads(%tid, %ty, %tz) in (%tx_n = {threads}, %ty_n = {one}, %tz_n = {one})"
-            f" module(@{kernel}) function(@{kernel}) workgroup({workgroup}) {{",
-            *w.lines,
-            f"    gpu.terminator {located}",
-            f"  }} {located}",
-            "  return",
-            "}",
-        ]
-        return module_text("\n".join(lines) + "\n", location)
+        return launch_module(symbol, kernel, arguments, grid, self.threads, self.w, location,
+                             self.workgroup_buffers(), ("%block_n", "%block_m", "%batch"))
 
     def workgroup_buffers(self) -> list[tuple[str, str]]:
         raise NotImplementedError

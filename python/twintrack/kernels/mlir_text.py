@@ -65,3 +65,29 @@ def _literal(value, type_: str) -> str:
 def module_text(body: str, location: str) -> str:
     """`body` as a module whose LOCATION_ALIAS is `location` (an MLIR location, `loc(...)`)."""
     return f"{LOCATION_ALIAS} = {location}\nmodule {{\n{body}}}\n"
+
+
+def launch_module(symbol: str, kernel: str, arguments: list[tuple[str, str]], grid: tuple[int, int, int],
+                  threads: int, w: MlirWriter, location: str, workgroup: list[tuple[str, str]] = (),
+                  block_ids: tuple[str, str, str] = ("%block_x", "%block_y", "%block_z")) -> str:
+    """A module holding `func.func private @symbol(arguments)`, which launches
+    `w`'s lines as the kernel `kernel` (named differently from the function:
+    the launch's symbol reference would otherwise keep the function alive)
+    on `grid` blocks of `threads` threads; the body sees its block ids as
+    `block_ids`, its thread id as %tid."""
+    gx, gy, gz, tx, one = (w.index(v) for v in (*grid, threads, 1))
+    located = f"loc({LOCATION_ALIAS})"
+    shared = f" workgroup({', '.join(f'{n} : {t}' for n, t in workgroup)})" if workgroup else ""
+    lines = [
+        f"func.func private @{symbol}({', '.join(f'{n}: {t}' for n, t in arguments)}) {{",
+        *w.constant_lines(),
+        f"  gpu.launch blocks({', '.join(block_ids)}) in (%gx = {gx}, %gy = {gy}, %gz = {gz})"
+        f" threads(%tid, %ty, %tz) in (%tx_n = {tx}, %ty_n = {one}, %tz_n = {one})"
+        f" module(@{kernel}) function(@{kernel}){shared} {{",
+        *w.lines,
+        f"    gpu.terminator {located}",
+        f"  }} {located}",
+        "  return",
+        "}",
+    ]
+    return module_text("\n".join(lines) + "\n", location)

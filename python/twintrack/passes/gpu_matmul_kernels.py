@@ -20,11 +20,12 @@ from pathlib import Path
 
 from mlir import ir
 
-from ..kernels.epilogue import Epilogue, EpilogueInput, EpilogueOp
+from ..kernels.epilogue import Epilogue, EpilogueInput
 from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands, element_bytes
 from ..kernels.mma_matmul import MmaTileConfig, mma_matmul_module
 from ..kernels.simt_matmul import TileConfig, simt_matmul_module
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .generic_body import describe_body, indexing_maps, map_dims
+from .ir_helpers import PythonPass, defining_op, nested_ops, splice_generated_launch
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
@@ -90,7 +91,7 @@ def b_is_transposed(op: ir.Operation) -> bool | None:
         if "indexing_maps" in op.attributes else None
     if maps is None:
         return False
-    dims = [_dims(m) for m in maps]
+    dims = [map_dims(m) for m in maps]
     batch = (0,) if op.name == "linalg.batch_matmul" else ()
     m, n, k = (d + len(batch) for d in range(3))
     if dims[0] != (*batch, m, k) or dims[2] != (*batch, m, n):
@@ -136,29 +137,6 @@ def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
 
 
-def _dims(affine_map) -> tuple[int, ...] | None:
-    """The loop dimensions a projected-permutation map reads, or None."""
-    dims = []
-    for expr in affine_map.results:
-        expr = expr.maybe_downcast()
-        if not isinstance(expr, ir.AffineDimExpr):
-            return None
-        dims.append(expr.position)
-    return tuple(dims)
-
-
-def _ref(value: ir.Value, body: ir.Block, ops: list) -> tuple | None:
-    if isinstance(value, ir.BlockArgument) and value.owner == body:
-        return ("arg", value.arg_number)
-    owner = defining_op(value)
-    for index, op in enumerate(ops):
-        if owner == op:
-            return ("op", index)
-    if owner is not None and owner.name == "arith.constant":
-        return ("const", str(owner.attributes["value"]))
-    return None
-
-
 def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue | None:
     """The epilogue of an elementwise linalg.generic reading `accumulator`
     element for element and writing one output element for element, or None."""
@@ -166,12 +144,11 @@ def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue 
         return None
     view = generic.opview
     inputs, outputs = list(view.inputs), list(view.outputs)
-    maps = [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
+    maps = indexing_maps(generic)
     identity = ir.AffineMap.get_identity(maps[0].n_dims)
     if len(outputs) != 1 or maps[-1] != identity or sum(v == accumulator for v in inputs) != 1:
         return None
-    body = generic.regions[0].blocks[0]
-    if list(body.arguments[len(inputs)].uses):
+    if list(generic.regions[0].blocks[0].arguments[len(inputs)].uses):
         return None  # reads the output's old value
     described = []
     for value, affine_map in zip(inputs, maps):
@@ -179,23 +156,12 @@ def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue 
             if affine_map != identity:
                 return None
             described.append(EpilogueInput(None))
-        elif isinstance(value.type, ir.MemRefType) and (dims := _dims(affine_map)) is not None:
+        elif isinstance(value.type, ir.MemRefType) and (dims := map_dims(affine_map)) is not None:
             described.append(EpilogueInput(str(value.type), dims))
         else:
             return None
-    ops = [o.operation for o in body.operations]
-    *computing, terminator = ops
-    epilogue_ops = []
-    for op in computing:
-        refs = [_ref(v, body, computing) for v in op.operands]
-        if op.regions or len(op.results) != 1 or None in refs:
-            return None
-        named = [op.attributes[i] for i in range(len(op.attributes))]
-        attributes = ", ".join(f"{n.name} = {n.attr}" for n in named)
-        epilogue_ops.append(EpilogueOp(op.name, tuple(refs), tuple(str(v.type) for v in op.operands),
-                                       str(op.results[0].type), f"{{{attributes}}}" if attributes else ""))
-    result = _ref(terminator.operands[0], body, computing)
-    return Epilogue(tuple(described), tuple(epilogue_ops), result) if result else None
+    body = describe_body(generic)
+    return Epilogue(tuple(described), *body) if body else None
 
 
 @dataclass(frozen=True)
@@ -408,20 +374,11 @@ class GpuMatmulKernels(PythonPass):
 
 
 def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> None:
-    """The generated function's body (constants and the gpu.launch) moves to
-    where the matmul was, its arguments replaced by the matmul's operands.
-    (Done here rather than by the inliner: nvgpu ops are not inlinable.)"""
     op = site.op
     arguments = site.kernel_arguments()  # any views they need go before the kernel
     text = generator(f"launch_{kernel}", kernel, operands, tile, accumulate=site.fill is None,
                      location=str(op.location), epilogue=site.epilogue)
-    parsed = ir.Module.parse(text, context=module.context)
-    function = parsed.body.operations[0].operation
-    entry = function.regions[0].blocks[0]
-    for generated in [o.operation for o in entry.operations][:-1]:  # all but func.return
-        generated.move_before(op)
-    for argument, operand in zip(entry.arguments, arguments):
-        argument.replace_all_uses_with(operand)
+    splice_generated_launch(module, text, op, arguments)
     absorbed = site.absorbed()
     op.erase()
     for other in absorbed:

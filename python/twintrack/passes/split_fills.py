@@ -12,7 +12,9 @@ bufferization then writes all of them into one buffer: in an MLP, every
 layer's activation lands in the output buffer that the next layer's matmul
 reads, so no matmul kernel can take its epilogue (it would overwrite its own
 input). Each elementwise op on a matmul's result gets a destination of its
-own. (Only those: for other ops the shared buffer is free memory reuse.)
+own, and so does each fill (fills that differ only in their dispatch, which
+CSE cannot merge, would otherwise share one matmul accumulator). For other
+ops the shared buffer is free memory reuse.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class SplitFills(PythonPass):
             uses = [(use.owner, use.operand_number) for use in empty.results[0].uses]
             if len(uses) < 2:
                 continue
-            for consumer, operand in uses:  # right before it, for each epilogue of a matmul
-                if _reads_a_matmul(consumer):
+            for consumer, operand in uses:  # right before it, for each fill and each epilogue of a matmul
+                if consumer.name == "linalg.fill" or _reads_a_matmul(consumer):
                     consumer.operands[operand] = empty.clone(ir.InsertionPoint(consumer)).results[0]
             if not list(empty.results[0].uses):
                 empty.erase()

@@ -1,0 +1,252 @@
+"""Row-wise kernel: one block per row runs a dispatch's steps in order over
+that row (layernorm's mean, variance and normalization; softmax's max, sum
+and division).
+
+Thread t handles the elements c = (i*T + t)*V + l of its row (V-wide
+vectors, i over the row's chunks), the same ones in every step, so an
+input a step has loaded stays in registers for the next steps: the row is
+read from memory once. A reduction step folds its elements into a per-thread
+partial, gpu.all_reduce combines the block's partials, and every thread
+keeps the row's value in a register for the steps that read it; thread 0
+stores it if anything after the kernel reads it. An elementwise step stores
+each element of its row. A per-row step computes one value per row.
+
+Loads near a ragged row end are clamped into the row (their lanes are then
+masked out of reductions and stores), so every value is defined on every
+thread and gpu.all_reduce is reached by all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .epilogue import BodyOp, Ref, emit_body
+from .matmul_common import KERNEL_PATH_ATTR
+from .mlir_text import MlirWriter, launch_module
+
+MAX_CHUNKS = 8          # per-thread vectors of a row kept in registers
+MAX_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """How a step reads one of its inputs: from kernel argument `buffer` at
+    the loop dims `dims` (indices into rows + (inner,)), or, with `step` set,
+    the per-row value an earlier step left in registers."""
+    buffer: int | None = None
+    dims: tuple[int, ...] = ()
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class RowStep:
+    kind: str                     # "reduce", "per-row" or "elementwise"
+    inputs: tuple[StepInput, ...]
+    ops: tuple[BodyOp, ...]       # the body; ("arg", len(inputs)) is the output's value
+    result: Ref
+    output: int                   # kernel argument written
+    element: str                  # the output's element type
+    store: bool                   # write the output to memory
+    combiner: tuple[str, str, str] | None = None   # reduce: (op name, all_reduce kind, attributes)
+    init: str | None = None       # reduce: the fill constant ("0.0 : f32"); None: the output's old value
+
+
+@dataclass(frozen=True)
+class RowProgram:
+    rows: tuple[int, ...]
+    inner: int
+    buffers: tuple[str, ...]      # memref types of the kernel arguments
+    elements: tuple[str, ...]     # their element types
+    vector_ok: tuple[bool, ...]   # per buffer: contiguous, aligned rows (V-wide loads and stores)
+    steps: tuple[RowStep, ...]
+    read_later: frozenset[int]    # buffers a step stores and a later step loads (a barrier between)
+
+    @property
+    def vector_width(self) -> int:
+        return 4 if self.inner % 4 == 0 else 1
+
+    @property
+    def threads(self) -> int:
+        lanes = -(-self.inner // self.vector_width)
+        threads = min(256, 32 * -(-lanes // 32))
+        if -(-lanes // threads) > MAX_CHUNKS:
+            threads = min(MAX_THREADS, 32 * -(-lanes // (32 * MAX_CHUNKS)))
+        return threads
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.inner // (self.vector_width * self.threads))
+
+    def fits(self) -> bool:
+        return self.chunks <= MAX_CHUNKS
+
+
+class _RowKernelWriter:
+    def __init__(self, program: RowProgram):
+        self.p, self.w = program, MlirWriter()
+        self.w.indent = 4
+        self.path = f"row-wise {math.prod(program.rows)}x{program.inner}/{program.threads}"
+        self.cache: dict[tuple, list[str]] = {}     # (buffer, dims, chunk) -> lane values
+        self.row_values: dict[int, str] = {}        # step -> its per-row value
+
+    def module(self, symbol: str, kernel: str, location: str) -> str:
+        p, w = self.p, self.w
+        self.row = self._row_indices()
+        self.positions = [self._chunk_start(i) for i in range(p.chunks)]
+        emitters = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
+        for index, step in enumerate(p.steps):
+            emitters[step.kind](index, step)
+            if step.store and step.output in p.read_later:
+                w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+        arguments = [(f"%B{k}", t) for k, t in enumerate(p.buffers)]
+        return launch_module(symbol, kernel, arguments, (math.prod(p.rows), 1, 1), p.threads, w, location,
+                             block_ids=("%row", "%by", "%bz"))
+
+    # ------------------------------------------------------------ indices
+    def _row_indices(self) -> list[str]:
+        w, rest, indices = self.w, "%row", []
+        for k, extent in reversed(list(enumerate(self.p.rows))):
+            indices.append(w.rem(rest, extent) if k else rest)
+            rest = w.div(rest, extent) if k else rest
+        return list(reversed(indices))
+
+    def _chunk_start(self, i: int) -> tuple[str, str | None]:
+        """(first element of this thread's chunk i, clamped into the row; the
+        i1 'inside the row', or None when every chunk is)."""
+        w, p = self.w, self.p
+        v = p.vector_width
+        start = w.mul(w.add("%tid", w.index(i * p.threads)) if i else "%tid", v)
+        if p.inner % (v * p.threads) == 0:
+            return start, None
+        inside = w.op(f"arith.cmpi ult, {start}, {w.index(p.inner)} : index")
+        last = w.index(p.inner - v)
+        return w.op(f"arith.minui {start}, {last} : index"), inside
+
+    def _indices(self, dims: tuple[int, ...], column: str) -> str:
+        rows = len(self.p.rows)
+        return ", ".join(self.row[d] if d < rows else column for d in dims)
+
+    # ------------------------------------------------------------ loads
+    def _lanes(self, buffer: int, dims: tuple[int, ...], chunk: int) -> list[str]:
+        """The V values of input `buffer` at this thread's chunk (cached)."""
+        key = (buffer, dims, chunk)
+        if key not in self.cache:
+            w, p = self.w, self.p
+            start, _ = self.positions[chunk]
+            t, v = p.elements[buffer], p.vector_width
+            if dims and dims[-1] == len(p.rows) and p.vector_ok[buffer] and v > 1:
+                vector = w.op(f"vector.load %B{buffer}[{self._indices(dims, start)}]"
+                              f" : {p.buffers[buffer]}, vector<{v}x{t}>")
+                self.cache[key] = [w.op(f"vector.extract {vector}[{lane}] : {t} from vector<{v}x{t}>")
+                                   for lane in range(v)]
+            else:
+                self.cache[key] = [w.op(f"memref.load %B{buffer}[{self._indices(dims, w.add(start, w.index(lane)) if lane else start)}]"
+                                        f" : {p.buffers[buffer]}") for lane in range(v)]
+        return self.cache[key]
+
+    def _row_scalar(self, buffer: int, dims: tuple[int, ...]) -> str:
+        key = (buffer, dims, None)
+        if key not in self.cache:
+            self.cache[key] = [self.w.op(f"memref.load %B{buffer}[{self._indices(dims, '')}] : {self.p.buffers[buffer]}")]
+        return self.cache[key][0]
+
+    def _input_values(self, step: RowStep, chunk: int | None) -> list[list[str]]:
+        """Per input, its value on each lane (a per-row value repeated)."""
+        v = self.p.vector_width
+        values = []
+        for inp in step.inputs:
+            if inp.step is not None:
+                values.append([self.row_values[inp.step]] * v)
+            elif len(self.p.rows) in inp.dims:
+                values.append(self._lanes(inp.buffer, inp.dims, chunk))
+            else:
+                values.append([self._row_scalar(inp.buffer, inp.dims)] * v)
+        return values
+
+    def _apply(self, step: RowStep, inputs: list[str], output_value: str | None) -> str:
+        refs = {("arg", k): value for k, value in enumerate(inputs)}
+        if output_value is not None:
+            refs[("arg", len(inputs))] = output_value
+        return emit_body(self.w, step.ops, step.result, refs)
+
+    # ------------------------------------------------------------ steps
+    def _reduce(self, index: int, step: RowStep) -> None:
+        w, p = self.w, self.p
+        name, kind, attributes = step.combiner
+        t = step.element
+        partial = w.op(f"arith.constant {_neutral(kind, t)} : {t}")
+        for chunk, (_, inside) in enumerate(self.positions):
+            lanes = self._input_values(step, chunk)
+            for lane in range(p.vector_width):
+                updated = self._apply(step, [values[lane] for values in lanes], partial)
+                partial = w.op(f"arith.select {inside}, {updated}, {partial} : {t}") if inside else updated
+        total = w.op(f'gpu.all_reduce {kind} {partial} uniform {{}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}'
+                     f" : ({t}) -> ({t})")
+        init = (w.op(f"arith.constant {step.init}") if step.init is not None
+                else w.op(f"memref.load %B{step.output}[{', '.join(self.row)}] : {p.buffers[step.output]}"))
+        self.row_values[index] = w.op(f'"{name}"({init}, {total}) {attributes} : ({t}, {t}) -> {t}')
+        self._store_row_value(index, step)
+
+    def _per_row_step(self, index: int, step: RowStep) -> None:
+        inputs = [values[0] for values in self._input_values(step, None)]
+        self.row_values[index] = self._apply(step, inputs, None)
+        self._store_row_value(index, step)
+
+    def _store_row_value(self, index: int, step: RowStep) -> None:
+        if not step.store:
+            return
+        w = self.w
+        leader = w.op(f"arith.cmpi eq, %tid, {w.index(0)} : index")
+        w.emit(f"scf.if {leader} {{")
+        w.emit(f"  memref.store {self.row_values[index]}, %B{step.output}[{', '.join(self.row)}]"
+               f" : {self.p.buffers[step.output]}")
+        w.emit("  scf.yield")
+        w.emit("}")
+
+    def _elementwise(self, index: int, step: RowStep) -> None:
+        w, p = self.w, self.p
+        v, t = p.vector_width, step.element
+        out_dims = tuple(range(len(p.rows) + 1))
+        for chunk, (start, inside) in enumerate(self.positions):
+            lanes = self._input_values(step, chunk)
+            results = [self._apply(step, [values[lane] for values in lanes], None) for lane in range(v)]
+            if inside:
+                w.emit(f"scf.if {inside} {{")
+                w.indent += 2
+            if p.vector_ok[step.output] and v > 1:
+                vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
+                w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
+                       f" : {p.buffers[step.output]}, vector<{v}x{t}>")
+            else:
+                for lane, value in enumerate(results):
+                    column = w.add(start, w.index(lane)) if lane else start
+                    w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
+                           f" : {p.buffers[step.output]}")
+            if inside:
+                w.emit("scf.yield")
+                w.indent -= 2
+                w.emit("}")
+        # Later loads of this buffer must see the new values.
+        self.cache = {key: lanes for key, lanes in self.cache.items() if key[0] != step.output}
+
+
+# all_reduce kind -> the partial's starting value, per element type (hex: infinities)
+_NEUTRAL = {
+    "add": {}, "mul": {},
+    "maximumf": {"f64": "0xFFF0000000000000", "f32": "0xFF800000", "f16": "0xFC00", "bf16": "0xFF80"},
+    "minimumf": {"f64": "0x7FF0000000000000", "f32": "0x7F800000", "f16": "0x7C00", "bf16": "0x7F80"},
+}
+_NEUTRAL["maxnumf"], _NEUTRAL["minnumf"] = _NEUTRAL["maximumf"], _NEUTRAL["minimumf"]
+
+
+def _neutral(kind: str, element: str) -> str:
+    if kind in ("add", "mul"):
+        return "0.0" if kind == "add" else "1.0"
+    return _NEUTRAL[kind][element]
+
+
+def row_kernel_module(symbol: str, kernel: str, program: RowProgram, location: str) -> str:
+    """MLIR text of a module holding `func.func private @symbol(%B0, %B1, ...)`
+    (the program's buffers), which launches the row-wise kernel `kernel`."""
+    return _RowKernelWriter(program).module(symbol, kernel, location)

@@ -1,0 +1,58 @@
+"""A linalg.generic's body as plain data (twintrack.kernels.epilogue's
+BodyOp list), for the kernel generators that re-emit it per element: the
+matmul epilogues and the row-wise kernels."""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from ..kernels.epilogue import BodyOp, Ref
+from .ir_helpers import defining_op
+
+
+def indexing_maps(generic: ir.Operation) -> list:
+    return [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
+
+
+def map_dims(affine_map) -> tuple[int, ...] | None:
+    """The loop dimensions a projected-permutation map reads, or None."""
+    dims = []
+    for expr in affine_map.results:
+        expr = expr.maybe_downcast()
+        if not isinstance(expr, ir.AffineDimExpr):
+            return None
+        dims.append(expr.position)
+    return tuple(dims)
+
+
+def _ref(value: ir.Value, body: ir.Block, ops: list) -> Ref | None:
+    if isinstance(value, ir.BlockArgument) and value.owner == body:
+        return ("arg", value.arg_number)
+    owner = defining_op(value)
+    for index, op in enumerate(ops):
+        if owner == op:
+            return ("op", index)
+    if owner is not None and owner.name == "arith.constant":
+        return ("const", str(owner.attributes["value"]))
+    return None
+
+
+def describe_body(generic: ir.Operation) -> tuple[tuple[BodyOp, ...], Ref] | None:
+    """(ops, yielded ref) of a single-result generic whose body is plain
+    arith/math ops (no regions); None otherwise. ("arg", k) refers to the
+    body's k-th block argument: inputs first, then the output."""
+    body = generic.regions[0].blocks[0]
+    *computing, terminator = [o.operation for o in body.operations]
+    if len(terminator.operands) != 1:
+        return None
+    ops = []
+    for op in computing:
+        refs = [_ref(v, body, computing) for v in op.operands]
+        if op.regions or len(op.results) != 1 or None in refs:
+            return None
+        named = [op.attributes[i] for i in range(len(op.attributes))]
+        attributes = ", ".join(f"{n.name} = {n.attr}" for n in named)
+        ops.append(BodyOp(op.name, tuple(refs), tuple(str(v.type) for v in op.operands),
+                          str(op.results[0].type), f"{{{attributes}}}" if attributes else ""))
+    result = _ref(terminator.operands[0], body, computing)
+    return (tuple(ops), result) if result else None

@@ -1,0 +1,238 @@
+"""gpu-row-kernels: each row-wise dispatch becomes one row-wise kernel
+(twintrack.kernels.row_kernel): one block per row runs the dispatch's
+reductions and elementwise steps in order, keeping the row and its per-row
+values in registers.
+
+twintrack-form-dispatches names such dispatches `reduction_rows_N`, and
+twintrack-dissolve-dispatches leaves that name on each of their linalg ops
+(`twintrack.dispatch`), so the group is found again after bufferization.
+A group this pass cannot take (ops not adjacent, bodies or layouts it does
+not handle, rows too long for registers) stays linalg ops for the generic
+pipeline, one kernel per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
+from .generic_body import describe_body, indexing_maps, map_dims
+from .gpu_distribute import COMBINERS
+from .ir_helpers import PythonPass, defining_op, splice_generated_launch
+
+DISPATCH_ATTR = "twintrack.dispatch"
+ROW_DISPATCH_PREFIX = "reduction_rows_"
+
+
+def _label(op: ir.Operation) -> str | None:
+    if DISPATCH_ATTR not in op.attributes:
+        return None
+    label = ir.StringAttr(op.attributes[DISPATCH_ATTR]).value
+    return label if label.startswith(ROW_DISPATCH_PREFIX) else None
+
+
+def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
+    """Each row-wise dispatch's ops, when they sit together (allocations
+    between them aside)."""
+    ops = [o.operation for o in block.operations]
+    spans: dict[str, list[int]] = {}
+    for index, op in enumerate(ops):
+        if (label := _label(op)) is not None:
+            spans.setdefault(label, []).append(index)
+    groups = []
+    for label, indices in spans.items():
+        between = ops[indices[0]:indices[-1] + 1]
+        if all(_label(op) == label or op.name == "memref.alloc" for op in between):
+            groups.append(between)
+    return groups
+
+
+def _contiguous_rows(memref_type: ir.MemRefType, width: int) -> bool:
+    if not memref_type.has_static_shape:
+        return False
+    strides, offset = memref_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    return (offset != dynamic and dynamic not in strides and strides[-1] == 1 and offset % width == 0
+            and all(s % width == 0 for s in strides[:-1]) and memref_type.shape[-1] % width == 0)
+
+
+def _loop_ranges(generic: ir.Operation) -> list[int] | None:
+    maps = indexing_maps(generic)
+    ranges: list[int | None] = [None] * maps[0].n_dims
+    for value, affine_map in zip(generic.operands, maps):
+        dims = map_dims(affine_map)
+        if dims is None or not isinstance(value.type, ir.MemRefType):
+            return None
+        for position, dim in enumerate(dims):
+            ranges[dim] = ir.MemRefType(value.type).shape[position]
+    return None if None in ranges else ranges
+
+
+@dataclass
+class _Builder:
+    """Turns a group's linalg ops into a RowProgram."""
+    ops: list[ir.Operation]
+
+    def __post_init__(self):
+        self.buffers: list[ir.Value] = []
+        self.fill_constant: dict = {}   # buffer -> its in-group fill constant ("0.0 : f32")
+        self.in_registers: dict = {}    # buffer -> step whose per-row value it holds
+        self.written_by: dict = {}      # buffer -> step that stores it
+        self.read_later: set[int] = set()
+        self.steps: list[dict] = []
+
+    def buffer(self, value: ir.Value) -> int:
+        for index, known in enumerate(self.buffers):
+            if known == value:
+                return index
+        self.buffers.append(value)
+        return len(self.buffers) - 1
+
+    def build(self) -> RowProgram | None:
+        generics = [op for op in self.ops if op.name == "linalg.generic"]
+        reductions = [op for op in generics if "reduction" in str(op.attributes["iterator_types"])]
+        if not reductions or (shape := _loop_ranges(reductions[0])) is None:
+            return None
+        self.rows, self.inner = tuple(shape[:-1]), shape[-1]
+        for op in self.ops:
+            if op.name == "linalg.fill":
+                if not self._fill(op):
+                    return None
+            elif op.name == "linalg.generic":
+                if not self._step(op):
+                    return None
+            elif op.name != "memref.alloc":
+                return None
+        return self._program()
+
+    def _fill(self, op: ir.Operation) -> bool:
+        constant = defining_op(op.operands[0])
+        if constant is None or constant.name != "arith.constant":
+            return False
+        self.fill_constant[op.operands[1]] = f"{constant.attributes['value']}"
+        return True
+
+    def _step(self, op: ir.Operation) -> bool:
+        ranges = _loop_ranges(op)
+        iterators = str(op.attributes["iterator_types"])
+        full = list(self.rows) + [self.inner]
+        if ranges == full:
+            kind = "reduce" if "reduction" in iterators else "elementwise"
+        elif ranges == list(self.rows) and "reduction" not in iterators:
+            kind = "per-row"
+        else:
+            return False
+        view = op.opview
+        inputs, outputs = list(view.inputs), list(view.outputs)
+        body = describe_body(op)
+        if len(outputs) != 1 or body is None:
+            return False
+        ops, result = body
+        output_arg = ("arg", len(inputs))
+        reads_output = [i for i, body_op in enumerate(ops) if output_arg in body_op.operands]
+        combiner, init = None, None
+        if kind == "reduce":
+            combiner = self._combiner(ops, result, output_arg, reads_output)
+            if combiner is None:
+                return False
+            init = self.fill_constant.get(outputs[0])
+        elif reads_output:
+            return False
+        step_inputs = []
+        for value, affine_map in zip(inputs, indexing_maps(op)):
+            dims = map_dims(affine_map)
+            if value in self.in_registers and dims == tuple(range(len(self.rows))):
+                step_inputs.append(StepInput(step=self.in_registers[value]))
+                continue
+            index = self.buffer(value)
+            if value in self.written_by:
+                self.read_later.add(index)
+                self.steps[self.written_by[value]]["store"] = True
+            step_inputs.append(StepInput(buffer=index, dims=dims))
+        output = outputs[0]
+        number = len(self.steps)
+        self.steps.append(dict(kind=kind, inputs=tuple(step_inputs), ops=ops, result=result,
+                               output=output, element=str(ir.MemRefType(output.type).element_type),
+                               store=kind == "elementwise" or self._read_after(output),
+                               combiner=combiner, init=init))
+        if kind == "elementwise":
+            self.written_by[output] = number
+            self.in_registers.pop(output, None)
+        else:
+            self.in_registers[output] = number
+        return True
+
+    @staticmethod
+    def _combiner(ops, result, output_arg, reads_output) -> tuple[str, str, str] | None:
+        """(op, all_reduce kind, attributes) when the body yields combine(x, output)."""
+        if result[0] != "op" or reads_output != [result[1]]:
+            return None
+        combine = ops[result[1]]
+        if combine.name not in COMBINERS or combine.operands.count(output_arg) != 1:
+            return None
+        return combine.name, COMBINERS[combine.name][0], combine.attributes
+
+    def _read_after(self, buffer: ir.Value) -> bool:
+        """Is `buffer` read by anything but this group (or not a temporary of it)?"""
+        owner = defining_op(buffer)
+        if owner is None or owner.name != "memref.alloc":
+            return True
+        return any(use.owner not in self.ops and use.owner.name != "memref.dealloc" for use in buffer.uses)
+
+    def _program(self) -> RowProgram | None:
+        width = 4 if self.inner % 4 == 0 else 1
+        # Outputs get a kernel argument only when stored (per-row values stay in registers).
+        steps = [RowStep(**{**step, "output": self.buffer(step["output"]) if step["store"] else -1})
+                 for step in self.steps]
+        types = [ir.MemRefType(v.type) for v in self.buffers]
+        program = RowProgram(self.rows, self.inner, tuple(str(t) for t in types),
+                             tuple(str(t.element_type) for t in types),
+                             tuple(_contiguous_rows(t, width) for t in types),
+                             tuple(steps), frozenset(self.read_later))
+        return program if program.fits() else None
+
+    def kernel_buffers(self) -> list[ir.Value]:
+        return list(self.buffers)
+
+
+@dataclass(frozen=True)
+class GpuRowKernels(PythonPass):
+    name = "gpu-row-kernels"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        count = 0
+        for func in module.regions[0].blocks[0].operations:
+            if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
+                continue
+            for group in row_groups(func.operation.regions[0].blocks[0]):
+                builder = _Builder(group)
+                program = builder.build()
+                if program is not None:
+                    _replace(module, group, builder, program, f"forward_row_kernel_{count}")
+                    count += 1
+
+
+def _replace(module: ir.Operation, group: list[ir.Operation], builder: _Builder, program: RowProgram,
+             kernel: str) -> None:
+    allocations = [op for op in group if op.name == "memref.alloc"]
+    for op in allocations:
+        op.move_before(group[0])
+    computing = [op for op in group if op.name != "memref.alloc"]
+    temporaries = []  # allocations the group used, each once
+    for op in computing:
+        for value in op.operands:
+            owner = defining_op(value)
+            if owner is not None and owner.name == "memref.alloc" and owner not in temporaries:
+                temporaries.append(owner)
+    text = row_kernel_module(f"launch_{kernel}", kernel, program, str(computing[-1].location))
+    splice_generated_launch(module, text, computing[0], builder.kernel_buffers())
+    for op in computing:
+        op.erase()
+    for allocation in temporaries:  # those now held in registers go
+        uses = list(allocation.results[0].uses)
+        if all(use.owner.name == "memref.dealloc" for use in uses):
+            for use in uses:
+                use.owner.erase()
+            allocation.erase()
