@@ -676,8 +676,10 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
         dead.insert(user);
   SmallVector<Operation *> lastFirst(dead.begin(), dead.end());
   llvm::sort(lastFirst, [&](Operation *a, Operation *b) { return position[a] > position[b]; });
-  for (Operation *op : lastFirst)
+  for (Operation *op : lastFirst) {
+    recomputed.erase(op); // its address may be reused by the next dispatch op
     op->erase();
+  }
 }
 
 /// Is `transpose` a swap of its last two dims (leading dims in place)?

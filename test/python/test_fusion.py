@@ -39,21 +39,32 @@ def test_transformer_block_needs_far_fewer_dispatches(run_tool, tmp_path):
 
 
 @needs_ptxas
-@pytest.mark.parametrize("model, at_most", [("zoo:elementwise", 1), ("zoo:softmax", 3),
-                                            ("zoo:mlp?batch=256&features=128&hidden=256&out=128", 7)])
+@pytest.mark.parametrize("model, at_most", [("zoo:elementwise", 1), ("zoo:softmax", 1), ("zoo:layernorm", 1),
+                                            ("zoo:mlp?batch=256&features=128&hidden=256&out=128", 3)])
 def test_gpu_kernel_counts(run_tool, tmp_path, model, at_most):
-    """elementwise: one kernel for the whole chain; softmax: max, sum and
-    normalise, each reading x (the reductions start from their fill
-    constants, so the fills are no kernels); mlp: per layer a
-    weight transpose and a matmul with bias and ReLU applied in its epilogue,
-    except the middle layer, whose output bufferization placed over its own
-    input (a fused epilogue would overwrite A while other blocks read it)."""
+    """elementwise: one kernel for the whole chain; softmax and layernorm:
+    one row-wise kernel (its reductions and normalization, a block per row);
+    mlp: per layer one matmul kernel that reads the weight transposed and
+    applies bias and ReLU in its epilogue."""
     counts = []
     for flags in ((), ("--no-fusion",)):
         result = run_tool("compile", model, "--pipeline", "gpu", "-o", tmp_path / "k", "-q", *flags)
         assert result.returncode == 0, result.stderr
         counts.append(len(json.loads((tmp_path / "k" / "manifest.json").read_text())["kernels"]))
     assert counts[0] <= at_most < counts[1], counts
+
+
+@needs_ptxas
+@pytest.mark.parametrize("model", ["zoo:layernorm", "zoo:softmax", "zoo:mlp?batch=256&features=128&hidden=256&out=128",
+                                   "zoo:transformer_block?batch=8&seq=256&dim=256&heads=8",
+                                   "zoo:gpt_block?batch=8&seq=256&dim=256&heads=8"])
+def test_one_gpu_kernel_per_dispatch(run_tool, tmp_path, model):
+    dispatches = _dispatches(run_tool, tmp_path, model, "--pipeline", "gpu")
+    assert len(dispatches) == len(set(dispatches))  # none copied into another
+    result = run_tool("compile", model, "--pipeline", "gpu", "-o", tmp_path / "k", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "k" / "manifest.json").read_text())["kernels"]
+    assert len(kernels) == len(dispatches), ([k["name"] for k in kernels], dispatches)
 
 
 def test_explain_fusion_names_each_decision(run_tool, tmp_path):

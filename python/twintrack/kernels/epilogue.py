@@ -15,7 +15,8 @@ from .mlir_text import MlirWriter
 
 # A value an epilogue op reads: ("arg", k) the generic's k-th input (the
 # accumulator or a loaded tensor element), ("op", i) the i-th op's result,
-# ("const", "0.0 : f32") a constant from outside the generic.
+# ("const", "0.0 : f32", "f32") a constant from outside the generic (its
+# attribute and type).
 Ref = tuple
 
 
@@ -56,6 +57,7 @@ class EpilogueWriter:
     def apply(self, accumulator: str, loop_indices: list[str]) -> str:
         """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
         values: dict[Ref, str] = {}
+        values.update({("index", d): index for d, index in enumerate(loop_indices)})
         for k, inp in enumerate(self.epilogue.inputs):
             if inp.memref_type is None:
                 values[("arg", k)] = accumulator
@@ -66,10 +68,13 @@ class EpilogueWriter:
 
 
 def emit_body(w: MlirWriter, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, str]) -> str:
-    """Emit a body's ops, its ("arg", k) refs read from `values`; the SSA name
-    of the result."""
+    """Emit a body's ops, its ("arg", k) and ("index", d) refs read from
+    `values`; the SSA name of the result."""
     values = dict(values)
     for i, op in enumerate(ops):
+        if op.name == "linalg.index":
+            values[("op", i)] = values[op.operands[0]]
+            continue
         operands = ", ".join(_value(w, ref, values) for ref in op.operands)
         values[("op", i)] = w.op(f'"{op.name}"({operands}) {op.attributes} : '
                                  f'({", ".join(op.operand_types)}) -> {op.result_type}')
@@ -77,7 +82,6 @@ def emit_body(w: MlirWriter, ops: tuple[BodyOp, ...], result: Ref, values: dict[
 
 
 def _value(w: MlirWriter, ref: Ref, values: dict) -> str:
-    if ref[0] == "const":
-        literal, type_ = ref[1].rsplit(" : ", 1)
-        return w.op(f"arith.constant {literal} : {type_}")
+    if ref[0] == "const":  # generic form: any attribute (a bool prints as `false`)
+        return w.op(f'"arith.constant"() {{value = {ref[1]}}} : () -> {ref[2]}')
     return values[ref]

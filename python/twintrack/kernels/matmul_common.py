@@ -27,6 +27,11 @@ class MatmulOperands:
     in_element: str   # f32, f16, bf16
     out_element: str
     b_transposed: bool = False
+    # C stored permuted: its batch split into (batch / heads, heads), then the
+    # dims of (batch / heads, heads, M, N) reordered by `permutation` (as
+    # attention's output is stored (B, S, H, D) from (B*H, S, D)).
+    heads: int | None = None
+    permutation: tuple[int, ...] | None = None
 
 
 def element_bytes(element: str) -> int:
@@ -74,6 +79,20 @@ class TiledMatmulWriter:
     def at(self, row: str, col: str) -> str:
         return f"[%batch, {row}, {col}]" if self.ops.batch is not None else f"[{row}, {col}]"
 
+    def loop_indices(self, row: str, col: str) -> list[str]:
+        """The indices of C[batch, row, col] in the epilogue's loops: (batch?,
+        row, col), or (batch / heads, batch % heads, row, col) for a split batch."""
+        if self.ops.heads is not None:
+            return [self.w.div("%batch", self.ops.heads), self.w.rem("%batch", self.ops.heads), row, col]
+        return ["%batch", row, col] if self.ops.batch is not None else [row, col]
+
+    def c_at(self, row: str, col: str) -> str:
+        """Where C[batch, row, col] is stored: `at`, or permuted (see MatmulOperands)."""
+        if self.ops.permutation is None:
+            return self.at(row, col)
+        split = self.loop_indices(row, col)
+        return "[" + ", ".join(split[d] for d in self.ops.permutation) + "]"
+
     def to_f32(self, value: str, width: int, element: str) -> str:
         if element == "f32":
             return value
@@ -89,8 +108,7 @@ class TiledMatmulWriter:
         for lane in range(width):
             value = w.op(f"vector.extract {accumulators}[{lane}] : f32 from {vector_type(width, 'f32')}")
             column = w.add(col, w.index(lane)) if lane else col
-            indices = ["%batch", row, column] if self.ops.batch is not None else [row, column]
-            results.append(self.epilogue.apply(value, indices))
+            results.append(self.epilogue.apply(value, self.loop_indices(row, column)))
         return w.op(f"vector.from_elements {', '.join(results)} : {vector_type(width, out)}")
 
     def from_f32(self, value: str, width: int, element: str) -> str:

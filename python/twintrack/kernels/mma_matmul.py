@@ -170,7 +170,7 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         for acc, (row, col) in zip(accumulators, self.c_positions):
             for half, r in enumerate((row, w.add(row, w.index(8)))):
                 pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-                w.emit(f"vector.store {self.finish(pair, 2, r, col)}, %C{self.at(r, col)}"
+                w.emit(f"vector.store {self.finish(pair, 2, r, col)}, %C{self.c_at(r, col)}"
                        f" {{alignment = {2 * element_bytes(out)}}} : {self.ops.c_type}, {vector_type(2, out)}")
 
 

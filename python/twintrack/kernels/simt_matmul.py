@@ -122,7 +122,7 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         for i, acc in enumerate(accumulators):
             row = w.add(self.row0, w.index(i))
             value = self.finish(acc, cfg.tn, row, self.col0)
-            w.emit(f"vector.store {value}, %C{self.at(row, self.col0)}"
+            w.emit(f"vector.store {value}, %C{self.c_at(row, self.col0)}"
                    f" {{alignment = {min(16, cfg.tn * element_bytes(out))}}} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
 
 

@@ -33,20 +33,24 @@ def _ref(value: ir.Value, body: ir.Block, ops: list) -> Ref | None:
         if owner == op:
             return ("op", index)
     if owner is not None and owner.name == "arith.constant":
-        return ("const", str(owner.attributes["value"]))
+        return ("const", str(owner.attributes["value"]), str(value.type))
     return None
 
 
 def describe_body(generic: ir.Operation) -> tuple[tuple[BodyOp, ...], Ref] | None:
     """(ops, yielded ref) of a single-result generic whose body is plain
-    arith/math ops (no regions); None otherwise. ("arg", k) refers to the
-    body's k-th block argument: inputs first, then the output."""
+    arith/math ops (no regions) and linalg.index; None otherwise. ("arg", k)
+    refers to the body's k-th block argument: inputs first, then the
+    output; ("index", d) to loop index d."""
     body = generic.regions[0].blocks[0]
     *computing, terminator = [o.operation for o in body.operations]
     if len(terminator.operands) != 1:
         return None
     ops = []
     for op in computing:
+        if op.name == "linalg.index":  # the loop index: the kernel supplies ("index", dim)
+            ops.append(BodyOp(op.name, (("index", ir.IntegerAttr(op.attributes["dim"]).value),), (), "index", ""))
+            continue
         refs = [_ref(v, body, computing) for v in op.operands]
         if op.regions or len(op.results) != 1 or None in refs:
             return None

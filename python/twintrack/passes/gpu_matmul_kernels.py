@@ -15,7 +15,7 @@ pipeline.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mlir import ir
@@ -170,6 +170,24 @@ class _FoundEpilogue:
     epilogue: Epilogue
     allocations: list[ir.Operation]     # between matmul and epilogue: the kernel writes into them
     rows: _RowSplit | None = None       # the epilogue works on the result split into (batch.., row, col)
+    batch_split: ir.Operation | None = None  # or on a batched result split into (batch / heads, heads, row, col)
+
+    @property
+    def view(self) -> ir.Operation | None:
+        """The memref.expand_shape the epilogue reads the result through, if any."""
+        return self.rows.expand if self.rows is not None else self.batch_split
+
+    @property
+    def heads(self) -> int | None:
+        return ir.MemRefType(self.batch_split.results[0].type).shape[1] if self.batch_split is not None else None
+
+
+def _batch_split(op: ir.Operation, view: ir.Operation) -> ir.Operation | None:
+    """`view` if it splits a batched matmul's batch in two ((B*H, M, N) as (B, H, M, N))."""
+    if op.name != "linalg.batch_matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
+        return None
+    groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+    return view if groups == [[0, 1], [2], [3]] else None
 
 
 @dataclass(frozen=True)
@@ -183,6 +201,8 @@ class _RowSplit:
     leading: int                        # dims that fold into the matmul's rows
 
     def flatten(self, epilogue: Epilogue) -> Epilogue | None:
+        if any(op.name == "linalg.index" for op in epilogue.ops):
+            return None  # its loop indices are the split ones
         identity, column = tuple(range(self.leading + 1)), (self.leading,)
         inputs = []
         for inp in epilogue.inputs:
@@ -234,18 +254,22 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     after, allocations = _neighbour(op, 1)  # allocations: the epilogue's output buffer, say
     result = op.operands[2]
     rows = _RowSplit.of(op, after) if after is not None else None
-    if rows is not None:
-        after, more = _neighbour(after, 1)
+    batch_split = _batch_split(op, after) if after is not None and rows is None else None
+    view = rows.expand if rows is not None else batch_split
+    if view is not None:
+        after, more = _neighbour(view, 1)
         allocations += more
-    read = rows.expand.results[0] if rows is not None else result
+    read = view.results[0] if view is not None else result
     if after is None or after.name != "linalg.generic":
         return None
     in_place = list(after.opview.outputs)[0] == read  # reuse-buffers made it overwrite its input
     owner = defining_op(result)
-    users = [use.owner for use in result.uses] + ([use.owner for use in read.uses] if rows else [])
-    expected = (op, after) + ((rows.expand,) if rows else ())
+    users = [use.owner for use in result.uses] + ([use.owner for use in read.uses] if view is not None else [])
+    expected = (op, after) + ((view,) if view is not None else ())
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
             u.name not in ("linalg.fill", "memref.dealloc") and u not in expected for u in users)):
+        return None
+    if batch_split is not None and not all(_identity_layout(v) for v in after.operands):
         return None
     epilogue = describe_epilogue(after, read)
     if epilogue is not None and rows is not None:
@@ -264,7 +288,7 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
         if described.memref_type is not None and _root(value) == output \
                 and described.dims != tuple(range(len(described.dims))):
             return None  # read at other elements than the one being written
-    return _FoundEpilogue(after, epilogue, allocations, rows)
+    return _FoundEpilogue(after, epilogue, allocations, rows, batch_split)
 
 
 def _identity_layout(value: ir.Value) -> bool:
@@ -283,20 +307,66 @@ def _root(value: ir.Value) -> ir.Value:
     return value
 
 
+@dataclass(frozen=True)
+class _PermutedStore:
+    """A batched matmul's result split along its batch (memref.expand_shape
+    [[0, 1], [2], [3]]) and permuted by a linalg.transpose that keeps the
+    innermost dim, as attention's (B*H, S, D) output becomes (B, S, H, D).
+    The kernel stores each result where the transpose puts it."""
+    expand: ir.Operation
+    transpose: ir.Operation
+    allocations: list[ir.Operation]     # between them: the transpose's output, say
+    heads: int
+    permutation: tuple[int, ...]
+
+    @staticmethod
+    def after(op: ir.Operation) -> _PermutedStore | None:
+        view, _ = _neighbour(op, 1)
+        if op.name != "linalg.batch_matmul" or view is None or view.name != "memref.expand_shape" \
+                or view.operands[0] != op.operands[2]:
+            return None
+        groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+        if groups != [[0, 1], [2], [3]]:
+            return None
+        transpose, allocations = _neighbour(view, 1)
+        if transpose is None or transpose.name != "linalg.transpose" or transpose.operands[0] != view.results[0]:
+            return None
+        permutation = tuple(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+        temporary = op.operands[2]
+        readers = [use.owner for use in temporary.uses] + [use.owner for use in view.results[0].uses]
+        if permutation[-1] != 3 or _root(transpose.operands[1]) == temporary or any(
+                r.name not in ("linalg.fill", "memref.dealloc") and r not in (op, view, transpose) for r in readers):
+            return None
+        return _PermutedStore(view, transpose, allocations, ir.MemRefType(view.results[0].type).shape[1], permutation)
+
+
 @dataclass
 class _MatmulSite:
     """A matmul and the ops around it that its kernel absorbs."""
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
     found: _FoundEpilogue | None = None    # the elementwise op applied as the kernel's epilogue
+    permuted: _PermutedStore | None = None  # or the permutation its result is stored through
 
     @classmethod
     def of(cls, op: ir.Operation) -> _MatmulSite:
         fill = _zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
-        for allocation in found.allocations if found else []:  # the kernel, in the matmul's place, writes into them
-            allocation.move_before(op)  # (harmless if the matmul stays: an allocation touches no data)
-        return cls(op, fill, found)
+        permuted = _PermutedStore.after(op) if fill is not None and found is None else None
+        moved = (found.allocations if found else []) + (permuted.allocations if permuted else [])
+        if found is not None and found.batch_split is not None:
+            moved.append(found.batch_split)  # an epilogue in place writes through this view
+        for allocation in moved:  # the kernel, in the matmul's place, writes into them
+            allocation.move_before(op)  # (harmless if the matmul stays: they touch no data)
+        return cls(op, fill, found, permuted)
+
+    def operands(self) -> MatmulOperands | None:
+        operands = matmul_operands(self.op, self.output)
+        if operands is not None and self.permuted is not None:
+            return replace(operands, heads=self.permuted.heads, permutation=self.permuted.permutation)
+        if operands is not None and self.found is not None and self.found.heads is not None:
+            return replace(operands, heads=self.found.heads, permutation=(0, 1, 2, 3))
+        return operands
 
     @property
     def consumer(self) -> ir.Operation | None:
@@ -329,7 +399,9 @@ class _MatmulSite:
 
     @property
     def output(self) -> ir.Value:
-        """Where the kernel stores: the epilogue's output, else the matmul's."""
+        """Where the kernel stores: the epilogue's or the transpose's output, else the matmul's."""
+        if self.permuted is not None:
+            return self.permuted.transpose.operands[1]
         if self.consumer is None:
             return self.op.operands[2]
         return self._as_rows(list(self.consumer.opview.outputs)[0])
@@ -346,9 +418,11 @@ class _MatmulSite:
         """Ops that go away with the matmul (the temporary too, with an epilogue)."""
         ops = [o for o in (self.fill, self.consumer) if o is not None]
         temporary = self.op.operands[2]
-        if self.consumer is not None and self.output != temporary:
-            if self.found.rows is not None:
-                ops.append(self.found.rows.expand)  # read only by the epilogue
+        if self.permuted is not None:
+            ops += [self.permuted.transpose, self.permuted.expand]
+        if (self.consumer is not None or self.permuted is not None) and _root(self.output) != temporary:
+            if self.found is not None and self.found.view is not None:
+                ops.append(self.found.view)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
         return ops
 
@@ -363,7 +437,7 @@ class GpuMatmulKernels(PythonPass):
         replaced = 0
         for op in matmuls:
             site = _MatmulSite.of(op)
-            operands = matmul_operands(op, site.output)
+            operands = site.operands()
             chosen = choose_kernel(operands, table) if operands else None
             if chosen is None:
                 site.discard_views()

@@ -130,6 +130,8 @@ class _Builder:
         if len(outputs) != 1 or body is None:
             return False
         ops, result = body
+        if any(body_op.name == "linalg.index" for body_op in ops):
+            return False  # (the kernel does not supply loop indices)
         output_arg = ("arg", len(inputs))
         reads_output = [i for i, body_op in enumerate(ops) if output_arg in body_op.operands]
         combiner, init = None, None

@@ -294,3 +294,56 @@ func.func @bf16_tensor_cores(%a: memref<2048x256xbf16>, %b: memref<256x2048xbf16
   linalg.matmul ins(%a, %b : memref<2048x256xbf16>, memref<256x2048xbf16>) outs(%c : memref<2048x2048xf32>)
   return
 }
+
+// Attention's output: the batched P @ V result (B*H, S, D) split into
+// (B, H, S, D) and permuted to (B, S, H, D). The kernel stores each result
+// vector at its permuted place; the temporary, the view and the transpose go.
+// CHECK-LABEL: func.func @permuted_store(
+// CHECK-SAME:    %{{.*}}: memref<16x128x128xf32>, %{{.*}}: memref<16x128x64xf32>, %[[OUT:.*]]: memref<2x128x8x64xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch blocks(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[BATCH:[a-z0-9]+]]) in
+// CHECK:           %[[B:.*]] = arith.divui %[[BATCH]], %c8
+// CHECK:           %[[H:.*]] = arith.remui %[[BATCH]], %c8
+// CHECK:           vector.store %{{.*}}, %[[OUT]][%[[B]], %{{.*}}, %[[H]], %{{.*}}] {{.*}} : memref<2x128x8x64xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.transpose
+// CHECK:         return
+func.func @permuted_store(%p: memref<16x128x128xf32>, %v: memref<16x128x64xf32>, %out: memref<2x128x8x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<16x128x64xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<16x128x64xf32>)
+  linalg.batch_matmul ins(%p, %v : memref<16x128x128xf32>, memref<16x128x64xf32>) outs(%acc : memref<16x128x64xf32>)
+  %split = memref.expand_shape %acc [[0, 1], [2], [3]] output_shape [2, 8, 128, 64] : memref<16x128x64xf32> into memref<2x8x128x64xf32>
+  linalg.transpose ins(%split : memref<2x8x128x64xf32>) outs(%out : memref<2x128x8x64xf32>) permutation = [0, 2, 1, 3]
+  memref.dealloc %acc : memref<16x128x64xf32>
+  return
+}
+
+// A causal mask on the attention scores: an epilogue in place, through the
+// batch split (B*H, S, S) -> (B, H, S, S), that reads its loop indices
+// (linalg.index). The kernel applies it with the split indices.
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+// CHECK-LABEL: func.func @causal_mask(
+// CHECK:         %[[VIEW:.*]] = memref.expand_shape
+// CHECK:         gpu.launch
+// CHECK:           arith.cmpi ugt, %{{.*}}, %{{.*}} : index
+// CHECK:           arith.select
+// CHECK:           vector.store %{{.*}}, %[[VIEW]][{{.*}}] {{.*}} : memref<2x8x128x128xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+func.func @causal_mask(%q: memref<16x128x64xf32>, %k: memref<16x64x128xf32>, %out: memref<16x128x128xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  linalg.fill ins(%zero : f32) outs(%out : memref<16x128x128xf32>)
+  linalg.batch_matmul ins(%q, %k : memref<16x128x64xf32>, memref<16x64x128xf32>) outs(%out : memref<16x128x128xf32>)
+  %split = memref.expand_shape %out [[0, 1], [2], [3]] output_shape [2, 8, 128, 128] : memref<16x128x128xf32> into memref<2x8x128x128xf32>
+  linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%split : memref<2x8x128x128xf32>) outs(%split : memref<2x8x128x128xf32>) {
+  ^bb0(%s: f32, %o: f32):
+    %i = linalg.index 2 : index
+    %j = linalg.index 3 : index
+    %above = arith.cmpi ugt, %j, %i : index
+    %m = arith.select %above, %ninf, %s : f32
+    linalg.yield %m : f32
+  }
+  return
+}
