@@ -169,6 +169,7 @@ private:
   void extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops);
   bool tryMerge(Operation *a, Operation *b, StringRef why, MergeMode mode = MergeMode::ProducerConsumer);
   void decideRows(ArrayRef<linalg::LinalgOp> ops);
+  SmallVector<Operation *> withRecomputedProducers(ArrayRef<Operation *> group);
   SmallVector<Operation *> groupOf(Operation *op);
   Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
   bool convex(ArrayRef<Operation *> group);
@@ -388,7 +389,12 @@ SmallVector<int64_t> rowWiseRanges(Operation *op) {
     return {};
   if (!llvm::all_of(generic.getIndexingMapsArray(), [](AffineMap map) { return map.isProjectedPermutation(); }))
     return {};
-  return ranges;
+  // The kernel computes the body from the loaded elements: plain arithmetic
+  // only (no loop indices, no gathers from other tensors).
+  bool plainArithmetic = llvm::all_of(generic.getBody()->without_terminator(), [](Operation &inner) {
+    return isa<arith::ArithDialect, math::MathDialect>(inner.getDialect());
+  });
+  return plainArithmetic ? ranges : SmallVector<int64_t>();
 }
 
 /// Do the ops of `group` fit one row-wise kernel over `rows` rows of
@@ -405,7 +411,17 @@ bool fitsRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner
   });
 }
 
-/// Rule 4: a reduction along rows and the ops reading its per-row result
+/// `group` and the recomputed producers its dispatch will copy in.
+SmallVector<Operation *> FormDispatchesPass::withRecomputedProducers(ArrayRef<Operation *> group) {
+  SetVector<Operation *> all(group.begin(), group.end());
+  for (size_t i = 0; i < all.size(); ++i)
+    for (Value read : valuesRead(all[i]))
+      if (Operation *def = read.getDefiningOp(); def && recomputed.contains(def))
+        all.insert(def);
+  return all.takeVector();
+}
+
+/// Rule 5: a reduction along rows and the ops reading its per-row result
 /// (the next reduction of layernorm's variance, softmax's normalization)
 /// run as one row-wise program: one block per row reads the row once and
 /// keeps the per-row values in registers.
@@ -436,12 +452,12 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
       }
     };
     collect(op->getResult(0));
-    if (!fitsRows(groupOf(op), rows, inner))
+    if (!fitsRows(withRecomputedProducers(groupOf(op)), rows, inner))
       continue;
     int64_t saved = 2 * bytes(op->getResult(0).getType());
     int64_t rowCount = std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<int64_t>());
     for (Operation *reader : readers) {
-      if (!fitsRows(groupOf(reader), rows, inner)) {
+      if (!fitsRows(withRecomputedProducers(groupOf(reader)), rows, inner)) {
         explainDecision(reader, llvm::formatv("kept apart from the reduction it reads: it does not run over the same "
                                               "{0} rows of {1}",
                                               rowCount, inner));
@@ -620,8 +636,16 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
 
   unsigned roots = 0;
   Kind kind = rootKind(group, roots);
-  const char *several = kind == Kind::Reduction ? "_rows" : "_horizontal";
-  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), roots > 1 ? several : "", index);
+  // A reduction whose result another op of the group reads is a row-wise
+  // dispatch (rule 5), even with a single reduction (RMSNorm).
+  bool rowWise = kind == Kind::Reduction && llvm::any_of(group, [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && inGroup.contains(def) && kindOf(def) == Kind::Reduction;
+    });
+  });
+  const char *suffix = rowWise ? "_rows" : roots > 1 ? "_horizontal" : "";
+  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), suffix, index);
   Operation *last = group.back();
   OpBuilder builder(last);
   auto dispatch = DispatchOp::create(builder, last->getLoc(), label, TypeRange(ValueRange(results)),

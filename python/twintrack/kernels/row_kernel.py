@@ -181,12 +181,21 @@ class _RowKernelWriter:
             for lane in range(p.vector_width):
                 updated = self._apply(step, [values[lane] for values in lanes], partial)
                 partial = w.op(f"arith.select {inside}, {updated}, {partial} : {t}") if inside else updated
-        total = w.op(f'gpu.all_reduce {kind} {partial} uniform {{}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}'
-                     f" : ({t}) -> ({t})")
+        total = self._all_reduce(kind, partial, t)
         init = (w.op(f"arith.constant {step.init}") if step.init is not None
                 else w.op(f"memref.load %B{step.output}[{', '.join(self.row)}] : {p.buffers[step.output]}"))
         self.row_values[index] = w.op(f'"{name}"({init}, {total}) {attributes} : ({t}, {t}) -> {t}')
         self._store_row_value(index, step)
+
+    def _all_reduce(self, kind: str, partial: str, t: str) -> str:
+        """The block's combination of every thread's `partial` (booleans
+        travel as i32: shuffles move 32-bit words)."""
+        w = self.w
+        wide = w.op(f"arith.extui {partial} : i1 to i32") if t == "i1" else partial
+        wide_t = "i32" if t == "i1" else t
+        total = w.op(f'gpu.all_reduce {kind} {wide} uniform {{}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}'
+                     f" : ({wide_t}) -> ({wide_t})")
+        return w.op(f"arith.trunci {total} : i32 to i1") if t == "i1" else total
 
     def _per_row_step(self, index: int, step: RowStep) -> None:
         inputs = [values[0] for values in self._input_values(step, None)]
@@ -240,7 +249,18 @@ _NEUTRAL = {
 _NEUTRAL["maxnumf"], _NEUTRAL["minnumf"] = _NEUTRAL["maximumf"], _NEUTRAL["minimumf"]
 
 
+_INTEGER_NEUTRAL = {"or": 0, "add": 0, "and": -1, "maxsi": "min", "minsi": "max"}
+
+
 def _neutral(kind: str, element: str) -> str:
+    if element.startswith("i"):  # integers: i1 ... i64
+        value = _INTEGER_NEUTRAL[kind]
+        bits = int(element[1:])
+        if value == "min":
+            value = -(1 << (bits - 1)) if bits > 1 else 0
+        elif value == "max":
+            value = (1 << (bits - 1)) - 1 if bits > 1 else 0
+        return str(value)
     if kind in ("add", "mul"):
         return "0.0" if kind == "add" else "1.0"
     return _NEUTRAL[kind][element]

@@ -29,6 +29,8 @@ def _ref(value: ir.Value, body: ir.Block, ops: list) -> Ref | None:
     if isinstance(value, ir.BlockArgument) and value.owner == body:
         return ("arg", value.arg_number)
     owner = defining_op(value)
+    if owner is None:
+        return None  # a block argument from outside the body
     for index, op in enumerate(ops):
         if owner == op:
             return ("op", index)

@@ -23,6 +23,9 @@ from .gpu_distribute import COMBINERS
 from .ir_helpers import PythonPass, defining_op, splice_generated_launch
 
 DISPATCH_ATTR = "twintrack.dispatch"
+# integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
+INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
+                     "arith.maxsi": "maxsi", "arith.minsi": "minsi"}
 ROW_DISPATCH_PREFIX = "reduction_rows_"
 
 
@@ -172,9 +175,10 @@ class _Builder:
         if result[0] != "op" or reads_output != [result[1]]:
             return None
         combine = ops[result[1]]
-        if combine.name not in COMBINERS or combine.operands.count(output_arg) != 1:
+        kind = COMBINERS[combine.name][0] if combine.name in COMBINERS else INTEGER_COMBINERS.get(combine.name)
+        if kind is None or combine.operands.count(output_arg) != 1:
             return None
-        return combine.name, COMBINERS[combine.name][0], combine.attributes
+        return combine.name, kind, combine.attributes
 
     def _read_after(self, buffer: ir.Value) -> bool:
         """Is `buffer` read by anything but this group (or not a temporary of it)?"""
