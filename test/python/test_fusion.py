@@ -56,6 +56,7 @@ def test_gpu_kernel_counts(run_tool, tmp_path, model, at_most):
 
 @needs_ptxas
 @pytest.mark.parametrize("model", ["zoo:layernorm", "zoo:softmax", "zoo:mlp?batch=256&features=128&hidden=256&out=128",
+                                   "zoo:transformer_block", "zoo:gpt_block",
                                    "zoo:transformer_block?batch=8&seq=256&dim=256&heads=8",
                                    "zoo:gpt_block?batch=8&seq=256&dim=256&heads=8"])
 def test_one_gpu_kernel_per_dispatch(run_tool, tmp_path, model):
