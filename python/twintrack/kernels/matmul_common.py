@@ -3,6 +3,7 @@ launch around a kernel body, and the global-to-shared tile copy."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .epilogue import Epilogue, EpilogueWriter
@@ -40,6 +41,20 @@ def element_bytes(element: str) -> int:
 
 def vector_type(width: int, element: str) -> str:
     return f"vector<{width}x{element}>"
+
+
+@dataclass(frozen=True)
+class TileCopy:
+    """rows x cols elements at `origin` of a global operand (`source`, of
+    `source_type`), read as `width`-wide vectors spread over the block's
+    threads; `store(value, row, col)` puts each into shared memory."""
+    rows: int
+    cols: int
+    width: int
+    source: str
+    source_type: str
+    origin: tuple[str, str]
+    store: Callable[[str, str, str], None]
 
 
 class TiledMatmulWriter:
@@ -116,13 +131,11 @@ class TiledMatmulWriter:
             return value
         return self.w.op(f"arith.truncf {value} : {vector_type(width, 'f32')} to {vector_type(width, element)}")
 
-    def copy_tile(self, rows: int, cols: int, width: int, source: str, source_type: str,
-                  origin: tuple[str, str], store) -> None:
-        """rows x cols elements at `origin` of a global operand, read as
-        `width`-wide vectors spread over the block's threads; `store(value,
-        row, col)` puts each vector into shared memory."""
-        w, t = self.w, self.ops.in_element
-        vectors = rows * cols // width
+    def copy_tile(self, copy: TileCopy) -> None:
+        """Copy one operand tile into shared memory (guarded where the
+        block's threads do not divide it into whole rounds)."""
+        w = self.w
+        vectors = copy.rows * copy.cols // copy.width
         for first in range(0, vectors, self.threads):
             flat = w.add("%tid", w.index(first)) if first else "%tid"
             guarded = first + self.threads > vectors
@@ -130,33 +143,82 @@ class TiledMatmulWriter:
                 inside = w.op(f"arith.cmpi ult, {flat}, {w.index(vectors)} : index")
                 w.emit(f"scf.if {inside} {{")
                 w.indent += 2
-            r = w.div(flat, cols // width)
-            c = w.mul(w.rem(flat, cols // width), width)
-            value = w.op(f"vector.load {source}{self.at(w.add(origin[0], r), w.add(origin[1], c))}"
-                         f" {{alignment = {width * element_bytes(t)}}} : {source_type}, {vector_type(width, t)}")
-            store(value, r, c)
+            copy.store(*self._load_vector(copy, flat))
             if guarded:
                 w.emit("scf.yield")  # explicit, so it carries the source location too
                 w.indent -= 2
                 w.emit("}")
+
+    def load_tile(self, copy: TileCopy) -> list[tuple[str, str, str]]:
+        """This thread's vectors of an operand tile, into registers: (value,
+        row, col) each, for `copy.store` later. The tile must split into whole
+        rounds of the block's threads (see `prefetchable`)."""
+        vectors = copy.rows * copy.cols // copy.width
+        return [self._load_vector(copy, self.w.add("%tid", self.w.index(first)) if first else "%tid")
+                for first in range(0, vectors, self.threads)]
+
+    def prefetchable(self, copies: list[TileCopy]) -> bool:
+        return all((c.rows * c.cols // c.width) % self.threads == 0 for c in copies)
+
+    def _load_vector(self, copy: TileCopy, flat: str) -> tuple[str, str, str]:
+        w, t = self.w, self.ops.in_element
+        r = w.div(flat, copy.cols // copy.width)
+        c = w.mul(w.rem(flat, copy.cols // copy.width), copy.width)
+        value = w.op(f"vector.load {copy.source}{self.at(w.add(copy.origin[0], r), w.add(copy.origin[1], c))}"
+                     f" {{alignment = {copy.width * element_bytes(t)}}} : {copy.source_type}, {vector_type(copy.width, t)}")
+        return value, r, c
 
     def barrier(self) -> None:
         """gpu.barrier, naming the kernel's path too: when K is one step, the
         K loop (which names it as well) folds away, and the barriers stay."""
         self.w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
 
-    def k_loop(self, step: int, accumulators: list[str], acc_type: str, body) -> list[str]:
-        """scf.for over K in `step`s carrying the accumulators; `body(current)`
-        emits one step and returns the updated accumulators."""
+    def k_loop(self, step: int, accumulators: list[str], acc_type: str) -> list[str]:
+        """scf.for over K in `step`s carrying the accumulators. Each step
+        stages the operand tiles (`stage_copies(k)`) in shared memory and
+        computes on them (`compute(accumulators)`). Where the tiles split
+        into whole rounds of threads, the next step's tiles are loaded into
+        registers before this step computes, so their global-memory latency
+        hides behind the tensor-core or FMA work; they go to shared memory
+        after it."""
         w = self.w
+        prefetch = self.prefetchable(self.stage_copies("%k0"))
+        if prefetch:  # the first step's tiles, before the loop
+            for copy in self.stage_copies(w.index(0)):
+                self.copy_tile(copy)
+            self.barrier()
         results = w.fresh("acc")
         iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
         types = ", ".join([acc_type] * len(accumulators))
         w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {w.index(self.ops.k)}"
                f" step {w.index(step)} iter_args({iter_args}) -> ({types}) {{")
         w.indent += 2
-        updated = body([f"%a{i}" for i in range(len(accumulators))])
+        current = [f"%a{i}" for i in range(len(accumulators))]
+        if prefetch:
+            # The last step reloads its own tiles: harmless, and no branch.
+            following = w.op(f"arith.minui {w.add('%k0', w.index(step))}, {w.index(self.ops.k - step)} : index")
+            staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
+            updated = self.compute(current)
+            self.barrier()
+            for copy, vectors in staged:
+                for value, r, c in vectors:
+                    copy.store(value, r, c)
+            self.barrier()
+        else:
+            for copy in self.stage_copies("%k0"):
+                self.copy_tile(copy)
+            self.barrier()
+            updated = self.compute(current)
+            self.barrier()
         w.emit(f"scf.yield {', '.join(updated)} : {types}")
         w.indent -= 2
         w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
         return [f"{results}#{i}" for i in range(len(accumulators))]
+
+    def stage_copies(self, k: str) -> list[TileCopy]:
+        """The operand tiles of the K step starting at `k`."""
+        raise NotImplementedError
+
+    def compute(self, accumulators: list[str]) -> list[str]:
+        """One K step on the staged tiles; the updated accumulators."""
+        raise NotImplementedError

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .epilogue import Epilogue
-from .matmul_common import MatmulOperands, TiledMatmulWriter, element_bytes, vector_type
+from .matmul_common import MatmulOperands, TileCopy, TiledMatmulWriter, element_bytes, vector_type
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
@@ -67,7 +67,7 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         self.c_row = w.div(lane, 4)                    # C fragment: rows lane/4 and lane/4 + 8,
         self.c_col = w.mul(w.rem(lane, 4), 2)          # columns 2*(lane%4) and the next
         self.c_positions = [self._c_position(i, j) for i in range(self.tiles_m) for j in range(self.tiles_n)]
-        results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>", self._k_step)
+        results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>")
         self._store(results)
 
     def _c_position(self, i: int, j: int) -> tuple[str, str]:
@@ -91,25 +91,24 @@ class _MmaMatmulWriter(TiledMatmulWriter):
             loaded.append(acc)
         return loaded
 
-    def _k_step(self, accumulators: list[str]) -> list[str]:
+    def stage_copies(self, k: str) -> list[TileCopy]:
         w, cfg, t = self.w, self.cfg, self.ops.in_element
 
         def store_into(buffer, buffer_type):
             return lambda v, r, c: w.emit(f"vector.store {v}, {buffer}[{r}, {c}] {{alignment = 16}}"
                                           f" : {buffer_type}, {vector_type(self.vec, t)}")
 
-        self.copy_tile(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, "%k0"), store_into("%As", self.a_smem))
-        if self.ops.b_transposed:
-            self.copy_tile(cfg.bn, cfg.bk, self.vec, "%B", self.ops.b_type, (self.n0, "%k0"), store_into("%Bs", self.b_smem))
-        else:
-            self.copy_tile(cfg.bk, cfg.bn, self.vec, "%B", self.ops.b_type, ("%k0", self.n0), store_into("%Bs", self.b_smem))
-        self.barrier()
-        for kk in range(0, cfg.bk, MMA_K):
+        b_tile = (cfg.bn, cfg.bk, (self.n0, k)) if self.ops.b_transposed else (cfg.bk, cfg.bn, (k, self.n0))
+        return [TileCopy(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, k), store_into("%As", self.a_smem)),
+                TileCopy(b_tile[0], b_tile[1], self.vec, "%B", self.ops.b_type, b_tile[2],
+                         store_into("%Bs", self.b_smem))]
+
+    def compute(self, accumulators: list[str]) -> list[str]:
+        for kk in range(0, self.cfg.bk, MMA_K):
             a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
             b = [self._b_fragment(j, kk) for j in range(self.tiles_n)]
             accumulators = [self._mma(a[index // self.tiles_n], b[index % self.tiles_n], acc)
                             for index, acc in enumerate(accumulators)]
-        self.barrier()
         return accumulators
 
     def _mma(self, a: str, b: str, acc: str) -> str:

@@ -16,6 +16,7 @@ from .epilogue import Epilogue
 from .matmul_common import (
     VECTOR_BYTES,
     MatmulOperands,
+    TileCopy,
     TiledMatmulWriter,
     element_bytes,
     vector_type,
@@ -60,7 +61,7 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         self.n0 = w.mul("%block_n", cfg.bn)
         self.row0 = w.add(self.m0, self.a_col)
         self.col0 = w.add(self.n0, self.b_col)
-        results = self.k_loop(cfg.bk, self._initial_accumulators(), vector_type(cfg.tn, "f32"), self._k_step)
+        results = self.k_loop(cfg.bk, self._initial_accumulators(), vector_type(cfg.tn, "f32"))
         self._store(results)
 
     def _initial_accumulators(self) -> list[str]:
@@ -74,21 +75,22 @@ class _SimtMatmulWriter(TiledMatmulWriter):
             loaded.append(self.to_f32(value, cfg.tn, out))
         return loaded
 
-    def _k_step(self, accumulators: list[str]) -> list[str]:
+    def stage_copies(self, k: str) -> list[TileCopy]:
         cfg, t = self.cfg, self.ops.in_element
-        self.copy_tile(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, "%k0"),
-                       self._transposing_store("%As", self.a_smem, self.vec_a))
+        copies = [TileCopy(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, k),
+                           self._transposing_store("%As", self.a_smem, self.vec_a))]
         if self.ops.b_transposed:  # Bᵀ rows are contiguous along K: transpose into Bs like A
-            self.copy_tile(cfg.bn, cfg.bk, self.vec_b, "%B", self.ops.b_type, (self.n0, "%k0"),
-                           self._transposing_store("%Bs", self.b_smem, self.vec_b))
+            copies.append(TileCopy(cfg.bn, cfg.bk, self.vec_b, "%B", self.ops.b_type, (self.n0, k),
+                                   self._transposing_store("%Bs", self.b_smem, self.vec_b)))
         else:
-            self.copy_tile(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, ("%k0", self.n0), lambda v, r, c: self.w.emit(
+            copies.append(TileCopy(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, (k, self.n0), lambda v, r, c: self.w.emit(
                 f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
-                f" : {self.b_smem}, {vector_type(self.vec_b, t)}"))
-        self.barrier()
-        for kk in range(cfg.bk):
+                f" : {self.b_smem}, {vector_type(self.vec_b, t)}")))
+        return copies
+
+    def compute(self, accumulators: list[str]) -> list[str]:
+        for kk in range(self.cfg.bk):
             accumulators = self._rank_one_update(kk, accumulators)
-        self.barrier()
         return accumulators
 
     def _transposing_store(self, buffer: str, buffer_type: str, width: int):

@@ -6,20 +6,30 @@
 // f32: CUDA-core kernel. 1024x1024 in 128x128 tiles is 64 blocks, fewer than
 // the SMs, so 64x64 tiles (256 blocks, 256 threads with 4x4 register tiles).
 // A is staged transposed, B as is, both with 16-byte loads; the zero fill
-// right before the matmul folds into the first write (no load of C).
+// right before the matmul folds into the first write (no load of C). The
+// first K step's tiles are staged before the loop; inside it, the next
+// step's tiles are loaded into registers before this step's FMAs, and
+// stored to shared memory between two barriers after them.
 // CHECK-LABEL: func.func @fits(
 // CHECK-SAME:    %[[A:.*]]: memref<1024x128xf32>, %[[B:.*]]: memref<128x1024xf32>, %[[C:.*]]: memref<1024x1024xf32>)
 // CHECK-NOT:     linalg.fill
 // CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c16, %{{.*}} = %c16, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c256, {{.*}}) module(@forward_simt_matmul_0) function(@forward_simt_matmul_0)
 // CHECK-SAME:      workgroup(%[[AS:.*]] : memref<16x68xf32, #gpu.address_space<workgroup>>, %[[BS:.*]] : memref<16x64xf32, #gpu.address_space<workgroup>>)
 // CHECK-NOT:       vector.load %[[C]]
-// CHECK:           scf.for
-// CHECK:             vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x128xf32>, vector<4xf32>
+// CHECK:           vector.load %[[A]][{{.*}}] {alignment = 16 : i64} : memref<1024x128xf32>, vector<4xf32>
+// CHECK:           memref.store %{{.*}}, %[[AS]]
+// CHECK:           vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<128x1024xf32>, vector<4xf32>
+// CHECK:           vector.store %{{.*}}, %[[BS]]
+// CHECK:           gpu.barrier
+// CHECK:           scf.for %[[K:.*]] =
+// CHECK:             %[[NEXT:.*]] = arith.minui %{{.*}}, %c112
+// CHECK:             vector.load %[[A]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<1024x128xf32>, vector<4xf32>
+// CHECK:             vector.load %[[B]][%{{.*}}, %{{.*}}] {alignment = 16 : i64} : memref<128x1024xf32>, vector<4xf32>
+// CHECK:             vector.fma
+// CHECK:             gpu.barrier
 // CHECK:             memref.store %{{.*}}, %[[AS]]
-// CHECK:             vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<128x1024xf32>, vector<4xf32>
 // CHECK:             vector.store %{{.*}}, %[[BS]]
 // CHECK:             gpu.barrier
-// CHECK:             vector.fma
 // CHECK:           } {twintrack.kernel_path = "simt-matmul 64x64x16/4x4"}
 // CHECK:           vector.store %{{.*}}, %[[C]]{{.*}} : memref<1024x1024xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.matmul
