@@ -45,7 +45,7 @@ class RowStep:
     inputs: tuple[StepInput, ...]
     ops: tuple[BodyOp, ...]       # the body; ("arg", len(inputs)) is the output's value
     result: Ref
-    output: int                   # kernel argument written
+    output: int                   # kernel argument written (-1: the value stays in registers)
     element: str                  # the output's element type
     store: bool                   # write the output to memory
     combiner: tuple[str, str, str] | None = None   # reduce: (op name, all_reduce kind, attributes)

@@ -160,7 +160,9 @@ class _Builder:
         number = len(self.steps)
         self.steps.append(dict(kind=kind, inputs=tuple(step_inputs), ops=ops, result=result,
                                output=output, element=str(ir.MemRefType(output.type).element_type),
-                               store=kind == "elementwise" or self._read_after(output),
+                               # a reduction without an in-group fill reads the output's old value
+                               store=kind == "elementwise" or (kind == "reduce" and init is None)
+                               or self._read_after(output),
                                combiner=combiner, init=init))
         if kind == "elementwise":
             self.written_by[output] = number

@@ -80,6 +80,25 @@ func.func @row_sums(%x: memref<6x100xf32>, %out: memref<6xf32>) {
   return
 }
 
+// Without a fill in the group, a reduction folds its total into the
+// output's old value: loaded, combined, stored.
+// CHECK-LABEL: func.func @accumulates(
+// CHECK-SAME:    %{{.*}}: memref<6x100xf32>, %[[ACC:.*]]: memref<6xf32>)
+// CHECK:         gpu.launch
+// CHECK:           gpu.all_reduce add
+// CHECK:           %[[OLD:.*]] = memref.load %[[ACC]]
+// CHECK:           arith.addf %[[OLD]]
+// CHECK:           memref.store %{{.*}}, %[[ACC]]
+func.func @accumulates(%x: memref<6x100xf32>, %out: memref<6xf32>) {
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_3"} {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
 // Negative: an untagged op between the dispatch's ops (the group is not
 // contiguous) leaves them to the generic pipeline.
 // CHECK-LABEL: func.func @split_group(
