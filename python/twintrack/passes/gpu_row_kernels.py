@@ -117,20 +117,20 @@ class _Builder:
         self.fill_constant[op.operands[1]] = f"{constant.attributes['value']}"
         return True
 
-    def _step(self, op: ir.Operation) -> bool:
+    def _kind(self, op: ir.Operation) -> str | None:
+        """"reduce" or "elementwise" over rows × inner, "per-row" over the rows alone."""
         ranges = _loop_ranges(op)
-        iterators = str(op.attributes["iterator_types"])
-        full = list(self.rows) + [self.inner]
-        if ranges == full:
-            kind = "reduce" if "reduction" in iterators else "elementwise"
-        elif ranges == list(self.rows) and "reduction" not in iterators:
-            kind = "per-row"
-        else:
-            return False
+        reduces = "reduction" in str(op.attributes["iterator_types"])
+        if ranges == list(self.rows) + [self.inner]:
+            return "reduce" if reduces else "elementwise"
+        return "per-row" if ranges == list(self.rows) and not reduces else None
+
+    def _step(self, op: ir.Operation) -> bool:
+        kind = self._kind(op)
         view = op.opview
         inputs, outputs = list(view.inputs), list(view.outputs)
         body = describe_body(op)
-        if len(outputs) != 1 or body is None:
+        if kind is None or len(outputs) != 1 or body is None:
             return False
         ops, result = body
         if any(body_op.name == "linalg.index" for body_op in ops):
@@ -145,20 +145,9 @@ class _Builder:
             init = self.fill_constant.get(outputs[0])
         elif reads_output:
             return False
-        step_inputs = []
-        for value, affine_map in zip(inputs, indexing_maps(op)):
-            dims = map_dims(affine_map)
-            if value in self.in_registers and dims == tuple(range(len(self.rows))):
-                step_inputs.append(StepInput(step=self.in_registers[value]))
-                continue
-            index = self.buffer(value)
-            if value in self.written_by:
-                self.read_later.add(index)
-                self.steps[self.written_by[value]]["store"] = True
-            step_inputs.append(StepInput(buffer=index, dims=dims))
         output = outputs[0]
         number = len(self.steps)
-        self.steps.append(dict(kind=kind, inputs=tuple(step_inputs), ops=ops, result=result,
+        self.steps.append(dict(kind=kind, inputs=self._inputs(inputs, indexing_maps(op)), ops=ops, result=result,
                                output=output, element=str(ir.MemRefType(output.type).element_type),
                                # a reduction without an in-group fill reads the output's old value
                                store=kind == "elementwise" or (kind == "reduce" and init is None)
@@ -170,6 +159,23 @@ class _Builder:
         else:
             self.in_registers[output] = number
         return True
+
+    def _inputs(self, inputs: list[ir.Value], maps: list) -> tuple[StepInput, ...]:
+        """Per input: an earlier step's per-row value, or a buffer read at its
+        dims (an earlier step's stored output then needs its store and a
+        barrier)."""
+        described = []
+        for value, affine_map in zip(inputs, maps):
+            dims = map_dims(affine_map)
+            if value in self.in_registers and dims == tuple(range(len(self.rows))):
+                described.append(StepInput(step=self.in_registers[value]))
+                continue
+            index = self.buffer(value)
+            if value in self.written_by:
+                self.read_later.add(index)
+                self.steps[self.written_by[value]]["store"] = True
+            described.append(StepInput(buffer=index, dims=dims))
+        return tuple(described)
 
     @staticmethod
     def _combiner(ops, result, output_arg, reads_output) -> tuple[str, str, str] | None:
