@@ -322,11 +322,7 @@ class _PermutedStore:
     @staticmethod
     def after(op: ir.Operation) -> _PermutedStore | None:
         view, _ = _neighbour(op, 1)
-        if op.name != "linalg.batch_matmul" or view is None or view.name != "memref.expand_shape" \
-                or view.operands[0] != op.operands[2]:
-            return None
-        groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
-        if groups != [[0, 1], [2], [3]]:
+        if view is None or _batch_split(op, view) is None:
             return None
         transpose, allocations = _neighbour(view, 1)
         if transpose is None or transpose.name != "linalg.transpose" or transpose.operands[0] != view.results[0]:
