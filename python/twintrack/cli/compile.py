@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "bytes saved against flops recomputed, on the target's roofline in lowering/targets/)")
     parser.add_argument("--no-fast-kernels", action="store_true",
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
-                             "matmul kernels), to compare paths or work around one; their IR dump is then unchanged")
+                             "matmul and row-wise kernels), to compare paths or work around one; their IR dump is "
+                             "then unchanged")
     parser.add_argument("--lowering-dir", type=Path, help="read recipes from this directory instead of lowering/")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     add_debug_flag(parser)
