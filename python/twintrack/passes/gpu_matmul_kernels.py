@@ -36,24 +36,28 @@ TENSOR_CORE_ELEMENTS = ("f16", "bf16")
 
 @dataclass(frozen=True)
 class TileTable:
-    min_blocks: int
-    mma: list[MmaTileConfig]
-    simt: list[TileConfig]
+    """Tile shapes, largest first, each with the fewest blocks it must give
+    (its own `min_blocks` in the table, else the table's)."""
+    mma: list[tuple[MmaTileConfig, int]]
+    simt: list[tuple[TileConfig, int]]
 
 
 def load_tile_table(path: Path = TUNING_FILE) -> TileTable:
     data = tomllib.loads(path.read_text())
-    return TileTable(data["min_blocks"], [MmaTileConfig(**e) for e in data.get("mma", ())],
-                     [TileConfig(**e) for e in data["simt"]])
+
+    def entries(key, config):
+        return [(config(**{k: v for k, v in e.items() if k != "min_blocks"}), e.get("min_blocks", data["min_blocks"]))
+                for e in data.get(key, ())]
+    return TileTable(entries("mma", MmaTileConfig), entries("simt", TileConfig))
 
 
 def choose_kernel(operands: MatmulOperands, table: TileTable):
     """(generator, tile, kernel stem) for a matmul, or None: the generic pipeline."""
     if operands.in_element in TENSOR_CORE_ELEMENTS:
-        tile = choose_tile(operands, table.min_blocks, table.mma)
+        tile = choose_tile(operands, table.mma)
         if tile is not None:
             return mma_matmul_module, tile, "mma_matmul"
-    tile = choose_tile(operands, table.min_blocks, table.simt)
+    tile = choose_tile(operands, table.simt)
     return (simt_matmul_module, tile, "simt_matmul") if tile is not None else None
 
 
@@ -61,14 +65,15 @@ def _blocks(operands: MatmulOperands, tile) -> int:
     return (operands.m // tile.bm) * (operands.n // tile.bn) * (operands.batch or 1)
 
 
-def choose_tile(operands: MatmulOperands, min_blocks: int, tiles: list):
-    """The first tile that divides the matmul and gives at least `min_blocks`
-    blocks, else the dividing tile with the most blocks, else None."""
-    fitting = [t for t in tiles if operands.m % t.bm == 0 and operands.n % t.bn == 0 and operands.k % t.bk == 0]
-    for tile in fitting:
-        if _blocks(operands, tile) >= min_blocks:
+def choose_tile(operands: MatmulOperands, tiles: list[tuple]):
+    """The first tile that divides the matmul and gives at least its
+    `min_blocks` blocks, else the dividing tile with the most blocks, else None."""
+    fitting = [(t, least) for t, least in tiles
+               if operands.m % t.bm == 0 and operands.n % t.bn == 0 and operands.k % t.bk == 0]
+    for tile, least in fitting:
+        if _blocks(operands, tile) >= least:
             return tile
-    return max(fitting, key=lambda t: _blocks(operands, t), default=None)
+    return max((t for t, _ in fitting), key=lambda t: _blocks(operands, t), default=None)
 
 
 def _aligned(memref_type: ir.MemRefType) -> bool:
