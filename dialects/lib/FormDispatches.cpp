@@ -1,22 +1,25 @@
 //===- FormDispatches.cpp - cost-model fusion into twintrack.dispatch ------===//
 //
 // Groups the linalg ops of a function into dispatch regions. Decisions are
-// made per producer, in program order, then groups are outlined:
-//   1. an elementwise producer is merged into its only consumer, or, with
+// made per producer, in program order, then groups are outlined (the rule
+// numbers are those of test/dialect/form-dispatches.mlir):
+//   1.-2. an elementwise producer is merged into its only consumer, or, with
 //      several consumers, recomputed in each of them, when the bytes it no
 //      longer moves outweigh the flops it recomputes (on the target's
 //      roofline);
-//   2. a matmul/convolution takes its only consumer as an epilogue when that
+//   3. a matmul/convolution takes its only consumer as an epilogue when that
 //      consumer is elementwise and reads the result element for element;
 //      then the elementwise group reading its epilogue's result (through
 //      several uses: GELU reads x twice) joins it too;
-//   3. matmuls reading one tensor share a dispatch (horizontal fusion).
+//   5. a reduction along rows and the ops reading its per-row result share a
+//      row-wise dispatch when all run over the same rows;
+//   4. matmuls reading one tensor share a dispatch (horizontal fusion).
 // Before that, a transposed right operand of a matmul is read through the
 // matmul's indexing maps instead of being copied by a transpose.
 // A dispatch holds at most one reduction or one matmul (several for
-// horizontal fusion), stays convex (no outside op between two of its ops),
-// reads at most max-inputs tensors and computes at most max-body-ops ops
-// per element (register pressure).
+// horizontal and row-wise fusion), stays convex (no outside op between two
+// of its ops), reads at most max-inputs tensors and computes at most
+// max-body-ops ops per element (register pressure).
 //
 //===----------------------------------------------------------------------===//
 
