@@ -53,7 +53,9 @@ def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
 
 
 def _contiguous_rows(memref_type: ir.MemRefType, width: int) -> bool:
-    if not memref_type.has_static_shape:
+    """Can `width`-wide vectors be loaded and stored along its rows? (Not
+    for bools: widen-bools turns i1 buffers into bytes later, element by element.)"""
+    if not memref_type.has_static_shape or str(memref_type.element_type) == "i1":
         return False
     strides, offset = memref_type.get_strides_and_offset()
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
