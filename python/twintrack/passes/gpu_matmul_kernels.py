@@ -191,8 +191,12 @@ def _batch_split(op: ir.Operation, view: ir.Operation) -> ir.Operation | None:
     """`view` if it splits a batched matmul's batch in two ((B*H, M, N) as (B, H, M, N))."""
     if op.name != "linalg.batch_matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
         return None
-    groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
-    return view if groups == [[0, 1], [2], [3]] else None
+    return view if _reassociation(view) == [[0, 1], [2], [3]] else None
+
+
+def _reassociation(view: ir.Operation) -> list[list[int]]:
+    """The dim groups of a memref.expand_shape."""
+    return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
 
 
 @dataclass(frozen=True)
@@ -245,7 +249,7 @@ class _RowSplit:
         """The split, if `view` is an expand_shape of the 2-D `op` result that splits only its rows."""
         if op.name != "linalg.matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
             return None
-        groups = [list(g) for g in ir.ArrayAttr(view.attributes["reassociation"])]
+        groups = _reassociation(view)
         if len(groups) != 2 or len(groups[1]) != 1:
             return None
         return _RowSplit(view, len(groups[0]))

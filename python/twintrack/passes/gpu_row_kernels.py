@@ -209,9 +209,6 @@ class _Builder:
                              tuple(steps), frozenset(self.read_later))
         return program if program.fits() else None
 
-    def kernel_buffers(self) -> list[ir.Value]:
-        return list(self.buffers)
-
 
 @dataclass(frozen=True)
 class GpuRowKernels(PythonPass):
@@ -243,7 +240,7 @@ def _replace(module: ir.Operation, group: list[ir.Operation], builder: _Builder,
             if owner is not None and owner.name == "memref.alloc" and owner not in temporaries:
                 temporaries.append(owner)
     text = row_kernel_module(f"launch_{kernel}", kernel, program, str(computing[-1].location))
-    splice_generated_launch(module, text, computing[0], builder.kernel_buffers())
+    splice_generated_launch(module, text, computing[0], builder.buffers)
     for op in computing:
         op.erase()
     for allocation in temporaries:  # those now held in registers go
