@@ -3,6 +3,7 @@
 #include "twintrack/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::twintrack {
@@ -41,6 +42,15 @@ bool fusesNoContraction(OpOperand *operand) {
   return !touchesContraction(producer) && !touchesContraction(consumer);
 }
 
+/// The op producing `value`, looking through reshapes (reshape propagation
+/// moves them out of the way once the ops around them are generics).
+Operation *producerThroughReshapes(Value value) {
+  Operation *producer = value.getDefiningOp();
+  while (isa_and_nonnull<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(producer))
+    producer = producer->getOperand(0).getDefiningOp();
+  return producer;
+}
+
 /// Transposes next to an elementwise generic of their dispatch become
 /// generics, which elementwise fusion merges (named transposes it leaves
 /// alone); a transpose alone keeps its name.
@@ -48,7 +58,7 @@ void generalizeTransposesBesideGenerics(DispatchOp dispatch) {
   IRRewriter rewriter(dispatch.getContext());
   SmallVector<linalg::TransposeOp> transposes;
   dispatch.getBody().walk([&](linalg::TransposeOp transpose) {
-    bool producerIsGeneric = isa_and_nonnull<linalg::GenericOp>(transpose.getInput().getDefiningOp());
+    bool producerIsGeneric = isa_and_nonnull<linalg::GenericOp>(producerThroughReshapes(transpose.getInput()));
     bool consumerIsGeneric = llvm::any_of(transpose->getUsers(), [](Operation *user) { return isa<linalg::GenericOp>(user); });
     if (producerIsGeneric || consumerIsGeneric)
       transposes.push_back(transpose);

@@ -49,10 +49,10 @@ class Epilogue:
 
 class EpilogueWriter:
     """Emits an epilogue for one output element. Its tensor inputs are the
-    kernel function's arguments %E<k>."""
+    kernel function's arguments <tensors><k> (%E<k>)."""
 
-    def __init__(self, epilogue: Epilogue, writer: MlirWriter):
-        self.epilogue, self.w = epilogue, writer
+    def __init__(self, epilogue: Epilogue, writer: MlirWriter, tensors: str = "%E"):
+        self.epilogue, self.w, self.tensors = epilogue, writer, tensors
 
     def apply(self, accumulator: str, loop_indices: list[str]) -> str:
         """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
@@ -63,7 +63,7 @@ class EpilogueWriter:
                 values[("arg", k)] = accumulator
             else:
                 indices = ", ".join(loop_indices[d] for d in inp.dims)
-                values[("arg", k)] = self.w.op(f"memref.load %E{k}[{indices}] : {inp.memref_type}")
+                values[("arg", k)] = self.w.op(f"memref.load {self.tensors}{k}[{indices}] : {inp.memref_type}")
         return emit_body(self.w, self.epilogue.ops, self.epilogue.result, values)
 
 

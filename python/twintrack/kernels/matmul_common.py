@@ -3,8 +3,9 @@ launch around a kernel body, and the global-to-shared tile copy."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .epilogue import Epilogue, EpilogueWriter
 from .mlir_text import MlirWriter, launch_module
@@ -28,11 +29,42 @@ class MatmulOperands:
     in_element: str   # f32, f16, bf16
     out_element: str
     b_transposed: bool = False
-    # C stored permuted: its batch split into (batch / heads, heads), then the
-    # dims of (batch / heads, heads, M, N) reordered by `permutation` (as
-    # attention's output is stored (B, S, H, D) from (B*H, S, D)).
-    heads: int | None = None
-    permutation: tuple[int, ...] | None = None
+    view: OutputView | None = None  # how the epilogue sees C, and where C is stored
+
+
+@dataclass(frozen=True)
+class OutputView:
+    """C (batch?, M, N) as the epilogue's loops see it, and stored through
+    them. Each dim of C splits into `splits[d]` (an expand_shape: a 3-D
+    linear's rows (B·S) as (B, S), a projection's columns as (heads, dim),
+    attention's batch (B·H) as (B, H)); split dim r is loop dim
+    `loop_dims[r]` (the epilogue's indexing map of C); the output element of
+    loop indices i is at (i[d] for d in `store_dims`) (its output map)."""
+    splits: tuple[tuple[int, ...], ...]
+    loop_dims: tuple[int, ...]
+    store_dims: tuple[int, ...]
+
+    def loop_indices(self, w: MlirWriter, c_indices: list[str]) -> list[str]:
+        split = [part for index, sizes in zip(c_indices, self.splits) for part in _delinearize(w, index, sizes)]
+        loops = [""] * len(split)
+        for r, index in enumerate(split):
+            loops[self.loop_dims[r]] = index
+        return loops
+
+    def contiguous(self, width: int) -> bool:
+        """Do `width` consecutive columns of C (from a multiple of `width`)
+        land side by side in the output (one vector store)?"""
+        return self.splits[-1][-1] % width == 0 and self.loop_dims[-1] == self.store_dims[-1]
+
+
+def _delinearize(w: MlirWriter, index: str, sizes: tuple[int, ...]) -> list[str]:
+    """`index` into a dim of sizes[0]·sizes[1]·… as one index per size (row-major)."""
+    parts, inner = [], 1
+    for k in range(len(sizes) - 1, -1, -1):
+        part = w.div(index, inner) if k == 0 else w.rem(w.div(index, inner), sizes[k])
+        parts.append(part)
+        inner *= sizes[k]
+    return parts[::-1]
 
 
 def element_bytes(element: str) -> int:
@@ -41,6 +73,20 @@ def element_bytes(element: str) -> int:
 
 def vector_type(width: int, element: str) -> str:
     return f"vector<{width}x{element}>"
+
+
+@dataclass(frozen=True)
+class KernelNames:
+    """The SSA names a kernel body reads: its operands (%E<k>: the
+    epilogue's tensors) and its block's place in the grid. A horizontal
+    kernel gives each matmul its own."""
+    a: str = "%A"
+    b: str = "%B"
+    c: str = "%C"
+    epilogue: str = "%E"
+    block_n: str = "%block_n"
+    block_m: str = "%block_m"
+    batch: str = "%batch"
 
 
 @dataclass(frozen=True)
@@ -62,27 +108,35 @@ class TiledMatmulWriter:
 
     path = "tiled-matmul"
 
-    def __init__(self, ops: MatmulOperands, config, kind: str, accumulate: bool, epilogue: Epilogue | None = None):
+    def __init__(self, ops: MatmulOperands, config, kind: str, accumulate: bool, epilogue: Epilogue | None = None,
+                 writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
         """`config`: a tile configuration (bm, bn, threads, label()); `kind`
-        names the generator in the kernel report's path."""
+        names the generator in the kernel report's path. Several writers
+        share one `writer` (and take distinct `names`) in a horizontal kernel."""
         self.ops, self.cfg, self.accumulate = ops, config, accumulate
         self.bm, self.bn, self.threads = config.bm, config.bn, config.threads
         self.path = f"{kind} {config.label()}"
-        self.w = MlirWriter()
-        self.epilogue = EpilogueWriter(epilogue, self.w) if epilogue is not None else None
+        self.w = writer or MlirWriter()
+        self.names = names
+        self.epilogue = EpilogueWriter(epilogue, self.w, names.epilogue) if epilogue is not None else None
 
     # ------------------------------------------------------------ module
     def module(self, symbol: str, kernel: str, location: str) -> str:
         """A module holding func @symbol(%A, %B, %C, %E...), which launches the kernel."""
-        ops = self.ops
         self.w.indent = 4
         self.kernel_body()
-        arguments = [("%A", ops.a_type), ("%B", ops.b_type), ("%C", ops.c_type)]
-        arguments += [(f"%E{k}", inp.memref_type) for k, inp in (self.epilogue.epilogue.tensor_inputs()
-                                                                  if self.epilogue else [])]
-        grid = (ops.n // self.bn, ops.m // self.bm, ops.batch or 1)
-        return launch_module(symbol, kernel, arguments, grid, self.threads, self.w, location,
-                             self.workgroup_buffers(), ("%block_n", "%block_m", "%batch"))
+        return launch_module(symbol, kernel, self.arguments(), self.grid(), self.threads, self.w, location,
+                             self.workgroup_buffers(), (self.names.block_n, self.names.block_m, self.names.batch))
+
+    def arguments(self) -> list[tuple[str, str]]:
+        """The kernel's operands (name, memref type): A, B, C, then the epilogue's tensors."""
+        ops, names = self.ops, self.names
+        arguments = [(names.a, ops.a_type), (names.b, ops.b_type), (names.c, ops.c_type)]
+        return arguments + [(f"{names.epilogue}{k}", inp.memref_type) for k, inp in (
+            self.epilogue.epilogue.tensor_inputs() if self.epilogue else [])]
+
+    def grid(self) -> tuple[int, int, int]:
+        return (self.ops.n // self.bn, self.ops.m // self.bm, self.ops.batch or 1)
 
     def workgroup_buffers(self) -> list[tuple[str, str]]:
         raise NotImplementedError
@@ -92,39 +146,65 @@ class TiledMatmulWriter:
 
     # ------------------------------------------------------------ helpers
     def at(self, row: str, col: str) -> str:
-        return f"[%batch, {row}, {col}]" if self.ops.batch is not None else f"[{row}, {col}]"
+        return f"[{self.names.batch}, {row}, {col}]" if self.ops.batch is not None else f"[{row}, {col}]"
 
     def loop_indices(self, row: str, col: str) -> list[str]:
-        """The indices of C[batch, row, col] in the epilogue's loops: (batch?,
-        row, col), or (batch / heads, batch % heads, row, col) for a split batch."""
-        if self.ops.heads is not None:
-            return [self.w.div("%batch", self.ops.heads), self.w.rem("%batch", self.ops.heads), row, col]
-        return ["%batch", row, col] if self.ops.batch is not None else [row, col]
+        """The indices of C[batch?, row, col] in the epilogue's loops."""
+        c_indices = [self.names.batch, row, col] if self.ops.batch is not None else [row, col]
+        return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
 
-    def c_at(self, row: str, col: str) -> str:
-        """Where C[batch, row, col] is stored: `at`, or permuted (see MatmulOperands)."""
-        if self.ops.permutation is None:
-            return self.at(row, col)
-        split = self.loop_indices(row, col)
-        return "[" + ", ".join(split[d] for d in self.ops.permutation) + "]"
+    def store_results(self, accumulators: str, width: int, row: str, col: str) -> None:
+        """Store the `width` f32 results at (row, col..col+width) of C: the
+        epilogue applied to each, narrowed to the output type; one vector
+        store, or element by element where the output view scatters them."""
+        w, out = self.w, self.ops.out_element
+        loops = self.loop_indices(row, col)
+        value = self.finish(accumulators, width, row, col, loops)
+        if self.ops.view is None or self.ops.view.contiguous(width):
+            w.emit(f"vector.store {value}, {self.names.c}{self.c_at(loops)} {{alignment = {min(16, width * element_bytes(out))}}}"
+                   f" : {self.ops.c_type}, {vector_type(width, out)}")
+            return
+        for lane in range(width):
+            element = w.op(f"vector.extract {value}[{lane}] : {out} from {vector_type(width, out)}")
+            w.emit(f"memref.store {element}, {self.names.c}{self.c_at(self._lane_indices(loops, row, col, lane, width))}"
+                   f" : {self.ops.c_type}")
+
+    def c_at(self, loops: list[str]) -> str:
+        """Where the result at loop indices `loops` is stored."""
+        if self.ops.view is None:
+            return "[" + ", ".join(loops) + "]"
+        return "[" + ", ".join(loops[d] for d in self.ops.view.store_dims) + "]"
 
     def to_f32(self, value: str, width: int, element: str) -> str:
         if element == "f32":
             return value
         return self.w.op(f"arith.extf {value} : {vector_type(width, element)} to {vector_type(width, 'f32')}")
 
-    def finish(self, accumulators: str, width: int, row: str, col: str) -> str:
-        """The `width` f32 results at (row, col..col+width) as stored: the
-        epilogue applied to each, or just narrowed to the output type."""
+    def finish(self, accumulators: str, width: int, row: str, col: str, first: list[str]) -> str:
+        """The `width` f32 results at (row, col..col+width) (loop indices
+        `first` for col) as stored: the epilogue applied to each, or just
+        narrowed to the output type."""
         out = self.ops.out_element
         if self.epilogue is None:
             return self.from_f32(accumulators, width, out)
         w, results = self.w, []
         for lane in range(width):
             value = w.op(f"vector.extract {accumulators}[{lane}] : f32 from {vector_type(width, 'f32')}")
-            column = w.add(col, w.index(lane)) if lane else col
-            results.append(self.epilogue.apply(value, self.loop_indices(row, column)))
+            results.append(self.epilogue.apply(value, self._lane_indices(first, row, col, lane, width)))
         return w.op(f"vector.from_elements {', '.join(results)} : {vector_type(width, out)}")
+
+    def _lane_indices(self, first: list[str], row: str, col: str, lane: int, width: int) -> list[str]:
+        """Loop indices of column col + lane, from those of col (`first`):
+        the innermost one moves where the lanes stay in one split group."""
+        if lane == 0:
+            return first
+        view = self.ops.view
+        if view is not None and view.splits[-1][-1] % width != 0:
+            return self.loop_indices(row, self.w.add(col, self.w.index(lane)))
+        inner = view.loop_dims[-1] if view is not None else len(first) - 1
+        moved = list(first)
+        moved[inner] = self.w.add(first[inner], self.w.index(lane))
+        return moved
 
     def from_f32(self, value: str, width: int, element: str) -> str:
         if element == "f32":
@@ -222,3 +302,43 @@ class TiledMatmulWriter:
     def compute(self, accumulators: list[str]) -> list[str]:
         """One K step on the staged tiles; the updated accumulators."""
         raise NotImplementedError
+
+
+def horizontal_module(symbol: str, kernel: str, writers: list[TiledMatmulWriter], location: str) -> str:
+    """One kernel for several matmuls (horizontal fusion: Q/K/V projections
+    reading one input): a 1-D grid holds each matmul's blocks in turn, and a
+    block runs the body of the matmul its index falls in. The writers share
+    one MlirWriter, the tile shape and the shared-memory buffers, and have
+    distinct operand names; the function takes each one's operands in turn."""
+    w = writers[0].w
+    w.indent = 4
+    ends = []
+    for writer in writers:
+        ends.append((ends[-1] if ends else 0) + math.prod(writer.grid()))
+    for index, writer in enumerate(writers):
+        start = ends[index - 1] if index else 0
+        if index < len(writers) - 1:
+            inside = w.op(f"arith.cmpi ult, %block_x, {w.index(ends[index])} : index")
+            w.emit(f"scf.if {inside} {{")
+            w.indent += 2
+        _place_in_grid(writer, w.op(f"arith.subi %block_x, {w.index(start)} : index") if start else "%block_x")
+        writer.kernel_body()
+        if index < len(writers) - 1:
+            w.emit("scf.yield")
+            w.indent -= 2
+            w.emit("} else {")
+            w.indent += 2
+    for _ in writers[:-1]:
+        w.emit("scf.yield")
+        w.indent -= 2
+        w.emit("}")
+    arguments = [argument for writer in writers for argument in writer.arguments()]
+    return launch_module(symbol, kernel, arguments, (ends[-1], 1, 1), writers[0].threads, w, location,
+                         writers[0].workgroup_buffers())
+
+
+def _place_in_grid(writer: TiledMatmulWriter, block: str) -> None:
+    """The writer's block ids (n, m, batch) from its linear block index."""
+    w, (columns, rows, _) = writer.w, writer.grid()
+    writer.names = replace(writer.names, block_n=w.rem(block, columns), block_m=w.rem(w.div(block, columns), rows),
+                           batch=w.div(block, columns * rows))

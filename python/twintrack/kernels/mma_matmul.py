@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .epilogue import Epilogue
-from .matmul_common import MatmulOperands, TileCopy, TiledMatmulWriter, element_bytes, vector_type
+from .matmul_common import KernelNames, MatmulOperands, TileCopy, TiledMatmulWriter, element_bytes, vector_type
+from .mlir_text import MlirWriter
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
@@ -40,9 +41,10 @@ class MmaTileConfig:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.warps_m}x{self.warps_n} warps"
 
 
-class _MmaMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
-        super().__init__(ops, config, "mma.sync-matmul", accumulate, epilogue)
+class MmaMatmulWriter(TiledMatmulWriter):
+    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
+                 writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
+        super().__init__(ops, config, "mma.sync-matmul", accumulate, epilogue, writer, names)
         t = ops.in_element
         self.vec = 16 // element_bytes(t)
         self.a_smem = f"memref<{config.bm}x{config.bk + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
@@ -60,8 +62,8 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         warp = w.div("%tid", WARP)
         self.warp_m0 = w.mul(w.div(warp, cfg.warps_n), cfg.bm // cfg.warps_m)
         self.warp_n0 = w.mul(w.rem(warp, cfg.warps_n), cfg.bn // cfg.warps_n)
-        self.m0 = w.mul("%block_m", cfg.bm)
-        self.n0 = w.mul("%block_n", cfg.bn)
+        self.m0 = w.mul(self.names.block_m, cfg.bm)
+        self.n0 = w.mul(self.names.block_n, cfg.bn)
         self.lane_row = w.rem(lane, 16)               # the row this lane addresses for ldmatrix
         self.lane_col = w.mul(w.div(lane, 16), 8)     # A: lanes 16-31 address the right 8 columns
         self.c_row = w.div(lane, 4)                    # C fragment: rows lane/4 and lane/4 + 8,
@@ -85,7 +87,7 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         for row, col in self.c_positions:
             acc = zero
             for half, r in enumerate((row, w.add(row, w.index(8)))):
-                pair = w.op(f"vector.load %C{self.at(r, col)} {{alignment = {2 * element_bytes(out)}}}"
+                pair = w.op(f"vector.load {self.names.c}{self.at(r, col)} {{alignment = {2 * element_bytes(out)}}}"
                             f" : {self.ops.c_type}, {vector_type(2, out)}")
                 acc = w.op(f"vector.insert {self.to_f32(pair, 2, out)}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
             loaded.append(acc)
@@ -99,8 +101,8 @@ class _MmaMatmulWriter(TiledMatmulWriter):
                                           f" : {buffer_type}, {vector_type(self.vec, t)}")
 
         b_tile = (cfg.bn, cfg.bk, (self.n0, k)) if self.ops.b_transposed else (cfg.bk, cfg.bn, (k, self.n0))
-        return [TileCopy(cfg.bm, cfg.bk, self.vec, "%A", self.ops.a_type, (self.m0, k), store_into("%As", self.a_smem)),
-                TileCopy(b_tile[0], b_tile[1], self.vec, "%B", self.ops.b_type, b_tile[2],
+        return [TileCopy(cfg.bm, cfg.bk, self.vec, self.names.a, self.ops.a_type, (self.m0, k), store_into("%As", self.a_smem)),
+                TileCopy(b_tile[0], b_tile[1], self.vec, self.names.b, self.ops.b_type, b_tile[2],
                          store_into("%Bs", self.b_smem))]
 
     def compute(self, accumulators: list[str]) -> list[str]:
@@ -169,13 +171,5 @@ class _MmaMatmulWriter(TiledMatmulWriter):
         for acc, (row, col) in zip(accumulators, self.c_positions):
             for half, r in enumerate((row, w.add(row, w.index(8)))):
                 pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-                w.emit(f"vector.store {self.finish(pair, 2, r, col)}, %C{self.c_at(r, col)}"
-                       f" {{alignment = {2 * element_bytes(out)}}} : {self.ops.c_type}, {vector_type(2, out)}")
+                self.store_results(pair, 2, r, col)
 
-
-def mma_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: MmaTileConfig,
-                      accumulate: bool, location: str, epilogue: Epilogue | None = None) -> str:
-    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C, %E...)`,
-    which launches the tensor-core kernel `kernel` (an `epilogue` as for the
-    CUDA-core kernel)."""
-    return _MmaMatmulWriter(operands, config, accumulate, epilogue).module(symbol, kernel, location)

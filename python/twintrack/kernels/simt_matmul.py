@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from .epilogue import Epilogue
 from .matmul_common import (
     VECTOR_BYTES,
+    KernelNames,
     MatmulOperands,
     TileCopy,
     TiledMatmulWriter,
     element_bytes,
     vector_type,
 )
+from .mlir_text import MlirWriter
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,10 @@ class TileConfig:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
 
 
-class _SimtMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool, epilogue: Epilogue | None):
-        super().__init__(ops, config, "simt-matmul", accumulate, epilogue)
+class SimtMatmulWriter(TiledMatmulWriter):
+    def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool, epilogue: Epilogue | None,
+                 writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
+        super().__init__(ops, config, "simt-matmul", accumulate, epilogue, writer, names)
         t = ops.in_element
         self.vec_a = min(VECTOR_BYTES // element_bytes(t), config.bk)
         self.vec_b = min(VECTOR_BYTES // element_bytes(t), config.bk if ops.b_transposed else config.bn)
@@ -57,8 +60,8 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         columns = cfg.bn // cfg.tn
         self.a_col = w.mul(w.div("%tid", columns), cfg.tm)  # this thread's rows within the tile
         self.b_col = w.mul(w.rem("%tid", columns), cfg.tn)  # and columns
-        self.m0 = w.mul("%block_m", cfg.bm)
-        self.n0 = w.mul("%block_n", cfg.bn)
+        self.m0 = w.mul(self.names.block_m, cfg.bm)
+        self.n0 = w.mul(self.names.block_n, cfg.bn)
         self.row0 = w.add(self.m0, self.a_col)
         self.col0 = w.add(self.n0, self.b_col)
         results = self.k_loop(cfg.bk, self._initial_accumulators(), vector_type(cfg.tn, "f32"))
@@ -71,19 +74,19 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         loaded = []
         for i in range(cfg.tm):
             row = w.add(self.row0, w.index(i))
-            value = w.op(f"vector.load %C{self.at(row, self.col0)} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
+            value = w.op(f"vector.load {self.names.c}{self.at(row, self.col0)} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
             loaded.append(self.to_f32(value, cfg.tn, out))
         return loaded
 
     def stage_copies(self, k: str) -> list[TileCopy]:
         cfg, t = self.cfg, self.ops.in_element
-        copies = [TileCopy(cfg.bm, cfg.bk, self.vec_a, "%A", self.ops.a_type, (self.m0, k),
+        copies = [TileCopy(cfg.bm, cfg.bk, self.vec_a, self.names.a, self.ops.a_type, (self.m0, k),
                            self._transposing_store("%As", self.a_smem, self.vec_a))]
         if self.ops.b_transposed:  # Bᵀ rows are contiguous along K: transpose into Bs like A
-            copies.append(TileCopy(cfg.bn, cfg.bk, self.vec_b, "%B", self.ops.b_type, (self.n0, k),
+            copies.append(TileCopy(cfg.bn, cfg.bk, self.vec_b, self.names.b, self.ops.b_type, (self.n0, k),
                                    self._transposing_store("%Bs", self.b_smem, self.vec_b)))
         else:
-            copies.append(TileCopy(cfg.bk, cfg.bn, self.vec_b, "%B", self.ops.b_type, (k, self.n0), lambda v, r, c: self.w.emit(
+            copies.append(TileCopy(cfg.bk, cfg.bn, self.vec_b, self.names.b, self.ops.b_type, (k, self.n0), lambda v, r, c: self.w.emit(
                 f"vector.store {v}, %Bs[{r}, {c}] {{alignment = {self.vec_b * element_bytes(t)}}}"
                 f" : {self.b_smem}, {vector_type(self.vec_b, t)}")))
         return copies
@@ -123,14 +126,5 @@ class _SimtMatmulWriter(TiledMatmulWriter):
         w, cfg, out = self.w, self.cfg, self.ops.out_element
         for i, acc in enumerate(accumulators):
             row = w.add(self.row0, w.index(i))
-            value = self.finish(acc, cfg.tn, row, self.col0)
-            w.emit(f"vector.store {value}, %C{self.c_at(row, self.col0)}"
-                   f" {{alignment = {min(16, cfg.tn * element_bytes(out))}}} : {self.ops.c_type}, {vector_type(cfg.tn, out)}")
+            self.store_results(acc, cfg.tn, row, self.col0)
 
-
-def simt_matmul_module(symbol: str, kernel: str, operands: MatmulOperands, config: TileConfig,
-                       accumulate: bool, location: str, epilogue: Epilogue | None = None) -> str:
-    """MLIR text of a module holding `func.func private @symbol(%A, %B, %C, %E...)`,
-    which launches the kernel `kernel`; every op of it has `location` (`loc(...)`).
-    An `epilogue` is applied to each result before it is stored; %E... are its tensors."""
-    return _SimtMatmulWriter(operands, config, accumulate, epilogue).module(symbol, kernel, location)

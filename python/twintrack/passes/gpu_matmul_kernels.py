@@ -5,33 +5,47 @@ twintrack.kernels.mma_matmul) for f16 and bf16 operands, CUDA cores
 
 The tile shapes come from lowering/tuning/matmul.toml. A zero fill of the
 output right before the matmul is folded into the kernel's first write, and
-the elementwise op right after it that reads its result (bias, activation,
-residual, narrowing) into its stores, as an epilogue (twintrack.kernels.
-epilogue), unless that op writes over A or B. Matmuls the kernels cannot take (shapes not a multiple of any tile, dynamic
-or unaligned layouts, other element types) stay linalg ops for the generic
+the first op reading its result into its stores, as an epilogue
+(twintrack.kernels.epilogue), when that op is elementwise (bias, activation,
+residual, narrowing) or a transpose, reads the result through any
+expand_shape and any permutation of its loops, and does not write over A or
+B: the kernel splits each result's indices into the epilogue's loop
+indices (an OutputView) and stores it where the epilogue's output map puts
+it. The matmuls of one horizontal dispatch share one kernel. Matmuls the
+kernels cannot take (shapes not a multiple of any tile, dynamic or
+unaligned layouts, other element types) stay linalg ops for the generic
 pipeline.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mlir import ir
 
 from ..kernels.epilogue import Epilogue, EpilogueInput
-from ..kernels.matmul_common import VECTOR_BYTES, MatmulOperands, element_bytes
-from ..kernels.mma_matmul import MmaTileConfig, mma_matmul_module
-from ..kernels.simt_matmul import TileConfig, simt_matmul_module
+from ..kernels.matmul_common import (
+    VECTOR_BYTES,
+    KernelNames,
+    MatmulOperands,
+    OutputView,
+    element_bytes,
+    horizontal_module,
+)
+from ..kernels.mlir_text import MlirWriter
+from ..kernels.mma_matmul import MmaMatmulWriter, MmaTileConfig
+from ..kernels.simt_matmul import SimtMatmulWriter, TileConfig
 from .generic_body import describe_body, indexing_maps, map_dims
-from .ir_helpers import PythonPass, defining_op, nested_ops, splice_generated_launch
+from .ir_helpers import PythonPass, defining_op, dispatch_label, nested_ops, splice_generated_launch
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 
 
 TENSOR_CORE_ELEMENTS = ("f16", "bf16")
+HORIZONTAL_PREFIX = "matmul_horizontal_"
 
 
 @dataclass(frozen=True)
@@ -51,25 +65,27 @@ def load_tile_table(path: Path = TUNING_FILE) -> TileTable:
     return TileTable(entries("mma", MmaTileConfig), entries("simt", TileConfig))
 
 
-def choose_kernel(operands: MatmulOperands, table: TileTable):
-    """(generator, tile, kernel stem) for a matmul, or None: the generic pipeline."""
-    if operands.in_element in TENSOR_CORE_ELEMENTS:
+def choose_kernel(operands: list[MatmulOperands], table: TileTable):
+    """(writer class, tile, kernel stem) for one matmul's operands, or one
+    tile for several (a horizontal kernel), or None: the generic pipeline."""
+    if all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands):
         tile = choose_tile(operands, table.mma)
         if tile is not None:
-            return mma_matmul_module, tile, "mma_matmul"
+            return MmaMatmulWriter, tile, "mma_matmul"
     tile = choose_tile(operands, table.simt)
-    return (simt_matmul_module, tile, "simt_matmul") if tile is not None else None
+    return (SimtMatmulWriter, tile, "simt_matmul") if tile is not None else None
 
 
-def _blocks(operands: MatmulOperands, tile) -> int:
-    return (operands.m // tile.bm) * (operands.n // tile.bn) * (operands.batch or 1)
+def _blocks(operands: list[MatmulOperands], tile) -> int:
+    return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) for o in operands)
 
 
-def choose_tile(operands: MatmulOperands, tiles: list[tuple]):
-    """The first tile that divides the matmul and gives at least its
-    `min_blocks` blocks, else the dividing tile with the most blocks, else None."""
+def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
+    """The first tile that divides every matmul and gives at least its
+    `min_blocks` blocks in all, else the dividing tile with the most blocks,
+    else None."""
     fitting = [(t, least) for t, least in tiles
-               if operands.m % t.bm == 0 and operands.n % t.bn == 0 and operands.k % t.bk == 0]
+               if all(o.m % t.bm == 0 and o.n % t.bn == 0 and o.k % t.bk == 0 for o in operands)]
     for tile, least in fitting:
         if _blocks(operands, tile) >= least:
             return tile
@@ -119,20 +135,18 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
                           str(a.element_type), str(c.element_type), transposed)
 
 
-def _neighbour(op: ir.Operation, offset: int) -> tuple[ir.Operation | None, list[ir.Operation]]:
-    """The op `offset` (1 or -1) away, passing over allocations (they touch
-    no data), and the allocations passed."""
+def _previous(op: ir.Operation) -> ir.Operation | None:
+    """The op before `op`, passing over allocations (they touch no data)."""
     block_ops = [o.operation for o in op.block.operations]
-    index, passed = block_ops.index(op) + offset, []
-    while 0 <= index < len(block_ops) and block_ops[index].name == "memref.alloc":
-        passed.append(block_ops[index])
-        index += offset
-    return (block_ops[index] if 0 <= index < len(block_ops) else None), passed
+    index = block_ops.index(op) - 1
+    while index >= 0 and block_ops[index].name == "memref.alloc":
+        index -= 1
+    return block_ops[index] if index >= 0 else None
 
 
 def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
-    previous, _ = _neighbour(op, -1)
+    previous = _previous(op)
     if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
         return None
     value = defining_op(previous.operands[0])
@@ -142,56 +156,51 @@ def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
 
 
-def describe_epilogue(generic: ir.Operation, accumulator: ir.Value) -> Epilogue | None:
-    """The epilogue of an elementwise linalg.generic reading `accumulator`
-    element for element and writing one output element for element, or None."""
-    if any("reduction" in str(it) for it in generic.attributes["iterator_types"]):
+def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple] | None:
+    """(epilogue, loop dims of the accumulator, loop dims of the output) of
+    an elementwise linalg.generic or a linalg.transpose reading `accumulator`
+    once, through a permutation of its loops, and writing one output through
+    another; None for anything else."""
+    if consumer.name == "linalg.transpose":
+        permutation = tuple(ir.DenseI64ArrayAttr(consumer.attributes["permutation"]))
+        read = [0] * len(permutation)
+        for out_dim, in_dim in enumerate(permutation):
+            read[in_dim] = out_dim
+        return Epilogue((EpilogueInput(None),), (), ("arg", 0)), tuple(read), tuple(range(len(permutation)))
+    if any("reduction" in str(it) for it in consumer.attributes["iterator_types"]):
         return None
-    view = generic.opview
+    view = consumer.opview
     inputs, outputs = list(view.inputs), list(view.outputs)
-    maps = indexing_maps(generic)
-    identity = ir.AffineMap.get_identity(maps[0].n_dims)
-    if len(outputs) != 1 or maps[-1] != identity or sum(v == accumulator for v in inputs) != 1:
+    dims = [map_dims(m) for m in indexing_maps(consumer)]
+    loops = tuple(range(indexing_maps(consumer)[0].n_dims))
+    if len(outputs) != 1 or sum(v == accumulator for v in inputs) != 1 \
+            or any(d is None or sorted(d) != list(loops) for d in (dims[-1], dims[inputs.index(accumulator)])):
         return None
-    if list(generic.regions[0].blocks[0].arguments[len(inputs)].uses):
+    if list(consumer.regions[0].blocks[0].arguments[len(inputs)].uses):
         return None  # reads the output's old value
     described = []
-    for value, affine_map in zip(inputs, maps):
+    for value, read in zip(inputs, dims):
         if value == accumulator:
-            if affine_map != identity:
-                return None
             described.append(EpilogueInput(None))
-        elif isinstance(value.type, ir.MemRefType) and (dims := map_dims(affine_map)) is not None:
-            described.append(EpilogueInput(str(value.type), dims))
+        elif isinstance(value.type, ir.MemRefType) and read is not None:
+            described.append(EpilogueInput(str(value.type), read))
         else:
             return None
-    body = describe_body(generic)
-    return Epilogue(tuple(described), *body) if body else None
+    body = describe_body(consumer)
+    return (Epilogue(tuple(described), *body), dims[inputs.index(accumulator)], dims[-1]) if body else None
 
 
 @dataclass(frozen=True)
 class _FoundEpilogue:
-    consumer: ir.Operation
+    consumer: ir.Operation              # a linalg.generic or linalg.transpose
     epilogue: Epilogue
-    allocations: list[ir.Operation]     # between matmul and epilogue: the kernel writes into them
-    rows: _RowSplit | None = None       # the epilogue works on the result split into (batch.., row, col)
-    batch_split: ir.Operation | None = None  # or on a batched result split into (batch / heads, heads, row, col)
+    output_view: OutputView
+    view: ir.Operation | None           # the memref.expand_shape it reads the result through
+    allocations: list[ir.Operation]     # allocations and views between matmul and epilogue: the kernel writes into them
 
     @property
-    def view(self) -> ir.Operation | None:
-        """The memref.expand_shape the epilogue reads the result through, if any."""
-        return self.rows.expand if self.rows is not None else self.batch_split
-
-    @property
-    def heads(self) -> int | None:
-        return ir.MemRefType(self.batch_split.results[0].type).shape[1] if self.batch_split is not None else None
-
-
-def _batch_split(op: ir.Operation, view: ir.Operation) -> ir.Operation | None:
-    """`view` if it splits a batched matmul's batch in two ((B*H, M, N) as (B, H, M, N))."""
-    if op.name != "linalg.batch_matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
-        return None
-    return view if _reassociation(view) == [[0, 1], [2], [3]] else None
+    def output(self) -> ir.Value:
+        return self.consumer.operands[-1]
 
 
 def _reassociation(view: ir.Operation) -> list[list[int]]:
@@ -199,110 +208,104 @@ def _reassociation(view: ir.Operation) -> list[list[int]]:
     return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
 
 
-@dataclass(frozen=True)
-class _RowSplit:
-    """A 2-D matmul result read through memref.expand_shape that splits its
-    rows ((8·256)×N viewed as 8×256×N, as torch-mlir writes a 3-D linear).
-    The epilogue then runs on the 2-D result: its 3-D identity-indexed
-    operands are read through collapsed views, and its column-indexed ones
-    (a bias) by column."""
-    expand: ir.Operation
-    leading: int                        # dims that fold into the matmul's rows
-
-    def flatten(self, epilogue: Epilogue) -> Epilogue | None:
-        if any(op.name == "linalg.index" for op in epilogue.ops):
-            return None  # its loop indices are the split ones
-        identity, column = tuple(range(self.leading + 1)), (self.leading,)
-        inputs = []
-        for inp in epilogue.inputs:
-            if inp.memref_type is None:
-                inputs.append(inp)
-            elif inp.dims == identity:
-                inputs.append(EpilogueInput(str(self.collapsed_type(inp.memref_type)), (0, 1)))
-            elif inp.dims == column:
-                inputs.append(EpilogueInput(inp.memref_type, (1,)))
-            else:
-                return None
-        return Epilogue(tuple(inputs), epilogue.ops, epilogue.result)
-
-    def collapsed_type(self, memref_type: str) -> ir.MemRefType:
-        shaped = ir.MemRefType(ir.Type.parse(memref_type))
-        rows = 1
-        for size in shaped.shape[:self.leading]:
-            rows *= size
-        with ir.Location.unknown(shaped.context):
-            return ir.MemRefType.get([rows, shaped.shape[-1]], shaped.element_type)
-
-    def collapse(self, value: ir.Value, before: ir.Operation) -> ir.Value:
-        """`value` (identity layout, rank leading+1) as rows × columns."""
-        from mlir.dialects import memref
-        if value == self.expand.results[0]:
-            return self.expand.operands[0]
-        i64 = ir.IntegerType.get_signless(64)
-        groups = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(i64, d) for d in range(self.leading)]),
-                                   ir.ArrayAttr.get([ir.IntegerAttr.get(i64, self.leading)])])
-        with ir.InsertionPoint(before), before.location:
-            return memref.CollapseShapeOp(self.collapsed_type(str(value.type)), value, groups).result
-
-    @staticmethod
-    def of(op: ir.Operation, view: ir.Operation) -> _RowSplit | None:
-        """The split, if `view` is an expand_shape of the 2-D `op` result that splits only its rows."""
-        if op.name != "linalg.matmul" or view.name != "memref.expand_shape" or view.operands[0] != op.operands[2]:
-            return None
-        groups = _reassociation(view)
-        if len(groups) != 2 or len(groups[1]) != 1:
-            return None
-        return _RowSplit(view, len(groups[0]))
+def _output_view(result: ir.Value, view: ir.Operation | None, read_dims, store_dims) -> OutputView:
+    """C's dims split as `view` splits them (or not at all), read and stored as the consumer's maps say."""
+    if view is None:
+        splits = tuple((size,) for size in ir.MemRefType(result.type).shape)
+    else:
+        shape = ir.MemRefType(view.results[0].type).shape
+        splits = tuple(tuple(shape[d] for d in group) for group in _reassociation(view))
+    return OutputView(splits, tuple(read_dims), tuple(store_dims))
 
 
 def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
-    """The elementwise op right after the matmul that is the only reader of its
-    (temporary) result: bias, activation, residual, or just a narrowing to
-    f16 as torch-mlir writes a half-precision matmul. The kernel applies it
-    to each result before storing, so the temporary never exists."""
-    after, allocations = _neighbour(op, 1)  # allocations: the epilogue's output buffer, say
+    """The elementwise op (or transpose) after the matmul that is the only
+    reader of its (temporary) result, maybe through an expand_shape: bias,
+    activation, residual, a narrowing to f16, a split into heads and their
+    permutation. The kernel applies it to each result and stores it where it
+    goes, so the temporary never exists."""
     result = op.operands[2]
-    rows = _RowSplit.of(op, after) if after is not None else None
-    batch_split = _batch_split(op, after) if after is not None and rows is None else None
-    view = rows.expand if rows is not None else batch_split
-    if view is not None:
-        after, more = _neighbour(view, 1)
-        allocations += more
+    first = _first_reader(op, result)
+    if first is None or first[0].name not in ("linalg.generic", "linalg.transpose"):
+        return None
+    after, view = first
     read = view.results[0] if view is not None else result
-    if after is None or after.name != "linalg.generic":
+    between = _ops_between(op, after)
+    described = describe_epilogue(after, read) if between is not None else None
+    if described is None:
         return None
-    in_place = list(after.opview.outputs)[0] == read  # reuse-buffers made it overwrite its input
+    moved, skipped = between
+    epilogue, read_dims, store_dims = described
+    found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved)
+    in_place = _root(found.output) == result  # reuse-buffers made it overwrite the temporary
     owner = defining_op(result)
-    users = [use.owner for use in result.uses] + ([use.owner for use in read.uses] if view is not None else [])
-    expected = (op, after) + ((view,) if view is not None else ())
+    users = _users(result) + (_users(read) if view is not None else [])
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
-            u.name not in ("linalg.fill", "memref.dealloc") and u not in expected for u in users)):
-        return None
-    if batch_split is not None and not all(_identity_layout(v) for v in after.operands):
-        return None
-    epilogue = describe_epilogue(after, read)
-    if epilogue is not None and rows is not None:
-        epilogue = rows.flatten(epilogue)
-        if not all(_identity_layout(v) for v in list(after.opview.inputs) + list(after.opview.outputs)
-                   if isinstance(v.type, ir.MemRefType) and ir.MemRefType(v.type).rank == rows.leading + 1):
-            return None
-    if epilogue is None:
+            u.name not in ("linalg.fill", "memref.dealloc") and u not in (op, after, view) for u in users)):
         return None
     # The kernel stores results while other blocks still read A and B: the
     # output must not be (a view of) either. (Separate kernels were ordered.)
-    output = _root(list(after.opview.outputs)[0])
+    output = _root(found.output)
     if output in (_root(op.operands[0]), _root(op.operands[1])):
         return None
-    for value, described in zip(after.opview.inputs, epilogue.inputs):
-        if described.memref_type is not None and _root(value) == output \
-                and described.dims != tuple(range(len(described.dims))):
+    for value, inp in zip(after.operands, epilogue.inputs):
+        if inp.memref_type is not None and _root(value) == output and inp.dims != store_dims:
             return None  # read at other elements than the one being written
-    return _FoundEpilogue(after, epilogue, allocations, rows, batch_split)
+    return found if not _conflicts(after, skipped) else None
 
 
-def _identity_layout(value: ir.Value) -> bool:
-    layout = ir.AffineMapAttr(ir.MemRefType(value.type).layout).value
-    return layout == ir.AffineMap.get_identity(layout.n_dims)
+def _first_reader(op: ir.Operation, result: ir.Value) -> tuple[ir.Operation, ir.Operation | None] | None:
+    """The first linalg op after the matmul to read its result, directly or
+    through an expand_shape (that view, or None)."""
+    candidates = [(user, None) for user in _users(result)]
+    candidates += [(user, view) for view in _users(result) if view.name == "memref.expand_shape"
+                   for user in _users(view.results[0])]
+    block_ops = [o.operation for o in op.block.operations]
+    after = block_ops.index(op)
+    readers = [(block_ops.index(user), user, view) for user, view in candidates
+               if user.name.startswith("linalg.") and user.name != "linalg.fill" and user.block == op.block
+               and block_ops.index(user) > after]
+    return min(readers, key=lambda r: r[0])[1:] if readers else None
+
+
+def _users(value: ir.Value) -> list[ir.Operation]:
+    """The ops using `value`, each once."""
+    users = []
+    for use in value.uses:
+        owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if owner not in users:
+            users.append(owner)
+    return users
+
+
+def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] | None:
+    """The ops between a matmul and its epilogue: (allocations and views,
+    which the kernel's operands may need moved before it; the other linalg
+    ops of its horizontal dispatch, which the epilogue moves across), or
+    None if anything else sits there."""
+    block_ops = [o.operation for o in op.block.operations]
+    label, moved, skipped = dispatch_label(op), [], []
+    for between in block_ops[block_ops.index(op) + 1:block_ops.index(consumer)]:
+        if between.name == "memref.alloc" or between.name in _VIEWS:
+            moved.append(between)
+        elif label is not None and label.startswith(HORIZONTAL_PREFIX) and dispatch_label(between) == label:
+            skipped.append(between)
+        else:
+            return None
+    return moved, skipped
+
+
+def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
+    """Would running `consumer` before `others` change what either sees
+    (one writes a buffer the other touches)?"""
+    touched = {_root(v) for v in consumer.operands if isinstance(v.type, ir.MemRefType)}
+    written = _root(consumer.operands[-1])
+    for other in others:
+        other_written = {_root(v) for v in other.opview.outputs}
+        other_read = {_root(v) for v in other.operands if isinstance(v.type, ir.MemRefType)}
+        if other_written & touched or written in other_read:
+            return True
+    return False
 
 
 _VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
@@ -316,117 +319,53 @@ def _root(value: ir.Value) -> ir.Value:
     return value
 
 
-@dataclass(frozen=True)
-class _PermutedStore:
-    """A batched matmul's result split along its batch (memref.expand_shape
-    [[0, 1], [2], [3]]) and permuted by a linalg.transpose that keeps the
-    innermost dim, as attention's (B*H, S, D) output becomes (B, S, H, D).
-    The kernel stores each result where the transpose puts it."""
-    expand: ir.Operation
-    transpose: ir.Operation
-    allocations: list[ir.Operation]     # between them: the transpose's output, say
-    heads: int
-    permutation: tuple[int, ...]
-
-    @staticmethod
-    def after(op: ir.Operation) -> _PermutedStore | None:
-        view, _ = _neighbour(op, 1)
-        if view is None or _batch_split(op, view) is None:
-            return None
-        transpose, allocations = _neighbour(view, 1)
-        if transpose is None or transpose.name != "linalg.transpose" or transpose.operands[0] != view.results[0]:
-            return None
-        permutation = tuple(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
-        temporary = op.operands[2]
-        readers = [use.owner for use in temporary.uses] + [use.owner for use in view.results[0].uses]
-        if permutation[-1] != 3 or _root(transpose.operands[1]) == temporary or any(
-                r.name not in ("linalg.fill", "memref.dealloc") and r not in (op, view, transpose) for r in readers):
-            return None
-        return _PermutedStore(view, transpose, allocations, ir.MemRefType(view.results[0].type).shape[1], permutation)
-
-
 @dataclass
 class _MatmulSite:
     """A matmul and the ops around it that its kernel absorbs."""
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
-    found: _FoundEpilogue | None = None    # the elementwise op applied as the kernel's epilogue
-    permuted: _PermutedStore | None = None  # or the permutation its result is stored through
+    found: _FoundEpilogue | None = None    # the op applied as the kernel's epilogue
 
     @classmethod
     def of(cls, op: ir.Operation) -> _MatmulSite:
         fill = _zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
-        permuted = _PermutedStore.after(op) if fill is not None and found is None else None
-        moved = (found.allocations if found else []) + (permuted.allocations if permuted else [])
-        if found is not None and found.batch_split is not None:
-            moved.append(found.batch_split)  # an epilogue in place writes through this view
-        for allocation in moved:  # the kernel, in the matmul's place, writes into them
-            allocation.move_before(op)  # (harmless if the matmul stays: they touch no data)
-        return cls(op, fill, found, permuted)
+        if found is not None:
+            # The kernel, in the matmul's place, writes into them (harmless if
+            # the matmul stays: they touch no data); an epilogue in place
+            # writes through the view.
+            for allocation in found.allocations + ([found.view] if found.view is not None else []):
+                allocation.move_before(op)
+        return cls(op, fill, found)
 
     def operands(self) -> MatmulOperands | None:
         operands = matmul_operands(self.op, self.output)
-        if operands is not None and self.permuted is not None:
-            return replace(operands, heads=self.permuted.heads, permutation=self.permuted.permutation)
-        if operands is not None and self.found is not None and self.found.heads is not None:
-            return replace(operands, heads=self.found.heads, permutation=(0, 1, 2, 3))
+        if operands is not None and self.found is not None:
+            return replace(operands, view=self.found.output_view)
         return operands
-
-    @property
-    def consumer(self) -> ir.Operation | None:
-        return self.found.consumer if self.found else None
 
     @property
     def epilogue(self) -> Epilogue | None:
         return self.found.epilogue if self.found else None
 
-    views: list = field(default_factory=list)  # (value, collapsed view) made for a row-split epilogue
-
-    def _as_rows(self, value: ir.Value) -> ir.Value:
-        """`value` as rows × columns where the epilogue works on split rows (made once, before the matmul)."""
-        if self.found is None or self.found.rows is None or ir.MemRefType(value.type).rank < 2:
-            return value
-        for original, view in self.views:
-            if original == value:
-                return view
-        view = self.found.rows.collapse(value, self.op)
-        self.views.append((value, view))
-        return view
-
-    def discard_views(self) -> None:
-        """Undo the views when the matmul keeps its linalg op after all."""
-        for _, view in self.views:
-            if (owner := defining_op(view)) is not None and owner.name == "memref.collapse_shape" \
-                    and not list(view.uses):
-                owner.erase()
-        self.views.clear()
-
     @property
     def output(self) -> ir.Value:
-        """Where the kernel stores: the epilogue's or the transpose's output, else the matmul's."""
-        if self.permuted is not None:
-            return self.permuted.transpose.operands[1]
-        if self.consumer is None:
-            return self.op.operands[2]
-        return self._as_rows(list(self.consumer.opview.outputs)[0])
+        """Where the kernel stores: the epilogue's output, else the matmul's."""
+        return self.found.output if self.found else self.op.operands[2]
 
     def kernel_arguments(self) -> list[ir.Value]:
         """What the kernel function takes: A, B, the output, then the epilogue's tensors."""
         extra = []
-        if self.epilogue is not None:
-            inputs = list(self.consumer.opview.inputs)
-            extra = [self._as_rows(inputs[k]) for k, _ in self.epilogue.tensor_inputs()]
+        if self.found is not None:
+            extra = [self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs()]
         return [self.op.operands[0], self.op.operands[1], self.output] + extra
 
     def absorbed(self) -> list[ir.Operation]:
         """Ops that go away with the matmul (the temporary too, with an epilogue)."""
-        ops = [o for o in (self.fill, self.consumer) if o is not None]
+        ops = [o for o in (self.fill, self.found.consumer if self.found else None) if o is not None]
         temporary = self.op.operands[2]
-        if self.permuted is not None:
-            ops += [self.permuted.transpose, self.permuted.expand]
-        if (self.consumer is not None or self.permuted is not None) and _root(self.output) != temporary:
-            if self.found is not None and self.found.view is not None:
+        if self.found is not None and _root(self.output) != temporary:
+            if self.found.view is not None:
                 ops.append(self.found.view)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
         return ops
@@ -439,26 +378,79 @@ class GpuMatmulKernels(PythonPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
         table = load_tile_table()
-        replaced = 0
-        for op in matmuls:
-            site = _MatmulSite.of(op)
-            operands = site.operands()
-            chosen = choose_kernel(operands, table) if operands else None
-            if chosen is None:
-                site.discard_views()
-            else:
-                generator, tile, stem = chosen
-                _replace(module, site, operands, generator, tile, f"forward_{stem}_{replaced}")
-                replaced += 1
+        kernels = 0
+        for group in _horizontal_groups(matmuls):
+            sites = [_MatmulSite.of(op) for op in group]
+            if len(sites) > 1 and _replace_horizontal(module, sites, table, kernels):
+                kernels += 1
+                continue
+            for site in sites:
+                operands = site.operands()
+                chosen = choose_kernel([operands], table) if operands else None
+                if chosen is not None:
+                    _replace(module, site, operands, *chosen, kernels)
+                    kernels += 1
 
 
-def _replace(module, site: _MatmulSite, operands, generator, tile, kernel) -> None:
-    op = site.op
-    arguments = site.kernel_arguments()  # any views they need go before the kernel
-    text = generator(f"launch_{kernel}", kernel, operands, tile, accumulate=site.fill is None,
-                     location=str(op.location), epilogue=site.epilogue)
-    splice_generated_launch(module, text, op, arguments)
+def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
+    """The matmuls in program order, those of one horizontal dispatch
+    (twintrack-form-dispatches' matmul_horizontal_N, in one block) together."""
+    groups: list[tuple[ir.Block | None, str | None, list[ir.Operation]]] = []
+    for op in matmuls:
+        label = dispatch_label(op)
+        horizontal = label is not None and label.startswith(HORIZONTAL_PREFIX)
+        same = [ops for block, key, ops in groups if horizontal and key == label and block == op.block]
+        if same:
+            same[0].append(op)
+        else:
+            groups.append((op.block, label if horizontal else None, [op]))
+    return [ops for _, _, ops in groups]
+
+
+def _replace(module, site: _MatmulSite, operands, writer_class, tile, stem, number: int) -> None:
+    kernel = f"forward_{stem}_{number}"
+    writer = writer_class(operands, tile, site.fill is None, site.epilogue)
+    text = writer.module(f"launch_{kernel}", kernel, str(site.op.location))
+    splice_generated_launch(module, text, site.op, site.kernel_arguments())
+    _erase(site)
+
+
+def _replace_horizontal(module, sites: list[_MatmulSite], table: TileTable, number: int) -> bool:
+    """One kernel for the matmuls of a horizontal dispatch, in place of the
+    last (every operand is defined by then); False where they cannot share
+    one: a matmul no kernel takes, no tile for all, or different shared buffers."""
+    operands = [site.operands() for site in sites]
+    chosen = choose_kernel(operands, table) if None not in operands else None
+    if chosen is None:
+        return False
+    writer_class, tile, stem = chosen
+    shared = MlirWriter()
+    writers = [writer_class(o, tile, site.fill is None, site.epilogue, shared,
+                            KernelNames(a=f"%A{i}_", b=f"%B{i}_", c=f"%C{i}_", epilogue=f"%E{i}_"))
+               for i, (o, site) in enumerate(zip(operands, sites))]
+    if any(w.workgroup_buffers() != writers[0].workgroup_buffers() for w in writers) or not _only_absorbed_between(sites):
+        return False
+    for writer in writers:
+        writer.path += f" horizontal x{len(writers)}"
+    kernel = f"forward_{stem}_{number}"
+    text = horizontal_module(f"launch_{kernel}", kernel, writers, str(sites[-1].op.location))
+    splice_generated_launch(module, text, sites[-1].op, [v for site in sites for v in site.kernel_arguments()])
+    for site in sites:
+        _erase(site)
+    return True
+
+
+def _only_absorbed_between(sites: list[_MatmulSite]) -> bool:
+    """Between the first matmul and the last (where the kernel goes), does
+    every op that touches data go with the kernel?"""
+    absorbed = {o for site in sites for o in [site.op, *site.absorbed()]}
+    block_ops = [o.operation for o in sites[0].op.block.operations]
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in _VIEWS
+               for o in block_ops[block_ops.index(sites[0].op):block_ops.index(sites[-1].op)])
+
+
+def _erase(site: _MatmulSite) -> None:
     absorbed = site.absorbed()
-    op.erase()
+    site.op.erase()
     for other in absorbed:
         other.erase()

@@ -19,6 +19,14 @@ class PythonPass:
         pm.add(self._run, name=type(self).__name__, argument=self.name)
 
 
+DISPATCH_ATTR = "twintrack.dispatch"  # left on each linalg op by twintrack-dissolve-dispatches
+
+
+def dispatch_label(op: ir.Operation) -> str | None:
+    """The name of the dispatch `op` came from (e.g. matmul_horizontal_3), if any."""
+    return ir.StringAttr(op.attributes[DISPATCH_ATTR]).value if DISPATCH_ATTR in op.attributes else None
+
+
 def defining_op(value: ir.Value) -> ir.Operation | None:
     """The operation that defines `value` (None for a block argument)."""
     owner = value.owner

@@ -158,16 +158,18 @@ func.func @output_allocated_between(%a: memref<256x64xf32>, %b: memref<64x512xf3
 
 // torch-mlir writes a linear on a 3-D input as a 2-D matmul whose result is
 // viewed as 3-D (memref.expand_shape) for the bias + residual. The kernel
-// applies that epilogue on the 2-D result: the residual and the output are
-// read and written through collapsed views, the bias by column.
+// splits each result's row into (batch, row) and applies that epilogue at
+// those loop indices: the residual and the output are read and written as
+// they are, the bias by column.
 // CHECK-LABEL: func.func @rows_split_by_a_view(
 // CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[BIAS:.*]]: memref<512xf32>, %[[RES:.*]]: memref<2x128x512xf32>, %[[Y:.*]]: memref<2x128x512xf32>)
-// CHECK-DAG:     %[[Y2:.*]] = memref.collapse_shape %[[Y]] {{\[}}[0, 1], [2]] : memref<2x128x512xf32> into memref<256x512xf32>
-// CHECK-DAG:     %[[RES2:.*]] = memref.collapse_shape %[[RES]] {{\[}}[0, 1], [2]] : memref<2x128x512xf32> into memref<256x512xf32>
+// CHECK-NOT:     memref.collapse_shape
 // CHECK:         gpu.launch
-// CHECK:           memref.load %[[RES2]][%{{.*}}, %{{.*}}] : memref<256x512xf32>
+// CHECK:           %[[ROW:.*]] = arith.remui %{{.*}}, %c128
+// CHECK:           %[[BATCH:.*]] = arith.divui %{{.*}}, %c128
+// CHECK:           memref.load %[[RES]][%[[BATCH]], %[[ROW]], %{{.*}}] : memref<2x128x512xf32>
 // CHECK:           memref.load %[[BIAS]][%{{.*}}] : memref<512xf32>
-// CHECK:           vector.store %{{.*}}, %[[Y2]]
+// CHECK:           vector.store %{{.*}}, %[[Y]][%[[BATCH]], %[[ROW]], %{{.*}}] {{.*}} : memref<2x128x512xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     memref.expand_shape
 // CHECK:         return
@@ -312,8 +314,8 @@ func.func @bf16_tensor_cores(%a: memref<2048x256xbf16>, %b: memref<256x2048xbf16
 // CHECK-SAME:    %{{.*}}: memref<16x128x128xf32>, %{{.*}}: memref<16x128x64xf32>, %[[OUT:.*]]: memref<2x128x8x64xf32>)
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch blocks(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}, %[[BATCH:[a-z0-9]+]]) in
-// CHECK:           %[[B:.*]] = arith.divui %[[BATCH]], %c8
 // CHECK:           %[[H:.*]] = arith.remui %[[BATCH]], %c8
+// CHECK:           %[[B:.*]] = arith.divui %[[BATCH]], %c8
 // CHECK:           vector.store %{{.*}}, %[[OUT]][%[[B]], %{{.*}}, %[[H]], %{{.*}}] {{.*}} : memref<2x128x8x64xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.transpose
 // CHECK:         return
@@ -355,5 +357,153 @@ func.func @causal_mask(%q: memref<16x128x64xf32>, %k: memref<16x64x128xf32>, %ou
     %m = arith.select %above, %ninf, %s : f32
     linalg.yield %m : f32
   }
+  return
+}
+
+// A projection split into heads, as BERT writes its query: the (B·S) x (H·D)
+// result viewed as (B, S, H, D), the bias (H, D) added and the result
+// permuted to (B, H, S, D), in one generic. Each result's row and column
+// split into loop indices; the stores land in the permuted output, 4 columns
+// (one D run) at a time.
+// CHECK-LABEL: func.func @heads_split_epilogue(
+// CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[BIAS:.*]]: memref<512xf32>, %[[Q:.*]]: memref<2x8x128x64xf32>)
+// CHECK:         gpu.launch
+// CHECK:           %[[S:.*]] = arith.remui %{{.*}}, %c128
+// CHECK:           %[[B:.*]] = arith.divui %{{.*}}, %c128
+// CHECK:           %[[D:.*]] = arith.remui %{{.*}}, %c64
+// CHECK:           %[[H:.*]] = arith.divui %{{.*}}, %c64
+// CHECK:           memref.load %{{.*}}[%[[H]], %[[D]]] : memref<8x64xf32>
+// CHECK:           vector.store %{{.*}}, %[[Q]][%[[B]], %[[H]], %[[S]], %[[D]]] {{.*}} : memref<2x8x128x64xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#heads_read = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#heads_bias = affine_map<(d0, d1, d2, d3) -> (d1, d3)>
+#heads_id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @heads_split_epilogue(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %bias: memref<512xf32>,
+                                %q: memref<2x8x128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  %view = memref.expand_shape %acc [[0, 1], [2, 3]] output_shape [2, 128, 8, 64] : memref<256x512xf32> into memref<2x128x8x64xf32>
+  %bias2 = memref.expand_shape %bias [[0, 1]] output_shape [8, 64] : memref<512xf32> into memref<8x64xf32>
+  linalg.generic {indexing_maps = [#heads_read, #heads_bias, #heads_id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%view, %bias2 : memref<2x128x8x64xf32>, memref<8x64xf32>) outs(%q : memref<2x8x128x64xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %r = arith.addf %v, %c : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
+// The key, permuted to (B, H, D, S) for QKᵀ: consecutive columns of the
+// result (along D) are S apart in the output, so each is stored alone.
+// CHECK-LABEL: func.func @heads_split_scattered(
+// CHECK:         gpu.launch
+// CHECK:           memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<2x8x64x128xf32>
+// CHECK-NOT:       vector.store %{{.*}} : memref<2x8x64x128xf32>
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#key_read = affine_map<(d0, d1, d2, d3) -> (d0, d3, d1, d2)>
+func.func @heads_split_scattered(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %k: memref<2x8x64x128xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  %view = memref.expand_shape %acc [[0, 1], [2, 3]] output_shape [2, 128, 8, 64] : memref<256x512xf32> into memref<2x128x8x64xf32>
+  linalg.generic {indexing_maps = [#key_read, #heads_id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%view : memref<2x128x8x64xf32>) outs(%k : memref<2x8x64x128xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
+// A projection without bias split into heads by a transpose alone (LLaMA's
+// q_proj, then view + transpose(1, 2)): the transpose is the store pattern.
+// CHECK-LABEL: func.func @heads_split_transpose(
+// CHECK-SAME:    %{{.*}}: memref<256x64xf32>, %{{.*}}: memref<64x512xf32>, %[[Q:.*]]: memref<2x8x128x64xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch
+// CHECK:           vector.store %{{.*}}, %[[Q]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {{.*}} : memref<2x8x128x64xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.transpose
+// CHECK:         return
+func.func @heads_split_transpose(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %q: memref<2x8x128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  %view = memref.expand_shape %acc [[0, 1], [2, 3]] output_shape [2, 128, 8, 64] : memref<256x512xf32> into memref<2x128x8x64xf32>
+  linalg.transpose ins(%view : memref<2x128x8x64xf32>) outs(%q : memref<2x8x128x64xf32>) permutation = [0, 2, 1, 3]
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
+// Horizontal fusion: the matmuls of one matmul_horizontal dispatch (Q, K, V
+// projections reading one input) become one kernel. Its 1-D grid holds each
+// matmul's blocks in turn (here 2 x 128 blocks of 32x32 tiles: the tile
+// is chosen for both, and 64x32 tiles would give 128 blocks in all, under
+// the table's min_blocks of 132), a
+// block runs the body its index falls in, and each matmul keeps its
+// epilogue, even one placed after the other matmul.
+// CHECK-LABEL: func.func @horizontal(
+// CHECK-SAME:    %[[X:.*]]: memref<256x64xf32>, %[[WQ:.*]]: memref<64x512xf32>, %[[WK:.*]]: memref<64x512xf32>, %[[BQ:.*]]: memref<512xf32>, %[[Q:.*]]: memref<256x512xf32>, %[[K:.*]]: memref<256x512xf32>)
+// CHECK:         gpu.launch blocks(%[[BLOCK:[a-z0-9]+]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256,
+// CHECK:           %[[FIRST:.*]] = arith.cmpi ult, %[[BLOCK]], %c128 : index
+// CHECK:           scf.if %[[FIRST]] {
+// CHECK:             vector.load %[[WQ]]
+// CHECK:             memref.load %[[BQ]]
+// CHECK:             vector.store %{{.*}}, %[[Q]]
+// CHECK:           } else {
+// CHECK:             arith.subi %[[BLOCK]], %c128 : index
+// CHECK:             vector.load %[[WK]]
+// CHECK:             vector.store %{{.*}}, %[[K]]
+// CHECK:           }
+// CHECK-NOT:     gpu.launch
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#hz_id = affine_map<(d0, d1) -> (d0, d1)>
+#hz_col = affine_map<(d0, d1) -> (d1)>
+func.func @horizontal(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memref<64x512xf32>,
+                      %bq: memref<512xf32>, %q: memref<256x512xf32>, %k: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %accq = memref.alloc() : memref<256x512xf32>
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%accq : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%accq : memref<256x512xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%k : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#hz_id, #hz_col, #hz_id], iterator_types = ["parallel", "parallel"]}
+      ins(%accq, %bq : memref<256x512xf32>, memref<512xf32>) outs(%q : memref<256x512xf32>) attrs = {twintrack.dispatch = "matmul_horizontal_0"} {
+  ^bb0(%v: f32, %b: f32, %o: f32):
+    %r = arith.addf %v, %b : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %accq : memref<256x512xf32>
+  return
+}
+
+// Negative: an op of another dispatch between the two matmuls (it reads the
+// first one's result) would run before that result exists if the kernel
+// took the second's place: each matmul keeps its own kernel.
+// CHECK-LABEL: func.func @horizontal_interrupted(
+// CHECK:         gpu.launch
+// CHECK:         linalg.generic
+// CHECK:         gpu.launch
+// CHECK:         return
+func.func @horizontal_interrupted(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memref<64x512xf32>,
+                                  %q: memref<256x512xf32>, %k: memref<256x512xf32>, %y: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%q : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%q : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#hz_id, #hz_id], iterator_types = ["parallel", "parallel"]}
+      ins(%q : memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "elementwise_1"} {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.exp %v : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%k : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
   return
 }
