@@ -218,8 +218,8 @@ def _reject_foreign_ops(module, context, stage: str) -> None:
 
 
 def _python_passes(stage: StageRecipe) -> list:
-    from .passes import REGISTRY
-    unknown = [name for name in stage.python_passes if name not in REGISTRY]
-    if unknown:
-        raise UsageError(f"stage '{stage.name}': unknown Python pass {', '.join(unknown)} (known: {', '.join(REGISTRY)})")
-    return [REGISTRY[name]() for name in stage.python_passes]
+    from .passes import instantiate
+    try:
+        return [instantiate(spec) for spec in stage.python_passes]
+    except UsageError as e:
+        raise UsageError(f"stage '{stage.name}': {e}") from None

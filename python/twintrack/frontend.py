@@ -15,6 +15,7 @@ import contextlib
 import functools
 import importlib
 import importlib.util
+import inspect
 import math
 import logging
 import warnings
@@ -115,7 +116,9 @@ def _as_input_tuple(inputs, spec: str) -> tuple[torch.Tensor, ...]:
 
 
 def _load_factory(spec: str):
-    path_text, _, factory_name = spec.rpartition(":")
+    """file.py:factory[?k=v&...]: factory(k=v, ...) with integer arguments."""
+    path_text, _, call = spec.rpartition(":")
+    factory_name, _, query = call.partition("?")
     path = Path(path_text)
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
@@ -128,7 +131,9 @@ def _load_factory(spec: str):
     factory = getattr(user, factory_name, None)
     if not callable(factory):
         raise ModelLoadError(f"{path}: no callable '{factory_name}' (expected factory() -> (module, example_inputs))")
-    result = factory()
+    from .zoo import integer_parameters
+    known = set(inspect.signature(factory).parameters)
+    result = factory(**integer_parameters(query, known, f"{path}:{factory_name}"))
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
         raise ModelLoadError(f"{spec}: factory must return (torch.nn.Module, example_inputs)")
     return result

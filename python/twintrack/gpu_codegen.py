@@ -6,11 +6,14 @@ machine only needs twintrack.runtime."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from mlir import ir
 
 from .errors import CompilerError, UsageError
 from .host_plan import extract_plan
@@ -76,13 +79,24 @@ def package(compilation, directory: Path, arch: str) -> dict:
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage
         raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
-    report = [kernel_entry(step, resources[step["module"]]) for step in plan.launches()]
+    tuning = _tuning_notes(compilation.module)
+    report = [kernel_entry(step, resources[step["module"]], tuning.get(step["module"])) for step in plan.launches()]
     plan.write(directory / "plan.json")
     return {"arch": arch, "executable": "plan.json", "kernels": report,
             "functions": [{"name": name, "kind": "kernel module"} for name in ptx]}
 
 
-def kernel_entry(launch: dict, resources: Resources) -> dict:
+def _tuning_notes(module) -> dict[str, dict]:
+    """{kernel: {"key", "tile"}} of the matmul kernels (gpu-matmul-kernels' module attribute)."""
+    from .passes.gpu_matmul_kernels import TUNING_ATTR
+    attrs = module.operation.attributes
+    if TUNING_ATTR not in attrs:
+        return {}
+    notes = ir.DictAttr(attrs[TUNING_ATTR])
+    return {named.name: json.loads(ir.StringAttr(named.attr).value) for named in notes}
+
+
+def kernel_entry(launch: dict, resources: Resources, tuning: dict | None = None) -> dict:
     return {
         "name": launch["module"],
         "path": launch.get("path", "generic"),
@@ -97,4 +111,5 @@ def kernel_entry(launch: dict, resources: Resources) -> dict:
         "flops": launch["flops"],
         "cubin": f"kernels/{launch['module']}.cubin",
         "ptx": f"kernels/{launch['module']}.ptx",
+        **({"tuning": tuning} if tuning else {}),
     }

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .recipes import DEFAULT_LOWERING_DIR
+from .recipes import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class CompileOptions:
     pipeline: str = "cpu"
     freeze: bool = False            # bake parameters into the IR as constants
     stop_after: str | None = None   # last stage to run
-    arch: str = "sm_90"             # GPU target chip
+    arch: str = DEFAULT_ARCH        # GPU target chip
     fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
     fusion: bool = True             # let the cost model group ops into dispatches (False: one op each)
     explain_fusion: bool = False    # record the cost model's decisions (Compilation.remarks)

@@ -12,6 +12,9 @@ from .errors import UsageError
 
 DEFAULT_LOWERING_DIR = Path(__file__).resolve().parents[2] / "lowering"
 FRONTEND_STAGES = ("fx",)
+# H100 and H200: sm_90a, not plain sm_90, so the matmul kernels may use
+# wgmma (sm_90a-only; its cubins and PTX run on sm_90 chips only).
+DEFAULT_ARCH = "sm_90a"
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class PipelineVariables(Mapping):
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
 
-    def __init__(self, arch: str = "sm_90", target: str = "cpu", fuse: bool = True, explain: bool = False,
+    def __init__(self, arch: str = DEFAULT_ARCH, target: str = "cpu", fuse: bool = True, explain: bool = False,
                  lowering_dir: Path = DEFAULT_LOWERING_DIR):
         self._values = {"arch": lambda: arch, "libdevice": _libdevice,
                         "fusion": lambda: _fusion_options(Path(lowering_dir), target, fuse, explain)}
@@ -116,7 +119,8 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR,
     stages = tuple(stage for include in data.get("include", ()) for stage in _stages(Path(lowering_dir) / f"{include}.toml"))
     stages += _stages(path, data)
     if variables is not None:
-        stages = tuple(replace(s, pipeline=Template(s.pipeline).substitute(variables)) if s.pipeline else s
+        stages = tuple(replace(s, pipeline=Template(s.pipeline).substitute(variables) if s.pipeline else None,
+                               python_passes=tuple(Template(p).substitute(variables) for p in s.python_passes))
                        for s in stages)
     for stage in stages:
         if (stage.pipeline is None) == (not stage.python_passes):

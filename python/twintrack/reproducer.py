@@ -27,7 +27,7 @@ class Reproducer:
 
     @staticmethod
     def for_python_passes(stage: str, pass_names: list[str], input_ir: str, diagnostics: str) -> "Reproducer":
-        command = f"{shlex.quote(sys.executable)} -m twintrack.passes {','.join(pass_names)} input.mlir"
+        command = f"{shlex.quote(sys.executable)} -m twintrack.passes {shlex.quote(','.join(pass_names))} input.mlir"
         return Reproducer(stage, input_ir, command, diagnostics)
 
     def write(self, directory: Path) -> Path:

@@ -220,14 +220,18 @@ def parse(spec: str) -> tuple[str, Config]:
     if name not in MODELS:
         raise ModelLoadError(f"unknown zoo model '{name}' (available: {', '.join(MODELS)})")
     config = MODELS[name].config
-    known = {f.name for f in fields(config)}
-    overrides = {}
+    return name, replace(config, **integer_parameters(query, {f.name for f in fields(config)}, f"zoo:{name}"))
+
+
+def integer_parameters(query: str, known: set[str], where: str) -> dict[str, int]:
+    """'batch=8&dim=64' -> {'batch': 8, 'dim': 64}, each a known name with an integer value."""
+    parameters = {}
     for item in filter(None, query.split("&")):
         key, _, value = item.partition("=")
         if key not in known or not value.lstrip("-").isdigit():
-            raise ModelLoadError(f"zoo:{name}: bad parameter '{item}' (integers only; parameters: {', '.join(sorted(known))})")
-        overrides[key] = int(value)
-    return name, replace(config, **overrides)
+            raise ModelLoadError(f"{where}: bad parameter '{item}' (integers only; parameters: {', '.join(sorted(known))})")
+        parameters[key] = int(value)
+    return parameters
 
 
 def build(spec: str):

@@ -58,7 +58,8 @@ def test_gpu_kernel_counts(run_tool, tmp_path, model, at_most):
 @pytest.mark.parametrize("model", ["zoo:layernorm", "zoo:softmax", "zoo:mlp?batch=256&features=128&hidden=256&out=128",
                                    "zoo:transformer_block", "zoo:gpt_block",
                                    "zoo:transformer_block?batch=8&seq=256&dim=256&heads=8",
-                                   "zoo:gpt_block?batch=8&seq=256&dim=256&heads=8"])
+                                   "zoo:gpt_block?batch=8&seq=256&dim=256&heads=8",
+                                   "test/python/projection_blocks.py:separate_qkv_attention"])
 def test_one_gpu_kernel_per_dispatch(run_tool, tmp_path, model):
     dispatches = _dispatches(run_tool, tmp_path, model, "--pipeline", "gpu")
     assert len(dispatches) == len(set(dispatches))  # none copied into another
@@ -75,3 +76,20 @@ def test_explain_fusion_names_each_decision(run_tool, tmp_path):
     assert any("recomputed in each of its" in line and "aten.native_layer_norm" in line for line in lines)
     assert any("kept apart" in line and "feeds a matmul" in line for line in lines)
     assert all(re.search(r"(saves -?\d+ bytes|kept apart|reshape|epilogue)", line) for line in lines if line.strip())
+
+
+@needs_ptxas
+def test_separate_projections_share_one_kernel(run_tool, tmp_path):
+    """BERT-style Q, K, V linears reading one input: one horizontal dispatch,
+    one kernel holding the three matmuls' blocks; each stores its heads
+    split and permuted (K transposed) through its epilogue, so no permute
+    kernel is left."""
+    model = "test/python/projection_blocks.py:separate_qkv_attention"
+    dispatches = _dispatches(run_tool, tmp_path, model, "--pipeline", "gpu")
+    assert sum(label.startswith("matmul_horizontal") for label in dispatches) == 1, dispatches
+    result = run_tool("compile", model, "--pipeline", "gpu", "-o", tmp_path / "k", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "k" / "manifest.json").read_text())["kernels"]
+    horizontal = [k for k in kernels if "horizontal x3" in k["path"]]
+    assert len(horizontal) == 1 and horizontal[0]["grid"][1:] == [1, 1], [k["path"] for k in kernels]
+    assert not any(k["path"] == "generic" for k in kernels), [(k["name"], k["source_ops"]) for k in kernels]

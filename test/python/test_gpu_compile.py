@@ -24,7 +24,7 @@ def test_zoo_model_compiles_to_cubin(name, run_tool, tmp_path):
     result = run_tool("compile", f"zoo:{name}", "--pipeline", "gpu", "-o", outdir, "-q")
     assert result.returncode == 0, result.stderr
     manifest = json.loads((outdir / "manifest.json").read_text())
-    assert manifest["arch"] == "sm_90" and manifest["kernels"]
+    assert manifest["arch"] == "sm_90a" and manifest["kernels"]
     for kernel in manifest["kernels"]:
         assert REPORT_FIELDS <= kernel.keys()
         assert kernel["registers"] > 0 and kernel["bytes"] > 0 and kernel["source_ops"]
@@ -65,10 +65,13 @@ def _paths(run_tool, tmp_path, *flags) -> list[str]:
     return [k["path"] for k in kernels]
 
 
-@pytest.mark.parametrize("dtype, path", [("float32", "simt-matmul"), ("float16", "mma.sync-matmul"),
-                                         ("bfloat16", "mma.sync-matmul")])
-def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, path):
-    paths = _paths(run_tool, tmp_path, "--dtype", dtype)
+@pytest.mark.parametrize("dtype, arch, path", [
+    ("float32", "sm_90a", "simt-matmul"),
+    ("float16", "sm_90a", "wgmma-matmul"), ("bfloat16", "sm_90a", "wgmma-matmul"),
+    ("float16", "sm_90", "mma.sync-matmul"), ("bfloat16", "sm_90", "mma.sync-matmul")])
+def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, arch, path):
+    """Half-precision matmuls take wgmma on sm_90a (the default), mma.sync on other chips."""
+    paths = _paths(run_tool, tmp_path, "--dtype", dtype, "--arch", arch)
     assert sum(p.startswith(path) for p in paths) == 3  # the three linear layers
     assert all(p.startswith(path) or p == "generic" for p in paths)
 
@@ -77,15 +80,20 @@ def test_no_fast_kernels_keeps_the_generic_pipeline(run_tool, tmp_path):
     assert set(_paths(run_tool, tmp_path, "--no-fast-kernels")) == {"generic"}
 
 
-def test_half_precision_matmul_stores_half_directly(run_tool, tmp_path):
+@pytest.mark.parametrize("arch, instructions", [
+    ("sm_90a", ["wgmma.mma_async.sync.aligned.m64n", ".f32.f16.f16", "cp.async.cg.shared.global", "fence.proxy.async"]),
+    ("sm_90", ["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "ldmatrix.sync"])])
+def test_half_precision_matmul_stores_half_directly(run_tool, tmp_path, arch, instructions):
     """torch-mlir's f32 accumulator and truncation fold into the kernel: one launch, no temporary."""
     result = run_tool("compile", "zoo:gemm?m=256&k=128&n=256", "--pipeline", "gpu", "--dtype", "float16",
-                      "-o", tmp_path / "g", "-q")
+                      "--arch", arch, "-o", tmp_path / "g", "-q")
     assert result.returncode == 0, result.stderr
     plan = json.loads((tmp_path / "g" / "plan.json").read_text())
     assert [s["op"] for s in plan["steps"]] == ["launch"]
     ptx = (tmp_path / "g" / "kernels" / f"{plan['steps'][0]['module']}.ptx").read_text()
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "ldmatrix.sync" in ptx
+    assert all(instruction in ptx for instruction in instructions)
+    manifest = json.loads((tmp_path / "g" / "manifest.json").read_text())
+    assert manifest["kernels"][0]["spills"] == 0
 
 
 def test_validate_plan_finds_problems():

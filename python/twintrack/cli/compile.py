@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from ..autotune import tuning
 from ..locations import brief_source
-from ..recipes import available_pipelines
+from ..recipes import DEFAULT_ARCH, available_pipelines
 from .common import add_debug_flag, progress, run_main
 
 EPILOG = """\
 MODEL is one of:
   model.pt               a file written by torch.export.save (any extension)
   zoo:NAME[?k=v&...]     a built-in model, e.g. zoo:mlp or zoo:gemm?m=256&k=256&n=256
-  file.py:factory        factory() returns (module, example_inputs)
+  file.py:factory[?k=v  file.py:factory        factory() returns (module, example_inputs)...]  factory(k=v, ...) returns (module, example_inputs)
 
 OUTDIR receives manifest.json and stages/NN-<stage>.mlir (the IR after every
 stage). With --pipeline gpu it also receives kernels/*.ptx and *.cubin (from
@@ -44,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-stages", action="store_true", help="print a table of per-stage compile times")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="cast the model's floating-point parameters and inputs first (default: as the model is)")
-    parser.add_argument("--arch", default="sm_90", help="GPU architecture for --pipeline gpu (default: sm_90)")
+    parser.add_argument("--arch", default=DEFAULT_ARCH,
+                        help=f"GPU architecture for --pipeline gpu (default: {DEFAULT_ARCH}, H100/H200 with wgmma; "
+                             "another arch takes the mma.sync matmul kernels)")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
     parser.add_argument("--no-fusion", action="store_true",
@@ -57,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
                              "matmul and row-wise kernels), to compare paths or work around one; their IR dump is "
                              "then unchanged")
+    parser.add_argument("--autotune", action="store_true",
+                        help="GPU: take each matmul's tile from the tuning cache, and where it has none, write "
+                             "tuning variants to OUTDIR/tuning (timed here when a GPU is present, else by "
+                             "tools/tune.py on a GPU machine)")
+    parser.add_argument("--tuning-cache", type=Path, metavar="FILE",
+                        help="tuning cache for --autotune (default: $TWINTRACK_TUNING_CACHE or "
+                             "~/.cache/twintrack/tuning.json)")
     parser.add_argument("--lowering-dir", type=Path, help="read recipes from this directory instead of lowering/")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     add_debug_flag(parser)
@@ -91,8 +103,18 @@ def main(args: argparse.Namespace) -> int:
         if args.print_ir_after_all:
             print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}")
 
+    request = tuning_request(args)
     with atomic_directory(outdir) as staging:
-        compilation = compile_exported(exported, options, on_stage=on_stage)
+        with tuning(request):
+            compilation = compile_exported(exported, options, on_stage=on_stage)
+        if request.untuned:
+            write_tuning_variants(staging / "tuning", exported, options, request, args, say)
+            if gpu_present():
+                from .tune import tune
+                tune([staging / "tuning"], request.cache, say)
+                request = replace(request, untuned=set())
+                with tuning(request):
+                    compilation = compile_exported(exported, options)
         manifest = write_artifact(staging, compilation, args.model, args.dtype)
         total = time.perf_counter() - start
         record_compile_time(staging, manifest, total)
@@ -105,7 +127,47 @@ def main(args: argparse.Namespace) -> int:
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
         print_kernel_report(manifest["kernels"])
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
+    if request.untuned:
+        print(f"autotune: {len(request.untuned)} matmul(s) have no tuning entry and took the heuristic tile; "
+              f"time the variants on a GPU machine with `tools/tune.py {outdir / 'tuning'} --cache FILE`, "
+              f"then compile again with --autotune --tuning-cache FILE")
     return 0
+
+
+def tuning_request(args: argparse.Namespace):
+    """What the matmul kernels read for their tiles: the cache with --autotune, else the heuristic table."""
+    from ..autotune import TuningCache, TuningRequest, default_cache_path
+    from ..errors import UsageError
+
+    if not args.autotune:
+        return TuningRequest()
+    if args.pipeline != "gpu":
+        raise UsageError("--autotune tunes GPU kernels: use it with --pipeline gpu")
+    try:
+        return TuningRequest(TuningCache.load(args.tuning_cache or default_cache_path()))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def gpu_present() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def write_tuning_variants(directory: Path, exported, options, request, args, say) -> None:
+    """The model compiled with the heuristic tiles, then once per candidate
+    rank k (every matmul its k-th fitting tile), for tools/tune.py."""
+    from ..artifact import write_artifact
+    from ..autotune import TuningRequest
+    from ..driver import compile_exported
+
+    variants = [("heuristic", TuningRequest())]
+    variants += [(f"variant-{k}", TuningRequest(variant=k)) for k in range(request.most_candidates)]
+    for name, variant in variants:
+        say(f"autotune: compiling tuning variant {name} of {len(variants) - 1}")
+        with tuning(variant):
+            write_artifact(directory / name, compile_exported(exported, options), args.model, args.dtype)
+        shutil.rmtree(directory / name / "stages")  # tools/tune.py runs the cubins; the IR would only weigh
 
 
 def print_fusion_decisions(remarks: list[str]) -> None:
@@ -129,13 +191,13 @@ def _brief(source_op: str) -> str:
 
 
 def print_kernel_report(kernels: list[dict]) -> None:
-    print(f"{'kernel':<24}{'path':<16}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>6}"
+    print(f"{'kernel':<24}{'path':<16}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>8}"
           f"{'bytes':>11}{'flops':>13}  source")
     for k in kernels:
         source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
         grid = "x".join(str(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
         print(f"{k['name']:<24}{k.get('path', 'generic').split()[0]:<16}{grid:>12}{k['block'][0]:>6}"
-              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>6}{k['bytes']:>11}{k['flops']:>13}  {source}")
+              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{k['bytes']:>11}{k['flops']:>13}  {source}")
 
 
 def entry(argv=None) -> int:

@@ -67,6 +67,18 @@ def _delinearize(w: MlirWriter, index: str, sizes: tuple[int, ...]) -> list[str]
     return parts[::-1]
 
 
+def vector_position(w: MlirWriter, flat: str, cols: int, width: int) -> tuple[str, str]:
+    """(row, col) of the `flat`-th `width`-wide vector of a tile `cols` wide, row by row."""
+    return w.div(flat, cols // width), w.mul(w.rem(flat, cols // width), width)
+
+
+def accumulator_position(w: MlirWriter, lane: str) -> tuple[str, str]:
+    """(row, col) of a lane's first accumulator pair in the m16n8 fragment
+    of mma.sync (and of each warp's part of wgmma): rows lane/4 and
+    lane/4 + 8, columns 2*(lane%4) and the next."""
+    return w.div(lane, 4), w.mul(w.rem(lane, 4), 2)
+
+
 def element_bytes(element: str) -> int:
     return 4 if element == "f32" else 2
 
@@ -126,7 +138,8 @@ class TiledMatmulWriter:
         self.w.indent = 4
         self.kernel_body()
         return launch_module(symbol, kernel, self.arguments(), self.grid(), self.threads, self.w, location,
-                             self.workgroup_buffers(), (self.names.block_n, self.names.block_m, self.names.batch))
+                             self.workgroup_buffers(), (self.names.block_n, self.names.block_m, self.names.batch),
+                             self.dynamic_shared_bytes())
 
     def arguments(self) -> list[tuple[str, str]]:
         """The kernel's operands (name, memref type): A, B, C, then the epilogue's tensors."""
@@ -141,6 +154,10 @@ class TiledMatmulWriter:
     def workgroup_buffers(self) -> list[tuple[str, str]]:
         raise NotImplementedError
 
+    def dynamic_shared_bytes(self) -> int:
+        """Dynamic shared memory the kernel takes (gpu.dynamic_shared_memory), beyond its workgroup buffers."""
+        return 0
+
     def kernel_body(self) -> None:
         raise NotImplementedError
 
@@ -152,6 +169,13 @@ class TiledMatmulWriter:
         """The indices of C[batch?, row, col] in the epilogue's loops."""
         c_indices = [self.names.batch, row, col] if self.ops.batch is not None else [row, col]
         return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
+
+    def load_results(self, width: int, row: str, col: str) -> str:
+        """The `width` values at (row, col..col+width) of C, as f32 (to accumulate onto)."""
+        out = self.ops.out_element
+        value = self.w.op(f"vector.load {self.names.c}{self.at(row, col)} {{alignment = {width * element_bytes(out)}}}"
+                          f" : {self.ops.c_type}, {vector_type(width, out)}")
+        return self.to_f32(value, width, out)
 
     def store_results(self, accumulators: str, width: int, row: str, col: str) -> None:
         """Store the `width` f32 results at (row, col..col+width) of C: the
@@ -242,8 +266,7 @@ class TiledMatmulWriter:
 
     def _load_vector(self, copy: TileCopy, flat: str) -> tuple[str, str, str]:
         w, t = self.w, self.ops.in_element
-        r = w.div(flat, copy.cols // copy.width)
-        c = w.mul(w.rem(flat, copy.cols // copy.width), copy.width)
+        r, c = vector_position(w, flat, copy.cols, copy.width)
         value = w.op(f"vector.load {copy.source}{self.at(w.add(copy.origin[0], r), w.add(copy.origin[1], c))}"
                      f" {{alignment = {copy.width * element_bytes(t)}}} : {copy.source_type}, {vector_type(copy.width, t)}")
         return value, r, c
@@ -333,8 +356,9 @@ def horizontal_module(symbol: str, kernel: str, writers: list[TiledMatmulWriter]
         w.indent -= 2
         w.emit("}")
     arguments = [argument for writer in writers for argument in writer.arguments()]
-    return launch_module(symbol, kernel, arguments, (ends[-1], 1, 1), writers[0].threads, w, location,
-                         writers[0].workgroup_buffers())
+    first = writers[0]
+    return launch_module(symbol, kernel, arguments, (ends[-1], 1, 1), first.threads, w, location,
+                         first.workgroup_buffers(), dynamic_shared_bytes=first.dynamic_shared_bytes())
 
 
 def _place_in_grid(writer: TiledMatmulWriter, block: str) -> None:

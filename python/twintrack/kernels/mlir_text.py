@@ -69,20 +69,23 @@ def module_text(body: str, location: str) -> str:
 
 def launch_module(symbol: str, kernel: str, arguments: list[tuple[str, str]], grid: tuple[int, int, int],
                   threads: int, w: MlirWriter, location: str, workgroup: list[tuple[str, str]] = (),
-                  block_ids: tuple[str, str, str] = ("%block_x", "%block_y", "%block_z")) -> str:
+                  block_ids: tuple[str, str, str] = ("%block_x", "%block_y", "%block_z"),
+                  dynamic_shared_bytes: int = 0) -> str:
     """A module holding `func.func private @symbol(arguments)`, which launches
     `w`'s lines as the kernel `kernel` (named differently from the function:
     the launch's symbol reference would otherwise keep the function alive)
     on `grid` blocks of `threads` threads; the body sees its block ids as
-    `block_ids`, its thread id as %tid."""
+    `block_ids`, its thread id as %tid; `dynamic_shared_bytes` of dynamic
+    shared memory (gpu.dynamic_shared_memory) go with the launch."""
     gx, gy, gz, tx, one = (w.index(v) for v in (*grid, threads, 1))
+    dynamic = f" dynamic_shared_memory_size {w.constant(dynamic_shared_bytes, 'i32')}" if dynamic_shared_bytes else ""
     located = f"loc({LOCATION_ALIAS})"
     shared = f" workgroup({', '.join(f'{n} : {t}' for n, t in workgroup)})" if workgroup else ""
     lines = [
         f"func.func private @{symbol}({', '.join(f'{n}: {t}' for n, t in arguments)}) {{",
         *w.constant_lines(),
         f"  gpu.launch blocks({', '.join(block_ids)}) in (%gx = {gx}, %gy = {gy}, %gz = {gz})"
-        f" threads(%tid, %ty, %tz) in (%tx_n = {tx}, %ty_n = {one}, %tz_n = {one})"
+        f" threads(%tid, %ty, %tz) in (%tx_n = {tx}, %ty_n = {one}, %tz_n = {one}){dynamic}"
         f" module(@{kernel}) function(@{kernel}){shared} {{",
         *w.lines,
         f"    gpu.terminator {located}",

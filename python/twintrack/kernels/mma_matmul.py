@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .epilogue import Epilogue
-from .matmul_common import KernelNames, MatmulOperands, TileCopy, TiledMatmulWriter, element_bytes, vector_type
+from .matmul_common import (
+    KernelNames,
+    MatmulOperands,
+    TileCopy,
+    TiledMatmulWriter,
+    accumulator_position,
+    element_bytes,
+    vector_type,
+)
 from .mlir_text import MlirWriter
 
 WARP = 32
@@ -66,8 +74,7 @@ class MmaMatmulWriter(TiledMatmulWriter):
         self.n0 = w.mul(self.names.block_n, cfg.bn)
         self.lane_row = w.rem(lane, 16)               # the row this lane addresses for ldmatrix
         self.lane_col = w.mul(w.div(lane, 16), 8)     # A: lanes 16-31 address the right 8 columns
-        self.c_row = w.div(lane, 4)                    # C fragment: rows lane/4 and lane/4 + 8,
-        self.c_col = w.mul(w.rem(lane, 4), 2)          # columns 2*(lane%4) and the next
+        self.c_row, self.c_col = accumulator_position(w, lane)
         self.c_positions = [self._c_position(i, j) for i in range(self.tiles_m) for j in range(self.tiles_n)]
         results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>")
         self._store(results)
@@ -79,7 +86,7 @@ class MmaMatmulWriter(TiledMatmulWriter):
         return row, col
 
     def _initial_accumulators(self) -> list[str]:
-        w, out = self.w, self.ops.out_element
+        w = self.w
         zero = w.constant(0.0, "vector<2x2xf32>")
         if not self.accumulate:
             return [zero] * len(self.c_positions)
@@ -87,9 +94,8 @@ class MmaMatmulWriter(TiledMatmulWriter):
         for row, col in self.c_positions:
             acc = zero
             for half, r in enumerate((row, w.add(row, w.index(8)))):
-                pair = w.op(f"vector.load {self.names.c}{self.at(r, col)} {{alignment = {2 * element_bytes(out)}}}"
-                            f" : {self.ops.c_type}, {vector_type(2, out)}")
-                acc = w.op(f"vector.insert {self.to_f32(pair, 2, out)}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
+                pair = self.load_results(2, r, col)
+                acc = w.op(f"vector.insert {pair}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
             loaded.append(acc)
         return loaded
 
@@ -167,7 +173,7 @@ class MmaMatmulWriter(TiledMatmulWriter):
                     f" : {self.b_smem} -> vector<2x2x{self.ops.in_element}>")
 
     def _store(self, accumulators: list[str]) -> None:
-        w, out = self.w, self.ops.out_element
+        w = self.w
         for acc, (row, col) in zip(accumulators, self.c_positions):
             for half, r in enumerate((row, w.add(row, w.index(8)))):
                 pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")

@@ -1,11 +1,16 @@
 """Passes written in Python. Each is a small frozen dataclass whose fields are
 its options; `name` is the kebab-case name used in recipes and reproducers.
 
+A recipe names a pass as `NAME` or, with options, as MLIR's textual pipelines
+do: `NAME{option=value ...}` (e.g. `gpu-matmul-kernels{arch=sm_90a}`).
 `python -m twintrack.passes NAME FILE.mlir` runs one on a file and prints the
 result, so a failing Python stage reproduces outside the driver."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..errors import UsageError
 from .affine_vectorize import AffineVectorize
 from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
@@ -21,3 +26,22 @@ from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
 REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+
+
+def pass_name(spec: str) -> str:
+    """The pass a spec `NAME{options}` names."""
+    return spec.split("{", 1)[0]
+
+
+def instantiate(spec: str):
+    """The pass `NAME{key=value ...}` names, with those options (its fields)."""
+    name, _, options = spec.partition("{")
+    if name not in REGISTRY:
+        raise UsageError(f"unknown Python pass {name} (known: {', '.join(REGISTRY)})")
+    cls = REGISTRY[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    values = dict(option.split("=", 1) for option in options.removesuffix("}").split())
+    unknown = set(values) - fields
+    if unknown or (options and not options.endswith("}")):
+        raise UsageError(f"pass {name}: bad options {{{options} (known: {', '.join(sorted(fields)) or 'none'})")
+    return cls(**values)

@@ -6,20 +6,21 @@ from mlir import ir
 from mlir.passmanager import PassManager
 
 from ..bindings import new_context
-from . import REGISTRY
+from . import REGISTRY, instantiate, pass_name
 
 
 def main(argv: list[str]) -> int:
     names = argv[0].split(",") if argv else []
-    if len(argv) != 2 or not names or any(n not in REGISTRY for n in names):
-        print(f"usage: python -m twintrack.passes NAME[,NAME...] FILE.mlir  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
+    if len(argv) != 2 or not names or any(pass_name(n) not in REGISTRY for n in names):
+        print(f"usage: python -m twintrack.passes NAME[{{option=value ...}}][,NAME...] FILE.mlir"
+              f"  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
         return 2
     path = argv[1]
     with new_context("mlir"), ir.Location.unknown():
         module = ir.Module.parse(open(path).read())
         pm = PassManager()
         for name in names:
-            REGISTRY[name]().add_to(pm)
+            instantiate(name).add_to(pm)
         pm.run(module.operation)
         print(module)
     return 0

@@ -58,19 +58,23 @@ def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
                 scalar_flops = elementwise_flops(child)
                 if scalar_flops:
                     total += multiplier * scalar_flops
-                elif child.name in ("nvgpu.mma.sync", "nvvm.mma.sync"):
+                elif child.name in _MMA_THREADS:
                     total += multiplier * _mma_flops_per_lane(child)
                 total += _flops_per_thread(child, multiplier)
     return total
 
 
+# Tensor-core ops and the threads that share one: a warp's mma.sync, a warpgroup's wgmma.
+_MMA_THREADS = {"nvgpu.mma.sync": 32, "nvvm.mma.sync": 32, "nvvm.wgmma.mma_async": 128}
+
+
 def _mma_flops_per_lane(mma: ir.Operation) -> int:
-    """A warp-wide m x n x k mma.sync: 2mnk flops, shared by the warp's 32 lanes."""
-    if mma.name == "nvvm.mma.sync":  # shape = #nvvm.shape<m = 16, n = 8, k = 16>
+    """An m x n x k mma.sync or wgmma: 2mnk flops, shared by its warp's or warpgroup's threads."""
+    if mma.name.startswith("nvvm."):  # shape = #nvvm.shape<m = 16, n = 8, k = 16>
         m, n, k = (int(part.split("=")[1]) for part in str(mma.attributes["shape"]).split("<")[1].rstrip(">").split(","))
     else:
         m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
-    return 2 * m * n * k // 32
+    return 2 * m * n * k // _MMA_THREADS[mma.name]
 
 
 def _is_leader_only(branch: ir.Operation) -> bool:

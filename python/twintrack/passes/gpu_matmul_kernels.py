@@ -1,7 +1,9 @@
 """gpu-matmul-kernels: linalg.matmul / linalg.batch_matmul on memrefs become
-a shared-memory tiled kernel: tensor cores (mma.sync,
-twintrack.kernels.mma_matmul) for f16 and bf16 operands, CUDA cores
-(twintrack.kernels.simt_matmul) otherwise or when no tensor-core tile fits.
+a shared-memory tiled kernel: tensor cores for f16 and bf16 operands
+(Hopper's warpgroup MMA, twintrack.kernels.wgmma_matmul, when the option
+`arch` is sm_90a; else, or when no wgmma tile fits, mma.sync,
+twintrack.kernels.mma_matmul), CUDA cores (twintrack.kernels.simt_matmul)
+otherwise or when no tensor-core tile fits.
 
 The tile shapes come from lowering/tuning/matmul.toml. A zero fill of the
 output right before the matmul is folded into the kernel's first write, and
@@ -19,12 +21,14 @@ pipeline.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mlir import ir
 
+from ..autotune import TuningKey, compiler_version, current_request, tile_record
 from ..kernels.epilogue import Epilogue, EpilogueInput
 from ..kernels.matmul_common import (
     VECTOR_BYTES,
@@ -37,6 +41,8 @@ from ..kernels.matmul_common import (
 from ..kernels.mlir_text import MlirWriter
 from ..kernels.mma_matmul import MmaMatmulWriter, MmaTileConfig
 from ..kernels.simt_matmul import SimtMatmulWriter, TileConfig
+from ..kernels.wgmma_matmul import WGMMA_ARCHS, WgmmaMatmulWriter, WgmmaTileConfig
+from ..recipes import DEFAULT_ARCH
 from .generic_body import describe_body, indexing_maps, map_dims
 from .ir_helpers import PythonPass, defining_op, dispatch_label, nested_ops, splice_generated_launch
 
@@ -46,6 +52,7 @@ ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 
 TENSOR_CORE_ELEMENTS = ("f16", "bf16")
 HORIZONTAL_PREFIX = "matmul_horizontal_"
+TUNING_ATTR = "twintrack.tuning"  # module attribute: {kernel: its tuning key and tile, as JSON}
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class TileTable:
     (its own `min_blocks` in the table, else the table's)."""
     mma: list[tuple[MmaTileConfig, int]]
     simt: list[tuple[TileConfig, int]]
+    wgmma: list[tuple[WgmmaTileConfig, int]]
 
 
 def load_tile_table(path: Path = TUNING_FILE) -> TileTable:
@@ -62,30 +70,63 @@ def load_tile_table(path: Path = TUNING_FILE) -> TileTable:
     def entries(key, config):
         return [(config(**{k: v for k, v in e.items() if k != "min_blocks"}), e.get("min_blocks", data["min_blocks"]))
                 for e in data.get(key, ())]
-    return TileTable(entries("mma", MmaTileConfig), entries("simt", TileConfig))
+    return TileTable(entries("mma", MmaTileConfig), entries("simt", TileConfig), entries("wgmma", WgmmaTileConfig))
 
 
-def choose_kernel(operands: list[MatmulOperands], table: TileTable):
+def choose_kernel(operands: list[MatmulOperands], table: TileTable, arch: str = DEFAULT_ARCH):
     """(writer class, tile, kernel stem) for one matmul's operands, or one
-    tile for several (a horizontal kernel), or None: the generic pipeline."""
-    if all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands):
-        tile = choose_tile(operands, table.mma)
-        if tile is not None:
-            return MmaMatmulWriter, tile, "mma_matmul"
-    tile = choose_tile(operands, table.simt)
-    return (SimtMatmulWriter, tile, "simt_matmul") if tile is not None else None
+    tile for several (a horizontal kernel), or None: the generic pipeline.
+    The heuristic prefers wgmma, then mma.sync, then CUDA cores, and within
+    one the table's rule (`choose_tile`); with --autotune the tuning cache
+    (or, for a tuning variant, the candidate's rank) decides among them all."""
+    candidates, heuristic = [], None
+    for writer_class, stem, tiles in _generators(operands, table, arch):
+        fitting = _fitting(operands, tiles)
+        if heuristic is None and fitting:
+            heuristic = len(candidates) + [t for t, _ in fitting].index(choose_tile(operands, fitting))
+        candidates += [(writer_class, tile, stem) for tile, _ in fitting]
+    if not candidates:
+        return None
+    index = current_request().choose(tuning_key(operands, arch), [(stem, tile) for _, tile, stem in candidates],
+                                     heuristic)
+    return candidates[index]
+
+
+def _generators(operands: list[MatmulOperands], table: TileTable, arch: str):
+    """(writer class, kernel stem, tile table) of each generator that can take the matmuls, preferred first."""
+    tensor_cores = all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands)
+    if tensor_cores and arch in WGMMA_ARCHS:
+        yield WgmmaMatmulWriter, "wgmma_matmul", table.wgmma
+    if tensor_cores:
+        yield MmaMatmulWriter, "mma_matmul", table.mma
+    yield SimtMatmulWriter, "simt_matmul", table.simt
+
+
+def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
+    """What a tile's speed depends on: the op and B's layout, the shapes (of
+    each matmul of a horizontal kernel), the dtypes, the arch, the compiler."""
+    first = operands[0]
+    op = ("batch_matmul" if first.batch else "matmul") + (".bT" if first.b_transposed else "") \
+        + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "")
+    shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
+    return TuningKey(op, shapes, f"{first.in_element}->{first.out_element}", arch, compiler_version())
 
 
 def _blocks(operands: list[MatmulOperands], tile) -> int:
     return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) for o in operands)
 
 
+def _fitting(operands: list[MatmulOperands], tiles: list[tuple]) -> list[tuple]:
+    """The (tile, min_blocks) entries whose tile divides every matmul."""
+    return [(t, least) for t, least in tiles
+            if all(o.m % t.bm == 0 and o.n % t.bn == 0 and o.k % t.bk == 0 for o in operands)]
+
+
 def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
     """The first tile that divides every matmul and gives at least its
     `min_blocks` blocks in all, else the dividing tile with the most blocks,
     else None."""
-    fitting = [(t, least) for t, least in tiles
-               if all(o.m % t.bm == 0 and o.n % t.bn == 0 and o.k % t.bk == 0 for o in operands)]
+    fitting = _fitting(operands, tiles)
     for tile, least in fitting:
         if _blocks(operands, tile) >= least:
             return tile
@@ -374,22 +415,26 @@ class _MatmulSite:
 @dataclass(frozen=True)
 class GpuMatmulKernels(PythonPass):
     name = "gpu-matmul-kernels"
+    arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
 
     def _run(self, module: ir.Operation, pass_) -> None:
         matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
         table = load_tile_table()
-        kernels = 0
+        tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
             sites = [_MatmulSite.of(op) for op in group]
-            if len(sites) > 1 and _replace_horizontal(module, sites, table, kernels):
-                kernels += 1
+            operands = [site.operands() for site in sites]
+            if len(sites) > 1 and None not in operands and \
+                    _replace_horizontal(module, sites, operands, table, self.arch, len(tuned), tuned):
                 continue
-            for site in sites:
-                operands = site.operands()
-                chosen = choose_kernel([operands], table) if operands else None
+            for site, single in zip(sites, operands):
+                chosen = choose_kernel([single], table, self.arch) if single else None
                 if chosen is not None:
-                    _replace(module, site, operands, *chosen, kernels)
-                    kernels += 1
+                    kernel = f"forward_{chosen[2]}_{len(tuned)}"
+                    _replace(module, site, single, *chosen[:2], kernel)
+                    tuned[kernel] = _tuning_note([single], chosen, self.arch)
+        if tuned:
+            module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
 
 
 def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
@@ -407,20 +452,24 @@ def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
     return [ops for _, _, ops in groups]
 
 
-def _replace(module, site: _MatmulSite, operands, writer_class, tile, stem, number: int) -> None:
-    kernel = f"forward_{stem}_{number}"
+def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> str:
+    _, tile, stem = chosen
+    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile)})
+
+
+def _replace(module, site: _MatmulSite, operands, writer_class, tile, kernel: str) -> None:
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     text = writer.module(f"launch_{kernel}", kernel, str(site.op.location))
     splice_generated_launch(module, text, site.op, site.kernel_arguments())
     _erase(site)
 
 
-def _replace_horizontal(module, sites: list[_MatmulSite], table: TileTable, number: int) -> bool:
+def _replace_horizontal(module, sites: list[_MatmulSite], operands: list[MatmulOperands], table: TileTable,
+                        arch: str, number: int, tuned: dict) -> bool:
     """One kernel for the matmuls of a horizontal dispatch, in place of the
     last (every operand is defined by then); False where they cannot share
-    one: a matmul no kernel takes, no tile for all, or different shared buffers."""
-    operands = [site.operands() for site in sites]
-    chosen = choose_kernel(operands, table) if None not in operands else None
+    one: no tile for all, or different shared buffers."""
+    chosen = choose_kernel(operands, table, arch)
     if chosen is None:
         return False
     writer_class, tile, stem = chosen
@@ -433,6 +482,7 @@ def _replace_horizontal(module, sites: list[_MatmulSite], table: TileTable, numb
     for writer in writers:
         writer.path += f" horizontal x{len(writers)}"
     kernel = f"forward_{stem}_{number}"
+    tuned[kernel] = _tuning_note(operands, chosen, arch)
     text = horizontal_module(f"launch_{kernel}", kernel, writers, str(sites[-1].op.location))
     splice_generated_launch(module, text, sites[-1].op, [v for site in sites for v in site.kernel_arguments()])
     for site in sites:

@@ -59,6 +59,9 @@ class KernelModule:
         return self.functions[kernel]
 
 
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a kernel may take without opting in
+
+
 class PreparedLaunch:
     """One kernel launch with its parameter block built once.
 
@@ -72,6 +75,11 @@ class PreparedLaunch:
 
     def __init__(self, function, grid, block, shared_bytes: int, args: list[dict], what: str):
         self.function, self.grid, self.block, self.shared_bytes, self.what = function, grid, block, shared_bytes, what
+        if shared_bytes > STATIC_SHARED_LIMIT:  # a kernel must opt in to more dynamic shared memory
+            driver = _driver()
+            limit = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(function, limit, shared_bytes),
+                  f"{what}: allowing {shared_bytes} bytes of dynamic shared memory")
         self.pointer_slots: list[tuple[str, ctypes.c_void_p, ctypes.c_void_p]] = []
         self._values = []
         for arg in args:

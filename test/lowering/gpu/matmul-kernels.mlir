@@ -1,4 +1,7 @@
-// RUN: %stage-matmul-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s
+
+// On sm_90 (no wgmma: the fallback for other chips), f16 and bf16 take the
+// mma.sync kernels; wgmma-kernels.mlir checks sm_90a, the recipe's default.
 
 // A matmul whose shape fits a tile of lowering/tuning/matmul.toml becomes a
 // gpu.launch of a shared-memory tiled kernel, in place of the linalg op.

@@ -1,7 +1,7 @@
 // RUN: %stage-nvvm %s | FileCheck %s
 // RUN: %stage-nvvm %s | FileCheck %s --check-prefix=GONE
 
-// The nvvm stage attaches the NVVM target (sm_90, -O3, libdevice linked in)
+// The nvvm stage attaches the NVVM target (sm_90a by default, -O3, libdevice linked in)
 // to every gpu.module and lowers the kernels to the LLVM dialect: gpu.func ->
 // llvm.func {gpu.kernel, nvvm.kernel}, memrefs -> pointers + sizes, ids ->
 // nvvm.read.ptx.sreg.*, math functions -> libdevice calls, gpu.all_reduce ->
@@ -15,7 +15,7 @@
 // CHECK:         gpu.launch_func @sum_kernel::@sum_kernel blocks in
 
 // Elementwise exp: the guard becomes a branch, math.exp a libdevice call.
-// CHECK:       gpu.module @exp_kernel [#nvvm.target<O = 3, chip = "sm_90", link = ["{{.*}}libdevice{{[^"]*}}.bc"]>] {
+// CHECK:       gpu.module @exp_kernel [#nvvm.target<O = 3, chip = "sm_90a", link = ["{{.*}}libdevice{{[^"]*}}.bc"]>] {
 // CHECK-DAG:     llvm.func @__nv_expf(f32) -> f32
 // CHECK-DAG:     llvm.func @exp_kernel(%[[A:[a-z0-9_]+]]: !llvm.ptr, %[[A_ALIGNED:[a-z0-9_]+]]: !llvm.ptr, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %[[O:[a-z0-9_]+]]: !llvm.ptr, %[[O_ALIGNED:[a-z0-9_]+]]: !llvm.ptr, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64) attributes {gpu.kernel, nvvm.kernel} {
 // CHECK-DAG:       %[[N:[0-9]+]] = llvm.mlir.constant(1000 : index) : i64
@@ -38,7 +38,7 @@
 // CHECK-NEXT:      llvm.return
 
 // Block-wide sum: shared memory (address space 3), warp shuffles, barriers.
-// CHECK:       gpu.module @sum_kernel [#nvvm.target<O = 3, chip = "sm_90", link = ["{{.*}}libdevice{{[^"]*}}.bc"]>] {
+// CHECK:       gpu.module @sum_kernel [#nvvm.target<O = 3, chip = "sm_90a", link = ["{{.*}}libdevice{{[^"]*}}.bc"]>] {
 // CHECK:         llvm.mlir.global internal @{{.*}}() {addr_space = 3 : i32} : !llvm.array<32 x f32>
 // CHECK:         llvm.func @sum_kernel({{.*}}) attributes {gpu.kernel, nvvm.kernel} {
 // CHECK:           nvvm.read.ptx.sreg.ctaid.x : i32

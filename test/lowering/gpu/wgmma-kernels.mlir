@@ -1,0 +1,158 @@
+// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a}' %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s --check-prefix=SM90
+
+// On sm_90a (H100/H200, the recipe's default arch) f16 and bf16 matmuls take
+// the warpgroup-MMA kernel (twintrack.kernels.wgmma_matmul); other chips keep
+// mma.sync (matmul-kernels.mlir).
+
+// 2048x2048 in 128x256 tiles is 128 blocks of two warpgroups (256 threads).
+// The ring of 4 stages, (128 + 256) x 64 f16 each, is dynamic shared memory
+// (192 KiB + 1 KiB to align its base to the 1024-byte swizzle atom); the
+// wgmma descriptors carry its address >> 4, 128-byte swizzle (bit 62) and
+// the stride between 8-row atoms (1024 bytes >> 4 = 64, bit 32 up); B,
+// K x N, is N-major: 64-column atom columns 8 KiB apart (leading offset
+// 512 << 16). The copies of the first two K steps go out before the loop,
+// one cp.async group each; at each step the block waits for the step's
+// group, fences it to the async proxy and meets at a barrier; each
+// warpgroup issues four m64n256k16 wgmmas (B transposed by the hardware:
+// <row>) as one group, then the block issues the copies two steps ahead
+// (zero-filled past K) and waits until one wgmma group is in flight. Each
+// thread then stores its 128 accumulators (64 rows x 256 of a warpgroup over
+// 128 threads) as 64 pairs of adjacent columns.
+// CHECK-LABEL: func.func @plain(
+// CHECK-SAME:    %[[A:.*]]: memref<2048x128xf16>, %[[B:.*]]: memref<128x2048xf16>, %[[C:.*]]: memref<2048x2048xf32>)
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 197632 : i32
+// CHECK-DAG:     %[[A_BITS:.*]] = arith.constant 4611686293305360384 : i64
+// CHECK-DAG:     %[[B_BITS:.*]] = arith.constant 4611686293338849280 : i64
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c8, %{{.*}} = %c16, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c256, {{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@forward_wgmma_matmul_0)
+// CHECK:           %[[RAW:.*]] = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+// CHECK:           %[[BASE:.*]] = memref.extract_aligned_pointer_as_index %[[RAW]]
+// CHECK:           %[[RING:.*]] = memref.view %[[RAW]][%{{.*}}][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<98304xf16, #gpu.address_space<workgroup>>
+// CHECK:           %[[A_DESC:.*]] = arith.ori %{{.*}}, %[[A_BITS]] : i64
+// CHECK:           %[[B_DESC:.*]] = arith.ori %{{.*}}, %[[B_BITS]] : i64
+// CHECK-COUNT-4:   nvgpu.device_async_copy %[[A]][{{.*}}], %[[RING]][{{.*}}], 8 {bypassL1}
+// CHECK-COUNT-8:   nvgpu.device_async_copy %[[B]][{{.*}}], %[[RING]][{{.*}}], 8 {bypassL1}
+// CHECK-NEXT:      nvvm.cp.async.commit.group
+// CHECK:           nvgpu.device_async_copy
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-NOT:       nvgpu.device_async_copy
+// CHECK:           %[[ZERO:.*]] = llvm.mlir.zero : !llvm.struct<(f32, {{.*}})>
+// CHECK:           scf.for %[[K:.*]] = %c0 to %c128 step %c64 iter_args(%[[ACC:.*]] = %[[ZERO]])
+// CHECK:             nvvm.cp.async.wait.group 1
+// CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             %[[A0:.*]] = arith.addi %[[A_DESC]], %{{.*}} : i64
+// CHECK:             %[[B0:.*]] = arith.addi %[[B_DESC]], %{{.*}} : i64
+// CHECK-NEXT:        nvvm.wgmma.fence.aligned
+// CHECK-NEXT:        %[[D0:.*]] = nvvm.wgmma.mma_async %[[A0]], %[[B0]], %[[ACC]], <m = 64, n = 256, k = 16>, D[<f32>, <one>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+// CHECK:             %[[A1:.*]] = arith.addi %[[A0]], %c2_i64 : i64
+// CHECK:             %[[B1:.*]] = arith.addi %[[B0]], %c128_i64 : i64
+// CHECK:             nvvm.wgmma.mma_async %[[A1]], %[[B1]], %[[D0]]
+// CHECK-COUNT-2:     nvvm.wgmma.mma_async
+// CHECK-NEXT:        nvvm.wgmma.commit.group.sync.aligned
+// CHECK:             %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %c128 : index
+// CHECK:             %[[SIZE:.*]] = arith.select %[[INSIDE]], %c8, %c0 : index
+// CHECK-COUNT-12:    nvgpu.device_async_copy {{.*}}, 8, %[[SIZE]] {bypassL1}
+// CHECK-NEXT:        nvvm.cp.async.commit.group
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-NEXT:        scf.yield
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 128x256x64/2 warpgroups/4 stages"}
+// CHECK-NEXT:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK-NEXT:      nvvm.cp.async.wait.group 0
+// CHECK:           llvm.extractvalue %{{.*}}[0]
+// CHECK-NEXT:      llvm.extractvalue %{{.*}}[1]
+// CHECK-NEXT:      vector.from_elements %{{.*}}, %{{.*}} : vector<2xf32>
+// CHECK:           vector.store %{{.*}}, %[[C]][%{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<2048x2048xf32>, vector<2xf32>
+// CHECK-COUNT-63:   vector.store %{{.*}}, %[[C]]
+// CHECK-NOT:       vector.store
+// CHECK:           gpu.terminator
+// CHECK-NOT:     linalg.matmul
+// SM90-LABEL: func.func @plain(
+// SM90:         nvgpu.mma.sync
+// SM90-NOT:     nvvm.wgmma
+func.func @plain(%a: memref<2048x128xf16>, %b: memref<128x2048xf16>, %c: memref<2048x2048xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<2048x2048xf32>)
+  linalg.matmul ins(%a, %b : memref<2048x128xf16>, memref<128x2048xf16>) outs(%c : memref<2048x2048xf32>)
+  return
+}
+
+// A linear layer (weight Bᵀ, N x K: K-major like A, so wgmma reads it
+// untransposed, <col>, and 16 of K is 32 bytes further, as for A) in bf16,
+// with bias and narrowing as its epilogue. 256x256 gives the most blocks
+// (16) in 64x64 tiles of one warpgroup: 4 stages of 16 KiB. Each thread's
+// accumulator pairs get the bias of their two columns, are narrowed to
+// bf16 and stored as pairs.
+#lhs = affine_map<(m, n, k) -> (m, k)>
+#weight = affine_map<(m, n, k) -> (n, k)>
+#res = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @linear_bias(
+// CHECK-SAME:    %[[X:.*]]: memref<256x128xbf16>, %[[W:.*]]: memref<256x128xbf16>, %[[BIAS:.*]]: memref<256xf32>, %[[Y:.*]]: memref<256x256xbf16>)
+// CHECK-NOT:     memref.alloc
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 66560 : i32
+// CHECK-DAG:     %[[KMAJOR:.*]] = arith.constant 4611686293305360384 : i64
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c128, {{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@forward_wgmma_matmul_1)
+// CHECK:           arith.ori %{{.*}}, %[[KMAJOR]] : i64
+// CHECK:           arith.ori %{{.*}}, %[[KMAJOR]] : i64
+// CHECK:           nvgpu.device_async_copy %[[W]]
+// CHECK:           scf.for
+// CHECK:             nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK:             %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
+// CHECK-NEXT:        %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
+// CHECK-NEXT:        nvvm.wgmma.mma_async
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages"}
+// CHECK:           memref.load %[[BIAS]]
+// CHECK:           arith.addf
+// CHECK:           arith.truncf %{{.*}} : f32 to bf16
+// CHECK:           vector.from_elements %{{.*}}, %{{.*}} : vector<2xbf16>
+// CHECK:           vector.store %{{.*}}, %[[Y]]{{.*}} : memref<256x256xbf16>, vector<2xbf16>
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.dealloc
+// CHECK:         return
+func.func @linear_bias(%x: memref<256x128xbf16>, %w: memref<256x128xbf16>, %bias: memref<256xf32>,
+                       %y: memref<256x256xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x256xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x256xf32>)
+  linalg.matmul indexing_maps = [#lhs, #weight, #res]
+      ins(%x, %w : memref<256x128xbf16>, memref<256x128xbf16>) outs(%acc : memref<256x256xf32>)
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc, %bias : memref<256x256xf32>, memref<256xf32>) outs(%y : memref<256x256xbf16>) {
+  ^bb0(%v: f32, %b: f32, %o: bf16):
+    %s = arith.addf %v, %b : f32
+    %t = arith.truncf %s : f32 to bf16
+    linalg.yield %t : bf16
+  }
+  memref.dealloc %acc : memref<256x256xf32>
+  return
+}
+
+// Without the zero fill the kernel accumulates: each thread loads its
+// accumulator pairs from C into the wgmma accumulator before the loop.
+// A K of 64 is one step: the prologue's second copy group is empty.
+// CHECK-LABEL: func.func @accumulates(
+// CHECK-SAME:    %{{.*}}: memref<2x64x64xf16>, %{{.*}}: memref<2x64x64xf16>, %[[C3:.*]]: memref<2x64x64xf32>)
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c2) threads
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-NEXT:      nvvm.cp.async.commit.group
+// CHECK:           vector.load %[[C3]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<2x64x64xf32>, vector<2xf32>
+// CHECK:           llvm.insertvalue %{{.*}}, %{{.*}}[0]
+// CHECK:           scf.for
+// CHECK:             nvvm.wgmma.mma_async
+func.func @accumulates(%a: memref<2x64x64xf16>, %b: memref<2x64x64xf16>, %c: memref<2x64x64xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x64x64xf16>, memref<2x64x64xf16>) outs(%c : memref<2x64x64xf32>)
+  return
+}
+
+// Negative: a K of 32 is no 64-wide step: mma.sync takes it.
+// CHECK-LABEL: func.func @short_k(
+// CHECK-NOT:     nvvm.wgmma
+// CHECK:         nvgpu.mma.sync
+func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<256x256xf32>)
+  linalg.matmul ins(%a, %b : memref<256x32xf16>, memref<32x256xf16>) outs(%c : memref<256x256xf32>)
+  return
+}
