@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
@@ -30,14 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_one(outdir: Path) -> dict:
-    import torch
+@dataclass
+class CheckedRun:
+    """An artifact loaded on the GPU with its model's state and fresh random
+    inputs, and the float64 check of one run (outputs poisoned first)."""
+    manifest: dict
+    executable: object
+    source: object          # the model (frontend.ModelSource), for the reference and eager runs
+    state: list
+    gpu_inputs: list
+    checks: list
 
+
+def checked_run(outdir: Path) -> CheckedRun:
     from ..artifact import read_manifest, specs
     from ..frontend import load_model, model_state
     from ..numerics import compare, float64_reference, random_inputs
     from ..runtime import load
-    from ..timing import median_ms
 
     manifest = read_manifest(outdir)
     executable = load(outdir)
@@ -48,8 +58,22 @@ def check_one(outdir: Path) -> dict:
     executable.poison_outputs = True
     outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
     executable.poison_outputs = False
+    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+    return CheckedRun(manifest, executable, source, state, gpu_inputs, checks)
+
+
+def check_one(outdir: Path) -> dict:
+    import torch
+
+    from ..artifact import specs
+    from ..numerics import compare, float64_reference, random_inputs
+    from ..runtime import load
+    from ..timing import median_ms
+
+    run = checked_run(outdir)
+    manifest, executable, source, state, gpu_inputs, checks = (
+        run.manifest, run.executable, run.source, run.state, run.gpu_inputs, run.checks)
     output_specs = specs(manifest, "outputs")
-    checks = compare(outputs, float64_reference(source.module, inputs), output_specs)
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()

@@ -39,26 +39,14 @@ def time_variant(artifact: Path) -> tuple[bool, float, list[dict]]:
     """(numerics ok, worst relative error, [{key, tile, ms}] of its tuned kernels)."""
     import torch
 
-    from ..artifact import read_manifest, specs
-    from ..frontend import load_model, model_state
-    from ..numerics import compare, float64_reference, random_inputs
-    from ..runtime import load
+    from .gpu_check import checked_run
 
-    manifest = read_manifest(artifact)
-    executable = load(artifact)
-    source = load_model(manifest["model"], manifest.get("dtype"))
-    state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
-    inputs = random_inputs(specs(manifest, "inputs"), seed=4321)
-    gpu_inputs = [x.cuda() for x in inputs]
-    executable.poison_outputs = True
-    outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
-    executable.poison_outputs = False
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+    run = checked_run(artifact)
     torch.cuda.synchronize()
-    timed = executable.profile(*state, *gpu_inputs)
+    timed = run.executable.profile(*run.state, *run.gpu_inputs)
     tuned = [{**report["tuning"], "ms": timing["ms"]}
-             for timing, report in zip(timed, manifest["kernels"]) if "tuning" in report]
-    return all(c.ok for c in checks), max(c.rel_error for c in checks), tuned
+             for timing, report in zip(timed, run.manifest["kernels"]) if "tuning" in report]
+    return all(c.ok for c in run.checks), max(c.rel_error for c in run.checks), tuned
 
 
 def best_tiles(measurements: list[dict]) -> dict[str, dict]:
