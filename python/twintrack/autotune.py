@@ -2,7 +2,7 @@
 
 A choice is keyed by what decides a kernel's speed (`TuningKey`: the op and
 its operand layout, the shapes, the dtypes, the GPU arch and the compiler
-version, a hash of the kernel generators) and kept in a JSON cache
+version, a hash of the matmul kernel generators) and kept in a JSON cache
 (`TuningCache`), so a second compile reuses it. Without an entry, the
 heuristic table (lowering/tuning/matmul.toml) chooses.
 
@@ -28,6 +28,9 @@ from . import __version__
 
 CACHE_ENV = "TWINTRACK_TUNING_CACHE"
 KERNEL_SOURCES = Path(__file__).resolve().parent / "kernels"
+# The generators whose code a matmul tile was timed on.
+MATMUL_GENERATORS = ("matmul_common.py", "simt_matmul.py", "mma_matmul.py", "wgmma_matmul.py", "epilogue.py",
+                     "mlir_text.py")
 
 
 def default_cache_path() -> Path:
@@ -40,11 +43,11 @@ def default_cache_path() -> Path:
 
 @functools.cache
 def compiler_version() -> str:
-    """twintrack's version and a hash of the kernel generators: a tile
-    measured on other generated code is not reused."""
+    """twintrack's version and a hash of the matmul kernel generators: a
+    tile measured on other generated code is not reused."""
     digest = hashlib.sha256()
-    for source in sorted(KERNEL_SOURCES.glob("*.py")):
-        digest.update(source.read_bytes())
+    for name in MATMUL_GENERATORS:
+        digest.update((KERNEL_SOURCES / name).read_bytes())
     return f"{__version__}+{digest.hexdigest()[:10]}"
 
 
