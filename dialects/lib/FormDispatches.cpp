@@ -36,6 +36,7 @@
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVectorExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <numeric>
@@ -172,6 +173,8 @@ private:
   void extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops);
   bool tryMerge(Operation *a, Operation *b, StringRef why, MergeMode mode = MergeMode::ProducerConsumer);
   void decideRows(ArrayRef<linalg::LinalgOp> ops);
+  std::string whyNotRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner);
+  bool inlinedIntoReaders(Operation *op, const DenseSet<Operation *> &group);
   SmallVector<Operation *> withRecomputedProducers(ArrayRef<Operation *> group);
   SmallVector<Operation *> groupOf(Operation *op);
   Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
@@ -373,45 +376,107 @@ void FormDispatchesPass::extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops)
   }
 }
 
+/// "2x16x32": loop ranges as the explanations print them.
+std::string shapeText(ArrayRef<int64_t> ranges) {
+  return llvm::join(llvm::map_range(ranges, [](int64_t range) { return std::to_string(range); }), "x");
+}
+
+/// Can the row-wise kernel emit this op of `generic`'s body? Plain
+/// arithmetic, the loop indices, and single elements read from a tensor
+/// defined outside the body (a gather: an embedding lookup), which the kernel
+/// loads element by element.
+bool rowKernelEmits(Operation &inner, linalg::GenericOp generic) {
+  if (isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()) || isa<linalg::IndexOp>(inner))
+    return true;
+  auto gather = dyn_cast<tensor::ExtractOp>(inner);
+  return gather && !generic.getRegion().isAncestor(gather.getTensor().getParentRegion());
+}
+
+/// The tensors `op`'s body gathers elements from.
+SmallVector<Value> gatheredTensors(Operation *op) {
+  SmallVector<Value> tensors;
+  op->walk([&](tensor::ExtractOp gather) { tensors.push_back(gather.getTensor()); });
+  return tensors;
+}
+
 /// The loop ranges of a generic that a row-wise kernel can run: static, all
 /// loops parallel but perhaps the last (a reduction along the row), the
 /// output indexed by all loops (by all but the reduced one for a
-/// reduction), every input by a projection. Empty if it is none.
-SmallVector<int64_t> rowWiseRanges(Operation *op) {
+/// reduction), every input by a projection, a body the kernel emits. Empty
+/// if it is none; `whyNot` then says why.
+SmallVector<int64_t> rowWiseRanges(Operation *op, std::string &whyNot) {
+  auto refuse = [&](std::string why) {
+    whyNot = std::move(why);
+    return SmallVector<int64_t>();
+  };
   auto generic = dyn_cast<linalg::GenericOp>(op);
   if (!generic || generic.getNumDpsInits() != 1 || !generic.hasPureTensorSemantics())
-    return {};
+    return refuse(llvm::formatv("{0} is not a linalg.generic with one output", op->getName()));
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   if (ranges.empty() || llvm::any_of(ranges, ShapedType::isDynamic))
-    return {};
+    return refuse("a linalg.generic has no static loop ranges");
+  std::string over = "a linalg.generic over " + shapeText(ranges);
   unsigned loops = ranges.size(), reductions = generic.getNumReductionLoops();
-  if (reductions > 1 || (reductions == 1 && generic.getIteratorTypesArray().back() != utils::IteratorType::reduction))
-    return {};
+  if (reductions > 1)
+    return refuse(llvm::formatv("{0} reduces along {1} loops (a row-wise kernel, along its last only)", over,
+                                reductions));
+  if (reductions == 1 && generic.getIteratorTypesArray().back() != utils::IteratorType::reduction)
+    return refuse(over + " reduces along another loop than its last");
   AffineMap output = generic.getMatchingIndexingMap(generic.getDpsInitOperand(0));
   if (output != AffineMap::getMultiDimIdentityMap(loops, generic.getContext()).getMajorSubMap(loops - reductions))
-    return {};
+    return refuse(over + " writes its output out of loop order");
   if (!llvm::all_of(generic.getIndexingMapsArray(), [](AffineMap map) { return map.isProjectedPermutation(); }))
-    return {};
-  // The kernel computes the body from the loaded elements: plain arithmetic
-  // only (no loop indices, no gathers from other tensors).
-  bool plainArithmetic = llvm::all_of(generic.getBody()->without_terminator(), [](Operation &inner) {
-    return isa<arith::ArithDialect, math::MathDialect>(inner.getDialect());
-  });
-  return plainArithmetic ? ranges : SmallVector<int64_t>();
+    return refuse(over + " reads an input through a map that is not a projection");
+  for (Operation &inner : generic.getBody()->without_terminator())
+    if (!rowKernelEmits(inner, generic))
+      return refuse(llvm::formatv("{0} computes {1}, which the row kernel does not emit", over, inner.getName()));
+  return ranges;
 }
 
-/// Do the ops of `group` fit one row-wise kernel over `rows` rows of
-/// `inner` elements: each iterates rows × inner, or the rows alone (a
-/// per-row scalar, like 1/sqrt(var + eps))?
-bool fitsRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner) {
+/// Will elementwise fusion (twintrack-fuse-in-dispatches) inline `op` into
+/// its readers in `group`: it is elementwise, each reader is a generic of
+/// the group reading it through a projection, and nothing outside reads it
+/// (but other dispatches' copies of a recomputed producer).
+bool FormDispatchesPass::inlinedIntoReaders(Operation *op, const DenseSet<Operation *> &group) {
+  if (cast<linalg::GenericOp>(op).getNumReductionLoops() != 0)
+    return false;
+  bool read = false;
+  for (OpOperand &use : op->getResult(0).getUses()) {
+    if (!group.contains(use.getOwner())) {
+      if (recomputed.contains(op))
+        continue;
+      return false;
+    }
+    auto reader = dyn_cast<linalg::GenericOp>(use.getOwner());
+    if (!reader || reader.isDpsInit(&use) || !reader.getMatchingIndexingMap(&use).isProjectedPermutation())
+      return false;
+    read = true;
+  }
+  return read;
+}
+
+/// Why the ops of `group` cannot run as one row-wise kernel over `rows`
+/// rows of `inner` elements; empty when they can. Each op iterates rows ×
+/// inner, or the rows alone (a per-row scalar, like 1/sqrt(var + eps)), or
+/// is inlined into the ops reading it (an embedding lookup over positions,
+/// broadcast over the batch). A gather reads a tensor from outside: the
+/// block of one row does not see the other rows' results.
+std::string FormDispatchesPass::whyNotRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner) {
   SmallVector<int64_t> full(rows);
   full.push_back(inner);
-  return llvm::all_of(group, [&](Operation *op) {
-    if (isReshape(op) || kindOf(op) == Kind::Fill)
-      return false;
-    SmallVector<int64_t> ranges = rowWiseRanges(op);
-    return ranges == full || ranges == SmallVector<int64_t>(rows);
-  });
+  DenseSet<Operation *> inGroup(group.begin(), group.end());
+  for (Operation *op : group) {
+    std::string why;
+    SmallVector<int64_t> ranges = rowWiseRanges(op, why);
+    if (ranges.empty())
+      return why;
+    if (ranges != full && ArrayRef<int64_t>(ranges) != rows && !inlinedIntoReaders(op, inGroup))
+      return llvm::formatv("a linalg.generic over {0} does not run over the same {1} rows of {2}", shapeText(ranges),
+                           shapeText(rows), inner);
+    if (llvm::any_of(gatheredTensors(op), [&](Value table) { return inGroup.contains(table.getDefiningOp()); }))
+      return "a gather reads a tensor the dispatch computes (other rows' values)";
+  }
+  return "";
 }
 
 /// `group` and the recomputed producers its dispatch will copy in.
@@ -427,14 +492,21 @@ SmallVector<Operation *> FormDispatchesPass::withRecomputedProducers(ArrayRef<Op
 /// Rule 5: a reduction along rows and the ops reading its per-row result
 /// (the next reduction of layernorm's variance, softmax's normalization)
 /// run as one row-wise program: one block per row reads the row once and
-/// keeps the per-row values in registers.
+/// keeps the per-row values in registers. Gathers in the bodies (embedding
+/// lookups before a layernorm) are loaded element by element, in each step
+/// that reads them.
 void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
   for (linalg::LinalgOp op : ops) {
-    if (classify(op) != Kind::Reduction)
+    if (classify(op) != Kind::Reduction || op->getNumResults() != 1)
       continue;
-    SmallVector<int64_t> ranges = rowWiseRanges(op);
-    if (ranges.size() < 2 || op->getNumResults() != 1)
+    std::string misfit;
+    SmallVector<int64_t> ranges = rowWiseRanges(op, misfit);
+    if (ranges.size() < 2) {
+      // A reduction to a scalar has no rows; another one says why it is not row-wise, if anything reads it.
+      if (ranges.empty() && llvm::any_of(op->getUsers(), [](Operation *user) { return isa<linalg::LinalgOp>(user); }))
+        explainDecision(op, llvm::formatv("kept apart from the ops reading its result: not row-wise: {0}", misfit));
       continue;
+    }
     ArrayRef<int64_t> rows = ArrayRef<int64_t>(ranges).drop_back();
     int64_t inner = ranges.back();
     // Its linalg readers, looking through producers that each of their
@@ -446,7 +518,7 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
         auto reader = dyn_cast<linalg::LinalgOp>(use.getOwner());
         if (!reader || reader.isDpsInit(&use) || reader->getBlock() != op->getBlock())
           continue;
-        if (recomputed.contains(reader) && fitsRows({reader}, rows, inner)) {
+        if (recomputed.contains(reader) && whyNotRows({reader}, rows, inner).empty()) {
           for (Value result : reader->getResults())
             collect(result);
         } else if (!llvm::is_contained(readers, reader.getOperation())) {
@@ -455,21 +527,32 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
       }
     };
     collect(op->getResult(0));
-    if (!fitsRows(withRecomputedProducers(groupOf(op)), rows, inner))
+    misfit = whyNotRows(withRecomputedProducers(groupOf(op)), rows, inner);
+    if (!misfit.empty()) {
+      if (!readers.empty())
+        explainDecision(op, llvm::formatv("kept apart from the {0} op(s) reading its per-row result: {1}",
+                                          readers.size(), misfit));
       continue;
+    }
     int64_t saved = 2 * bytes(op->getResult(0).getType());
     int64_t rowCount = std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<int64_t>());
     for (Operation *reader : readers) {
-      if (!fitsRows(withRecomputedProducers(groupOf(reader)), rows, inner)) {
-        explainDecision(reader, llvm::formatv("kept apart from the reduction it reads: it does not run over the same "
-                                              "{0} rows of {1}",
-                                              rowCount, inner));
+      // The two groups together: a reader may gather from the reduction's result.
+      SmallVector<Operation *> both = groupOf(op);
+      llvm::append_range(both, groupOf(reader));
+      SmallVector<Operation *> merged = withRecomputedProducers(both);
+      misfit = whyNotRows(merged, rows, inner);
+      if (!misfit.empty()) {
+        explainDecision(reader, llvm::formatv("kept apart from the reduction it reads ({0} rows of {1}): {2}",
+                                              rowCount, inner, misfit));
         continue;
       }
+      bool gathers = llvm::any_of(merged, [](Operation *o) { return !gatheredTensors(o).empty(); });
       tryMerge(op, reader,
                llvm::formatv("row-wise with the reduction it reads ({0} rows of {1}): one block per row reads the "
-                             "row once; saves {2} bytes and a launch ({3:f3} us)",
-                             rowCount, inner, saved, (seconds(saved, 0) + launchOverhead) * 1e6)
+                             "row once{2}; saves {3} bytes and a launch ({4:f3} us)",
+                             rowCount, inner, gathers ? " (gathered elements: once per step reading them)" : "",
+                             saved, (seconds(saved, 0) + launchOverhead) * 1e6)
                    .str(),
                MergeMode::RowWise);
     }
@@ -486,7 +569,10 @@ void FormDispatchesPass::decideHorizontal(Block &block) {
   for (auto &[input, ops] : readers)
     for (Operation *other : llvm::drop_begin(ops))
       tryMerge(ops.front(), other,
-               llvm::formatv("horizontally with a matmul reading the same {0}-byte input", bytes(input.getType())).str(),
+               llvm::formatv("horizontally with a matmul reading the same {0}-byte input: one kernel saves a "
+                             "launch ({1:f3} us) and fills the GPU with both grids; the input comes from DRAM once",
+                             bytes(input.getType()), launchOverhead * 1e6)
+                   .str(),
                MergeMode::Horizontal);
 }
 

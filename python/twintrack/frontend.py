@@ -198,14 +198,37 @@ def _decompositions(program: torch.export.ExportedProgram):
 
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
     (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
+    aten.native_layer_norm: see _layer_norm_in_float32.
     """
     from torch._decomp import decomposition_table
     table = torch.export.default_decompositions()
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
+    table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
     layout = _plain_attention_layout(program)
     if layout is not None:
         table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
     return table
+
+
+def _layer_norm_in_float32(input, normalized_shape, weight, bias, eps):
+    """Layer norm with its statistics in float32 (half-precision inputs
+    widened), as PyTorch's own kernels compute them. torch-mlir's lowering
+    computes the variance in float64 and the mean twice (once per
+    precision): three reductions per row, and f64 arithmetic in the row
+    kernel's registers. Here: the mean, then the mean square of the centered
+    row. (mean and rstd, rarely used, come back in the input's dtype, as
+    PyTorch's CPU kernel returns them.)"""
+    dims = list(range(input.dim() - len(normalized_shape), input.dim()))
+    x = input.float()
+    mean = x.mean(dims, keepdim=True)
+    centered = x - mean
+    rstd = torch.rsqrt((centered * centered).mean(dims, keepdim=True) + eps)
+    out = centered * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(input.dtype), mean.to(input.dtype), rstd.to(input.dtype)
 
 
 def _plain_attention_layout(program: torch.export.ExportedProgram) -> tuple[int, ...] | None:
@@ -276,10 +299,14 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
 def _name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
     """Add each node's ATen op to its stack trace as an innermost frame, so the
     locations torch-mlir builds from it read `aten.addmm at linear.py:134`
-    in diagnostics and kernel reports (see locations.short_location)."""
+    in diagnostics and kernel reports (see locations.short_location). A node
+    that a decomposition made is named after the op it came from (the
+    aten.mean of a layer norm reads aten.native_layer_norm): the op the
+    model wrote."""
     for node in program.graph.nodes:
-        if node.op == "call_function" and hasattr(node.target, "name"):
-            op = node.target.name().removeprefix("aten::").split(".")[0]
+        target = node.meta.get("original_aten") or node.target
+        if node.op == "call_function" and hasattr(target, "name"):
+            op = target.name().removeprefix("aten::").split(".")[0]
             trace = node.meta.get("stack_trace") or ""
             node.meta["stack_trace"] = f'{trace}\n  File "{OP_FRAME_PREFIX}{op}", line 0, in <op>'
 

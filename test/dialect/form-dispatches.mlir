@@ -234,6 +234,8 @@ func.func @linear_gelu(%x: tensor<128x64xf32>, %w: tensor<64x32xf32>, %b: tensor
 // CHECK:         %[[R:.*]]:3 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" (%{{.*}} : tensor<64x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>)
 // CHECK-COUNT-3:   linalg.matmul
 // CHECK:         return %[[R]]#0, %[[R]]#1, %[[R]]#2
+// EXPLAIN: remark: fused horizontally with a matmul reading the same 8192-byte input: one kernel saves a launch (3.000 us)
+// EXPLAIN: remark: fused horizontally with a matmul reading the same 8192-byte input: one kernel saves a launch (3.000 us)
 // With room for one input tensor per dispatch, the matmuls cannot share one.
 // NARROW-LABEL: func.func @qkv(
 // NARROW-COUNT-3: twintrack.dispatch "matmul_
@@ -363,7 +365,7 @@ func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x6
 // CHECK-LABEL: func.func @other_rows(
 // CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
 // CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
-// EXPLAIN: remark: kept apart from the reduction it reads: it does not run over the same 16 rows of 64
+// EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a linalg.generic over 16x32 does not run over the same 16 rows of 64
 func.func @other_rows(%x: tensor<16x64xf32>, %y: tensor<16x32xf32>) -> tensor<16x32xf32> {
   %zero = arith.constant 0.0 : f32
   %er = tensor.empty() : tensor<16xf32>
@@ -419,4 +421,138 @@ func.func @two_roots(%x: tensor<32x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64
     linalg.yield %r : f32
   } -> tensor<32xf32>
   return %sum : tensor<32xf32>
+}
+
+// -----
+
+#ids = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#byposition = affine_map<(d0, d1, d2) -> (d1, d2)>
+#position = affine_map<(d0, d1) -> (d0)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// Rule 5 with gathers (BERT's embeddings before their layernorm): token rows
+// looked up at the current column, plus position rows looked up over 16x32
+// and broadcast over the batch, then the row sums and the centering that
+// reads them: one row-wise dispatch. The position lookup does not run over
+// the 2x16 rows, but elementwise fusion inlines it into the sum reading it.
+// CHECK-LABEL: func.func @embedding_rows(
+// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}"
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:         return %[[D]]
+// EXPLAIN: remark: fused row-wise with the reduction it reads (32 rows of 32): one block per row reads the row once (gathered elements: once per step reading them)
+// NOROWS-LABEL: func.func @embedding_rows(
+// NOROWS-COUNT-2: twintrack.dispatch "{{reduction|elementwise}}_{{[0-9]+}}"
+func.func @embedding_rows(%ids: tensor<2x16xi64>, %positions: tensor<16xi64>, %words: tensor<128x32xf32>,
+                          %table: tensor<64x32xf32>) -> tensor<2x16x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e3 = tensor.empty() : tensor<2x16x32xf32>
+  %e2 = tensor.empty() : tensor<16x32xf32>
+  %er = tensor.empty() : tensor<2x16xf32>
+  %tokens = linalg.generic {indexing_maps = [#ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids : tensor<2x16xi64>) outs(%e3 : tensor<2x16x32xf32>) {
+  ^bb0(%id: i64, %o: f32):
+    %row = arith.index_cast %id : i64 to index
+    %column = linalg.index 2 : index
+    %v = tensor.extract %words[%row, %column] : tensor<128x32xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x16x32xf32>
+  %placed = linalg.generic {indexing_maps = [#position, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%positions : tensor<16xi64>) outs(%e2 : tensor<16x32xf32>) {
+  ^bb0(%p: i64, %o: f32):
+    %row = arith.index_cast %p : i64 to index
+    %column = linalg.index 1 : index
+    %v = tensor.extract %table[%row, %column] : tensor<64x32xf32>
+    linalg.yield %v : f32
+  } -> tensor<16x32xf32>
+  %x = linalg.generic {indexing_maps = [#id3, #byposition, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%tokens, %placed : tensor<2x16x32xf32>, tensor<16x32xf32>) outs(%e3 : tensor<2x16x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<2x16x32xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<2x16xf32>) -> tensor<2x16xf32>
+  %sum = linalg.generic {indexing_maps = [#id3, #ids], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x : tensor<2x16x32xf32>) outs(%si : tensor<2x16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16xf32>
+  %centered = linalg.generic {indexing_maps = [#id3, #ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%x, %sum : tensor<2x16x32xf32>, tensor<2x16xf32>) outs(%e3 : tensor<2x16x32xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.subf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16x32xf32>
+  return %centered : tensor<2x16x32xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Negative of rule 5 with gathers: the op reading the row sums also gathers
+// one at a computed row, which another row's block computes.
+// CHECK-LABEL: func.func @gather_from_sums(
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a gather reads a tensor the dispatch computes (other rows' values)
+func.func @gather_from_sums(%x: tensor<16x64xf32>, %partner: tensor<16xi64>) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %er = tensor.empty() : tensor<16xf32>
+  %e = tensor.empty() : tensor<16x64xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum, %partner : tensor<16x64xf32>, tensor<16xf32>, tensor<16xi64>) outs(%e : tensor<16x64xf32>) {
+  ^bb0(%v: f32, %s: f32, %p: i64, %o: f32):
+    %row = arith.index_cast %p : i64 to index
+    %other = tensor.extract %sum[%row] : tensor<16xf32>
+    %d = arith.subf %s, %other : f32
+    %r = arith.mulf %v, %d : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  return %out : tensor<16x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+
+// Negative of rule 5: a body op the row kernel does not emit (tensor.dim)
+// keeps the reader apart, and the explanation names it.
+// CHECK-LABEL: func.func @body_not_emitted(
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a linalg.generic over 16x64 computes tensor.dim, which the row kernel does not emit
+func.func @body_not_emitted(%x: tensor<16x64xf32>, %t: tensor<?xf32>) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %er = tensor.empty() : tensor<16xf32>
+  %e = tensor.empty() : tensor<16x64xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum : tensor<16x64xf32>, tensor<16xf32>) outs(%e : tensor<16x64xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %n = tensor.dim %t, %c0 : tensor<?xf32>
+    %ni = arith.index_cast %n : index to i32
+    %nf = arith.sitofp %ni : i32 to f32
+    %d = arith.divf %s, %nf : f32
+    %r = arith.subf %v, %d : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  return %out : tensor<16x64xf32>
 }

@@ -41,6 +41,7 @@ class Epilogue:
     inputs: tuple[EpilogueInput, ...]
     ops: tuple[BodyOp, ...]
     result: Ref
+    captured: tuple[str, ...] = ()  # memref types of buffers the body gathers from: ("captured", i)
 
     def tensor_inputs(self) -> list[tuple[int, EpilogueInput]]:
         """(position, input) of each input read from memory (not the accumulator)."""
@@ -49,7 +50,8 @@ class Epilogue:
 
 class EpilogueWriter:
     """Emits an epilogue for one output element. Its tensor inputs are the
-    kernel function's arguments <tensors><k> (%E<k>)."""
+    kernel function's arguments <tensors><k> (%E<k>), the buffers it gathers
+    from <tensors>c<i>."""
 
     def __init__(self, epilogue: Epilogue, writer: MlirWriter, tensors: str = "%E"):
         self.epilogue, self.w, self.tensors = epilogue, writer, tensors
@@ -58,6 +60,7 @@ class EpilogueWriter:
         """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
         values: dict[Ref, str] = {}
         values.update({("index", d): index for d, index in enumerate(loop_indices)})
+        values.update({("captured", i): f"{self.tensors}c{i}" for i in range(len(self.epilogue.captured))})
         for k, inp in enumerate(self.epilogue.inputs):
             if inp.memref_type is None:
                 values[("arg", k)] = accumulator

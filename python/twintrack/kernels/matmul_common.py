@@ -142,11 +142,15 @@ class TiledMatmulWriter:
                              self.dynamic_shared_bytes())
 
     def arguments(self) -> list[tuple[str, str]]:
-        """The kernel's operands (name, memref type): A, B, C, then the epilogue's tensors."""
+        """The kernel's operands (name, memref type): A, B, C, then the
+        epilogue's tensors and the buffers it gathers from."""
         ops, names = self.ops, self.names
         arguments = [(names.a, ops.a_type), (names.b, ops.b_type), (names.c, ops.c_type)]
-        return arguments + [(f"{names.epilogue}{k}", inp.memref_type) for k, inp in (
-            self.epilogue.epilogue.tensor_inputs() if self.epilogue else [])]
+        if self.epilogue is None:
+            return arguments
+        epilogue = self.epilogue.epilogue
+        return (arguments + [(f"{names.epilogue}{k}", inp.memref_type) for k, inp in epilogue.tensor_inputs()]
+                + [(f"{names.epilogue}c{i}", t) for i, t in enumerate(epilogue.captured)])
 
     def grid(self) -> tuple[int, int, int]:
         return (self.ops.n // self.bn, self.ops.m // self.bm, self.ops.batch or 1)

@@ -9,11 +9,17 @@ read from memory once. A reduction step folds its elements into a per-thread
 partial, gpu.all_reduce combines the block's partials, and every thread
 keeps the row's value in a register for the steps that read it; thread 0
 stores it if anything after the kernel reads it. An elementwise step stores
-each element of its row. A per-row step computes one value per row.
+each element of its row if anything after the kernel reads it (later steps
+reading it as it was written take its values from registers). A per-row
+step computes one value per row.
 
 Loads near a ragged row end are clamped into the row (their lanes are then
 masked out of reductions and stores), so every value is defined on every
 thread and gpu.all_reduce is reached by all of them.
+
+A body may read the loop indices (the row's, and each lane's column) and
+gather: load single elements of a kernel argument at indices it computes
+(an embedding lookup), element by element in each step that does.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ MAX_THREADS = 1024
 class StepInput:
     """How a step reads one of its inputs: from kernel argument `buffer` at
     the loop dims `dims` (indices into rows + (inner,)), or, with `step` set,
-    the per-row value an earlier step left in registers."""
+    what an earlier step left in registers (a per-row value, or an
+    elementwise step's values at this thread's elements)."""
     buffer: int | None = None
     dims: tuple[int, ...] = ()
     step: int | None = None
@@ -43,7 +50,8 @@ class StepInput:
 class RowStep:
     kind: str                     # "reduce", "per-row" or "elementwise"
     inputs: tuple[StepInput, ...]
-    ops: tuple[BodyOp, ...]       # the body; ("arg", len(inputs)) is the output's value
+    ops: tuple[BodyOp, ...]       # the body; ("arg", len(inputs)) is the output's value,
+                                  # ("buffer", k) kernel argument k (gathered from), ("index", d) loop index d
     result: Ref
     output: int                   # kernel argument written (-1: the value stays in registers)
     element: str                  # the output's element type
@@ -89,6 +97,8 @@ class _RowKernelWriter:
         self.path = f"row-wise {math.prod(program.rows)}x{program.inner}/{program.threads}"
         self.cache: dict[tuple, list[str]] = {}     # (buffer, dims, chunk) -> lane values
         self.row_values: dict[int, str] = {}        # step -> its per-row value
+        self.step_lanes: dict[tuple[int, int], list[str]] = {}  # (elementwise step, chunk) -> its lane values
+        self.columns: dict[tuple[int, int], str] = {}  # (chunk, lane) -> its column
 
     def module(self, symbol: str, kernel: str, location: str) -> str:
         p, w = self.p, self.w
@@ -123,6 +133,14 @@ class _RowKernelWriter:
         last = w.index(p.inner - v)
         return w.op(f"arith.minui {start}, {last} : index"), inside
 
+    def _column(self, chunk: int, lane: int) -> str:
+        """This thread's column of a lane of chunk `chunk` (emitted once, at
+        the kernel's top level: later steps reuse it)."""
+        if (chunk, lane) not in self.columns:
+            start, _ = self.positions[chunk]
+            self.columns[chunk, lane] = self.w.add(start, self.w.index(lane)) if lane else start
+        return self.columns[chunk, lane]
+
     def _indices(self, dims: tuple[int, ...], column: str) -> str:
         rows = len(self.p.rows)
         return ", ".join(self.row[d] if d < rows else column for d in dims)
@@ -141,7 +159,7 @@ class _RowKernelWriter:
                 self.cache[key] = [w.op(f"vector.extract {vector}[{lane}] : {t} from vector<{v}x{t}>")
                                    for lane in range(v)]
             else:
-                self.cache[key] = [w.op(f"memref.load %B{buffer}[{self._indices(dims, w.add(start, w.index(lane)) if lane else start)}]"
+                self.cache[key] = [w.op(f"memref.load %B{buffer}[{self._indices(dims, self._column(chunk, lane))}]"
                                         f" : {p.buffers[buffer]}") for lane in range(v)]
         return self.cache[key]
 
@@ -156,7 +174,9 @@ class _RowKernelWriter:
         v = self.p.vector_width
         values = []
         for inp in step.inputs:
-            if inp.step is not None:
+            if inp.step is not None and self.p.steps[inp.step].kind == "elementwise":
+                values.append(self.step_lanes[inp.step, chunk])
+            elif inp.step is not None:
                 values.append([self.row_values[inp.step]] * v)
             elif len(self.p.rows) in inp.dims:
                 values.append(self._lanes(inp.buffer, inp.dims, chunk))
@@ -164,10 +184,18 @@ class _RowKernelWriter:
                 values.append([self._row_scalar(inp.buffer, inp.dims)] * v)
         return values
 
-    def _apply(self, step: RowStep, inputs: list[str], output_value: str | None) -> str:
+    def _apply(self, step: RowStep, inputs: list[str], output_value: str | None,
+               chunk: int | None = None, lane: int = 0) -> str:
+        """The step's body on one element: the lane's of chunk `chunk`, or
+        the row's (per-row steps)."""
         refs = {("arg", k): value for k, value in enumerate(inputs)}
         if output_value is not None:
             refs[("arg", len(inputs))] = output_value
+        refs.update({("buffer", k): f"%B{k}" for k in range(len(self.p.buffers))})
+        refs.update({("index", d): index for d, index in enumerate(self.row)})
+        column = ("index", len(self.p.rows))
+        if chunk is not None and any(column in op.operands for op in step.ops):
+            refs[column] = self._column(chunk, lane)
         return emit_body(self.w, step.ops, step.result, refs)
 
     # ------------------------------------------------------------ steps
@@ -179,7 +207,7 @@ class _RowKernelWriter:
         for chunk, (_, inside) in enumerate(self.positions):
             lanes = self._input_values(step, chunk)
             for lane in range(p.vector_width):
-                updated = self._apply(step, [values[lane] for values in lanes], partial)
+                updated = self._apply(step, [values[lane] for values in lanes], partial, chunk, lane)
                 partial = w.op(f"arith.select {inside}, {updated}, {partial} : {t}") if inside else updated
         total = self._all_reduce(kind, partial, t)
         init = (w.op(f"arith.constant {step.init}") if step.init is not None
@@ -219,17 +247,21 @@ class _RowKernelWriter:
         out_dims = tuple(range(len(p.rows) + 1))
         for chunk, (start, inside) in enumerate(self.positions):
             lanes = self._input_values(step, chunk)
-            results = [self._apply(step, [values[lane] for values in lanes], None) for lane in range(v)]
+            results = [self._apply(step, [values[lane] for values in lanes], None, chunk, lane) for lane in range(v)]
+            self.step_lanes[index, chunk] = results
+            if not step.store:
+                continue
+            vector_store = p.vector_ok[step.output] and v > 1
+            columns = [] if vector_store else [self._column(chunk, lane) for lane in range(v)]
             if inside:
                 w.emit(f"scf.if {inside} {{")
                 w.indent += 2
-            if p.vector_ok[step.output] and v > 1:
+            if vector_store:
                 vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
                 w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
                        f" : {p.buffers[step.output]}, vector<{v}x{t}>")
             else:
-                for lane, value in enumerate(results):
-                    column = w.add(start, w.index(lane)) if lane else start
+                for value, column in zip(results, columns):
                     w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
                            f" : {p.buffers[step.output]}")
             if inside:

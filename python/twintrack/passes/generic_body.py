@@ -25,40 +25,53 @@ def map_dims(affine_map) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
-def _ref(value: ir.Value, body: ir.Block, ops: list) -> Ref | None:
+def _ref(value: ir.Value, body: ir.Block, ops: list, captured: list | None) -> Ref | None:
     if isinstance(value, ir.BlockArgument) and value.owner == body:
         return ("arg", value.arg_number)
     owner = defining_op(value)
     if owner is None:
-        return None  # a block argument from outside the body
+        return _captured(value, captured)  # a block argument from outside the body
     for index, op in enumerate(ops):
         if owner == op:
             return ("op", index)
-    if owner is not None and owner.name == "arith.constant":
+    if owner.name == "arith.constant":
         return ("const", str(owner.attributes["value"]), str(value.type))
-    return None
+    return _captured(value, captured)
 
 
-def describe_body(generic: ir.Operation) -> tuple[tuple[BodyOp, ...], Ref] | None:
+def _captured(value: ir.Value, captured: list | None) -> Ref | None:
+    """A buffer from outside the body (a gather's table), when the caller takes those."""
+    if captured is None or not isinstance(value.type, ir.MemRefType):
+        return None
+    if value not in captured:
+        captured.append(value)
+    return ("captured", captured.index(value))
+
+
+def describe_body(generic: ir.Operation, result: int | None = None,
+                  captured: list | None = None) -> tuple[tuple[BodyOp, ...], Ref] | None:
     """(ops, yielded ref) of a single-result generic whose body is plain
     arith/math ops (no regions) and linalg.index; None otherwise. ("arg", k)
     refers to the body's k-th block argument: inputs first, then the
-    output; ("index", d) to loop index d."""
+    output; ("index", d) to loop index d.
+    `result` picks the yielded value of a multi-result generic. With a
+    `captured` list, the body may also load from buffers defined outside it
+    (gathers): each is appended there once and referred to as ("captured", i)."""
     body = generic.regions[0].blocks[0]
     *computing, terminator = [o.operation for o in body.operations]
-    if len(terminator.operands) != 1:
+    if result is None and len(terminator.operands) != 1:
         return None
     ops = []
     for op in computing:
         if op.name == "linalg.index":  # the loop index: the kernel supplies ("index", dim)
             ops.append(BodyOp(op.name, (("index", ir.IntegerAttr(op.attributes["dim"]).value),), (), "index", ""))
             continue
-        refs = [_ref(v, body, computing) for v in op.operands]
+        refs = [_ref(v, body, computing, captured) for v in op.operands]
         if op.regions or len(op.results) != 1 or None in refs:
             return None
         named = [op.attributes[i] for i in range(len(op.attributes))]
         attributes = ", ".join(f"{n.name} = {n.attr}" for n in named)
         ops.append(BodyOp(op.name, tuple(refs), tuple(str(v.type) for v in op.operands),
                           str(op.results[0].type), f"{{{attributes}}}" if attributes else ""))
-    result = _ref(terminator.operands[0], body, computing)
-    return (tuple(ops), result) if result else None
+    yielded = _ref(terminator.operands[result or 0], body, computing, captured)
+    return (tuple(ops), yielded) if yielded else None

@@ -227,8 +227,12 @@ def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Ep
             described.append(EpilogueInput(str(value.type), read))
         else:
             return None
-    body = describe_body(consumer)
-    return (Epilogue(tuple(described), *body), dims[inputs.index(accumulator)], dims[-1]) if body else None
+    captured: list[ir.Value] = []  # tables it gathers from (an embedding looked up again for a residual)
+    body = describe_body(consumer, captured=captured)
+    if body is None:
+        return None
+    epilogue = Epilogue(tuple(described), *body, tuple(str(v.type) for v in captured))
+    return epilogue, dims[inputs.index(accumulator)], dims[-1]
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,14 @@ class _FoundEpilogue:
     @property
     def output(self) -> ir.Value:
         return self.consumer.operands[-1]
+
+    @property
+    def captured(self) -> list[ir.Value]:
+        """The buffers the epilogue gathers from, in the order of Epilogue.captured."""
+        found: list[ir.Value] = []
+        if self.consumer.name == "linalg.generic":
+            describe_body(self.consumer, captured=found)
+        return found
 
 
 def _reassociation(view: ir.Operation) -> list[list[int]]:
@@ -292,6 +304,8 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     for value, inp in zip(after.operands, epilogue.inputs):
         if inp.memref_type is not None and _root(value) == output and inp.dims != store_dims:
             return None  # read at other elements than the one being written
+    if output in {_root(table) for table in found.captured}:
+        return None  # gathered at any element, maybe one another block has stored
     return found if not _conflicts(after, skipped) else None
 
 
@@ -398,7 +412,7 @@ class _MatmulSite:
         """What the kernel function takes: A, B, the output, then the epilogue's tensors."""
         extra = []
         if self.found is not None:
-            extra = [self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs()]
+            extra = [self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs()] + self.found.captured
         return [self.op.operands[0], self.op.operands[1], self.output] + extra
 
     def absorbed(self) -> list[ir.Operation]:

@@ -6,17 +6,23 @@ values in registers.
 twintrack-form-dispatches names such dispatches `reduction_rows_N`, and
 twintrack-dissolve-dispatches leaves that name on each of their linalg ops
 (`twintrack.dispatch`), so the group is found again after bufferization.
-A group this pass cannot take (ops not adjacent, bodies or layouts it does
-not handle, rows too long for registers) stays linalg ops for the generic
-pipeline, one kernel per op.
+A generic with several results (elementwise fusion leaves them: a row's
+elements beside their sum) becomes one step per result that something reads.
+Bodies may gather (an embedding lookup: memref.load of a buffer from outside
+at indices computed from loaded elements and loop indices); the kernel loads
+those element by element. A group this pass cannot take (ops not adjacent,
+bodies or layouts it does not handle, gathers from buffers the group writes,
+rows too long for registers) stays linalg ops for the generic pipeline, one
+kernel per op.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 
+from ..kernels.epilogue import BodyOp, Ref
 from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
@@ -75,6 +81,55 @@ def _loop_ranges(generic: ir.Operation) -> list[int] | None:
     return None if None in ranges else ranges
 
 
+def _needed(ops: tuple[BodyOp, ...], result: Ref) -> tuple[tuple[BodyOp, ...], Ref]:
+    """The ops `result` depends on, numbered afresh (a multi-result body
+    computes the other results too)."""
+    needed, pending = set(), [result]
+    while pending:
+        ref = pending.pop()
+        if ref[0] == "op" and ref[1] not in needed:
+            needed.add(ref[1])
+            pending.extend(ops[ref[1]].operands)
+    kept = sorted(needed)
+    return _renamed(tuple(ops[i] for i in kept), result, {("op", old): ("op", new) for new, old in enumerate(kept)})
+
+
+def _renamed(ops: tuple[BodyOp, ...], result: Ref, renames: dict) -> tuple[tuple[BodyOp, ...], Ref]:
+    return (tuple(replace(op, operands=tuple(renames.get(ref, ref) for ref in op.operands)) for op in ops),
+            renames.get(result, result))
+
+
+def _reads(op: ir.Operation, buffer: ir.Value) -> bool:
+    """Does `op` read `buffer`: as an input, in its body (a gather), or as an
+    output whose old value its body reads?"""
+    if op.name != "linalg.generic":
+        return False  # fills and allocations only write
+    view, body = op.opview, op.regions[0].blocks[0]
+    inputs = list(view.inputs)
+    if buffer in inputs or any(buffer in list(inner.operands) for inner in body.operations):
+        return True
+    return any(output == buffer and any(True for _ in body.arguments[len(inputs) + k].uses)
+               for k, output in enumerate(view.outputs))
+
+
+def _written(op: ir.Operation) -> list[ir.Value]:
+    """The buffers a linalg op writes."""
+    return list(op.opview.outputs) if op.name in ("linalg.generic", "linalg.fill") else []
+
+
+def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
+    """Does `op` write every element of `buffer`: a fill, or a generic
+    writing it at all its loop indices (whether it reads it is `_reads`)?"""
+    if op.name == "linalg.fill":
+        return buffer in _written(op)
+    if op.name != "linalg.generic":
+        return False
+    view, maps = op.opview, indexing_maps(op)
+    inputs = len(view.inputs)
+    return any(output == buffer and map_dims(maps[inputs + k]) == tuple(range(maps[0].n_dims))
+               for k, output in enumerate(view.outputs))
+
+
 @dataclass
 class _Builder:
     """Turns a group's linalg ops into a RowProgram."""
@@ -119,42 +174,53 @@ class _Builder:
         self.fill_constant[op.operands[1]] = f"{constant.attributes['value']}"
         return True
 
-    def _kind(self, op: ir.Operation) -> str | None:
-        """"reduce" or "elementwise" over rows × inner, "per-row" over the rows alone."""
+    def _kind(self, op: ir.Operation, output_dims: tuple[int, ...] | None) -> str | None:
+        """"reduce" or "elementwise" over rows × inner, "per-row" over the
+        rows alone, by the loop dims the output is written at."""
         ranges = _loop_ranges(op)
         reduces = "reduction" in str(op.attributes["iterator_types"])
+        rows = tuple(range(len(self.rows)))
         if ranges == list(self.rows) + [self.inner]:
-            return "reduce" if reduces else "elementwise"
-        return "per-row" if ranges == list(self.rows) and not reduces else None
+            if output_dims == rows + (len(rows),):
+                return "elementwise"
+            return "reduce" if reduces and output_dims == rows else None
+        return "per-row" if ranges == list(self.rows) and not reduces and output_dims == rows else None
 
     def _step(self, op: ir.Operation) -> bool:
-        kind = self._kind(op)
+        """A step per result of `op` that something reads."""
         view = op.opview
         inputs, outputs = list(view.inputs), list(view.outputs)
-        body = describe_body(op)
-        if kind is None or len(outputs) != 1 or body is None:
+        if len(outputs) > 1 and any(output in inputs for output in outputs):
+            return False  # a later step of the op would read what an earlier one stored
+        live = [k for k, output in enumerate(outputs) if not self._dead(op, output)]
+        described_inputs = self._inputs(inputs, indexing_maps(op)) if live else ()
+        return all(self._result_step(op, len(inputs), k, described_inputs) for k in live)
+
+    def _result_step(self, op: ir.Operation, inputs: int, k: int, described_inputs: tuple[StepInput, ...]) -> bool:
+        output = list(op.opview.outputs)[k]
+        kind = self._kind(op, map_dims(indexing_maps(op)[inputs + k]))
+        body = self._body(op, inputs, k)
+        if kind is None or body is None:
             return False
         ops, result = body
-        if any(body_op.name == "linalg.index" for body_op in ops):
-            return False  # (the kernel does not supply loop indices)
-        output_arg = ("arg", len(inputs))
+        output_arg = ("arg", inputs)
         reads_output = [i for i, body_op in enumerate(ops) if output_arg in body_op.operands]
         combiner, init = None, None
         if kind == "reduce":
             combiner = self._combiner(ops, result, output_arg, reads_output)
             if combiner is None:
                 return False
-            init = self.fill_constant.get(outputs[0])
+            init = self.fill_constant.get(output)
         elif reads_output:
             return False
-        output = outputs[0]
         number = len(self.steps)
-        self.steps.append(dict(kind=kind, inputs=self._inputs(inputs, indexing_maps(op)), ops=ops, result=result,
+        if kind == "elementwise":  # later steps take it from registers (or ask for the store: `_inputs`)
+            store = self._read_after_group(op, output)
+        else:  # a reduction without an in-group fill reads the output's old value
+            store = (kind == "reduce" and init is None) or self._read_after(output)
+        self.steps.append(dict(kind=kind, inputs=described_inputs, ops=ops, result=result,
                                output=output, element=str(ir.MemRefType(output.type).element_type),
-                               # a reduction without an in-group fill reads the output's old value
-                               store=kind == "elementwise" or (kind == "reduce" and init is None)
-                               or self._read_after(output),
-                               combiner=combiner, init=init))
+                               store=store, combiner=combiner, init=init))
         if kind == "elementwise":
             self.written_by[output] = number
             self.in_registers.pop(output, None)
@@ -162,15 +228,51 @@ class _Builder:
             self.in_registers[output] = number
         return True
 
+    def _body(self, op: ir.Operation, inputs: int, k: int) -> tuple[tuple[BodyOp, ...], Ref] | None:
+        """The ops computing result k, its output's old value as ("arg",
+        inputs), a gathered buffer as ("buffer", kernel argument); None if
+        the kernel cannot emit them."""
+        captured: list[ir.Value] = []
+        body = describe_body(op, result=k, captured=captured)
+        if body is None:
+            return None
+        ops, result = _needed(*body)
+        renames = {("arg", inputs + k): ("arg", inputs)}
+        for ref in dict.fromkeys(ref for body_op in ops for ref in body_op.operands):  # in order: argument order
+            if ref[0] == "arg" and ref[1] >= inputs and ref[1] != inputs + k:
+                return None  # another output's old value
+            if ref[0] == "captured":
+                table = captured[ref[1]]
+                if any(table in _written(other) for other in self.ops):
+                    return None  # the group writes it: a gather could read another row's block's values
+                renames[ref] = ("buffer", self.buffer(table))
+        return _renamed(ops, result, renames)
+
+    def _dead(self, op: ir.Operation, buffer: ir.Value) -> bool:
+        """Does nothing read what `op` writes to `buffer`: a later op of the
+        group overwrites it whole before anything reads it, or it is a
+        temporary nothing else reads? (Elementwise fusion leaves such
+        results on multi-result generics.)"""
+        for later in self._after(op):
+            if _reads(later, buffer):
+                return False
+            if _overwrites(later, buffer):
+                return True
+        return not self._read_after(buffer)
+
     def _inputs(self, inputs: list[ir.Value], maps: list) -> tuple[StepInput, ...]:
-        """Per input: an earlier step's per-row value, or a buffer read at its
-        dims (an earlier step's stored output then needs its store and a
-        barrier)."""
+        """Per input: what an earlier step left in registers (its per-row
+        value, or its elements as it wrote them), or a buffer read at its
+        dims (an earlier step's output read otherwise then needs its store
+        and a barrier)."""
         described = []
         for value, affine_map in zip(inputs, maps):
             dims = map_dims(affine_map)
             if value in self.in_registers and dims == tuple(range(len(self.rows))):
                 described.append(StepInput(step=self.in_registers[value]))
+                continue
+            if value in self.written_by and dims == tuple(range(len(self.rows) + 1)):
+                described.append(StepInput(step=self.written_by[value]))
                 continue
             index = self.buffer(value)
             if value in self.written_by:
@@ -189,6 +291,15 @@ class _Builder:
         if kind is None or combine.operands.count(output_arg) != 1:
             return None
         return combine.name, kind, combine.attributes
+
+    def _read_after_group(self, op: ir.Operation, buffer: ir.Value) -> bool:
+        """Is what `op` writes to `buffer` read after the kernel: no later op
+        of the group writes it again, and something else reads it?"""
+        return not any(buffer in _written(later) for later in self._after(op)) and self._read_after(buffer)
+
+    def _after(self, op: ir.Operation) -> list[ir.Operation]:
+        """The group's ops after `op`."""
+        return self.ops[self.ops.index(op) + 1:]
 
     def _read_after(self, buffer: ir.Value) -> bool:
         """Is `buffer` read by anything but this group (or not a temporary of it)?"""

@@ -1,5 +1,6 @@
 // RUN: %stage-nvvm %s | FileCheck %s
 // RUN: %stage-nvvm %s | FileCheck %s --check-prefix=GONE
+// RUN: %stage-nvvm %s | FileCheck %s --check-prefix=POWI
 
 // The nvvm stage attaches the NVVM target (sm_90a by default, -O3, libdevice linked in)
 // to every gpu.module and lowers the kernels to the LLVM dialect: gpu.func ->
@@ -14,7 +15,11 @@
 // CHECK-SAME:      {twintrack.bytes = 8000 : i64, twintrack.flops = 1000 : i64, twintrack.source_ops = ["model.py:12:0"]}
 // CHECK:         gpu.launch_func @sum_kernel::@sum_kernel blocks in
 
-// Elementwise exp: the guard becomes a branch, math.exp a libdevice call.
+// Elementwise exp, squared: the guard becomes a branch, math.exp a
+// libdevice call, and the integer power with an i64 exponent (torch-mlir's
+// x ** 2) multiplies: libdevice's __nv_powif takes an i32 exponent, and calling it
+// with an i64 one returned garbage on the H200.
+// POWI-NOT: __nv_powi
 // CHECK:       gpu.module @exp_kernel [#nvvm.target<O = 3, chip = "sm_90a", link = ["{{.*}}libdevice{{[^"]*}}.bc"]>] {
 // CHECK-DAG:     llvm.func @__nv_expf(f32) -> f32
 // CHECK-DAG:     llvm.func @exp_kernel(%[[A:[a-z0-9_]+]]: !llvm.ptr, %[[A_ALIGNED:[a-z0-9_]+]]: !llvm.ptr, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %[[O:[a-z0-9_]+]]: !llvm.ptr, %[[O_ALIGNED:[a-z0-9_]+]]: !llvm.ptr, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64, %{{[a-z0-9_]+}}: i64) attributes {gpu.kernel, nvvm.kernel} {
@@ -32,8 +37,9 @@
 // CHECK-NEXT:      %[[SRC:[0-9]+]] = llvm.getelementptr {{.*}}%[[A_ALIGNED]][%[[LIN]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK-NEXT:      %[[X:[0-9]+]] = llvm.load %[[SRC]] : !llvm.ptr -> f32
 // CHECK-NEXT:      %[[Y:[0-9]+]] = llvm.call @__nv_expf(%[[X]]) : (f32) -> f32
+// CHECK-NEXT:      %[[Y2:[0-9]+]] = llvm.fmul %[[Y]], %[[Y]] : f32
 // CHECK-NEXT:      %[[DST:[0-9]+]] = llvm.getelementptr {{.*}}%[[O_ALIGNED]][%[[LIN]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK-NEXT:      llvm.store %[[Y]], %[[DST]] : f32, !llvm.ptr
+// CHECK-NEXT:      llvm.store %[[Y2]], %[[DST]] : f32, !llvm.ptr
 // CHECK:         ^[[EXIT]]:
 // CHECK-NEXT:      llvm.return
 
@@ -84,7 +90,9 @@ module attributes {gpu.container_module} {
       scf.if %in {
         %x = memref.load %a[%lin] : memref<1000xf32>
         %y = math.exp %x : f32
-        memref.store %y, %out[%lin] : memref<1000xf32>
+        %two = arith.constant 2 : i64
+        %squared = math.fpowi %y, %two : f32, i64
+        memref.store %squared, %out[%lin] : memref<1000xf32>
       }
       gpu.return
     }

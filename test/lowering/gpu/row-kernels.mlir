@@ -116,3 +116,134 @@ func.func @split_group(%x: memref<6x100xf32>, %out: memref<6xf32>, %other: memre
   }
   return
 }
+
+// Gathers (an embedding lookup before a layernorm): the token's row of the
+// table is loaded element by element, at the row the token id names and the
+// lane's column. Elementwise fusion left the looked-up values as a second
+// result of the sum, written to the output that the centering overwrites
+// before anything reads it: that result is not stored, and the output is
+// stored once.
+#ids = affine_map<(d0, d1, d2) -> (d0, d1)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @embedding_rows(
+// CHECK-SAME:    %[[IDS:.*]]: memref<2x16xi64>, %[[WORDS:.*]]: memref<128x32xf32>, %[[OUT:.*]]: memref<2x16x32xf32>)
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c32, %{{.*}} = %c1, %{{.*}} = %c1)
+// CHECK-NOT:       store
+// CHECK:           %[[ID:.*]] = memref.load %[[IDS]][
+// CHECK:           %[[ROW:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK:           memref.load %[[WORDS]][%[[ROW]], %{{.*}}] : memref<128x32xf32>
+// CHECK:           gpu.all_reduce add
+// CHECK-NOT:       store
+// CHECK:           memref.load %[[WORDS]]
+// CHECK:           arith.subf
+// CHECK:           vector.store %{{.*}}, %[[OUT]]
+// CHECK-NOT:       store
+// CHECK:           gpu.terminator
+// CHECK-NOT:     linalg.
+func.func @embedding_rows(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, %out: memref<2x16x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<2x16xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<2x16xf32>)
+  linalg.generic {indexing_maps = [#ids, #id3, #ids], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%ids : memref<2x16xi64>) outs(%out, %sum : memref<2x16x32xf32>, memref<2x16xf32>)
+      attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%id: i64, %o: f32, %s: f32):
+    %row = arith.index_cast %id : i64 to index
+    %column = linalg.index 2 : index
+    %v = memref.load %words[%row, %column] : memref<128x32xf32>
+    %r = arith.addf %v, %s : f32
+    linalg.yield %v, %r : f32, f32
+  }
+  linalg.generic {indexing_maps = [#ids, #ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids, %sum : memref<2x16xi64>, memref<2x16xf32>) outs(%out : memref<2x16x32xf32>)
+      attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%id: i64, %s: f32, %o: f32):
+    %row = arith.index_cast %id : i64 to index
+    %column = linalg.index 2 : index
+    %v = memref.load %words[%row, %column] : memref<128x32xf32>
+    %r = arith.subf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %sum : memref<2x16xf32>
+  return
+}
+
+// Negative: a gather from a buffer the group writes (the row sums, at a
+// partner's row: another block computes it) leaves the group to the
+// generic pipeline.
+// CHECK-LABEL: func.func @gather_from_written(
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.generic
+func.func @gather_from_written(%x: memref<6x100xf32>, %partner: memref<6xi64>, %sums: memref<6xf32>,
+                               %out: memref<6x100xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill {twintrack.dispatch = "reduction_rows_5"} ins(%zero : f32) outs(%sums : memref<6xf32>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<6x100xf32>) outs(%sums : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_5"} {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#row2, #row1, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %partner : memref<6x100xf32>, memref<6xi64>) outs(%out : memref<6x100xf32>)
+      attrs = {twintrack.dispatch = "reduction_rows_5"} {
+  ^bb0(%v: f32, %p: i64, %o: f32):
+    %row = arith.index_cast %p : i64 to index
+    %other = memref.load %sums[%row] : memref<6xf32>
+    %r = arith.subf %v, %other : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// A step reading an earlier elementwise step's output as it was written
+// takes the values from registers (LLaMA's lookup, which elementwise fusion
+// cannot fold into the RMSNorm's sum of squares: the sum's loops would lose
+// the column's extent): no store, no barrier between them. The output is
+// stored once, by the step that overwrites it.
+// CHECK-LABEL: func.func @lookup_then_norm(
+// CHECK-SAME:    %{{.*}}: memref<2x16xi64>, %[[WORDS:.*]]: memref<128x32xf32>, %[[OUT:.*]]: memref<2x16x32xf32>)
+// CHECK:         gpu.launch
+// CHECK-NOT:       store
+// CHECK-NOT:       gpu.barrier
+// CHECK:           %[[V:.*]] = memref.load %[[WORDS]]
+// CHECK:           arith.mulf %[[V]], %[[V]]
+// CHECK:           gpu.all_reduce add
+// CHECK-NOT:       gpu.barrier
+// CHECK:           vector.store %{{.*}}, %[[OUT]]
+// CHECK-NOT:       store
+// CHECK-NOT:       gpu.barrier
+// CHECK:           gpu.terminator
+func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, %out: memref<2x16x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %squares = memref.alloc() : memref<2x16xf32>
+  linalg.generic {indexing_maps = [#ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids : memref<2x16xi64>) outs(%out : memref<2x16x32xf32>) attrs = {twintrack.dispatch = "reduction_rows_6"} {
+  ^bb0(%id: i64, %o: f32):
+    %row = arith.index_cast %id : i64 to index
+    %column = linalg.index 2 : index
+    %v = memref.load %words[%row, %column] : memref<128x32xf32>
+    linalg.yield %v : f32
+  }
+  linalg.fill {twintrack.dispatch = "reduction_rows_6"} ins(%zero : f32) outs(%squares : memref<2x16xf32>)
+  linalg.generic {indexing_maps = [#id3, #ids], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%out : memref<2x16x32xf32>) outs(%squares : memref<2x16xf32>) attrs = {twintrack.dispatch = "reduction_rows_6"} {
+  ^bb0(%v: f32, %s: f32):
+    %p = arith.mulf %v, %v : f32
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [#ids, #ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%ids, %squares : memref<2x16xi64>, memref<2x16xf32>) outs(%out : memref<2x16x32xf32>)
+      attrs = {twintrack.dispatch = "reduction_rows_6"} {
+  ^bb0(%id: i64, %s: f32, %o: f32):
+    %row = arith.index_cast %id : i64 to index
+    %column = linalg.index 2 : index
+    %v = memref.load %words[%row, %column] : memref<128x32xf32>
+    %r = arith.mulf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %squares : memref<2x16xf32>
+  return
+}
