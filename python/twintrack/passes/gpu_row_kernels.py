@@ -26,9 +26,8 @@ from ..kernels.epilogue import BodyOp, Ref
 from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
-from .ir_helpers import PythonPass, defining_op, splice_generated_launch
+from .ir_helpers import PythonPass, defining_op, dispatch_label, splice_generated_launch
 
-DISPATCH_ATTR = "twintrack.dispatch"
 # integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
                      "arith.maxsi": "maxsi", "arith.minsi": "minsi"}
@@ -36,10 +35,9 @@ ROW_DISPATCH_PREFIX = "reduction_rows_"
 
 
 def _label(op: ir.Operation) -> str | None:
-    if DISPATCH_ATTR not in op.attributes:
-        return None
-    label = ir.StringAttr(op.attributes[DISPATCH_ATTR]).value
-    return label if label.startswith(ROW_DISPATCH_PREFIX) else None
+    """The row-wise dispatch `op` came from, if any."""
+    label = dispatch_label(op)
+    return label if label is not None and label.startswith(ROW_DISPATCH_PREFIX) else None
 
 
 def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
