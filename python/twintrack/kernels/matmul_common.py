@@ -280,8 +280,9 @@ class TiledMatmulWriter:
         K loop (which names it as well) folds away, and the barriers stay."""
         self.w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
 
-    def k_loop(self, step: int, accumulators: list[str], acc_type: str) -> list[str]:
-        """scf.for over K in `step`s carrying the accumulators. Each step
+    def k_loop(self, step: int, accumulators: list[str], acc_type: str | list[str]) -> list[str]:
+        """scf.for over K in `step`s carrying the accumulators (of one type,
+        or of a type each: `acc_type` a list). Each step
         stages the operand tiles (`stage_copies(k)`) in shared memory and
         computes on them (`compute(accumulators)`). Where the tiles split
         into whole rounds of threads, the next step's tiles are loaded into
@@ -296,7 +297,7 @@ class TiledMatmulWriter:
             self.barrier()
         results = w.fresh("acc")
         iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
-        types = ", ".join([acc_type] * len(accumulators))
+        types = ", ".join(acc_type if isinstance(acc_type, list) else [acc_type] * len(accumulators))
         w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {w.index(self.ops.k)}"
                f" step {w.index(step)} iter_args({iter_args}) -> ({types}) {{")
         w.indent += 2

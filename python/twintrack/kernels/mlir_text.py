@@ -57,6 +57,8 @@ class MlirWriter:
 
 
 def _literal(value, type_: str) -> str:
+    if isinstance(value, str):  # as written, e.g. a hex float (infinities)
+        return value
     if type_.startswith("vector<"):
         return f"dense<{float(value)}>"
     return str(float(value)) if type_.startswith(("f", "bf")) else str(int(value))

@@ -49,6 +49,63 @@ class MmaTileConfig:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.warps_m}x{self.warps_n} warps"
 
 
+def mma(w: MlirWriter, t: str, a: str, b: str, acc: str) -> str:
+    """acc + a @ b on one 16x8x16 tile. nvgpu.mma.sync for f16; for bf16
+    nvvm.mma.sync on the fragments' 32-bit registers, naming the operand
+    type (the pinned nvgpu lowering cannot tell bf16 pairs from other
+    32-bit operands)."""
+    if t == "f16":
+        return w.op(f"nvgpu.mma.sync ({a}, {b}, {acc}) {{mmaShape = [16, 8, 16]}}"
+                    f" : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>) -> vector<2x2xf32>")
+    a_regs = [_register(w, t, a, i, f"vector<4x2x{t}>") for i in range(4)]
+    b_regs = [_register(w, t, b, i, f"vector<2x2x{t}>") for i in range(2)]
+    c = [w.op(f"vector.extract {acc}[{i}, {j}] : f32 from vector<2x2xf32>") for i in range(2) for j in range(2)]
+    result_type = "!llvm.struct<(f32, f32, f32, f32)>"
+    d = w.op(f"nvvm.mma.sync A[{', '.join(a_regs)}] B[{', '.join(b_regs)}] C[{', '.join(c)}]"
+             f" {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>,"
+             f" multiplicandAPtxType = #nvvm.mma_type<{t}>, multiplicandBPtxType = #nvvm.mma_type<{t}>,"
+             f" shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {result_type}")
+    values = [w.op(f"llvm.extractvalue {d}[{i}] : {result_type}") for i in range(4)]
+    result = acc
+    for half in range(2):
+        pair = w.op(f"vector.from_elements {values[2 * half]}, {values[2 * half + 1]} : vector<2xf32>")
+        result = w.op(f"vector.insert {pair}, {result} [{half}] : vector<2xf32> into vector<2x2xf32>")
+    return result
+
+
+def _register(w: MlirWriter, t: str, fragment: str, index: int, fragment_type: str) -> str:
+    """The 32-bit register holding pair `index` of an ldmatrix fragment."""
+    pair = w.op(f"vector.extract {fragment}[{index}] : vector<2x{t}> from {fragment_type}")
+    word = w.op(f"vector.bitcast {pair} : vector<2x{t}> to vector<1xi32>")
+    return w.op(f"vector.extract {word}[0] : i32 from vector<1xi32>")
+
+
+def a_fragment(w: MlirWriter, buffer: str, buffer_type: str, t: str, row0: str, k0: str) -> str:
+    """The 16x16 A fragment at (row0, k0) of a row-major shared tile."""
+    lane = w.rem("%tid", WARP)
+    row = w.add(row0, w.rem(lane, 16))            # the row this lane addresses for ldmatrix
+    col = w.add(k0, w.mul(w.div(lane, 16), 8))    # lanes 16-31 address the right 8 columns
+    return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = false}}"
+                f" : {buffer_type} -> vector<4x2x{t}>")
+
+
+def b_fragment(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str, n0: str) -> str:
+    """The 16x8 B fragment at (k0, n0) of a shared tile holding B (K x N), or
+    Bᵀ (N x K) when `transposed`: already the column-major layout mma.sync
+    wants, read untransposed."""
+    lane = w.rem("%tid", WARP)
+    if transposed:
+        # Two 8x8 matrices, K 0-7 and 8-15 of this N block: lanes 0-7 address
+        # the first's rows (N), lanes 8-15 the second's (lanes 16-31 repeat them).
+        row = w.add(n0, w.rem(lane, 8))
+        col = w.add(k0, w.mul(w.rem(w.div(lane, 8), 2), 8))
+        return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 2 : i32, transpose = false}}"
+                    f" : {buffer_type} -> vector<2x2x{t}>")
+    row = w.add(k0, w.rem(lane, 16))
+    return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {n0}] {{numTiles = 2 : i32, transpose = true}}"
+                f" : {buffer_type} -> vector<2x2x{t}>")
+
+
 class MmaMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
                  writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
@@ -72,8 +129,6 @@ class MmaMatmulWriter(TiledMatmulWriter):
         self.warp_n0 = w.mul(w.rem(warp, cfg.warps_n), cfg.bn // cfg.warps_n)
         self.m0 = w.mul(self.names.block_m, cfg.bm)
         self.n0 = w.mul(self.names.block_n, cfg.bn)
-        self.lane_row = w.rem(lane, 16)               # the row this lane addresses for ldmatrix
-        self.lane_col = w.mul(w.div(lane, 16), 8)     # A: lanes 16-31 address the right 8 columns
         self.c_row, self.c_col = accumulator_position(w, lane)
         self.c_positions = [self._c_position(i, j) for i in range(self.tiles_m) for j in range(self.tiles_n)]
         results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>")
@@ -120,57 +175,16 @@ class MmaMatmulWriter(TiledMatmulWriter):
         return accumulators
 
     def _mma(self, a: str, b: str, acc: str) -> str:
-        """acc + a @ b on one 16x8x16 tile. nvgpu.mma.sync for f16; for bf16
-        nvvm.mma.sync on the fragments' 32-bit registers, naming the operand
-        type (the pinned nvgpu lowering cannot tell bf16 pairs from other
-        32-bit operands)."""
-        w, t = self.w, self.ops.in_element
-        if t == "f16":
-            return w.op(f"nvgpu.mma.sync ({a}, {b}, {acc}) {{mmaShape = [16, 8, 16]}}"
-                        f" : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>) -> vector<2x2xf32>")
-        a_regs = [self._register(a, i, f"vector<4x2x{t}>") for i in range(4)]
-        b_regs = [self._register(b, i, f"vector<2x2x{t}>") for i in range(2)]
-        c = [w.op(f"vector.extract {acc}[{i}, {j}] : f32 from vector<2x2xf32>") for i in range(2) for j in range(2)]
-        result_type = "!llvm.struct<(f32, f32, f32, f32)>"
-        d = w.op(f"nvvm.mma.sync A[{', '.join(a_regs)}] B[{', '.join(b_regs)}] C[{', '.join(c)}]"
-                 f" {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>,"
-                 f" multiplicandAPtxType = #nvvm.mma_type<{t}>, multiplicandBPtxType = #nvvm.mma_type<{t}>,"
-                 f" shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {result_type}")
-        values = [w.op(f"llvm.extractvalue {d}[{i}] : {result_type}") for i in range(4)]
-        result = acc
-        for half in range(2):
-            pair = w.op(f"vector.from_elements {values[2 * half]}, {values[2 * half + 1]} : vector<2xf32>")
-            result = w.op(f"vector.insert {pair}, {result} [{half}] : vector<2xf32> into vector<2x2xf32>")
-        return result
-
-    def _register(self, fragment: str, index: int, fragment_type: str) -> str:
-        """The 32-bit register holding pair `index` of an ldmatrix fragment."""
-        w, t = self.w, self.ops.in_element
-        pair = w.op(f"vector.extract {fragment}[{index}] : vector<2x{t}> from {fragment_type}")
-        word = w.op(f"vector.bitcast {pair} : vector<2x{t}> to vector<1xi32>")
-        return w.op(f"vector.extract {word}[0] : i32 from vector<1xi32>")
+        return mma(self.w, self.ops.in_element, a, b, acc)
 
     def _a_fragment(self, i: int, kk: int) -> str:
         w = self.w
-        row = w.add(self.warp_m0, w.add(w.index(i * MMA_M), self.lane_row))
-        col = w.add(w.index(kk), self.lane_col)
-        return w.op(f"nvgpu.ldmatrix %As[{row}, {col}] {{numTiles = 4 : i32, transpose = false}}"
-                    f" : {self.a_smem} -> vector<4x2x{self.ops.in_element}>")
+        return a_fragment(w, "%As", self.a_smem, self.ops.in_element, w.add(self.warp_m0, w.index(i * MMA_M)), w.index(kk))
 
     def _b_fragment(self, j: int, kk: int) -> str:
         w = self.w
-        if self.ops.b_transposed:
-            # Two 8x8 matrices, K 0-7 and 8-15 of this N block: lanes 0-7 address
-            # the first's rows (N), lanes 8-15 the second's (lanes 16-31 repeat them).
-            lane = w.rem("%tid", WARP)
-            row = w.add(self.warp_n0, w.add(w.index(j * MMA_N), w.rem(lane, 8)))
-            col = w.add(w.index(kk), w.mul(w.rem(w.div(lane, 8), 2), 8))
-            return w.op(f"nvgpu.ldmatrix %Bs[{row}, {col}] {{numTiles = 2 : i32, transpose = false}}"
-                        f" : {self.b_smem} -> vector<2x2x{self.ops.in_element}>")
-        row = w.add(w.index(kk), self.lane_row)
-        col = w.add(self.warp_n0, w.index(j * MMA_N))
-        return w.op(f"nvgpu.ldmatrix %Bs[{row}, {col}] {{numTiles = 2 : i32, transpose = true}}"
-                    f" : {self.b_smem} -> vector<2x2x{self.ops.in_element}>")
+        return b_fragment(w, "%Bs", self.b_smem, self.ops.in_element, self.ops.b_transposed, w.index(kk),
+                          w.add(self.warp_n0, w.index(j * MMA_N)))
 
     def _store(self, accumulators: list[str]) -> None:
         w = self.w

@@ -41,6 +41,28 @@ class TileConfig:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
 
 
+def outer_product_update(w: MlirWriter, a: str, b: str, width: int, accumulators: list[str]) -> list[str]:
+    """accumulators[i] + a[i] * b: one vector FMA per element of the f32
+    vector `a` (as long as the accumulators), each with the f32 vector `b`
+    (`width` long, as each accumulator)."""
+    updated = []
+    for i, acc in enumerate(accumulators):
+        scalar = w.op(f"vector.extract {a}[{i}] : f32 from {vector_type(len(accumulators), 'f32')}")
+        splat = w.op(f"vector.broadcast {scalar} : f32 to {vector_type(width, 'f32')}")
+        updated.append(w.op(f"vector.fma {splat}, {b}, {acc} : {vector_type(width, 'f32')}"))
+    return updated
+
+
+def transposing_store(w: MlirWriter, buffer: str, buffer_type: str, width: int, element: str):
+    """A tile store that puts the `width` elements of a row vector (row, col..)
+    at [col + i, row] of `buffer`: K becomes the buffer's outer dim."""
+    def store(value: str, row: str, col: str) -> None:
+        for i in range(width):
+            item = w.op(f"vector.extract {value}[{i}] : {element} from {vector_type(width, element)}")
+            w.emit(f"memref.store {item}, {buffer}[{w.add(col, w.index(i))}, {row}] : {buffer_type}")
+    return store
+
+
 class SimtMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: TileConfig, accumulate: bool, epilogue: Epilogue | None,
                  writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
@@ -97,15 +119,7 @@ class SimtMatmulWriter(TiledMatmulWriter):
         return accumulators
 
     def _transposing_store(self, buffer: str, buffer_type: str, width: int):
-        """A tile store that puts the `width` elements of a row vector (row, col..)
-        at [col + i, row] of `buffer`: K becomes the buffer's outer dim."""
-        w, t = self.w, self.ops.in_element
-
-        def store(value: str, row: str, col: str) -> None:
-            for i in range(width):
-                element = w.op(f"vector.extract {value}[{i}] : {t} from {vector_type(width, t)}")
-                w.emit(f"memref.store {element}, {buffer}[{w.add(col, w.index(i))}, {row}] : {buffer_type}")
-        return store
+        return transposing_store(self.w, buffer, buffer_type, width, self.ops.in_element)
 
     def _rank_one_update(self, kk: int, accumulators: list[str]) -> list[str]:
         w, cfg, t = self.w, self.cfg, self.ops.in_element
@@ -114,13 +128,7 @@ class SimtMatmulWriter(TiledMatmulWriter):
                  f" : {self.a_smem}, {vector_type(cfg.tm, t)}")
         b = w.op(f"vector.load %Bs[{k}, {self.b_col}] {{alignment = {min(16, cfg.tn * element_bytes(t))}}}"
                  f" : {self.b_smem}, {vector_type(cfg.tn, t)}")
-        a, b = self.to_f32(a, cfg.tm, t), self.to_f32(b, cfg.tn, t)
-        updated = []
-        for i, acc in enumerate(accumulators):
-            scalar = w.op(f"vector.extract {a}[{i}] : f32 from {vector_type(cfg.tm, 'f32')}")
-            splat = w.op(f"vector.broadcast {scalar} : f32 to {vector_type(cfg.tn, 'f32')}")
-            updated.append(w.op(f"vector.fma {splat}, {b}, {acc} : {vector_type(cfg.tn, 'f32')}"))
-        return updated
+        return outer_product_update(w, self.to_f32(a, cfg.tm, t), self.to_f32(b, cfg.tn, t), cfg.tn, accumulators)
 
     def _store(self, accumulators: list[str]) -> None:
         w, cfg, out = self.w, self.cfg, self.ops.out_element

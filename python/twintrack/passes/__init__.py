@@ -16,6 +16,7 @@ from .annotate_kernels import AnnotateKernels
 from .drop_asserts import DropRuntimeAsserts
 from .fold_widening import FoldMatmulWidening
 from .forward_init_fills import ForwardInitFills
+from .gpu_attention_kernels import GpuAttentionKernels
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .gpu_matmul_kernels import GpuMatmulKernels
@@ -25,7 +26,7 @@ from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
 
 
 def pass_name(spec: str) -> str:

@@ -1,0 +1,291 @@
+"""gpu-attention-kernels: attention's three kernels become one flash-attention
+kernel (twintrack.kernels.flash_attention), the scores never in memory.
+
+The chain it takes, in one block of the bufferized IR:
+- a zero fill and linalg.batch_matmul Q·Kᵀ (B transposed or not), with the
+  elementwise epilogue gpu-matmul-kernels would fold into it (scale, a mask
+  through linalg.index, a narrowing to f16): the scores;
+- the row-wise softmax over the keys (one `reduction_rows_N` dispatch,
+  twintrack-dissolve-dispatches' label on each op): the max, the sum of
+  exp(s - max) and their division, read through reshapes of the scores,
+  maybe widened to f32 and narrowed back (fp16);
+- a zero fill and linalg.batch_matmul P·V with the store gpu-matmul-kernels
+  would give it (an epilogue through an expand_shape and a permutation: the
+  heads back in place, a narrowing).
+The matmul ends are gpu-matmul-kernels' own matching (`_MatmulSite`). The
+scores, P and the softmax's per-row buffers must be temporaries nothing else
+reads, and nothing but the chain (allocations and views aside) may sit
+between the two matmuls; anything else stays as it was, three kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ..kernels.flash_attention import AttentionOperands, FlashTileConfig, choose_flash_tile, flash_attention_module
+from .generic_body import describe_body, indexing_maps, map_dims
+from .gpu_matmul_kernels import _VIEWS, _MatmulSite, _erase, _root, _users
+from .gpu_row_kernels import ROW_DISPATCH_PREFIX, row_groups
+from .ir_helpers import PythonPass, defining_op, dispatch_label, nested_ops, splice_generated_launch
+
+MAX_OPS = ("arith.maximumf", "arith.maxnumf")
+_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+
+
+@dataclass
+class _Softmax:
+    ops: list[ir.Operation]       # its fills and generics, in order
+    probabilities: ir.Value       # where the division writes P
+    row_buffers: list[ir.Value]   # the max and the sum
+    max_op: str
+
+
+@dataclass
+class _Chain:
+    scores: _MatmulSite
+    softmax: _Softmax
+    values: _MatmulSite
+    attention: AttentionOperands
+    config: FlashTileConfig | None
+
+    def ops(self) -> list[ir.Operation]:
+        """The ops the kernel replaces."""
+        return [site_op for site in (self.scores, self.values) for site_op in (site.op, *site.absorbed())] \
+            + self.softmax.ops
+
+
+@dataclass(frozen=True)
+class GpuAttentionKernels(PythonPass):
+    name = "gpu-attention-kernels"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
+                  if (chain := _find_chain(op)) is not None]
+        for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
+            _replace(module, chain, f"forward_attention_{number}")
+
+
+# ------------------------------------------------------------ matching
+def _find_chain(op: ir.Operation) -> _Chain | None:
+    scores = _MatmulSite.of(op)
+    scores_operands = scores.operands()
+    if scores.fill is None or scores_operands is None:
+        return None
+    softmax = _softmax_after(scores, scores_operands.n)
+    if softmax is None:
+        return None
+    values_op = _next_matmul(softmax.ops[-1])
+    if values_op is None:
+        return None
+    values = _MatmulSite.of(values_op)
+    values_operands = values.operands()
+    if values.fill is None or values_operands is None or _root(values_op.operands[0]) != _root(softmax.probabilities):
+        return None
+    if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
+        return None
+    attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue, softmax.max_op)
+    config = choose_flash_tile(attention)
+    chain = _Chain(scores, softmax, values, attention, config)
+    return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
+
+
+def _consistent(scores, values) -> bool:
+    """Q·Kᵀ (batch, Sq, Sk) and P·V (batch, Sq, D) of one attention, one element type."""
+    return (scores.batch is not None and scores.batch == values.batch and scores.m == values.m
+            and scores.n == values.k and scores.k == values.n and scores.in_element == values.in_element)
+
+
+def _following(op: ir.Operation) -> list[ir.Operation]:
+    """The ops after `op` in its block, allocations and views passed over."""
+    ops = [o.operation for o in op.block.operations]
+    return [o for o in ops[ops.index(op) + 1:] if o.name != "memref.alloc" and o.name not in _VIEWS]
+
+
+def _next_matmul(op: ir.Operation) -> ir.Operation | None:
+    """The batch_matmul right after `op` (its zero fill between)."""
+    after = _following(op)[:2]
+    return after[1] if len(after) == 2 and after[1].name == "linalg.batch_matmul" else None
+
+
+def _reshaped(value: ir.Value) -> bool:
+    """Is `value` its buffer (contiguous, row-major) or a reshape of it, so
+    that its elements in row-major order are the buffer's?"""
+    while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
+        value = owner.operands[0]
+    owner = defining_op(value)
+    return owner is not None and owner.name == "memref.alloc" and _row_major(ir.MemRefType(value.type))
+
+
+def _row_major(memref_type: ir.MemRefType) -> bool:
+    strides, offset = memref_type.get_strides_and_offset()
+    shape = memref_type.shape
+    return offset == 0 and all(strides[d] == math.prod(shape[d + 1:]) for d in range(len(shape)))
+
+
+def _softmax_after(scores: _MatmulSite, keys: int) -> _Softmax | None:
+    """The row-wise softmax over the keys of the scores, right after their matmul."""
+    last = scores.found.consumer if scores.found else scores.op
+    after = _following(last)
+    label = dispatch_label(after[0]) if after else None
+    if label is None or not label.startswith(ROW_DISPATCH_PREFIX):
+        return None
+    group = next((g for g in row_groups(after[0].block) if after[0] in g), None)
+    ops = [o for o in group or [] if o.name != "memref.alloc"]
+    if [o.name for o in ops] != ["linalg.fill", "linalg.generic"] * 2 + ["linalg.generic"]:
+        return None
+    return _match_softmax(ops, scores.output, keys)
+
+
+def _match_softmax(ops: list[ir.Operation], scores: ir.Value, keys: int) -> _Softmax | None:
+    """fill(-inf), max; fill(0), sum of exp(s - max); exp(s - max) / sum,
+    each reading s as the scores (maybe widened), the division maybe narrowed."""
+    max_fill, max_op, sum_fill, sum_op, divide = ops
+    maximum, total = max_op.opview.outputs[0], sum_op.opview.outputs[0]
+    if not (_fills(max_fill, maximum, float("-inf")) and _fills(sum_fill, total, 0.0)):
+        return None
+    names = {maximum: "max", total: "sum"}
+    trees = [_tree(op, scores, names, keys) for op in (max_op, sum_op, divide)]
+    if None in trees or not _row_reduction(max_op) or not _row_reduction(sum_op):
+        return None
+    pre = _widening(trees[0])
+    if pre is None or trees[0][0] not in MAX_OPS:
+        return None
+    exponential = ("math.exp", ("arith.subf", pre, "max"))
+    quotient = ("arith.divf", exponential, "sum")
+    if trees[1] not in (("arith.addf", exponential, "out"), ("arith.addf", "out", exponential)) \
+            or trees[2] not in (quotient, ("arith.truncf", quotient)):
+        return None
+    probabilities = divide.opview.outputs[0]
+    if map_dims(indexing_maps(divide)[-1]) != tuple(range(len(ir.MemRefType(probabilities.type).shape))) \
+            or not _reshaped(probabilities):
+        return None
+    return _Softmax(ops, probabilities, [maximum, total], trees[0][0])
+
+
+def _widening(max_tree: tuple) -> object | None:
+    """The scores as the max reads them: s, or s widened (fp16)."""
+    operands = [t for t in max_tree[1:] if t != "out"]
+    if len(max_tree) != 3 or len(operands) != 1 or operands[0] not in ("s", ("arith.extf", "s")):
+        return None
+    return operands[0]
+
+
+def _fills(fill: ir.Operation, buffer: ir.Value, value: float) -> bool:
+    constant = defining_op(fill.operands[0])
+    return (fill.operands[1] == buffer and constant is not None and constant.name == "arith.constant"
+            and isinstance(constant.attributes["value"], ir.FloatAttr)
+            and ir.FloatAttr(constant.attributes["value"]).value == value)
+
+
+def _row_reduction(op: ir.Operation) -> bool:
+    """Reduces the last loop dim only, into a buffer indexed by the others."""
+    iterators = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
+    rows = len(iterators) - 1
+    return all("parallel" in it for it in iterators[:-1]) and "reduction" in iterators[-1] \
+        and map_dims(indexing_maps(op)[-1]) == tuple(range(rows))
+
+
+def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple | str | None:
+    """The generic's yielded value as a nested tuple (op name, operands...),
+    its inputs named: "s" (the scores, each element), "max" and "sum" (per
+    row), "out" (the output's old value); None if an input is anything else."""
+    body = describe_body(op)
+    if body is None:
+        return None
+    ops, result = body
+    maps, inputs = indexing_maps(op), list(op.opview.inputs)
+    rows = maps[0].n_dims - 1
+    leaves = {("arg", len(inputs)): "out"}
+    for k, (value, affine_map) in enumerate(zip(inputs, maps)):
+        dims = map_dims(affine_map)
+        if _root(value) == _root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores, keys):
+            leaves[("arg", k)] = "s"
+        elif value in names and dims == tuple(range(rows)):
+            leaves[("arg", k)] = names[value]
+        else:
+            return None
+
+    def build(ref):
+        if ref in leaves:
+            return leaves[ref]
+        if ref[0] == "op":
+            return (ops[ref[1]].name, *(build(r) for r in ops[ref[1]].operands))
+        return ref  # an index or a constant: never part of a softmax the kernel takes
+    return build(result)
+
+
+def _reads_scores(value: ir.Value, scores: ir.Value, keys: int) -> bool:
+    """A row-major reshape of the scores with the keys innermost."""
+    shape, whole = ir.MemRefType(value.type).shape, ir.MemRefType(scores.type).shape
+    return _reshaped(value) and shape[-1] == keys and math.prod(shape) == math.prod(whole)
+
+
+def _only_chain_between(chain: _Chain) -> bool:
+    """Between Q·Kᵀ and P·V (where the kernel goes), does every op that
+    touches data go with the kernel?"""
+    ops = [o.operation for o in chain.scores.op.block.operations]
+    absorbed = chain.ops()
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in _VIEWS
+               for o in ops[ops.index(chain.scores.op):ops.index(chain.values.op)])
+
+
+def _temporaries(chain: _Chain) -> list[ir.Value]:
+    """The buffers that go with the kernel: the scores, P, the max and the sum."""
+    found = []
+    for value in [chain.scores.output, chain.softmax.probabilities, *chain.softmax.row_buffers]:
+        if _root(value) not in found:
+            found.append(_root(value))
+    return found
+
+
+def _temporaries_private(chain: _Chain) -> bool:
+    """Does nothing outside the chain read or write a temporary (through any view)?"""
+    absorbed = chain.ops()
+    for buffer in _temporaries(chain):
+        owner = defining_op(buffer)
+        if owner is None or owner.name != "memref.alloc":
+            return False
+        if any(user not in absorbed and user.name not in ("memref.dealloc", *_VIEWS) for user in _view_users(buffer)):
+            return False
+    return True
+
+
+def _view_users(buffer: ir.Value) -> list[ir.Operation]:
+    """The users of `buffer` and, through views, of its views (views included)."""
+    users = []
+    for user in _users(buffer):
+        users.append(user)
+        if user.name in _VIEWS:
+            users += _view_users(user.results[0])
+    return users
+
+
+# ------------------------------------------------------------ rewriting
+def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
+    values = chain.values
+    text, _ = flash_attention_module(f"launch_{kernel}", kernel, chain.attention, chain.config, str(values.op.location))
+    q, k = chain.scores.op.operands[0], chain.scores.op.operands[1]
+    arguments = [q, k, values.op.operands[1], values.output]
+    for site in (values, chain.scores):
+        arguments += [site.found.consumer.operands[j] for j, _ in site.epilogue.tensor_inputs()] if site.found else []
+    splice_generated_launch(module, text, values.op, arguments)
+    temporaries = _temporaries(chain)
+    _erase(values)
+    for op in reversed(chain.softmax.ops):
+        op.erase()
+    _erase(chain.scores)
+    for buffer in temporaries:
+        _erase_buffer(buffer)
+
+
+def _erase_buffer(buffer: ir.Value) -> None:
+    """Erase an allocation no kernel reads any more, with its views and deallocations."""
+    for user in _users(buffer):
+        if user.name in _VIEWS:
+            _erase_buffer(user.results[0])
+        else:
+            user.erase()
+    defining_op(buffer).erase()
