@@ -177,10 +177,12 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
 
 
 def _previous(op: ir.Operation) -> ir.Operation | None:
-    """The op before `op`, passing over allocations (they touch no data)."""
+    """The op before `op`, passing over allocations and views (they touch
+    no data; an earlier look at this matmul may have moved its epilogue's
+    before it)."""
     block_ops = [o.operation for o in op.block.operations]
     index = block_ops.index(op) - 1
-    while index >= 0 and block_ops[index].name == "memref.alloc":
+    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in _VIEWS):
         index -= 1
     return block_ops[index] if index >= 0 else None
 

@@ -510,3 +510,29 @@ func.func @horizontal_interrupted(%x: memref<256x64xf32>, %wq: memref<64x512xf32
   linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
   return
 }
+
+// A view between the zero fill and the matmul (an earlier pass moved an
+// epilogue's operand view up) touches no data: the fill still folds into
+// the kernel's first write.
+// CHECK-LABEL: func.func @view_between_fill_and_matmul(
+// CHECK-NOT:     linalg.fill
+// CHECK:         gpu.launch
+// CHECK-NOT:     linalg.
+// CHECK:         return
+func.func @view_between_fill_and_matmul(%a: memref<256x64xf32>, %b: memref<64x512xf32>, %bias: memref<512xf32>,
+                                        %y: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<256x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<256x512xf32>)
+  %bias2 = memref.expand_shape %bias [[0, 1]] output_shape [1, 512] : memref<512xf32> into memref<1x512xf32>
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x512xf32>) outs(%acc : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#hz_id, #hz_col, #hz_id], iterator_types = ["parallel", "parallel"]}
+      ins(%acc, %bias : memref<256x512xf32>, memref<512xf32>) outs(%y : memref<256x512xf32>) {
+  ^bb0(%v: f32, %c: f32, %o: f32):
+    %r = arith.addf %v, %c : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %acc : memref<256x512xf32>
+  return
+}
+
