@@ -50,6 +50,9 @@ def test_fastest_tile_wins_per_key():
     assert results["k1"]["candidates"][0] == {"tile": {"generator": "simt_matmul", "bm": 32}, "ms": 0.20,
                                               "heuristic": False}
     assert len(results["k1"]["candidates"]) == 2 and results["k2"]["candidates"][0]["ms"] == 0.05
+    # The heuristic's tile stays marked when another variant timed it faster.
+    again = best_tiles(measured + [{"key": "k1", "tile": {"generator": "simt_matmul", "bm": 64}, "ms": 0.10}])
+    assert again["k1"]["candidates"][0] == {"tile": {"generator": "simt_matmul", "bm": 64}, "ms": 0.10, "heuristic": True}
 
 
 def test_autotune_needs_the_gpu_pipeline(run_tool, tmp_path):

@@ -55,8 +55,10 @@ def best_tiles(measurements: list[dict]) -> dict[str, dict]:
     for m in measurements:
         tiles = per_key.setdefault(m["key"], {})
         label = json.dumps(m["tile"], sort_keys=True)
+        heuristic = m.get("heuristic", False) or (label in tiles and tiles[label]["heuristic"])
         if label not in tiles or m["ms"] < tiles[label]["ms"]:
-            tiles[label] = {"tile": m["tile"], "ms": m["ms"], "heuristic": m.get("heuristic", False)}
+            tiles[label] = {"tile": m["tile"], "ms": m["ms"]}
+        tiles[label]["heuristic"] = heuristic  # whichever variant timed it best, the heuristic chose it
     return {key: {"candidates": sorted(tiles.values(), key=lambda c: c["ms"])} for key, tiles in per_key.items()}
 
 
