@@ -131,7 +131,7 @@ class SimtMatmulWriter(TiledMatmulWriter):
         return outer_product_update(w, self.to_f32(a, cfg.tm, t), self.to_f32(b, cfg.tn, t), cfg.tn, accumulators)
 
     def _store(self, accumulators: list[str]) -> None:
-        w, cfg, out = self.w, self.cfg, self.ops.out_element
+        w, cfg = self.w, self.cfg
         for i, acc in enumerate(accumulators):
             row = w.add(self.row0, w.index(i))
             self.store_results(acc, cfg.tn, row, self.col0)

@@ -12,7 +12,7 @@ The chain it takes, in one block of the bufferized IR:
 - a zero fill and linalg.batch_matmul P·V with the store gpu-matmul-kernels
   would give it (an epilogue through an expand_shape and a permutation: the
   heads back in place, a narrowing).
-The matmul ends are gpu-matmul-kernels' own matching (`_MatmulSite`). The
+The matmul ends are gpu-matmul-kernels' own matching (`MatmulSite`). The
 scores, P and the softmax's per-row buffers must be temporaries nothing else
 reads, and nothing but the chain (allocations and views aside) may sit
 between the two matmuls; anything else stays as it was, three kernels.
@@ -27,9 +27,18 @@ from mlir import ir
 
 from ..kernels.flash_attention import AttentionOperands, FlashTileConfig, choose_flash_tile, flash_attention_module
 from .generic_body import describe_body, indexing_maps, map_dims
-from .gpu_matmul_kernels import _VIEWS, _MatmulSite, _erase, _root, _users
+from .gpu_matmul_kernels import MatmulSite, erase_site
 from .gpu_row_kernels import ROW_DISPATCH_PREFIX, row_groups
-from .ir_helpers import PythonPass, defining_op, dispatch_label, nested_ops, splice_generated_launch
+from .ir_helpers import (
+    VIEW_OPS,
+    PythonPass,
+    buffer_root,
+    defining_op,
+    dispatch_label,
+    nested_ops,
+    splice_generated_launch,
+    users_of,
+)
 
 MAX_OPS = ("arith.maximumf", "arith.maxnumf")
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
@@ -45,9 +54,9 @@ class _Softmax:
 
 @dataclass
 class _Chain:
-    scores: _MatmulSite
+    scores: MatmulSite
     softmax: _Softmax
-    values: _MatmulSite
+    values: MatmulSite
     attention: AttentionOperands
     config: FlashTileConfig | None
 
@@ -70,7 +79,7 @@ class GpuAttentionKernels(PythonPass):
 
 # ------------------------------------------------------------ matching
 def _find_chain(op: ir.Operation) -> _Chain | None:
-    scores = _MatmulSite.of(op)
+    scores = MatmulSite.of(op)
     scores_operands = scores.operands()
     if scores.fill is None or scores_operands is None:
         return None
@@ -80,9 +89,9 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
     values_op = _next_matmul(softmax.ops[-1])
     if values_op is None:
         return None
-    values = _MatmulSite.of(values_op)
+    values = MatmulSite.of(values_op)
     values_operands = values.operands()
-    if values.fill is None or values_operands is None or _root(values_op.operands[0]) != _root(softmax.probabilities):
+    if values.fill is None or values_operands is None or buffer_root(values_op.operands[0]) != buffer_root(softmax.probabilities):
         return None
     if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
         return None
@@ -101,7 +110,7 @@ def _consistent(scores, values) -> bool:
 def _following(op: ir.Operation) -> list[ir.Operation]:
     """The ops after `op` in its block, allocations and views passed over."""
     ops = [o.operation for o in op.block.operations]
-    return [o for o in ops[ops.index(op) + 1:] if o.name != "memref.alloc" and o.name not in _VIEWS]
+    return [o for o in ops[ops.index(op) + 1:] if o.name != "memref.alloc" and o.name not in VIEW_OPS]
 
 
 def _next_matmul(op: ir.Operation) -> ir.Operation | None:
@@ -125,7 +134,7 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
     return offset == 0 and all(strides[d] == math.prod(shape[d + 1:]) for d in range(len(shape)))
 
 
-def _softmax_after(scores: _MatmulSite, keys: int) -> _Softmax | None:
+def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:
     """The row-wise softmax over the keys of the scores, right after their matmul."""
     last = scores.found.consumer if scores.found else scores.op
     after = _following(last)
@@ -201,7 +210,7 @@ def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple |
     leaves = {("arg", len(inputs)): "out"}
     for k, (value, affine_map) in enumerate(zip(inputs, maps)):
         dims = map_dims(affine_map)
-        if _root(value) == _root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores, keys):
+        if buffer_root(value) == buffer_root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores, keys):
             leaves[("arg", k)] = "s"
         elif value in names and dims == tuple(range(rows)):
             leaves[("arg", k)] = names[value]
@@ -228,7 +237,7 @@ def _only_chain_between(chain: _Chain) -> bool:
     touches data go with the kernel?"""
     ops = [o.operation for o in chain.scores.op.block.operations]
     absorbed = chain.ops()
-    return all(o in absorbed or o.name == "memref.alloc" or o.name in _VIEWS
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in VIEW_OPS
                for o in ops[ops.index(chain.scores.op):ops.index(chain.values.op)])
 
 
@@ -236,8 +245,8 @@ def _temporaries(chain: _Chain) -> list[ir.Value]:
     """The buffers that go with the kernel: the scores, P, the max and the sum."""
     found = []
     for value in [chain.scores.output, chain.softmax.probabilities, *chain.softmax.row_buffers]:
-        if _root(value) not in found:
-            found.append(_root(value))
+        if buffer_root(value) not in found:
+            found.append(buffer_root(value))
     return found
 
 
@@ -248,7 +257,7 @@ def _temporaries_private(chain: _Chain) -> bool:
         owner = defining_op(buffer)
         if owner is None or owner.name != "memref.alloc":
             return False
-        if any(user not in absorbed and user.name not in ("memref.dealloc", *_VIEWS) for user in _view_users(buffer)):
+        if any(user not in absorbed and user.name not in ("memref.dealloc", *VIEW_OPS) for user in _view_users(buffer)):
             return False
     return True
 
@@ -256,9 +265,9 @@ def _temporaries_private(chain: _Chain) -> bool:
 def _view_users(buffer: ir.Value) -> list[ir.Operation]:
     """The users of `buffer` and, through views, of its views (views included)."""
     users = []
-    for user in _users(buffer):
+    for user in users_of(buffer):
         users.append(user)
-        if user.name in _VIEWS:
+        if user.name in VIEW_OPS:
             users += _view_users(user.results[0])
     return users
 
@@ -273,18 +282,18 @@ def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
         arguments += [site.found.consumer.operands[j] for j, _ in site.epilogue.tensor_inputs()] if site.found else []
     splice_generated_launch(module, text, values.op, arguments)
     temporaries = _temporaries(chain)
-    _erase(values)
+    erase_site(values)
     for op in reversed(chain.softmax.ops):
         op.erase()
-    _erase(chain.scores)
+    erase_site(chain.scores)
     for buffer in temporaries:
         _erase_buffer(buffer)
 
 
 def _erase_buffer(buffer: ir.Value) -> None:
     """Erase an allocation no kernel reads any more, with its views and deallocations."""
-    for user in _users(buffer):
-        if user.name in _VIEWS:
+    for user in users_of(buffer):
+        if user.name in VIEW_OPS:
             _erase_buffer(user.results[0])
         else:
             user.erase()

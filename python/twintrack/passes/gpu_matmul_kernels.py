@@ -44,7 +44,16 @@ from ..kernels.simt_matmul import SimtMatmulWriter, TileConfig
 from ..kernels.wgmma_matmul import WGMMA_ARCHS, WgmmaMatmulWriter, WgmmaTileConfig
 from ..recipes import DEFAULT_ARCH
 from .generic_body import describe_body, indexing_maps, map_dims
-from .ir_helpers import PythonPass, defining_op, dispatch_label, nested_ops, splice_generated_launch
+from .ir_helpers import (
+    VIEW_OPS,
+    PythonPass,
+    buffer_root,
+    defining_op,
+    dispatch_label,
+    nested_ops,
+    splice_generated_launch,
+    users_of,
+)
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
@@ -182,7 +191,7 @@ def _previous(op: ir.Operation) -> ir.Operation | None:
     before it)."""
     block_ops = [o.operation for o in op.block.operations]
     index = block_ops.index(op) - 1
-    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in _VIEWS):
+    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in VIEW_OPS):
         index -= 1
     return block_ops[index] if index >= 0 else None
 
@@ -292,21 +301,21 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     moved, skipped = between
     epilogue, read_dims, store_dims = described
     found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved)
-    in_place = _root(found.output) == result  # reuse-buffers made it overwrite the temporary
+    in_place = buffer_root(found.output) == result  # reuse-buffers made it overwrite the temporary
     owner = defining_op(result)
-    users = _users(result) + (_users(read) if view is not None else [])
+    users = users_of(result) + (users_of(read) if view is not None else [])
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
             u.name not in ("linalg.fill", "memref.dealloc") and u not in (op, after, view) for u in users)):
         return None
     # The kernel stores results while other blocks still read A and B: the
     # output must not be (a view of) either. (Separate kernels were ordered.)
-    output = _root(found.output)
-    if output in (_root(op.operands[0]), _root(op.operands[1])):
+    output = buffer_root(found.output)
+    if output in (buffer_root(op.operands[0]), buffer_root(op.operands[1])):
         return None
     for value, inp in zip(after.operands, epilogue.inputs):
-        if inp.memref_type is not None and _root(value) == output and inp.dims != store_dims:
+        if inp.memref_type is not None and buffer_root(value) == output and inp.dims != store_dims:
             return None  # read at other elements than the one being written
-    if output in {_root(table) for table in found.captured}:
+    if output in {buffer_root(table) for table in found.captured}:
         return None  # gathered at any element, maybe one another block has stored
     return found if not _conflicts(after, skipped) else None
 
@@ -314,25 +323,15 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
 def _first_reader(op: ir.Operation, result: ir.Value) -> tuple[ir.Operation, ir.Operation | None] | None:
     """The first linalg op after the matmul to read its result, directly or
     through an expand_shape (that view, or None)."""
-    candidates = [(user, None) for user in _users(result)]
-    candidates += [(user, view) for view in _users(result) if view.name == "memref.expand_shape"
-                   for user in _users(view.results[0])]
+    candidates = [(user, None) for user in users_of(result)]
+    candidates += [(user, view) for view in users_of(result) if view.name == "memref.expand_shape"
+                   for user in users_of(view.results[0])]
     block_ops = [o.operation for o in op.block.operations]
     after = block_ops.index(op)
     readers = [(block_ops.index(user), user, view) for user, view in candidates
                if user.name.startswith("linalg.") and user.name != "linalg.fill" and user.block == op.block
                and block_ops.index(user) > after]
     return min(readers, key=lambda r: r[0])[1:] if readers else None
-
-
-def _users(value: ir.Value) -> list[ir.Operation]:
-    """The ops using `value`, each once."""
-    users = []
-    for use in value.uses:
-        owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-        if owner not in users:
-            users.append(owner)
-    return users
 
 
 def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] | None:
@@ -343,7 +342,7 @@ def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] 
     block_ops = [o.operation for o in op.block.operations]
     label, moved, skipped = dispatch_label(op), [], []
     for between in block_ops[block_ops.index(op) + 1:block_ops.index(consumer)]:
-        if between.name == "memref.alloc" or between.name in _VIEWS:
+        if between.name == "memref.alloc" or between.name in VIEW_OPS:
             moved.append(between)
         elif label is not None and label.startswith(HORIZONTAL_PREFIX) and dispatch_label(between) == label:
             skipped.append(between)
@@ -355,36 +354,25 @@ def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] 
 def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
     """Would running `consumer` before `others` change what either sees
     (one writes a buffer the other touches)?"""
-    touched = {_root(v) for v in consumer.operands if isinstance(v.type, ir.MemRefType)}
-    written = _root(consumer.operands[-1])
+    touched = {buffer_root(v) for v in consumer.operands if isinstance(v.type, ir.MemRefType)}
+    written = buffer_root(consumer.operands[-1])
     for other in others:
-        other_written = {_root(v) for v in other.opview.outputs}
-        other_read = {_root(v) for v in other.operands if isinstance(v.type, ir.MemRefType)}
+        other_written = {buffer_root(v) for v in other.opview.outputs}
+        other_read = {buffer_root(v) for v in other.operands if isinstance(v.type, ir.MemRefType)}
         if other_written & touched or written in other_read:
             return True
     return False
 
 
-_VIEWS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
-          "memref.reinterpret_cast")
-
-
-def _root(value: ir.Value) -> ir.Value:
-    """The buffer a memref value is a view of (an allocation or an argument)."""
-    while (owner := defining_op(value)) is not None and owner.name in _VIEWS:
-        value = owner.operands[0]
-    return value
-
-
 @dataclass
-class _MatmulSite:
+class MatmulSite:
     """A matmul and the ops around it that its kernel absorbs."""
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
     found: _FoundEpilogue | None = None    # the op applied as the kernel's epilogue
 
     @classmethod
-    def of(cls, op: ir.Operation) -> _MatmulSite:
+    def of(cls, op: ir.Operation) -> MatmulSite:
         fill = _zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
         if found is not None:
@@ -421,7 +409,7 @@ class _MatmulSite:
         """Ops that go away with the matmul (the temporary too, with an epilogue)."""
         ops = [o for o in (self.fill, self.found.consumer if self.found else None) if o is not None]
         temporary = self.op.operands[2]
-        if self.found is not None and _root(self.output) != temporary:
+        if self.found is not None and buffer_root(self.output) != temporary:
             if self.found.view is not None:
                 ops.append(self.found.view)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
@@ -438,7 +426,7 @@ class GpuMatmulKernels(PythonPass):
         table = load_tile_table()
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
-            sites = [_MatmulSite.of(op) for op in group]
+            sites = [MatmulSite.of(op) for op in group]
             operands = [site.operands() for site in sites]
             if len(sites) > 1 and None not in operands and \
                     _replace_horizontal(module, sites, operands, table, self.arch, len(tuned), tuned):
@@ -473,14 +461,14 @@ def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> st
     return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile)})
 
 
-def _replace(module, site: _MatmulSite, operands, writer_class, tile, kernel: str) -> None:
+def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str) -> None:
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     text = writer.module(f"launch_{kernel}", kernel, str(site.op.location))
     splice_generated_launch(module, text, site.op, site.kernel_arguments())
-    _erase(site)
+    erase_site(site)
 
 
-def _replace_horizontal(module, sites: list[_MatmulSite], operands: list[MatmulOperands], table: TileTable,
+def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTable,
                         arch: str, number: int, tuned: dict) -> bool:
     """One kernel for the matmuls of a horizontal dispatch, in place of the
     last (every operand is defined by then); False where they cannot share
@@ -502,20 +490,20 @@ def _replace_horizontal(module, sites: list[_MatmulSite], operands: list[MatmulO
     text = horizontal_module(f"launch_{kernel}", kernel, writers, str(sites[-1].op.location))
     splice_generated_launch(module, text, sites[-1].op, [v for site in sites for v in site.kernel_arguments()])
     for site in sites:
-        _erase(site)
+        erase_site(site)
     return True
 
 
-def _only_absorbed_between(sites: list[_MatmulSite]) -> bool:
+def _only_absorbed_between(sites: list[MatmulSite]) -> bool:
     """Between the first matmul and the last (where the kernel goes), does
     every op that touches data go with the kernel?"""
     absorbed = {o for site in sites for o in [site.op, *site.absorbed()]}
     block_ops = [o.operation for o in sites[0].op.block.operations]
-    return all(o in absorbed or o.name == "memref.alloc" or o.name in _VIEWS
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in VIEW_OPS
                for o in block_ops[block_ops.index(sites[0].op):block_ops.index(sites[-1].op)])
 
 
-def _erase(site: _MatmulSite) -> None:
+def erase_site(site: MatmulSite) -> None:
     absorbed = site.absorbed()
     site.op.erase()
     for other in absorbed:

@@ -35,6 +35,27 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     return owner if isinstance(owner, ir.Operation) else None
 
 
+VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
+            "memref.reinterpret_cast")
+
+
+def buffer_root(value: ir.Value) -> ir.Value:
+    """The buffer a memref value is a view of (an allocation or an argument)."""
+    while (owner := defining_op(value)) is not None and owner.name in VIEW_OPS:
+        value = owner.operands[0]
+    return value
+
+
+def users_of(value: ir.Value) -> list[ir.Operation]:
+    """The ops using `value`, each once."""
+    users = []
+    for use in value.uses:
+        owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if owner not in users:
+            users.append(owner)
+    return users
+
+
 def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda op: True,
                order=ir.WalkOrder.PRE_ORDER) -> list[ir.Operation]:
     """`root` and the ops nested in it (in walk `order`) for which `keep` holds."""
