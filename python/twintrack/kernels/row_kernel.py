@@ -108,7 +108,7 @@ class _RowKernelWriter:
         for index, step in enumerate(p.steps):
             emitters[step.kind](index, step)
             if step.store and step.output in p.read_later:
-                w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+                w.emit(f"gpu.barrier {self._path_attr()}")
         arguments = [(f"%B{k}", t) for k, t in enumerate(p.buffers)]
         return launch_module(symbol, kernel, arguments, (math.prod(p.rows), 1, 1), p.threads, w, location,
                              block_ids=("%row", "%by", "%bz"))
@@ -221,7 +221,7 @@ class _RowKernelWriter:
         w = self.w
         wide = w.op(f"arith.extui {partial} : i1 to i32") if t == "i1" else partial
         wide_t = "i32" if t == "i1" else t
-        total = w.op(f'gpu.all_reduce {kind} {wide} uniform {{}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}'
+        total = w.op(f"gpu.all_reduce {kind} {wide} uniform {{}} {self._path_attr()}"
                      f" : ({wide_t}) -> ({wide_t})")
         return w.op(f"arith.trunci {total} : i32 to i1") if t == "i1" else total
 
@@ -241,6 +241,11 @@ class _RowKernelWriter:
         w.emit("  scf.yield")
         w.emit("}")
 
+    def _path_attr(self) -> str:
+        """The kernel's path, for the kernel report (on the stores too: a
+        kernel without reductions has no barrier or all_reduce to carry it)."""
+        return f'{{{KERNEL_PATH_ATTR} = "{self.path}"}}'
+
     def _elementwise(self, index: int, step: RowStep) -> None:
         w, p = self.w, self.p
         v, t = p.vector_width, step.element
@@ -259,11 +264,11 @@ class _RowKernelWriter:
             if vector_store:
                 vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
                 w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
-                       f" : {p.buffers[step.output]}, vector<{v}x{t}>")
+                       f" {self._path_attr()} : {p.buffers[step.output]}, vector<{v}x{t}>")
             else:
                 for value, column in zip(results, columns):
                     w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
-                           f" : {p.buffers[step.output]}")
+                           f" {self._path_attr()} : {p.buffers[step.output]}")
             if inside:
                 w.emit("scf.yield")
                 w.indent -= 2

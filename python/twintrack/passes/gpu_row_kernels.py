@@ -18,6 +18,7 @@ kernel per op.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from mlir import ir
@@ -32,12 +33,19 @@ from .ir_helpers import PythonPass, defining_op, dispatch_label, splice_generate
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
                      "arith.maxsi": "maxsi", "arith.minsi": "minsi"}
 ROW_DISPATCH_PREFIX = "reduction_rows_"
+ELEMENTWISE_DISPATCH_PREFIX = "elementwise_"
+# An elementwise dispatch runs as a row kernel (16-byte vectors, a block per
+# row) when it has rows enough to fill the GPU and rows long enough for the
+# vectors; smaller ones keep the generic pipeline's flat grid.
+MIN_ELEMENTWISE_ROWS = 132      # one block per SM of the H100/H200
+MIN_ELEMENTWISE_INNER = 128
 
 
 def _label(op: ir.Operation) -> str | None:
-    """The row-wise dispatch `op` came from, if any."""
+    """The row-wise or elementwise dispatch `op` came from, if any."""
     label = dispatch_label(op)
-    return label if label is not None and label.startswith(ROW_DISPATCH_PREFIX) else None
+    prefixes = (ROW_DISPATCH_PREFIX, ELEMENTWISE_DISPATCH_PREFIX)
+    return label if label is not None and label.startswith(prefixes) else None
 
 
 def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
@@ -149,9 +157,8 @@ class _Builder:
         return len(self.buffers) - 1
 
     def build(self) -> RowProgram | None:
-        generics = [op for op in self.ops if op.name == "linalg.generic"]
-        reductions = [op for op in generics if "reduction" in str(op.attributes["iterator_types"])]
-        if not reductions or (shape := _loop_ranges(reductions[0])) is None:
+        shape = self._shape()
+        if shape is None:
             return None
         self.rows, self.inner = tuple(shape[:-1]), shape[-1]
         for op in self.ops:
@@ -164,6 +171,20 @@ class _Builder:
             elif op.name != "memref.alloc":
                 return None
         return self._program()
+
+    def _shape(self) -> list[int] | None:
+        """The loop ranges the kernel runs over: its first reduction's, or,
+        in an elementwise dispatch, its first generic's when it has rows
+        enough (MIN_ELEMENTWISE_ROWS of MIN_ELEMENTWISE_INNER or more)."""
+        generics = [op for op in self.ops if op.name == "linalg.generic"]
+        reductions = [op for op in generics if "reduction" in str(op.attributes["iterator_types"])]
+        if reductions:
+            return _loop_ranges(reductions[0])
+        shape = _loop_ranges(generics[0]) if generics else None
+        if shape is None or len(shape) < 2 or shape[-1] < MIN_ELEMENTWISE_INNER \
+                or math.prod(shape[:-1]) < MIN_ELEMENTWISE_ROWS:
+            return None
+        return shape
 
     def _fill(self, op: ir.Operation) -> bool:
         constant = defining_op(op.operands[0])

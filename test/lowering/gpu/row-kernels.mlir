@@ -18,7 +18,7 @@
 // CHECK:           math.exp
 // CHECK:           gpu.all_reduce add
 // CHECK:           arith.divf
-// CHECK:           vector.store %{{.*}}, %[[Y]][%[[ROW]], %{{.*}}] : memref<8x512xf32>, vector<4xf32>
+// CHECK:           vector.store %{{.*}}, %[[Y]][%[[ROW]], %{{.*}}] {{.*}}: memref<8x512xf32>, vector<4xf32>
 // CHECK:           gpu.terminator
 // CHECK-NOT:     linalg.
 // CHECK:         return
@@ -247,3 +247,38 @@ func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, 
   memref.dealloc %squares : memref<2x16xf32>
   return
 }
+
+// An elementwise dispatch with rows enough to fill the GPU (132 or more, of
+// 128 or more elements) runs as a row kernel without reductions: 16-byte
+// loads and stores, a block per row. A smaller one keeps the generic
+// pipeline's flat grid.
+// CHECK-LABEL: func.func @elementwise_rows(
+// CHECK:         gpu.launch blocks(%[[ROW:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256, %{{.*}} = %c1, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c128,
+// CHECK:           vector.load %{{.*}}[%[[ROW]], %{{.*}}] : memref<256x512xf32>, vector<4xf32>
+// CHECK:           math.tanh
+// CHECK:           vector.store %{{.*}}, %{{.*}}[%[[ROW]], %{{.*}}] {twintrack.kernel_path = "row-wise 256x512/128"} : memref<256x512xf32>, vector<4xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+func.func @elementwise_rows(%x: memref<256x512xf32>, %y: memref<256x512xf32>) {
+  linalg.generic {indexing_maps = [#row2, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "elementwise_0"} {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.tanh %v : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @elementwise_few_rows(
+// CHECK-NOT:     gpu.launch
+// CHECK:         linalg.generic
+func.func @elementwise_few_rows(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
+  linalg.generic {indexing_maps = [#row2, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<8x512xf32>) outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "elementwise_0"} {
+  ^bb0(%v: f32, %o: f32):
+    %r = math.tanh %v : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
