@@ -17,8 +17,8 @@ from .common import add_debug_flag, progress, run_main, write_whole
 EPILOG = """\
 Each variant is first checked against float64 on fresh random inputs (its
 outputs poisoned with NaN first); a variant that fails is reported and left
-out. Then every kernel is timed (CUDA events around each launch, median of
-20 runs). For each matmul (its tuning key: op, shapes, dtypes, arch,
+out. Then every kernel is timed (its device time from CUPTI, median of 20
+runs, L2 flushed). For each matmul (its tuning key: op, shapes, dtypes, arch,
 compiler version) the fastest tile wins and goes into the cache with every
 time measured. Compile again with --autotune --tuning-cache FILE to use it.
 """
@@ -39,11 +39,11 @@ def time_variant(artifact: Path) -> tuple[bool, float, list[dict]]:
     """(numerics ok, worst relative error, [{key, tile, ms}] of its tuned kernels)."""
     import torch
 
-    from .gpu_check import checked_run
+    from .gpu_check import checked_run, kernel_device_times
 
     run = checked_run(artifact)
     torch.cuda.synchronize()
-    timed = run.executable.profile(*run.state, *run.gpu_inputs)
+    timed = kernel_device_times(run)
     tuned = [{**report["tuning"], "ms": timing["ms"]}
              for timing, report in zip(timed, run.manifest["kernels"]) if "tuning" in report]
     return all(c.ok for c in run.checks), max(c.rel_error for c in run.checks), tuned
