@@ -208,17 +208,17 @@ def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
     return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
 
 
-def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple] | None:
-    """(epilogue, loop dims of the accumulator, loop dims of the output) of
-    an elementwise linalg.generic or a linalg.transpose reading `accumulator`
-    once, through a permutation of its loops, and writing one output through
-    another; None for anything else."""
+def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple, list] | None:
+    """(epilogue, loop dims of the accumulator, loop dims of the output, the
+    buffers its body gathers from) of an elementwise linalg.generic or a
+    linalg.transpose reading `accumulator` once, through a permutation of
+    its loops, and writing one output through another; None for anything else."""
     if consumer.name == "linalg.transpose":
         permutation = tuple(ir.DenseI64ArrayAttr(consumer.attributes["permutation"]))
         read = [0] * len(permutation)
         for out_dim, in_dim in enumerate(permutation):
             read[in_dim] = out_dim
-        return Epilogue((EpilogueInput(None),), (), ("arg", 0)), tuple(read), tuple(range(len(permutation)))
+        return Epilogue((EpilogueInput(None),), (), ("arg", 0)), tuple(read), tuple(range(len(permutation))), []
     if any("reduction" in str(it) for it in consumer.attributes["iterator_types"]):
         return None
     view = consumer.opview
@@ -243,7 +243,7 @@ def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Ep
     if body is None:
         return None
     epilogue = Epilogue(tuple(described), *body, tuple(str(v.type) for v in captured))
-    return epilogue, dims[inputs.index(accumulator)], dims[-1]
+    return epilogue, dims[inputs.index(accumulator)], dims[-1], captured
 
 
 @dataclass(frozen=True)
@@ -253,18 +253,11 @@ class _FoundEpilogue:
     output_view: OutputView
     view: ir.Operation | None           # the memref.expand_shape it reads the result through
     allocations: list[ir.Operation]     # allocations and views between matmul and epilogue: the kernel writes into them
+    captured: list[ir.Value]            # the buffers the epilogue gathers from, in the order of Epilogue.captured
 
     @property
     def output(self) -> ir.Value:
         return self.consumer.operands[-1]
-
-    @property
-    def captured(self) -> list[ir.Value]:
-        """The buffers the epilogue gathers from, in the order of Epilogue.captured."""
-        found: list[ir.Value] = []
-        if self.consumer.name == "linalg.generic":
-            describe_body(self.consumer, captured=found)
-        return found
 
 
 def _reassociation(view: ir.Operation) -> list[list[int]]:
@@ -299,8 +292,8 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     if described is None:
         return None
     moved, skipped = between
-    epilogue, read_dims, store_dims = described
-    found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved)
+    epilogue, read_dims, store_dims, captured = described
+    found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved, captured)
     in_place = buffer_root(found.output) == result  # reuse-buffers made it overwrite the temporary
     owner = defining_op(result)
     users = users_of(result) + (users_of(read) if view is not None else [])
