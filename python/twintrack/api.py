@@ -28,7 +28,8 @@ class Exported:
 
     def lower(self, to: str | None = "linalg", target: str = "cpu") -> "Lowered":
         """Run the target's stages up to `to` (None: all of them)."""
-        options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to)
+        options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to,
+                                 allow_tf32=torch.backends.cuda.matmul.allow_tf32)
         return Lowered(self, compile_exported(self.exported, options))
 
     def compile(self, target: str = "cpu") -> "Compiled":

@@ -81,6 +81,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "dtype": dtype,
         "pipeline": compilation.recipe.target,
         "frozen": exported.frozen,
+        "allow_tf32": compilation.options.allow_tf32,
         "options_hash": compilation.options.stable_hash(),
         "stages": [{"index": d.index, "name": d.name, "file": f"stages/{d.file_name}",
                     "seconds": round(d.seconds, 4)} for d in dumps],

@@ -61,7 +61,7 @@ ProgressFn = Callable[[StageDump], None]
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
     variables = PipelineVariables(options.arch, options.pipeline, options.fusion, options.explain_fusion,
-                                  options.lowering_dir)
+                                  options.lowering_dir, options.allow_tf32)
     recipe = load_recipe(options.pipeline, options.lowering_dir, variables)
     result = Compilation(exported, recipe, options)
     _record(result, "fx", exported.fx_text(), 0.0, on_stage)

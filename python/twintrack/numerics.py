@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass
@@ -12,6 +13,13 @@ import torch.utils._pytree as pytree
 from .frontend import TensorSpec
 
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-2, "bfloat16": 1e-2}
+TF32_TOLERANCE = 1e-2  # f32 outputs of tf32 matmuls: 10 mantissa bits, as float16
+
+
+def tolerance(dtype: str, allow_tf32: bool = False) -> float:
+    """The relative error allowed for an output of `dtype`; f32 ones widen
+    to tf32's where the compile allowed tf32 matmuls."""
+    return TF32_TOLERANCE if allow_tf32 and dtype == "float32" else TOLERANCE.get(dtype, 0.0)
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,18 @@ class OutputCheck:
     @property
     def ok(self) -> bool:
         return math.isfinite(self.rel_error) and self.rel_error <= self.tolerance
+
+
+@contextlib.contextmanager
+def float32_matmuls(allow_tf32: bool):
+    """torch's f32 matmuls as tf32 or exact inside the block (the other
+    tracks, timed against a twintrack artifact, run as it was compiled)."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
@@ -61,6 +81,7 @@ def float64_reference(module: torch.nn.Module, inputs: list[torch.Tensor]) -> li
         return pytree.tree_leaves(reference(*wide))
 
 
-def compare(outputs: list[torch.Tensor], references: list[torch.Tensor], specs: list[TensorSpec]) -> list[OutputCheck]:
-    return [OutputCheck(spec.name, spec.dtype, relative_error(y, ref), TOLERANCE.get(spec.dtype, 0.0))
+def compare(outputs: list[torch.Tensor], references: list[torch.Tensor], specs: list[TensorSpec],
+            allow_tf32: bool = False) -> list[OutputCheck]:
+    return [OutputCheck(spec.name, spec.dtype, relative_error(y, ref), tolerance(spec.dtype, allow_tf32))
             for y, ref, spec in zip(outputs, references, specs)]

@@ -16,6 +16,7 @@ class CompileOptions:
     freeze: bool = False            # bake parameters into the IR as constants
     stop_after: str | None = None   # last stage to run
     arch: str = DEFAULT_ARCH        # GPU target chip
+    allow_tf32: bool = False        # f32 matmuls may run as tf32 on tensor cores (as torch's allow_tf32)
     fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
     fusion: bool = True             # let the cost model group ops into dispatches (False: one op each)
     explain_fusion: bool = False    # record the cost model's decisions (Compilation.remarks)

@@ -64,13 +64,13 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 
 class PipelineVariables(Mapping):
     """Variables recipe pipelines may use, resolved only when used:
-    $arch, $libdevice, and $fusion (the options of twintrack-form-dispatches:
+    $arch, $tf32 (true or false), $libdevice, and $fusion (the options of twintrack-form-dispatches:
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
 
     def __init__(self, arch: str = DEFAULT_ARCH, target: str = "cpu", fuse: bool = True, explain: bool = False,
-                 lowering_dir: Path = DEFAULT_LOWERING_DIR):
-        self._values = {"arch": lambda: arch, "libdevice": _libdevice,
+                 lowering_dir: Path = DEFAULT_LOWERING_DIR, tf32: bool = False):
+        self._values = {"arch": lambda: arch, "tf32": lambda: str(tf32).lower(), "libdevice": _libdevice,
                         "fusion": lambda: _fusion_options(Path(lowering_dir), target, fuse, explain)}
 
     def __getitem__(self, key: str) -> str:

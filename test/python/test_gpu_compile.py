@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from twintrack import zoo
+from twintrack import numerics, zoo
 from twintrack.runtime import validate_plan
 from twintrack.tooling import find_libdevice, find_tool
 
@@ -74,6 +74,27 @@ def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, arch, path):
     paths = _paths(run_tool, tmp_path, "--dtype", dtype, "--arch", arch)
     assert sum(p.startswith(path) for p in paths) == 3  # the three linear layers
     assert all(p.startswith(path) or p == "generic" for p in paths)
+
+
+@pytest.mark.parametrize("flags, path, allowed", [
+    ((), "simt-matmul", False),                                # torch's default: exact f32
+    (("--allow-tf32",), "wgmma-matmul", True),
+    (("--allow-tf32", "--arch", "sm_90"), "simt-matmul", True),  # tf32 only through wgmma
+])
+def test_float32_matmuls_take_tf32_only_when_allowed(run_tool, tmp_path, flags, path, allowed):
+    paths = _paths(run_tool, tmp_path, *flags)
+    assert sum(p.startswith(path) for p in paths) == 3
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["allow_tf32"] is allowed
+    if path == "wgmma-matmul":
+        ptx = "".join(f.read_text() for f in (tmp_path / "m" / "kernels").glob("*.ptx"))
+        assert ".f32.tf32.tf32" in ptx and "m64n" in ptx
+
+
+def test_tf32_widens_only_float32_tolerances():
+    assert numerics.tolerance("float32") == 1e-5
+    assert numerics.tolerance("float32", allow_tf32=True) == numerics.TF32_TOLERANCE
+    assert numerics.tolerance("float16", allow_tf32=True) == numerics.TOLERANCE["float16"]
 
 
 def test_no_fast_kernels_keeps_the_generic_pipeline(run_tool, tmp_path):

@@ -19,7 +19,8 @@ EPILOG = """\
 MODEL is one of:
   model.pt               a file written by torch.export.save (any extension)
   zoo:NAME[?k=v&...]     a built-in model, e.g. zoo:mlp or zoo:gemm?m=256&k=256&n=256
-  file.py:factory[?k=v  file.py:factory        factory() returns (module, example_inputs)...]  factory(k=v, ...) returns (module, example_inputs)
+  file.py:factory[?k=v&...]
+                         factory(k=v, ...) returns (module, example_inputs)
 
 OUTDIR receives manifest.json and stages/NN-<stage>.mlir (the IR after every
 stage). With --pipeline gpu it also receives kernels/*.ptx and *.cubin (from
@@ -50,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default=DEFAULT_ARCH,
                         help=f"GPU architecture for --pipeline gpu (default: {DEFAULT_ARCH}, H100/H200 with wgmma; "
                              "another arch takes the mma.sync matmul kernels)")
+    parser.add_argument("--allow-tf32", action=argparse.BooleanOptionalAction, default=None,
+                        help="GPU: let f32 matmuls run as tf32 on tensor cores (10 mantissa bits, ~1e-3 relative "
+                             "error; wgmma, sm_90a only); --no-allow-tf32 keeps them exact f32 on CUDA cores "
+                             "(default: as torch.backends.cuda.matmul.allow_tf32, which is off unless "
+                             "torch.set_float32_matmul_precision('high') turned it on)")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
     parser.add_argument("--no-fusion", action="store_true",
@@ -75,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def torch_allows_tf32() -> bool:
+    """torch's own switch for f32 matmuls on tf32 tensor cores (the default of --allow-tf32)."""
+    import torch
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def default_outdir(model: str) -> Path:
     stem = Path(model.split("?")[0]).stem if not model.startswith("zoo:") else model[4:].split("?")[0]
     return Path("out") / re.sub(r"[^\w.-]+", "_", stem)
@@ -87,6 +99,7 @@ def main(args: argparse.Namespace) -> int:
     from ..options import CompileOptions
 
     options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
+                             allow_tf32=torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32,
                              fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
                              explain_fusion=args.explain_fusion,
                              **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))

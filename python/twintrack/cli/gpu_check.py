@@ -59,7 +59,8 @@ def checked_run(outdir: Path) -> CheckedRun:
     executable.poison_outputs = True
     outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
     executable.poison_outputs = False
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"),
+                     manifest.get("allow_tf32", False))
     return CheckedRun(manifest, executable, source, state, gpu_inputs, checks)
 
 
@@ -84,7 +85,7 @@ def check_one(outdir: Path) -> dict:
     import torch
 
     from ..artifact import specs
-    from ..numerics import compare, float64_reference, random_inputs
+    from ..numerics import compare, float32_matmuls, float64_reference, random_inputs
     from ..runtime import load
     from ..timing import median_ms
 
@@ -107,14 +108,15 @@ def check_one(outdir: Path) -> dict:
     graphed(*state, *gpu_inputs)  # captures
     other = random_inputs(specs(manifest, "inputs"), seed=999)  # replays must see new inputs
     graph_outputs = [y.cpu() for y in graphed(*state, *[x.cuda() for x in other])]
-    graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs)
+    graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs,
+                           manifest.get("allow_tf32", False))
     graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
 
     model = source.module.cuda()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    with torch.no_grad():
+    with torch.no_grad(), float32_matmuls(manifest.get("allow_tf32", False)):
         eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
     eager_peak = torch.cuda.max_memory_allocated() - base
     return {

@@ -63,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
         for spec, y in zip(manifest["outputs"], outputs):
             print(f"  {spec['name']}: {spec['dtype']}{list(y.shape)}")
         return 0
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"))
+    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"),
+                     manifest.get("allow_tf32", False))
     for c in checks:
         print(f"  {c.name:<10} {c.dtype:<8} rel_error {c.rel_error:.3e}  tol {c.tolerance:.0e}  {'ok' if c.ok else 'MISMATCH'}")
     ok = all(c.ok for c in checks)

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from ..frontend import TensorSpec, load_model
-from ..numerics import TOLERANCE, float64_reference, random_inputs
+from ..numerics import float32_matmuls, float64_reference, random_inputs, tolerance
 from .comparison import INPUT_SEED, l2_flush, measure_track, use_exact_float32
 from .twintrack_track import cpu_track, flat_outputs, gpu_track, scratch_directory
 
@@ -34,6 +34,11 @@ class BenchEntry:
     dtype: str
     model: str
     flags: tuple[str, ...] = ()
+
+    @property
+    def allow_tf32(self) -> bool:
+        """Compiled with --allow-tf32: eager and Inductor then run their f32 matmuls as tf32 too."""
+        return "--allow-tf32" in self.flags
 
 
 def read_model_table(path: Path) -> list[BenchEntry]:
@@ -96,10 +101,12 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
         return measure_track(run, device_inputs, reference, request.device, request.repeat, flush)
 
     eager_module = copy.deepcopy(source.module).to(request.device)
-    row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype, "tolerance": TOLERANCE[entry.dtype],
-           "eager": measure(lambda *xs: flat_outputs(eager_module(*xs))), "inductor": {}}
-    for mode in request.modes:
-        row["inductor"][mode] = _inductor(source, device_inputs, mode, request.device, measure)
+    row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
+           "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32, "inductor": {}}
+    with float32_matmuls(entry.allow_tf32):
+        row["eager"] = measure(lambda *xs: flat_outputs(eager_module(*xs)))
+        for mode in request.modes:
+            row["inductor"][mode] = _inductor(source, device_inputs, mode, request.device, measure)
     row["twintrack"], graph = _twintrack(request, entry, source, measure)
     row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
     row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
@@ -169,7 +176,8 @@ def markdown_summary(result: dict) -> str:
     ratio_columns = [f"twintrack/inductor {m}" for m in modes] + [f"graph/inductor {m}" for m in modes]
     lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']})", "",
              f"Median of {result['repeat']} runs per track (CUDA events, L2 flushed before each run on the GPU); "
-             f"errors against float64 eager; float32 is exact (TF32 off). Whole run: {result['total_seconds']} s, compiles included"
+             "errors against float64 eager; float32 is exact (TF32 off) except in rows compiled with "
+             f"--allow-tf32, where every track uses TF32. Whole run: {result['total_seconds']} s, compiles included"
              f"{'' if result['complete'] else ' (cut short: not every model ran)'}. "
              "`twintrack graph` is twintrack's plan replayed as one CUDA graph (GPU only); "
              "Inductor's max-autotune mode uses CUDA graphs too, its default mode does not.", "",

@@ -30,6 +30,7 @@ class MatmulOperands:
     out_element: str
     b_transposed: bool = False
     view: OutputView | None = None  # how the epilogue sees C, and where C is stored
+    tf32: bool = False  # f32 operands may be multiplied as tf32 (10 mantissa bits: --allow-tf32)
 
 
 @dataclass(frozen=True)

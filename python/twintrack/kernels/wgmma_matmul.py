@@ -1,19 +1,25 @@
 """Tensor-core matmul with Hopper's warpgroup MMA (wgmma, sm_90a only), for
-f16 and bf16 operands accumulating in f32: C[b] = A[b] @ B[b] (or +=).
+f16 and bf16 operands, or f32 ones read as tf32 (`MatmulOperands.tf32`:
+10 mantissa bits, as torch's allow_tf32), accumulating in f32:
+C[b] = A[b] @ B[b] (or +=).
 
 A block is `warpgroups` warpgroups of 128 threads. Warpgroup g owns rows
 64g..64g+63 of the BM x BN block tile, all BN columns: per 16 of K it issues
-one wgmma.mma_async m64nBNk16, which reads both operands from shared memory
-through 64-bit matrix descriptors. Its f32 accumulators (BN/2 per thread)
+one wgmma.mma_async m64nBNk16 (k8 for tf32: 32 bytes of K either way),
+which reads both operands from shared memory through 64-bit matrix
+descriptors. Its f32 accumulators (BN/2 per thread)
 live in registers until the epilogue.
 
-Operand tiles (BK = 64 elements of K: 128 bytes) go to shared memory in the
+Operand tiles (BK = 128 bytes of K: 64 f16 or 32 f32) go to shared memory in the
 layout the descriptors name, 128-byte swizzle: rows of 128 bytes, eight
 rows (1024 bytes) form an atom, and row r's 16-byte chunk c sits at chunk
 c ^ (r % 8), so the 8 rows one access touches hit distinct banks. A and a
 transposed B (Bᵀ, N x K, a linear layer's weight) are K-major: a row is an
 M (or N) index, its chunks run along K. A plain B (K x N) is N-major: a row
 is a K index; N splits into atoms 64 elements wide; wgmma transposes it.
+wgmma cannot transpose tf32, so a plain f32 B is transposed by its copy
+instead: 4-byte copies, a warp's 32 covering 4 K x 8 N elements (8 rows
+of distinct chunks: no bank conflicts), into the K-major layout.
 
 The K loop is a ring of `stages` buffers filled by cp.async (16 bytes a
 copy, L1 bypassed). At step i all threads wait for step i's copies, fence
@@ -32,7 +38,7 @@ caller checks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .epilogue import Epilogue
 from .matmul_common import (
@@ -42,19 +48,19 @@ from .matmul_common import (
     MatmulOperands,
     TiledMatmulWriter,
     accumulator_position,
+    element_bytes,
     vector_position,
 )
 from .mlir_text import MlirWriter
 
 WGMMA_ARCHS = ("sm_90a",)  # wgmma is an sm_90a feature: neither sm_90 nor later chips have it
 WARPGROUP = 128            # threads
-WGMMA_M, WGMMA_K = 64, 16
+WGMMA_M = 64
+WGMMA_K_BYTES = 32         # the K of one wgmma: 16 f16 or 8 tf32
 SWIZZLE_BYTES = 128        # one swizzled row; BK is one row of K
 ATOM_ROWS = 8              # rows per swizzle atom (1024 bytes)
 ATOM_BYTES = SWIZZLE_BYTES * ATOM_ROWS
-ELEMENT_BYTES = 2          # f16, bf16
-ROW_ELEMENTS = SWIZZLE_BYTES // ELEMENT_BYTES
-CHUNK_ELEMENTS = VECTOR_BYTES // ELEMENT_BYTES
+N_ATOM_ELEMENTS = 64       # an N-major atom's width (16-bit elements only)
 
 # Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the
 # start address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the
@@ -76,10 +82,14 @@ class WgmmaTileConfig:
     stages: int
 
     def __post_init__(self):
-        if self.bk != ROW_ELEMENTS or self.bm != WGMMA_M * self.warpgroups or self.bn % ROW_ELEMENTS \
+        if self.bk not in (32, 64) or self.bm != WGMMA_M * self.warpgroups or self.bn % N_ATOM_ELEMENTS \
                 or not 64 <= self.bn <= 256 or self.stages < 3:
-            raise ValueError(f"unsupported wgmma tile {self}: bk = {ROW_ELEMENTS}, bm = 64 per warpgroup, "
-                             "bn a multiple of 64 up to 256, at least 3 stages")
+            raise ValueError(f"unsupported wgmma tile {self}: bk = 128 bytes (64 f16, 32 tf32), bm = 64 per "
+                             "warpgroup, bn a multiple of 64 up to 256, at least 3 stages")
+
+    def for_element(self, element_bytes_: int) -> WgmmaTileConfig:
+        """This tile with its K step one 128-byte row of the element."""
+        return replace(self, bk=SWIZZLE_BYTES // element_bytes_)
 
     @property
     def threads(self) -> int:
@@ -93,6 +103,16 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: WgmmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
                  writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
         super().__init__(ops, config, "wgmma-matmul", accumulate, epilogue, writer, names)
+        if ops.in_element == "f32" and not ops.tf32:
+            raise ValueError("wgmma takes f32 operands only as tf32 (MatmulOperands.tf32)")
+        self.element_bytes = element_bytes(ops.in_element)
+        self.row_elements = SWIZZLE_BYTES // self.element_bytes
+        self.chunk_elements = VECTOR_BYTES // self.element_bytes
+        self.wgmma_k = WGMMA_K_BYTES // self.element_bytes
+        if config.bk != self.row_elements:
+            raise ValueError(f"wgmma tile {config.label()}: bk must be {self.row_elements} for {ops.in_element}")
+        self.mma_type = "tf32" if ops.tf32 else ops.in_element
+        self.b_k_major = ops.b_transposed or ops.tf32  # a plain tf32 B is transposed by its copy
         self.a_elements = config.bm * config.bk
         self.stage_elements = self.a_elements + config.bn * config.bk
         self.ring_type = (f"memref<{config.stages * self.stage_elements}x{ops.in_element},"
@@ -104,7 +124,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return []
 
     def dynamic_shared_bytes(self) -> int:
-        return self.cfg.stages * self.stage_elements * ELEMENT_BYTES + ATOM_BYTES  # + the base's alignment
+        return self.cfg.stages * self.stage_elements * self.element_bytes + ATOM_BYTES  # + the base's alignment
 
     def kernel_body(self) -> None:
         w, cfg = self.w, self.cfg
@@ -136,12 +156,12 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
         warpgroup = w.div("%tid", WARPGROUP)
         a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))
-        b_start = w.add(aligned, w.index(self.a_elements * ELEMENT_BYTES))
+        b_start = w.add(aligned, w.index(self.a_elements * self.element_bytes))
         # K-major: the leading offset is unused with a swizzle (the K of one
         # wgmma stays in a row); the stride is from one 8-row atom to the next.
         self.a_descriptor = self._descriptor(a_start, _descriptor_bits(16, ATOM_BYTES))
         self.b_descriptor = self._descriptor(b_start, _descriptor_bits(
-            16 if self.ops.b_transposed else ROW_ELEMENTS * self.cfg.bk * ELEMENT_BYTES, ATOM_BYTES))
+            16 if self.b_k_major else self.cfg.bk * SWIZZLE_BYTES, ATOM_BYTES))
 
     def _descriptor(self, address: str, bits: int) -> str:
         w = self.w
@@ -150,38 +170,70 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return w.op(f"arith.ori {start}, {w.constant(bits, 'i64')} : i64")
 
     # ------------------------------------------------------------ copies
-    def _copy_stage(self, k: str, stage: str, elements: str | None) -> None:
+    def _copy_stage(self, k: str, stage: str, inside: str | None) -> None:
         """cp.async the A and B tiles of the K step at `k` into ring stage
-        `stage`; `elements` (per 16-byte copy, 0: zero fill, no read) where
-        the step may be past K."""
+        `stage`; where the step may be past K, `inside` (i1) says whether it
+        is not (else the copies zero-fill and read nothing)."""
         w, cfg = self.w, self.cfg
         origin = w.mul(stage, self.stage_elements)
-        self._copy_tile(self.names.a, self.ops.a_type, cfg.bm, cfg.bk, (self.m0, k), origin, elements)
+        size = self._copy_size(self.chunk_elements, inside)
+        self._copy_tile(self.names.a, self.ops.a_type, cfg.bm, cfg.bk, (self.m0, k), origin, size)
         b_origin = w.add(origin, w.index(self.a_elements))
         if self.ops.b_transposed:
-            self._copy_tile(self.names.b, self.ops.b_type, cfg.bn, cfg.bk, (self.n0, k), b_origin, elements)
+            self._copy_tile(self.names.b, self.ops.b_type, cfg.bn, cfg.bk, (self.n0, k), b_origin, size)
+        elif self.b_k_major:
+            self._copy_transposing(k, b_origin, self._copy_size(1, inside))
         else:
-            self._copy_tile(self.names.b, self.ops.b_type, cfg.bk, cfg.bn, (k, self.n0), b_origin, elements)
+            self._copy_tile(self.names.b, self.ops.b_type, cfg.bk, cfg.bn, (k, self.n0), b_origin, size)
+
+    def _copy_size(self, elements: int, inside: str | None) -> str:
+        """The copies' source-size operand (with its comma, or nothing where
+        the step is known inside K): `elements`, or 0 past K."""
+        if inside is None:
+            return ""
+        w = self.w
+        return f", {w.op(f'arith.select {inside}, {w.index(elements)}, {w.index(0)} : index')}"
 
     def _copy_tile(self, source: str, source_type: str, rows: int, cols: int, at: tuple[str, str], origin: str,
-                   elements: str | None) -> None:
+                   size: str) -> None:
         """rows x cols elements of `source` from `at`, 16 bytes per thread
         and copy (consecutive threads along a row: coalesced), into the
         swizzled tile at element `origin` of the ring. A row wider than 128
         bytes (an N-major B) continues in the next atom column, rows x 64
         elements further."""
-        w = self.w
-        chunks = rows * cols // CHUNK_ELEMENTS
-        size = f", {elements}" if elements is not None else ""
+        w, chunk_elements = self.w, self.chunk_elements
+        chunks = rows * cols // chunk_elements
         for first in range(0, chunks, self.threads):
             flat = w.add("%tid", w.index(first)) if first else "%tid"
-            row, col = vector_position(w, flat, cols, CHUNK_ELEMENTS)
-            chunk = w.div(col, CHUNK_ELEMENTS)
-            column = w.mul(w.div(chunk, 8), rows * ROW_ELEMENTS)
-            within = w.op(f"arith.xori {w.rem(chunk, 8)}, {w.rem(row, ATOM_ROWS)} : index")
-            target = w.add(w.add(origin, column), w.add(w.mul(row, ROW_ELEMENTS), w.mul(within, CHUNK_ELEMENTS)))
+            row, col = vector_position(w, flat, cols, chunk_elements)
+            chunk = w.div(col, chunk_elements)
+            column = w.mul(w.div(chunk, 8), rows * self.row_elements)
+            target = w.add(w.add(origin, column), self._swizzled(row, w.rem(chunk, 8)))
             w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(at[0], row), w.add(at[1], col))},"
-                 f" {self.ring}[{target}], {CHUNK_ELEMENTS}{size} {{bypassL1}} : {source_type} to {self.ring_type}")
+                 f" {self.ring}[{target}], {chunk_elements}{size} {{bypassL1}} : {source_type} to {self.ring_type}")
+
+    def _swizzled(self, row: str, chunk: str) -> str:
+        """The element offset of 16-byte chunk `chunk` of swizzled row `row`."""
+        w = self.w
+        within = w.op(f"arith.xori {chunk}, {w.rem(row, ATOM_ROWS)} : index")
+        return w.add(w.mul(row, self.row_elements), w.mul(within, self.chunk_elements))
+
+    def _copy_transposing(self, k: str, origin: str, size: str) -> None:
+        """B's BK x BN tile at (k, n0), K x N in memory, into the K-major
+        layout (row n, K along it), one element a copy. Warp-sized groups of
+        copies each cover 4 K x 8 N: 8 N-rows of one chunk index, so 8
+        distinct swizzled chunks (32 banks), and 4 reads of 32 bytes."""
+        w, cfg = self.w, self.cfg
+        k_groups = cfg.bk // self.chunk_elements
+        for first in range(0, cfg.bk * cfg.bn, self.threads):
+            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            group, lane = w.div(flat, 32), w.rem(flat, 32)
+            k_group = w.rem(group, k_groups)
+            kk = w.add(w.mul(k_group, self.chunk_elements), w.div(lane, 8))
+            n = w.add(w.mul(w.div(group, k_groups), 8), w.rem(lane, 8))
+            target = w.add(w.add(origin, self._swizzled(n, k_group)), w.div(lane, 8))
+            w.op(f"nvgpu.device_async_copy {self.names.b}{self.at(w.add(k, kk), w.add(self.n0, n))},"
+                 f" {self.ring}[{target}], 1{size} : {self.ops.b_type} to {self.ring_type}")
 
     # ------------------------------------------------------------ K loop
     def _k_loop(self, accumulators: str) -> str:
@@ -198,9 +250,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         updated = self._multiply(w.rem(step, cfg.stages), acc)
         ahead = w.add("%k0", w.index(self.lookahead * cfg.bk))
         inside = w.op(f"arith.cmpi ult, {ahead}, {w.index(k)} : index")
-        elements = w.op(f"arith.select {inside}, {w.index(CHUNK_ELEMENTS)}, {w.index(0)} : index")
         source_k = w.op(f"arith.minui {ahead}, {w.index(k - cfg.bk)} : index")
-        self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), elements)
+        self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
         w.emit("nvvm.cp.async.commit.group")
         w.emit("nvvm.wgmma.wait.group.sync.aligned 1")
         w.emit(f"scf.yield {updated} : {self.acc_type}")
@@ -210,21 +261,20 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     def _multiply(self, stage: str, acc: str) -> str:
         """This warpgroup's wgmmas on ring stage `stage`, committed as one group."""
-        w, cfg, t = self.w, self.cfg, self.ops.in_element
-        stage_units = w.op(f"arith.index_cast {w.mul(stage, self.stage_elements * ELEMENT_BYTES // 16)}"
+        w, cfg, t, wgmma_k = self.w, self.cfg, self.mma_type, self.wgmma_k
+        stage_units = w.op(f"arith.index_cast {w.mul(stage, self.stage_elements * self.element_bytes // 16)}"
                            " : index to i64")
         a_base = w.op(f"arith.addi {self.a_descriptor}, {stage_units} : i64")
         b_base = w.op(f"arith.addi {self.b_descriptor}, {stage_units} : i64")
         # B N-major reads K rows: 16 of K is two atoms further (wgmma transposes it).
-        b_layout, b_step = ("col", WGMMA_K * ELEMENT_BYTES) if self.ops.b_transposed else \
-            ("row", WGMMA_K * SWIZZLE_BYTES)
+        b_layout, b_step = ("col", WGMMA_K_BYTES) if self.b_k_major else ("row", wgmma_k * SWIZZLE_BYTES)
         w.emit("nvvm.wgmma.fence.aligned")
-        for kk in range(0, cfg.bk, WGMMA_K):
+        for kk in range(0, cfg.bk, wgmma_k):
             # Along K inside a swizzled row the start address moves by
             # 32 bytes; the hardware swizzles the address it computes.
-            a = self._advance(a_base, kk * ELEMENT_BYTES)
-            b = self._advance(b_base, kk // WGMMA_K * b_step)
-            acc = w.op(f"nvvm.wgmma.mma_async {a}, {b}, {acc}, #nvvm.shape<m = {WGMMA_M}, n = {cfg.bn}, k = {WGMMA_K}>,"
+            a = self._advance(a_base, kk * self.element_bytes)
+            b = self._advance(b_base, kk // wgmma_k * b_step)
+            acc = w.op(f"nvvm.wgmma.mma_async {a}, {b}, {acc}, #nvvm.shape<m = {WGMMA_M}, n = {cfg.bn}, k = {wgmma_k}>,"
                        f" D [<f32>, #nvvm.wgmma_scale_out<one>], A [<{t}>, #nvvm.wgmma_scale_in<one>, <row>],"
                        f" B [<{t}>, #nvvm.wgmma_scale_in<one>, <{b_layout}>] : {self.acc_type} -> {self.acc_type}")
         w.emit("nvvm.wgmma.commit.group.sync.aligned")

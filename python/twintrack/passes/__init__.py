@@ -40,9 +40,18 @@ def instantiate(spec: str):
     if name not in REGISTRY:
         raise UsageError(f"unknown Python pass {name} (known: {', '.join(REGISTRY)})")
     cls = REGISTRY[name]
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     values = dict(option.split("=", 1) for option in options.removesuffix("}").split())
-    unknown = set(values) - fields
+    unknown = set(values) - set(fields)
     if unknown or (options and not options.endswith("}")):
         raise UsageError(f"pass {name}: bad options {{{options} (known: {', '.join(sorted(fields)) or 'none'})")
-    return cls(**values)
+    return cls(**{key: _option_value(name, fields[key], value) for key, value in values.items()})
+
+
+def _option_value(pass_name_: str, field: dataclasses.Field, text: str):
+    """An option's text as its field's type: true/false for a flag."""
+    if not isinstance(field.default, bool):
+        return text
+    if text not in ("true", "false"):
+        raise UsageError(f"pass {pass_name_}: option {field.name} takes true or false, not '{text}'")
+    return text == "true"

@@ -102,10 +102,14 @@ def choose_kernel(operands: list[MatmulOperands], table: TileTable, arch: str = 
 
 
 def _generators(operands: list[MatmulOperands], table: TileTable, arch: str):
-    """(writer class, kernel stem, tile table) of each generator that can take the matmuls, preferred first."""
+    """(writer class, kernel stem, tile table) of each generator that can take
+    the matmuls, preferred first. f32 takes tensor cores only as tf32, and
+    only through wgmma (mma.sync's tf32 shape has no generator here)."""
     tensor_cores = all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands)
-    if tensor_cores and arch in WGMMA_ARCHS:
-        yield WgmmaMatmulWriter, "wgmma_matmul", table.wgmma
+    tf32 = all(o.tf32 and o.in_element == "f32" for o in operands)
+    if (tensor_cores or tf32) and arch in WGMMA_ARCHS:
+        row_bytes = element_bytes(operands[0].in_element)
+        yield WgmmaMatmulWriter, "wgmma_matmul", [(t.for_element(row_bytes), least) for t, least in table.wgmma]
     if tensor_cores:
         yield MmaMatmulWriter, "mma_matmul", table.mma
     yield SimtMatmulWriter, "simt_matmul", table.simt
@@ -118,7 +122,8 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
     op = ("batch_matmul" if first.batch else "matmul") + (".bT" if first.b_transposed else "") \
         + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "")
     shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
-    return TuningKey(op, shapes, f"{first.in_element}->{first.out_element}", arch, compiler_version())
+    multiplied = "tf32" if first.tf32 else first.in_element
+    return TuningKey(op, shapes, f"{multiplied}->{first.out_element}", arch, compiler_version())
 
 
 def _blocks(operands: list[MatmulOperands], tile) -> int:
@@ -413,6 +418,7 @@ class MatmulSite:
 class GpuMatmulKernels(PythonPass):
     name = "gpu-matmul-kernels"
     arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
+    tf32: bool = False        # f32 matmuls may use tf32 tensor cores (--allow-tf32)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
@@ -420,7 +426,7 @@ class GpuMatmulKernels(PythonPass):
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
             sites = [MatmulSite.of(op) for op in group]
-            operands = [site.operands() for site in sites]
+            operands = [self._precision(site.operands()) for site in sites]
             if len(sites) > 1 and None not in operands and \
                     _replace_horizontal(module, sites, operands, table, self.arch, len(tuned), tuned):
                 continue
@@ -432,6 +438,11 @@ class GpuMatmulKernels(PythonPass):
                     tuned[kernel] = _tuning_note([single], chosen, self.arch)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
+
+    def _precision(self, operands: MatmulOperands | None) -> MatmulOperands | None:
+        if operands is None or not self.tf32 or operands.in_element != "f32":
+            return operands
+        return replace(operands, tf32=True)
 
 
 def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:

@@ -1,5 +1,7 @@
 // RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a}' %s | FileCheck %s
 // RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s --check-prefix=SM90
+// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a tf32=true}' %s | FileCheck %s --check-prefix=TF32
+// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90 tf32=true}' %s | FileCheck %s --check-prefix=EXACT
 
 // On sm_90a (H100/H200, the recipe's default arch) f16 and bf16 matmuls take
 // the warpgroup-MMA kernel (twintrack.kernels.wgmma_matmul); other chips keep
@@ -154,5 +156,49 @@ func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<25
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<256x256xf32>)
   linalg.matmul ins(%a, %b : memref<256x32xf16>, memref<32x256xf16>) outs(%c : memref<256x256xf32>)
+  return
+}
+
+// f32 matmuls stay exact f32 on CUDA cores unless tf32 is allowed; then,
+// on sm_90a only, wgmma multiplies them as tf32: k = 8 per wgmma (32 bytes,
+// as 16 of f16), a K step of one 128-byte row (32 of f32). wgmma cannot
+// transpose tf32, so B (K x N) is transposed by its copy: 4-byte copies
+// (the L1 bypass is for 16-byte ones only) into the K-major layout, which
+// wgmma reads as <col>; A keeps its 16-byte copies of 4 elements.
+// CHECK-LABEL: func.func @tf32(
+// CHECK-NOT:     nvvm.wgmma
+// CHECK:         } {twintrack.kernel_path = "simt-matmul
+// TF32-LABEL: func.func @tf32(
+// TF32-SAME:    %[[A:.*]]: memref<256x64xf32>, %[[B:.*]]: memref<64x256xf32>, %[[C:.*]]: memref<256x256xf32>)
+// TF32:         %[[RING:.*]] = memref.view {{.*}} to memref<16384xf32, #gpu.address_space<workgroup>>
+// TF32:         nvgpu.device_async_copy %[[A]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1}
+// TF32:         nvgpu.device_async_copy %[[B]][{{.*}}], %[[RING]][{{.*}}], 1 : memref<64x256xf32>
+// TF32:         scf.for %{{.*}} = %c0 to %c64 step %c32
+// TF32:           nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 8>, D[<f32>, <one>], A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
+// TF32-COUNT-3:   nvvm.wgmma.mma_async
+// TF32-NEXT:      nvvm.wgmma.commit.group.sync.aligned
+// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/4 stages"}
+// EXACT-LABEL: func.func @tf32(
+// EXACT-NOT:     nvvm.wgmma
+// EXACT:         } {twintrack.kernel_path = "simt-matmul
+func.func @tf32(%a: memref<256x64xf32>, %b: memref<64x256xf32>, %c: memref<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<256x256xf32>)
+  linalg.matmul ins(%a, %b : memref<256x64xf32>, memref<64x256xf32>) outs(%c : memref<256x256xf32>)
+  return
+}
+
+// A tf32 linear layer's weight (N x K) is K-major already: 16-byte copies
+// for both operands.
+// TF32-LABEL: func.func @tf32_linear(
+// TF32-SAME:    %{{.*}}: memref<256x64xf32>, %[[W:.*]]: memref<256x64xf32>, %{{.*}}: memref<256x256xf32>)
+// TF32-NOT:     nvgpu.device_async_copy %[[W]]{{.*}}, 1 :
+// TF32:         nvgpu.device_async_copy %[[W]][{{.*}}], %{{.*}}[{{.*}}], 4 {bypassL1}
+// TF32:         nvvm.wgmma.mma_async {{.*}}, A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
+func.func @tf32_linear(%x: memref<256x64xf32>, %w: memref<256x64xf32>, %y: memref<256x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<256x256xf32>)
+  linalg.matmul indexing_maps = [#lhs, #weight, #res]
+      ins(%x, %w : memref<256x64xf32>, memref<256x64xf32>) outs(%y : memref<256x256xf32>)
   return
 }
