@@ -60,7 +60,8 @@ def test_gpu_kernel_counts(run_tool, tmp_path, model, at_most):
                                    "zoo:transformer_block?batch=8&seq=256&dim=256&heads=8",
                                    "zoo:gpt_block?batch=8&seq=256&dim=256&heads=8",
                                    "test/python/projection_blocks.py:separate_qkv_attention",
-                                   "test/python/real_models.py:bert", "test/python/real_models.py:llama"])
+                                   "test/python/real_models.py:bert", "test/python/real_models.py:llama",
+                                   "test/python/real_models.py:gpt2"])
 def test_one_gpu_kernel_per_dispatch(run_tool, tmp_path, model):
     """One kernel per dispatch, except attention: its three dispatches (Q·Kᵀ,
     the row-wise softmax, P·V) run as one flash-attention kernel."""

@@ -14,9 +14,7 @@ FACTORIES = Path(__file__).with_name("real_models.py")
     "bert",
     "llama",
     "resnet",
-    pytest.param("gpt2", marks=pytest.mark.xfail(strict=True, reason=(
-        "torch.export's core-ATen SDPA decomposition returns another memory layout than the "
-        "kernel, so the `view`s export traced after GPT-2's attention fail on retrace"))),
+    "gpt2",  # its attention's decomposition must keep the traced layout (frontend._attention_layout)
 ])
 def test_real_model_matches_float64(name, run_tool, tmp_path):
     compiled = run_tool("compile", f"{FACTORIES}:{name}", "-o", tmp_path / name, "-q")
