@@ -4,6 +4,7 @@ launch around a kernel body, and the global-to-shared tile copy."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -81,7 +82,9 @@ def accumulator_position(w: MlirWriter, lane: str) -> tuple[str, str]:
 
 
 def element_bytes(element: str) -> int:
-    return 4 if element == "f32" else 2
+    """Bytes of an element type (f32, bf16, i64, f8E4M3FN; index: 8)."""
+    bits = re.match(r"[a-z]+(\d+)", element)
+    return max(1, int(bits.group(1)) // 8) if bits else 8
 
 
 def vector_type(width: int, element: str) -> str:

@@ -13,6 +13,13 @@ each element of its row if anything after the kernel reads it (later steps
 reading it as it was written take its values from registers). A per-row
 step computes one value per row.
 
+Loads come before the stores that would hold them back (LLVM may not move
+a load above a store to a buffer that might alias it): each step's
+read-only row inputs are loaded at the kernel's start, and an elementwise
+step loads its inputs for a group of chunks before computing and storing
+them. Vectors carry their alignment, so they become 16-byte accesses. f32
+divisions by computed values are PTX's div.full.f32 (2 ulp).
+
 Loads near a ragged row end are clamped into the row (their lanes are then
 masked out of reductions and stores), so every value is defined on every
 thread and gpu.all_reduce is reached by all of them.
@@ -25,14 +32,20 @@ gather: load single elements of a kernel argument at indices it computes
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .epilogue import BodyOp, Ref, emit_body
-from .matmul_common import KERNEL_PATH_ATTR
+from .matmul_common import KERNEL_PATH_ATTR, element_bytes
 from .mlir_text import MlirWriter, launch_module
 
 MAX_CHUNKS = 8          # per-thread vectors of a row kept in registers
 MAX_THREADS = 1024
+# Values a thread loads ahead of their use. Loads are issued together so
+# their latencies overlap: a load cannot move above an earlier store (the
+# kernel's buffers may alias, for all LLVM knows), so a step that loads and
+# stores chunk by chunk would have one chunk in flight at a time. Bounded:
+# each value takes a register until used.
+PREFETCH_VALUES = 64
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,7 @@ class RowProgram:
     vector_ok: tuple[bool, ...]   # per buffer: contiguous, aligned rows (V-wide loads and stores)
     steps: tuple[RowStep, ...]
     read_later: frozenset[int]    # buffers a step stores and a later step loads (a barrier between)
+    read_only: frozenset[int] = frozenset()  # buffers the kernel does not write (nor any view of their memory)
 
     @property
     def vector_width(self) -> int:
@@ -105,6 +119,7 @@ class _RowKernelWriter:
         self.row = self._row_indices()
         self.positions = [self._chunk_start(i) for i in range(p.chunks)]
         emitters = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
+        self._prefetch_read_only()
         for index, step in enumerate(p.steps):
             emitters[step.kind](index, step)
             if step.store and step.output in p.read_later:
@@ -154,7 +169,7 @@ class _RowKernelWriter:
             start, _ = self.positions[chunk]
             t, v = p.elements[buffer], p.vector_width
             if dims and dims[-1] == len(p.rows) and p.vector_ok[buffer] and v > 1:
-                vector = w.op(f"vector.load %B{buffer}[{self._indices(dims, start)}]"
+                vector = w.op(f"vector.load %B{buffer}[{self._indices(dims, start)}] {{{self._alignment(t)}}}"
                               f" : {p.buffers[buffer]}, vector<{v}x{t}>")
                 self.cache[key] = [w.op(f"vector.extract {vector}[{lane}] : {t} from vector<{v}x{t}>")
                                    for lane in range(v)]
@@ -162,6 +177,41 @@ class _RowKernelWriter:
                 self.cache[key] = [w.op(f"memref.load %B{buffer}[{self._indices(dims, self._column(chunk, lane))}]"
                                         f" : {p.buffers[buffer]}") for lane in range(v)]
         return self.cache[key]
+
+    def _prefetch_read_only(self) -> None:
+        """Start loading every step's read-only row inputs at the kernel's
+        start, in step order, within PREFETCH_VALUES: no store or barrier
+        comes before them, so their DRAM latencies overlap the first step's.
+        Inputs the same for every row (layernorm's weight and bias) are left
+        to their step: every block reads them, so they hit in cache, and
+        holding them across the reductions would cost registers (occupancy)."""
+        budget, rows = PREFETCH_VALUES, len(self.p.rows)
+        for step in self.p.steps:
+            for inp in step.inputs:
+                if inp.buffer not in self.p.read_only or not any(d < rows for d in inp.dims):
+                    continue
+                if rows not in inp.dims:
+                    self._row_scalar(inp.buffer, inp.dims)
+                    continue
+                for chunk in range(self.p.chunks):
+                    if (inp.buffer, inp.dims, chunk) not in self.cache:
+                        if budget < self.p.vector_width:
+                            return
+                        budget -= self.p.vector_width
+                        self._lanes(inp.buffer, inp.dims, chunk)
+
+    def _chunk_groups(self, step: RowStep) -> list[list[int]]:
+        """The chunks in groups whose inputs (those not loaded yet) fit in
+        PREFETCH_VALUES: an elementwise step loads a group's inputs, then
+        computes and stores its chunks."""
+        loads = sum(self.p.vector_width for inp in step.inputs
+                    if inp.step is None and len(self.p.rows) in inp.dims and (inp.buffer, inp.dims, 0) not in self.cache)
+        groups: list[list[int]] = [[]]
+        for chunk in range(self.p.chunks):
+            if groups[-1] and loads * (len(groups[-1]) + 1) > PREFETCH_VALUES:
+                groups.append([])
+            groups[-1].append(chunk)
+        return groups
 
     def _row_scalar(self, buffer: int, dims: tuple[int, ...]) -> str:
         key = (buffer, dims, None)
@@ -196,7 +246,7 @@ class _RowKernelWriter:
         column = ("index", len(self.p.rows))
         if chunk is not None and any(column in op.operands for op in step.ops):
             refs[column] = self._column(chunk, lane)
-        return emit_body(self.w, step.ops, step.result, refs)
+        return emit_body(self.w, _full_range_divisions(step.ops), step.result, refs)
 
     # ------------------------------------------------------------ steps
     def _reduce(self, index: int, step: RowStep) -> None:
@@ -241,40 +291,55 @@ class _RowKernelWriter:
         w.emit("  scf.yield")
         w.emit("}")
 
-    def _path_attr(self) -> str:
+    def _path_attr(self, *more: str) -> str:
         """The kernel's path, for the kernel report (on the stores too: a
-        kernel without reductions has no barrier or all_reduce to carry it)."""
-        return f'{{{KERNEL_PATH_ATTR} = "{self.path}"}}'
+        kernel without reductions has no barrier or all_reduce to carry it),
+        and `more` attribute entries."""
+        return "{" + ", ".join((f'{KERNEL_PATH_ATTR} = "{self.path}"',) + more) + "}"
+
+    def _alignment(self, element: str) -> str:
+        """A vector access's alignment (rows checked by `vector_ok`): without
+        it LLVM assumes the element's, and NVPTX splits each 16-byte access
+        into scalar ones (ld.global.b32 x 4 instead of ld.global.v4)."""
+        return f"alignment = {self.p.vector_width * element_bytes(element)}"
 
     def _elementwise(self, index: int, step: RowStep) -> None:
-        w, p = self.w, self.p
-        v, t = p.vector_width, step.element
-        out_dims = tuple(range(len(p.rows) + 1))
-        for chunk, (start, inside) in enumerate(self.positions):
-            lanes = self._input_values(step, chunk)
-            results = [self._apply(step, [values[lane] for values in lanes], None, chunk, lane) for lane in range(v)]
-            self.step_lanes[index, chunk] = results
-            if not step.store:
-                continue
-            vector_store = p.vector_ok[step.output] and v > 1
-            columns = [] if vector_store else [self._column(chunk, lane) for lane in range(v)]
-            if inside:
-                w.emit(f"scf.if {inside} {{")
-                w.indent += 2
-            if vector_store:
-                vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
-                w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
-                       f" {self._path_attr()} : {p.buffers[step.output]}, vector<{v}x{t}>")
-            else:
-                for value, column in zip(results, columns):
-                    w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
-                           f" {self._path_attr()} : {p.buffers[step.output]}")
-            if inside:
-                w.emit("scf.yield")
-                w.indent -= 2
-                w.emit("}")
+        out_dims = tuple(range(len(self.p.rows) + 1))
+        for group in self._chunk_groups(step):
+            lanes = {chunk: self._input_values(step, chunk) for chunk in group}  # loads first
+            for chunk in group:
+                self._elementwise_chunk(index, step, chunk, lanes[chunk], out_dims)
         # Later loads of this buffer must see the new values.
         self.cache = {key: lanes for key, lanes in self.cache.items() if key[0] != step.output}
+
+    def _elementwise_chunk(self, index: int, step: RowStep, chunk: int, lanes: list[list[str]],
+                           out_dims: tuple[int, ...]) -> None:
+        """The step's values at this thread's chunk `chunk` (from its inputs'
+        `lanes`), stored if asked."""
+        w, p = self.w, self.p
+        v, t = p.vector_width, step.element
+        start, inside = self.positions[chunk]
+        results = [self._apply(step, [values[lane] for values in lanes], None, chunk, lane) for lane in range(v)]
+        self.step_lanes[index, chunk] = results
+        if not step.store:
+            return
+        vector_store = p.vector_ok[step.output] and v > 1
+        columns = [] if vector_store else [self._column(chunk, lane) for lane in range(v)]
+        if inside:
+            w.emit(f"scf.if {inside} {{")
+            w.indent += 2
+        if vector_store:
+            vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
+            w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
+                   f" {self._path_attr(self._alignment(t))} : {p.buffers[step.output]}, vector<{v}x{t}>")
+        else:
+            for value, column in zip(results, columns):
+                w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
+                       f" {self._path_attr()} : {p.buffers[step.output]}")
+        if inside:
+            w.emit("scf.yield")
+            w.indent -= 2
+            w.emit("}")
 
 
 # all_reduce kind -> the partial's starting value, per element type (hex: infinities)
@@ -301,6 +366,24 @@ def _neutral(kind: str, element: str) -> str:
     if kind in ("add", "mul"):
         return "0.0" if kind == "add" else "1.0"
     return _NEUTRAL[kind][element]
+
+
+# f32 division as PTX's div.full.f32: at most 2 ulp over the full range, a
+# few straight-line instructions. LLVM's IEEE div.rn.f32 is ~10 with a branch
+# to a slow path, which made the elementwise zoo body (a sigmoid, x/(1+|x|))
+# issue-bound at about the memory floor.
+_FULL_RANGE_DIVISION = ('{asm_string = "div.full.f32 $0, $1, $2;", constraints = "=f,f,f"}')
+
+
+def _full_range_divisions(ops: tuple[BodyOp, ...]) -> tuple[BodyOp, ...]:
+    """`ops` with each f32 division by a computed value as div.full.f32
+    (division by a constant stays arith.divf: LLVM makes a power of two's a
+    multiplication)."""
+    def constant(ref) -> bool:
+        return ref[0] == "const" or (ref[0] == "op" and ops[ref[1]].name == "arith.constant")
+    return tuple(replace(op, name="llvm.inline_asm", attributes=_FULL_RANGE_DIVISION)
+                 if op.name == "arith.divf" and op.result_type == "f32" and not constant(op.operands[1]) else op
+                 for op in ops)
 
 
 def row_kernel_module(symbol: str, kernel: str, program: RowProgram, location: str) -> str:

@@ -27,7 +27,7 @@ from ..kernels.epilogue import BodyOp, Ref
 from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
-from .ir_helpers import PythonPass, defining_op, dispatch_label, splice_generated_launch
+from .ir_helpers import PythonPass, buffer_root, defining_op, dispatch_label, splice_generated_launch
 
 # integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
@@ -327,6 +327,12 @@ class _Builder:
             return True
         return any(use.owner not in self.ops and use.owner.name != "memref.dealloc" for use in buffer.uses)
 
+    def _read_only(self, steps: list[RowStep]) -> frozenset[int]:
+        """The kernel arguments whose memory no step stores to (the kernel
+        may load them before its first store)."""
+        written = [buffer_root(self.buffers[step.output]) for step in steps if step.store]
+        return frozenset(k for k, value in enumerate(self.buffers) if buffer_root(value) not in written)
+
     def _program(self) -> RowProgram | None:
         width = 4 if self.inner % 4 == 0 else 1
         # Outputs get a kernel argument only when stored (per-row values stay in registers).
@@ -336,7 +342,7 @@ class _Builder:
         program = RowProgram(self.rows, self.inner, tuple(str(t) for t in types),
                              tuple(str(t.element_type) for t in types),
                              tuple(_contiguous_rows(t, width) for t in types),
-                             tuple(steps), frozenset(self.read_later))
+                             tuple(steps), frozenset(self.read_later), self._read_only(steps))
         return program if program.fits() else None
 
 

@@ -96,6 +96,8 @@ _NOT_FLOPS = {"arith.constant", "arith.cmpf", "arith.select", "arith.extf", "ari
 def elementwise_flops(op: ir.Operation) -> int:
     """Floating-point ops one arith/math op (or vector.fma) does: its float
     lanes, twice for a fused multiply-add; 0 for conversions and selects."""
+    if op.name == "llvm.inline_asm":  # the row kernels' div.full.f32
+        return 1 if str(op.attributes["asm_string"]).strip('"').startswith("div.") else 0
     if not (op.name.split(".")[0] in ("arith", "math") and op.name not in _NOT_FLOPS or op.name == "vector.fma"):
         return 0
     lanes = _float_lanes(op.results[0].type) if op.results else 0

@@ -4,21 +4,24 @@
 // twintrack-dissolve-dispatches) becomes one gpu.launch with a block per row.
 // Softmax, 8 rows of 512: 128 threads, each loading one 16-byte vector of its
 // row once; the max and the sum are gpu.all_reduce'd and stay in registers
-// (their buffers go), and the division stores 16-byte vectors.
+// (their buffers go), and the division (div.full.f32) stores 16-byte vectors.
+// The vectors carry their alignment: without it NVPTX splits them into
+// scalar accesses.
 #row2 = affine_map<(d0, d1) -> (d0, d1)>
 #row1 = affine_map<(d0, d1) -> (d0)>
 // CHECK-LABEL: func.func @softmax(
 // CHECK-SAME:    %[[X:.*]]: memref<8x512xf32>, %[[Y:.*]]: memref<8x512xf32>)
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch blocks(%[[ROW:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c8, %{{.*}} = %c1, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c128, {{.*}}) module(@forward_row_kernel_0)
-// CHECK-COUNT-1:   vector.load %[[X]][%[[ROW]], %{{.*}}] : memref<8x512xf32>, vector<4xf32>
+// CHECK-COUNT-1:   vector.load %[[X]][%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<8x512xf32>, vector<4xf32>
 // CHECK-NOT:       vector.load
 // CHECK:           gpu.all_reduce maximumf %{{.*}} uniform
 // CHECK-NEXT:      } {twintrack.kernel_path = "row-wise 8x512/128"}
 // CHECK:           math.exp
 // CHECK:           gpu.all_reduce add
-// CHECK:           arith.divf
-// CHECK:           vector.store %{{.*}}, %[[Y]][%[[ROW]], %{{.*}}] {{.*}}: memref<8x512xf32>, vector<4xf32>
+// CHECK:           llvm.inline_asm "div.full.f32 $0, $1, $2;", "=f,f,f"
+// CHECK-NOT:       arith.divf
+// CHECK:           vector.store %{{.*}}, %[[Y]][%[[ROW]], %{{.*}}] {alignment = 16 : i64, {{.*}}: memref<8x512xf32>, vector<4xf32>
 // CHECK:           gpu.terminator
 // CHECK-NOT:     linalg.
 // CHECK:         return
@@ -254,9 +257,9 @@ func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, 
 // pipeline's flat grid.
 // CHECK-LABEL: func.func @elementwise_rows(
 // CHECK:         gpu.launch blocks(%[[ROW:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256, %{{.*}} = %c1, %{{.*}} = %c1) threads({{.*}}) in (%{{.*}} = %c128,
-// CHECK:           vector.load %{{.*}}[%[[ROW]], %{{.*}}] : memref<256x512xf32>, vector<4xf32>
+// CHECK:           vector.load %{{.*}}[%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<256x512xf32>, vector<4xf32>
 // CHECK:           math.tanh
-// CHECK:           vector.store %{{.*}}, %{{.*}}[%[[ROW]], %{{.*}}] {twintrack.kernel_path = "row-wise 256x512/128"} : memref<256x512xf32>, vector<4xf32>
+// CHECK:           vector.store %{{.*}}, %{{.*}}[%[[ROW]], %{{.*}}] {alignment = 16 : i64, twintrack.kernel_path = "row-wise 256x512/128"} : memref<256x512xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.generic
 // CHECK:         return
 func.func @elementwise_rows(%x: memref<256x512xf32>, %y: memref<256x512xf32>) {
@@ -282,3 +285,92 @@ func.func @elementwise_few_rows(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
   return
 }
 
+
+// Loads are issued before the stores that would hold them back (LLVM may
+// not move a load above a store to a buffer that might alias it). The
+// elementwise zoo's shape, 132 rows of 4096: 256 threads of 4 chunks each
+// load their row's and the column vector's 8 vectors, then compute and
+// store 4. A division by a constant stays arith.divf.
+#col = affine_map<(d0, d1) -> (d1)>
+// CHECK-LABEL: func.func @loads_before_stores(
+// CHECK:         gpu.launch {{.*}} threads({{.*}}) in (%{{.*}} = %c256,
+// CHECK-COUNT-8:   vector.load {{.*}} {alignment = 16 : i64} : memref<{{132x4096|4096}}xf32>, vector<4xf32>
+// CHECK-NOT:       vector.load
+// CHECK:           arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK-NOT:       vector.load
+// CHECK-COUNT-4:   vector.store
+// CHECK-NOT:       vector.load
+// CHECK:           gpu.terminator
+func.func @loads_before_stores(%x: memref<132x4096xf32>, %scale: memref<4096xf32>, %y: memref<132x4096xf32>) {
+  linalg.generic {indexing_maps = [#row2, #col, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %scale : memref<132x4096xf32>, memref<4096xf32>) outs(%y : memref<132x4096xf32>)
+      attrs = {twintrack.dispatch = "elementwise_1"} {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %two = arith.constant 2.0 : f32
+    %m = arith.mulf %v, %s : f32
+    %r = arith.divf %m, %two : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// A later step's row input that the kernel does not write is loaded at the
+// kernel's start, before the reduction (its latency overlaps the row's);
+// one that views the output's memory (a subview of it) waits for its step.
+// Column vectors (layernorm's weight) are loaded by their step, all its
+// chunks before its first store.
+// CHECK-LABEL: func.func @row_inputs_first(
+// CHECK-SAME:    %[[X:[^:]*]]: memref<8x512xf32>, %[[R:[^:]*]]: memref<8x512xf32>, %[[W:[^:]*]]: memref<512xf32>,
+// CHECK:         gpu.launch
+// CHECK:           vector.load %[[X]]
+// CHECK:           vector.load %[[R]]
+// CHECK:           gpu.all_reduce add
+// CHECK:           vector.load %[[W]]
+// CHECK:           vector.store
+// CHECK:         gpu.launch
+// CHECK:           vector.load %[[X]]
+// CHECK-NOT:       vector.load
+// CHECK:           gpu.all_reduce add
+// CHECK:           vector.load %{{.*}} : memref<8x512xf32, strided<[512, 1]>>
+// CHECK:           vector.store
+func.func @row_inputs_first(%x: memref<8x512xf32>, %r: memref<8x512xf32>, %w: memref<512xf32>,
+                            %y: memref<8x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %sum = memref.alloc() : memref<8xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_7"} ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xf32>) outs(%sum : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_7"} {
+  ^bb0(%v: f32, %s: f32):
+    %a = arith.addf %v, %s : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#row2, #row1, #row2, #col, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum, %r, %w : memref<8x512xf32>, memref<8xf32>, memref<8x512xf32>, memref<512xf32>)
+      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_7"} {
+  ^bb0(%v: f32, %s: f32, %rv: f32, %wv: f32, %o: f32):
+    %d = arith.subf %v, %s : f32
+    %m = arith.mulf %d, %wv : f32
+    %a = arith.addf %m, %rv : f32
+    linalg.yield %a : f32
+  }
+  memref.dealloc %sum : memref<8xf32>
+  %view = memref.subview %y[0, 0] [8, 512] [1, 1] : memref<8x512xf32> to memref<8x512xf32, strided<[512, 1]>>
+  %sum2 = memref.alloc() : memref<8xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_8"} ins(%zero : f32) outs(%sum2 : memref<8xf32>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xf32>) outs(%sum2 : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_8"} {
+  ^bb0(%v: f32, %s: f32):
+    %a = arith.addf %v, %s : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#row2, #row1, #row2, #row2], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %sum2, %view : memref<8x512xf32>, memref<8xf32>, memref<8x512xf32, strided<[512, 1]>>)
+      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_8"} {
+  ^bb0(%v: f32, %s: f32, %rv: f32, %o: f32):
+    %d = arith.subf %v, %s : f32
+    %a = arith.addf %d, %rv : f32
+    linalg.yield %a : f32
+  }
+  memref.dealloc %sum2 : memref<8xf32>
+  return
+}
