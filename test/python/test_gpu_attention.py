@@ -51,10 +51,26 @@ def test_attention_is_one_flash_kernel(run_tool, tmp_path, model, dtype, path):
     assert kernel["path"].startswith(expected), kernel["path"]
     assert kernel["spills"] == 0 and kernel["block"][0] >= 32
     assert any("bmm" in op for op in kernel["source_ops"])
+    if BENCH in model:
+        assert _key_loop_end(tmp_path / "fused") == ("causal" if "gpt" in model else "%c256")
     unfused = _kernels(run_tool, tmp_path / "unfused", model, dtype, "--lowering-dir",
                        _lowering_without_attention_kernels(tmp_path))
     assert len(unfused) == len(fused) + 2, ([k["name"] for k in unfused], [k["name"] for k in fused])
     assert not any(k["path"].startswith("flash-attention") for k in unfused)
+
+
+def _key_loop_end(outdir) -> str:
+    """The attention kernel's key loop bound: a constant, or "causal" where
+    it is min(keys, the key tile past the block's last query row)."""
+    text = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
+    end = re.search(r"scf\.for %\w+ = %c0 to (%\w+) step %c64 iter_args", text).group(1)
+    if end.startswith("%c"):
+        return end
+    rounded = re.search(rf"{end} = arith\.minui (%\w+), %c256 : index", text).group(1)
+    tiles = re.search(rf"{rounded} = arith\.muli (%\w+), %c64 : index", text).group(1)
+    past = re.search(rf"{tiles} = arith\.divui (%\w+), %c64 : index", text).group(1)
+    assert re.search(rf"{past} = arith\.addi %\w+, %c127 : index", text), past  # m0 + 64 rows + 63
+    return "causal"
 
 
 def test_benchmark_attention_keeps_no_scores_buffer(run_tool, tmp_path):

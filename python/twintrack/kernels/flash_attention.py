@@ -1,38 +1,57 @@
 """Flash attention: softmax(Q·Kᵀ)·V in one kernel, the scores never in memory.
 
 One block per (BM query rows, batch·head). Q's tile is staged once; the loop
-over the keys stages a BN-key tile of K and of V (the next ones prefetched
-into registers, as the matmul kernels do: `TiledMatmulWriter.k_loop`),
-computes the BM x BN scores, applies the score epilogue to each (scale,
-mask, a narrowing), and updates the online softmax: each row's running max
-m and sum l; when m grows, l and the output rows are rescaled by
-exp(m_old - m_new) before P·V of this tile is added. After the loop O / l is
-stored through the P·V matmul's store (its epilogue and output view).
+over the keys stages a BN-key tile of K and of V, computes the BM x BN
+scores, applies the score epilogue to each (scale, mask, a narrowing), and
+updates the online softmax: each row's running max m and sum l; when m
+grows, l and the output rows are rescaled by exp(m_old - m_new) before P·V
+of this tile is added. After the loop O / l is stored through the P·V
+matmul's store (its epilogue and output view).
 
 A row whose scores are all -inf so far keeps m = -inf; its exponentials are
 then taken against 0, so they give 0, not NaN. A row masked entirely ends as
 0 / 0 = NaN, as the unfused softmax gives.
 
+Where the score epilogue is a causal mask (`masked_key_reach`: -inf for
+every key past row + reach, read off the epilogue's ops), a block's loop
+ends at the first key tile masked for all its rows: those tiles would
+change neither m, l nor the output.
+
 Two generators: CUDA-core FMAs (f32, or head dims mma.sync cannot take),
-R threads per query row, P going through shared memory to the P·V step; and
-mma.sync m16n8k16 for f16/bf16 (a warp per 16 query rows, FlashAttention-2's
-layout: the scores' accumulator fragments are, narrowed, P·V's A fragments,
-so P stays in registers). Shapes must be multiples of the tiles (the caller
-checks).
+R threads per query row, P going through shared memory to the P·V step, the
+next key tile prefetched into registers (as `TiledMatmulWriter.k_loop`);
+and mma.sync m16n8k16 for f16/bf16 (a warp per 16 query rows,
+FlashAttention-2's layout: the scores' accumulator fragments are, narrowed,
+P·V's A fragments, so P stays in registers), K and V coming through a ring
+of shared buffers filled by cp.async, exp as exp2. Shapes must be multiples
+of the tiles (the caller checks).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from .causal_mask import masked_key_reach
 from .epilogue import Epilogue, EpilogueWriter
-from .matmul_common import KernelNames, MatmulOperands, TileCopy, TiledMatmulWriter, accumulator_position, \
-    element_bytes, vector_type
+from .matmul_common import (
+    KERNEL_PATH_ATTR,
+    KernelNames,
+    MatmulOperands,
+    TileCopy,
+    TiledMatmulWriter,
+    accumulator_position,
+    element_bytes,
+    vector_position,
+    vector_type,
+)
 from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, b_fragment, mma
 from .simt_matmul import outer_product_update, transposing_store
 
 NEGATIVE_INFINITY = "0xFF800000"
 SHARED = "#gpu.address_space<workgroup>"
+STATIC_SHARED_BYTES = 48 * 1024
+LOG2_E = 1.4426950408889634
 
 
 @dataclass(frozen=True)
@@ -87,7 +106,9 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     d, element = attention.head_dim, attention.values.in_element
     bm = _largest_divisor(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
-        keys = _largest_divisor(attention.keys, (64, 32, 16))
+        # Static shared memory holds Q and a ring of two K and V tiles at least.
+        fitting = tuple(t for t in (64, 32, 16) if bm and _mma_shared_bytes(bm, t, d, 2) <= STATIC_SHARED_BYTES)
+        keys = _largest_divisor(attention.keys, fitting)
         return FlashTileConfig(bm, keys, d, tensor_cores=True) if bm and keys else None
     lanes = 8 if d >= 16 else 4
     # Shared memory (static, 48 KiB at most) holds Q and P (BM x D, BN x BM) and K, V (BN x D) in f32.
@@ -96,6 +117,13 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
         return None
     tm = min(4, bm * lanes // WARP)  # rows per thread: fewer on small tiles, so a block is a warp at least
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
+
+
+def _mma_shared_bytes(bm: int, keys: int, d: int, stages: int) -> int:
+    """Q's tile and `stages` K and V tiles, 2-byte elements, rows padded (K
+    or V transposed or not: the larger)."""
+    tile = max(keys * (d + ROW_PAD), d * (keys + ROW_PAD))
+    return 2 * (bm * (d + ROW_PAD) + stages * 2 * tile)
 
 
 def _largest_divisor(size: int, tiles: tuple[int, ...]) -> int | None:
@@ -116,6 +144,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         self.vec = 16 // element_bytes(self.t)
         self.score_epilogue = EpilogueWriter(attention.score_epilogue, self.w, "%F") \
             if attention.score_epilogue is not None else None
+        self.reach = masked_key_reach(attention.score_epilogue, attention.scores.view, attention.queries,
+                                      attention.keys)
 
     def arguments(self) -> list[tuple[str, str]]:
         """Q, K, V, the output, then the output epilogue's tensors (%E<k>) and the scores' (%F<k>)."""
@@ -160,15 +190,16 @@ class FlashAttentionWriter(TiledMatmulWriter):
         m_new = w.op(f"{self.attention.max_op} {m_old}, {self.lane_reduce(tile_max, self.attention.max_op, lanes)} : f32")
         infinite = w.op(f"arith.cmpf oeq, {m_new}, {w.constant(NEGATIVE_INFINITY, 'f32')} : f32")
         base = w.op(f"arith.select {infinite}, {w.constant(0.0, 'f32')}, {m_new} : f32")
-        alpha = self._exp_minus(m_old, base)
-        probabilities = [self._exp_minus(value, base) for value in scores]
+        alpha, *probabilities = self.exponentials([m_old, *scores], base)
         l_new = w.op(f"arith.mulf {l_old}, {alpha} : f32")
         for p in probabilities:
             l_new = w.op(f"arith.addf {l_new}, {p} : f32")
         return m_new, alpha, l_new, probabilities
 
-    def _exp_minus(self, value: str, base: str) -> str:
-        return self.w.op(f"math.exp {self.w.op(f'arith.subf {value}, {base} : f32')} : f32")
+    def exponentials(self, values: list[str], base: str) -> list[str]:
+        """exp(value - base) of each value."""
+        w = self.w
+        return [w.op(f"math.exp {w.op(f'arith.subf {value}, {base} : f32')} : f32") for value in values]
 
     def row_total(self, partial: str, lanes: int) -> str:
         return self.lane_reduce(partial, "arith.addf", lanes)
@@ -177,6 +208,55 @@ class FlashAttentionWriter(TiledMatmulWriter):
         """m = -inf, l = 0 for each of this thread's rows."""
         w = self.w
         return [w.constant(NEGATIVE_INFINITY, "f32")] * rows + [w.constant(0.0, "f32")] * rows
+
+    # ------------------------------------------------------------ the key loop
+    def key_end(self) -> str:
+        """Where this block's keys end: all of them, or under a causal mask
+        (`reach`) at the first key tile whose keys are all masked for each
+        of the block's rows (past m0 + BM - 1 + reach), which the loop skips."""
+        w, cfg, keys = self.w, self.cfg, self.attention.keys
+        if self.reach is None or cfg.bm + self.reach >= keys:
+            return w.index(keys)
+        past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
+        ahead = w.add(self.m0, w.index(past)) if past >= 0 else \
+            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-past)} : index')}, {w.index(0)} : index")
+        return w.op(f"arith.minui {w.mul(w.div(ahead, cfg.keys), cfg.keys)}, {w.index(keys)} : index")
+
+    def key_loop(self, end: str, accumulators: list[str], types: list[str]) -> list[str]:
+        """`TiledMatmulWriter.k_loop` over the keys up to `end` (an SSA index):
+        the next key tile prefetched into registers where the tiles split
+        into whole rounds of threads."""
+        w, step = self.w, self.cfg.keys
+        prefetch = self.prefetchable(self.stage_copies("%k0"))
+        if prefetch:  # the first tile, before the loop (there is one even where the loop runs none)
+            for copy in self.stage_copies(w.index(0)):
+                self.copy_tile(copy)
+            self.barrier()
+        results = w.fresh("acc")
+        iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
+        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {end} step {w.index(step)}"
+               f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
+        w.indent += 2
+        current = [f"%a{i}" for i in range(len(accumulators))]
+        if prefetch:  # the last step reloads its own tiles: harmless, and no branch
+            last = w.op(f"arith.subi {end}, {w.index(step)} : index")
+            following = w.op(f"arith.minui {w.add('%k0', w.index(step))}, {last} : index")
+            staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
+            updated = self.compute(current)
+            self.barrier()
+            for copy, vectors in staged:
+                for value, r, c in vectors:
+                    copy.store(value, r, c)
+        else:
+            for copy in self.stage_copies("%k0"):
+                self.copy_tile(copy)
+            self.barrier()
+            updated = self.compute(current)
+        self.barrier()
+        w.emit(f"scf.yield {', '.join(updated)} : {', '.join(types)}")
+        w.indent -= 2
+        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+        return [f"{results}#{i}" for i in range(len(accumulators))]
 
     # ------------------------------------------------------------ staging
     def shared(self, rows: int, cols: int, element: str | None = None) -> str:
@@ -222,7 +302,7 @@ class SimtFlashWriter(FlashAttentionWriter):
                                  transposing_store(w, "%Qs", self.q_smem, min(self.vec, cfg.head_dim), self.t)))
         zero = w.constant(0.0, vector_type(self.to, "f32"))
         types = [vector_type(self.to, "f32")] * cfg.tm + ["f32"] * (2 * cfg.tm)
-        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), types)
+        results = self.key_loop(self.key_end(), [zero] * cfg.tm + self.initial_row_state(cfg.tm), types)
         self._store(results)
 
     def stage_copies(self, k: str) -> list[TileCopy]:
@@ -307,17 +387,33 @@ class MmaFlashWriter(FlashAttentionWriter):
     for the whole loop. Each lane holds, of every 16x8 accumulator tile, rows
     lane/4 and lane/4 + 8: a row's statistics combine over 4 lanes. The
     scores of keys 16k … 16k+15, narrowed, are P·V's A fragment for that
-    K step (FlashAttention-2), so P never leaves registers."""
+    K step (FlashAttention-2), so P never leaves registers.
+
+    K and V tiles go through a ring of `stages` shared buffers filled by
+    cp.async (16 bytes a copy, no registers): the copies of tile i +
+    stages - 1 are issued as tile i is computed on, so global latency hides
+    behind `stages` - 1 tiles of work, and one barrier per tile suffices
+    (at step i everyone is past step i - 1, whose buffer is refilled).
+    The exponentials are exp2 with log2(e) folded into one FMA per score."""
 
     def __init__(self, attention: AttentionOperands, config: FlashTileConfig):
         super().__init__(attention, config, "flash-attention-mma.sync")
         cfg, d = config, config.head_dim
         self.q_smem = self.shared(cfg.bm, d + ROW_PAD)
-        self.k_smem = self.shared(cfg.keys, d + ROW_PAD) if attention.scores.b_transposed \
-            else self.shared(d, cfg.keys + ROW_PAD)
-        self.v_smem = self.shared(d, cfg.keys + ROW_PAD) if attention.values.b_transposed \
-            else self.shared(cfg.keys, d + ROW_PAD)
+        self.k_shape = (cfg.keys, d + ROW_PAD) if attention.scores.b_transposed else (d, cfg.keys + ROW_PAD)
+        self.v_shape = (d, cfg.keys + ROW_PAD) if attention.values.b_transposed else (cfg.keys, d + ROW_PAD)
+        self.stages = self._stages()
+        self.k_smem = self.shared(self.stages * self.k_shape[0], self.k_shape[1])
+        self.v_smem = self.shared(self.stages * self.v_shape[0], self.v_shape[1])
         self.score_tiles, self.output_tiles = cfg.keys // MMA_N, d // MMA_N
+
+    def _stages(self) -> int:
+        """As many buffers as key tiles, 4 at most, within static shared
+        memory (2 at least: `choose_flash_tile` keeps the tile that small)."""
+        cfg, size = self.cfg, element_bytes(self.t)
+        tile_bytes = (math.prod(self.k_shape) + math.prod(self.v_shape)) * size
+        room = (STATIC_SHARED_BYTES - cfg.bm * (cfg.head_dim + ROW_PAD) * size) // tile_bytes
+        return max(2, min(4, self.attention.keys // cfg.keys, room))
 
     def workgroup_buffers(self) -> list[tuple[str, str]]:
         return [("%Qs", self.q_smem), ("%Ks", self.k_smem), ("%Vs", self.v_smem)]
@@ -328,30 +424,99 @@ class MmaFlashWriter(FlashAttentionWriter):
         self.m0 = w.mul(self.names.block_m, cfg.bm)
         self.warp_row = w.mul(w.div("%tid", WARP), MMA_M)
         self.c_row, self.c_col = accumulator_position(w, lane)
-        self.copy_tile(self.copy(cfg.bm, cfg.head_dim, "%Q", self.attention.scores.a_type, (self.m0, w.index(0)),
-                                 self.vector_store_into("%Qs", self.q_smem, self.vec)))
+        end = self.key_end()
+        self._copy_async("%Q", self.attention.scores.a_type, (cfg.bm, cfg.head_dim), (self.m0, w.index(0)),
+                         "%Qs", self.q_smem, w.index(0), None)
+        w.emit("nvvm.cp.async.commit.group")
+        keys = self.attention.keys
+        for stage in range(self.stages - 1):  # the first tiles' copies; none past the end
+            past = stage * cfg.keys >= keys if end == w.index(keys) else None
+            self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
+            w.emit("nvvm.cp.async.commit.group")
+        w.emit(f"nvvm.cp.async.wait.group {self.stages - 1}")  # Q's
         self.barrier()
         self.q_fragments = [a_fragment(w, "%Qs", self.q_smem, self.t, self.warp_row, w.index(kk))
                             for kk in range(0, cfg.head_dim, MMA_K)]
         zero = w.constant(0.0, "vector<2x2xf32>")
         types = ["vector<2x2xf32>"] * self.output_tiles + ["f32"] * 4
-        results = self.k_loop(cfg.keys, [zero] * self.output_tiles + self.initial_row_state(2), types)
+        results = self._key_ring(end, [zero] * self.output_tiles + self.initial_row_state(2), types)
+        w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
         self._store(results)
 
-    def stage_copies(self, k: str) -> list[TileCopy]:
-        cfg, d, a, zero = self.cfg, self.cfg.head_dim, self.attention, self.w.index(0)
-        k_tile = (cfg.keys, d, (k, zero)) if a.scores.b_transposed else (d, cfg.keys, (zero, k))
-        v_tile = (d, cfg.keys, (zero, k)) if a.values.b_transposed else (cfg.keys, d, (k, zero))
-        return [self.copy(*k_tile[:2], "%K", a.scores.b_type, k_tile[2], self.vector_store_into("%Ks", self.k_smem, self.vec)),
-                self.copy(*v_tile[:2], "%V", a.values.b_type, v_tile[2], self.vector_store_into("%Vs", self.v_smem, self.vec))]
+    def _key_ring(self, end: str, accumulators: list[str], types: list[str]) -> list[str]:
+        """The loop over the key tiles up to `end`, each step waiting for its
+        tile's copies, then issuing those `stages` - 1 tiles ahead."""
+        w, cfg = self.w, self.cfg
+        results = w.fresh("acc")
+        iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
+        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {end} step {w.index(cfg.keys)}"
+               f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
+        w.indent += 2
+        w.emit(f"nvvm.cp.async.wait.group {self.stages - 2}")
+        self.barrier()
+        step = w.div("%k0", cfg.keys)
+        ahead = w.add("%k0", w.index((self.stages - 1) * cfg.keys))
+        self._copy_keys(ahead, w.rem(w.add(step, w.index(self.stages - 1)), self.stages), end, None)
+        w.emit("nvvm.cp.async.commit.group")
+        updated = self.compute([f"%a{i}" for i in range(len(accumulators))], w.rem(step, self.stages))
+        w.emit(f"scf.yield {', '.join(updated)} : {', '.join(types)}")
+        w.indent -= 2
+        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
+        return [f"{results}#{i}" for i in range(len(accumulators))]
 
-    def compute(self, accumulators: list[str]) -> list[str]:
+    def _copy_keys(self, key: str, stage: str, end: str, past: bool | None) -> None:
+        """cp.async the K and V tiles of the keys from `key` into ring `stage`;
+        `past`: the tile is past the end (None: known only at run time, then
+        a copy past `end` reads key 0 and writes zeros)."""
+        w, a = self.w, self.attention
+        if past is None:
+            inside = w.op(f"arith.cmpi ult, {key}, {end} : index")
+            elements = w.op(f"arith.select {inside}, {w.index(self.vec)}, {w.index(0)} : index")
+            key = w.op(f"arith.select {inside}, {key}, {w.index(0)} : index")
+        elif past:
+            return
+        else:
+            elements = None
+        zero = w.index(0)
+        k_origin = (key, zero) if a.scores.b_transposed else (zero, key)
+        v_origin = (zero, key) if a.values.b_transposed else (key, zero)
+        for source, source_type, shape, origin, buffer, buffer_type in (
+                ("%K", a.scores.b_type, self.k_shape, k_origin, "%Ks", self.k_smem),
+                ("%V", a.values.b_type, self.v_shape, v_origin, "%Vs", self.v_smem)):
+            tile = (shape[0], shape[1] - ROW_PAD)
+            self._copy_async(source, source_type, tile, origin, buffer, buffer_type, w.mul(stage, shape[0]), elements)
+
+    def _copy_async(self, source: str, source_type: str, tile: tuple[int, int], origin: tuple[str, str],
+                    buffer: str, buffer_type: str, row0: str, elements: str | None) -> None:
+        """A tile of `source` at `origin` into `buffer` from row `row0`, 16
+        bytes per copy, consecutive threads along a row (coalesced);
+        `elements` of each copy read (the rest zero), or all."""
+        w = self.w
+        rows, cols = tile
+        size = f", {elements}" if elements is not None else ""
+        copies = rows * cols // self.vec
+        for first in range(0, copies, self.threads):
+            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            guarded = first + self.threads > copies  # a tile smaller than the block
+            if guarded:
+                w.emit(f"scf.if {w.op(f'arith.cmpi ult, {flat}, {w.index(copies)} : index')} {{")
+                w.indent += 2
+            row, col = vector_position(w, flat, cols, self.vec)
+            w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(origin[0], row), w.add(origin[1], col))},"
+                 f" {buffer}[{w.add(row0, row)}, {col}], {self.vec}{size} {{bypassL1}} : {source_type} to {buffer_type}")
+            if guarded:
+                w.emit("scf.yield")
+                w.indent -= 2
+                w.emit("}")
+
+    def compute(self, accumulators: list[str], stage: str) -> list[str]:
         w, a = self.w, self.attention
         outputs, state = accumulators[:self.output_tiles], accumulators[self.output_tiles:]
+        k_row0, v_row0 = w.mul(stage, self.k_shape[0]), w.mul(stage, self.v_shape[0])
         scores = [w.constant(0.0, "vector<2x2xf32>")] * self.score_tiles
         for step, q in enumerate(self.q_fragments):
-            scores = [mma(w, self.t, q, b_fragment(w, "%Ks", self.k_smem, self.t, a.scores.b_transposed,
-                                                    w.index(step * MMA_K), w.index(j * MMA_N)), acc)
+            scores = [mma(w, self.t, q, self._b_fragment("%Ks", self.k_smem, a.scores.b_transposed, k_row0,
+                                                         step * MMA_K, j * MMA_N), acc)
                       for j, acc in enumerate(scores)]
         halves, new_state = [], [None] * 4
         for half in range(2):  # rows lane/4 and lane/4 + 8
@@ -367,10 +532,24 @@ class MmaFlashWriter(FlashAttentionWriter):
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]
         for step in range(self.cfg.keys // MMA_K):
             p = self._p_fragment([probabilities for _, probabilities in halves], step)
-            outputs = [mma(w, self.t, p, b_fragment(w, "%Vs", self.v_smem, self.t, a.values.b_transposed,
-                                                    w.index(step * MMA_K), w.index(j * MMA_N)), acc)
+            outputs = [mma(w, self.t, p, self._b_fragment("%Vs", self.v_smem, a.values.b_transposed, v_row0,
+                                                          step * MMA_K, j * MMA_N), acc)
                        for j, acc in enumerate(outputs)]
         return outputs + new_state
+
+    def _b_fragment(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int, n0: int) -> str:
+        """The B fragment at (k0, n0) of the tile in the ring from row `row0`
+        (its rows are K's, or N's when `transposed`)."""
+        k, n = self.w.index(k0), self.w.index(n0)
+        k, n = (k, self.w.add(row0, n)) if transposed else (self.w.add(row0, k), n)
+        return b_fragment(self.w, buffer, buffer_type, self.t, transposed, k, n)
+
+    def exponentials(self, values: list[str], base: str) -> list[str]:
+        """exp(value - base) as exp2(value·log2(e) - base·log2(e)): one FMA
+        each (the row shares base·log2(e)) and ex2, as FlashAttention does."""
+        w = self.w
+        shift, log2_e = w.op(f"arith.mulf {base}, {w.constant(-LOG2_E, 'f32')} : f32"), w.constant(LOG2_E, "f32")
+        return [w.op(f"math.exp2 {w.op(f'math.fma {value}, {log2_e}, {shift} : f32')} : f32") for value in values]
 
     def _rescale(self, acc: str, factors: list[str]) -> str:
         """An accumulator tile with each half's row times its factor."""

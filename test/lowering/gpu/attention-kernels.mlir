@@ -125,3 +125,177 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
   memref.dealloc %s : memref<4x64x64xf32>
   return
 }
+
+// fp16 on tensor cores, with gpt's causal mask (truncf, then -inf where
+// key - row > 0, through i64 casts): the block of query rows m0 … m0+63
+// needs keys up to m0+63 only, so its key loop ends at min(128, the tile
+// past them); K and V tiles come through a ring of shared buffers (two
+// here: the keys are two tiles) filled by cp.async, a tile ahead of the
+// one computed on, one barrier a step; the exponentials are exp2 with
+// log2(e) folded into one FMA.
+// CHECK-LABEL: func.func @causal_f16(
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c4) threads({{.*}}) in (%{{.*}} = %c128,
+// CHECK-SAME:      workgroup(%[[QS:.*]] : memref<64x40xf16, #gpu.address_space<workgroup>>, %[[KS:.*]] : memref<64x72xf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<128x40xf16, #gpu.address_space<workgroup>>)
+// CHECK:           %[[M0:.*]] = arith.muli %{{.*}}, %c64 : index
+// CHECK:           %[[PAST:.*]] = arith.addi %[[M0]], %c127 : index
+// CHECK:           %[[TILES:.*]] = arith.divui %[[PAST]], %c64 : index
+// CHECK:           %[[ROUNDED:.*]] = arith.muli %[[TILES]], %c64 : index
+// CHECK:           %[[END:.*]] = arith.minui %[[ROUNDED]], %c128 : index
+// CHECK:           nvgpu.device_async_copy %{{.*}}, %[[QS]][{{.*}}], 8 {bypassL1}
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK:           %[[FIRST:.*]] = arith.cmpi ult, %c0, %[[END]] : index
+// CHECK:           %[[READ:.*]] = arith.select %[[FIRST]], %c8, %c0 : index
+// CHECK:           nvgpu.device_async_copy %{{.*}}, %[[KS]][{{.*}}], 8, %[[READ]] {bypassL1}
+// CHECK:           nvgpu.device_async_copy %{{.*}}, %[[VS]][{{.*}}], 8, %[[READ]] {bypassL1}
+// CHECK:           nvvm.cp.async.commit.group
+// CHECK-NEXT:      nvvm.cp.async.wait.group 1
+// CHECK-NEXT:      gpu.barrier
+// CHECK:           nvgpu.ldmatrix %[[QS]]
+// CHECK:           scf.for %[[KEY:.*]] = %c0 to %[[END]] step %c64 iter_args({{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, f32, f32)
+// CHECK-NEXT:        nvvm.cp.async.wait.group 0
+// CHECK-NEXT:        gpu.barrier
+// The next tile's copies, into the other buffer, before this one's mma.sync.
+// CHECK:             %[[NEXT:.*]] = arith.addi %[[KEY]], %c64 : index
+// CHECK:             arith.cmpi ult, %[[NEXT]], %[[END]] : index
+// CHECK:             nvgpu.device_async_copy %{{.*}}, %[[KS]]
+// CHECK:             nvgpu.device_async_copy %{{.*}}, %[[VS]]
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK-NOT:         gpu.barrier
+// CHECK:             nvgpu.ldmatrix %[[KS]]
+// CHECK:             nvgpu.mma.sync
+// CHECK:             arith.cmpi sle
+// CHECK:             arith.select %{{.*}}, %{{.*}}, %{{.*}} : f16
+// CHECK:             gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK:             gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK:             %[[SHIFT:.*]] = arith.mulf %{{.*}}, %[[MINUS_LOG2E:.*]] : f32
+// CHECK:             %[[EXPONENT:.*]] = math.fma %{{.*}}, %[[LOG2E:.*]], %[[SHIFT]] : f32
+// CHECK:             math.exp2 %[[EXPONENT]] : f32
+// CHECK-NOT:         math.exp {{.*}}
+// CHECK:             nvgpu.ldmatrix %[[VS]]
+// CHECK-NOT:         gpu.barrier
+// CHECK:             scf.yield
+// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
+// CHECK-NEXT:      nvvm.cp.async.wait.group 0
+// CHECK:           vector.store %{{.*}}, %arg3
+func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: memref<4x128x32xf16>, %out: memref<4x128x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %ninf16 = arith.constant 0xFC00 : f16
+  %c0_i64 = arith.constant 0 : i64
+  %false = arith.constant false
+  %s = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf32>
+  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
+  %h = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0"} {
+  ^bb0(%in: f32, %o: f16):
+    %n = arith.truncf %in : f32 to f16
+    %i = linalg.index 1 : index
+    %i64 = arith.index_cast %i : index to i64
+    %j = linalg.index 2 : index
+    %j64 = arith.index_cast %j : index to i64
+    %d = arith.subi %j64, %i64 : i64
+    %le = arith.cmpi sle, %d, %c0_i64 : i64
+    %above = arith.cmpi eq, %le, %false : i1
+    %masked = arith.select %above, %ninf16, %n : f16
+    linalg.yield %masked : f16
+  }
+  %max = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %m = arith.maximumf %w, %o : f32
+    linalg.yield %m : f32
+  }
+  %sum = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %m: f32, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %a = arith.addf %e, %o : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %p = arith.divf %e, %t : f32
+    %n = arith.truncf %p : f32 to f16
+    linalg.yield %n : f16
+  }
+  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
+  memref.dealloc %max : memref<4x128xf32>
+  memref.dealloc %sum : memref<4x128xf32>
+  memref.dealloc %h : memref<4x128x128xf16>
+  memref.dealloc %s : memref<4x128x128xf32>
+  return
+}
+
+// A mask of the keys before the row (key < row) leaves later keys in
+// play: every block runs over all of them.
+// CHECK-LABEL: func.func @anticausal(
+// CHECK-NOT:     arith.minui
+// CHECK:         scf.for %{{.*}} = %c0 to %c128 step %c64
+func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: memref<4x128x32xf16>, %out: memref<4x128x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %ninf16 = arith.constant 0xFC00 : f16
+  %c0_i64 = arith.constant 0 : i64
+  %false = arith.constant false
+  %s = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf32>
+  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
+  %h = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0"} {
+  ^bb0(%in: f32, %o: f16):
+    %n = arith.truncf %in : f32 to f16
+    %i = linalg.index 1 : index
+    %i64 = arith.index_cast %i : index to i64
+    %j = linalg.index 2 : index
+    %j64 = arith.index_cast %j : index to i64
+    %d = arith.subi %j64, %i64 : i64
+    %le = arith.cmpi sge, %d, %c0_i64 : i64
+    %above = arith.cmpi eq, %le, %false : i1
+    %masked = arith.select %above, %ninf16, %n : f16
+    linalg.yield %masked : f16
+  }
+  %max = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %m = arith.maximumf %w, %o : f32
+    linalg.yield %m : f32
+  }
+  %sum = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %m: f32, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %a = arith.addf %e, %o : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %p = arith.divf %e, %t : f32
+    %n = arith.truncf %p : f32 to f16
+    linalg.yield %n : f16
+  }
+  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
+  memref.dealloc %max : memref<4x128xf32>
+  memref.dealloc %sum : memref<4x128xf32>
+  memref.dealloc %h : memref<4x128x128xf16>
+  memref.dealloc %s : memref<4x128x128xf32>
+  return
+}

@@ -1,0 +1,159 @@
+"""Causal masks read off an attention's score epilogue, so the flash
+attention kernel can skip the key tiles a mask hides entirely.
+
+The mask condition is evaluated symbolically: an integer is an affine form
+(row coefficient, key coefficient, constant) of the score's query row and
+key, with whether it is known non-negative; a condition is (form,
+predicate), meaning "form pred 0"."""
+
+from __future__ import annotations
+
+import re
+
+from .epilogue import Epilogue
+from .matmul_common import OutputView
+
+_CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le", 8: "gt", 9: "ge"}
+_UNSIGNED = range(6, 10)
+_NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
+_MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
+_INTEGERS = ("index", "i64", "i32")
+_BOUND = 1 << 24  # sizes, constants: small enough that no i32 sum of a few overflows
+_NEGATIVE_INFINITIES = {"f32": 0xFF800000, "f16": 0xFC00, "bf16": 0xFF80, "f64": 0xFFF0000000000000}
+
+
+def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries: int, keys: int) -> int | None:
+    """`reach` such that the score epilogue turns every score whose key is
+    past its query row + reach into -inf, whatever the score: a causal mask
+    (reach 0). None where it cannot tell; then no key is skipped. The mask
+    must be the epilogue's last op, a select of -inf on a condition of the
+    row and key indices alone: one comparison of forms built by casts,
+    additions and subtractions (exact: the indices are small)."""
+    dims = _score_dims(view)
+    if epilogue is None or dims is None or max(queries, keys) >= _BOUND:
+        return None
+    ops, result = epilogue.ops, epilogue.result
+    if result[0] != "op" or ops[result[1]].name != "arith.select":
+        return None
+    condition, when_true, when_false = ops[result[1]].operands
+    mask = _symbolic(ops, condition, dims)
+    if not _is_condition(mask):
+        return None
+    if not _negative_infinity(when_true):
+        if not _negative_infinity(when_false):
+            return None
+        mask = (mask[0], _NEGATED[mask[1]])
+    return _reach(*mask)
+
+
+def _score_dims(view) -> tuple[int, int] | None:
+    """The epilogue's loop dims of the query row and of the key (each unsplit)."""
+    if view is None:
+        return 1, 2
+    if len(view.splits) != 3 or len(view.splits[1]) != 1 or len(view.splits[2]) != 1:
+        return None
+    first = len(view.splits[0])
+    return view.loop_dims[first], view.loop_dims[first + 1]
+
+
+def _reach(form: tuple[int, int, int], predicate: str) -> int | None:
+    """For a mask "a·row + b·key + c pred 0": the reach if it masks exactly the keys past row + reach."""
+    row, key, constant = form
+    if (row, key) == (1, -1):
+        row, key, constant, predicate = -1, 1, -constant, _MIRRORED[predicate]
+    if (row, key) != (-1, 1):
+        return None
+    if predicate == "gt":  # key > row - c
+        return -constant
+    return -constant - 1 if predicate == "ge" else None  # key >= row - c
+
+
+def _symbolic(ops, ref, dims: tuple[int, int]):
+    """An epilogue value as a form ((a, b, c), non-negative), a condition
+    (form, predicate) or a bool; None if it is anything else."""
+    if ref[0] == "const":
+        return _constant(ref)
+    if ref[0] != "op":
+        return None
+    op = ops[ref[1]]
+    if op.name == "linalg.index":
+        dim = op.operands[0][1]
+        return ((0, 1, 0) if dim == dims[1] else (1, 0, 0), True) if dim in dims else None
+    values = [_symbolic(ops, operand, dims) for operand in op.operands]
+    if None in values:
+        return None
+    if op.name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
+        return _cast(op, values[0])
+    if op.name in ("arith.addi", "arith.subi") and op.result_type in _INTEGERS and all(_is_form(v) for v in values):
+        return _combine(values[0], values[1], 1 if op.name == "arith.addi" else -1)
+    if op.name == "arith.cmpi":
+        return _compare(op, values)
+    if op.name == "arith.xori" and True in values:
+        return _negate(values[1 - values.index(True)])
+    return None
+
+
+def _is_form(value) -> bool:
+    return isinstance(value, tuple) and isinstance(value[1], bool)
+
+
+def _is_condition(value) -> bool:
+    return isinstance(value, tuple) and isinstance(value[1], str)
+
+
+def _constant(ref):
+    text, element = ref[1].split(":")[0].strip(), ref[2]
+    if element == "i1" and text in ("true", "false"):
+        return text == "true"
+    if element in _INTEGERS and text.lstrip("-").isdigit() and abs(int(text)) < _BOUND:
+        return (0, 0, int(text)), int(text) >= 0
+    return None
+
+
+def _cast(op, value):
+    """Casts between the integer types keep a small value; a zero extension
+    keeps only a non-negative one."""
+    if not _is_form(value) or op.result_type not in _INTEGERS or op.operand_types[0] not in _INTEGERS:
+        return None
+    return value if value[1] or op.name in ("arith.index_cast", "arith.extsi") else None
+
+
+def _combine(x, y, sign: int):
+    form = tuple(a + sign * b for a, b in zip(x[0], y[0]))
+    if max(abs(form[0]), abs(form[1])) > 4 or abs(form[2]) >= _BOUND:
+        return None
+    return form, x[1] and y[1] and sign > 0
+
+
+def _compare(op, values):
+    """arith.cmpi of two forms (unsigned only on non-negative ones), or of a condition and a bool."""
+    predicate = int(re.search(r"predicate = (\d+)", op.attributes).group(1))
+    x, y = values
+    if _is_form(x) and _is_form(y):
+        difference = _combine(x, y, -1)
+        if difference is None or (predicate in _UNSIGNED and not (x[1] and y[1])):
+            return None
+        return difference[0], _CMPI[predicate]
+    if isinstance(x, bool):
+        x, y = y, x
+    if isinstance(y, bool) and predicate in (0, 1):
+        return x if y == (predicate == 0) else _negate(x)
+    return None
+
+
+def _negate(condition):
+    if isinstance(condition, bool):
+        return not condition
+    return (condition[0], _NEGATED[condition[1]]) if _is_condition(condition) else None
+
+
+def _negative_infinity(ref) -> bool:
+    if ref[0] != "const" or ref[2] not in _NEGATIVE_INFINITIES:
+        return False
+    text = ref[1].split(":")[0].strip()
+    if text.lower().startswith("0x"):
+        return int(text, 16) == _NEGATIVE_INFINITIES[ref[2]]
+    try:
+        return float(text) == float("-inf")
+    except ValueError:
+        return False
