@@ -1,3 +1,4 @@
+import re
 import sys
 from pathlib import Path
 
@@ -16,3 +17,10 @@ def run_tool():
         return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)],
                               capture_output=True, text=True, cwd=REPO)
     return run
+
+
+def copies_read_through(kernel_path: str) -> int:
+    """How many permuted copies of Q, K or V a flash-attention kernel took
+    over (its path says "(N copies read through)"; each was a kernel)."""
+    found = re.search(r"\((\d) copies read through\)", kernel_path)
+    return int(found.group(1)) if found else 0

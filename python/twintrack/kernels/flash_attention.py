@@ -55,13 +55,32 @@ LOG2_E = 1.4426950408889634
 
 
 @dataclass(frozen=True)
+class OperandSlice:
+    """Where a block finds its batch entry's tile of Q, K or V in the kernel
+    argument (of `argument_type`, shape `sizes`): each dim of the argument
+    is the batch index, its outer part (batch / heads) or its head (batch %
+    heads), or one of the tile's two dims ("tile"), in the argument's order,
+    so Q, K and V may be read where a projection wrote them, heads
+    interleaved, instead of from a permuted copy. The tile is a rank-2
+    subview of `tile_type` whose second dim is contiguous."""
+    argument_type: str
+    sizes: tuple[int, ...]
+    dims: tuple[str, ...]   # each "batch", "outer", "head" or "tile"
+    tile_type: str
+    heads: int = 1
+
+
+@dataclass(frozen=True)
 class AttentionOperands:
     """The two matmuls of an attention and what sits around them."""
     scores: MatmulOperands               # Q·Kᵀ: A = Q (batch, Sq, D), B = Kᵀ (batch, D, Sk), or K if b_transposed
     values: MatmulOperands               # P·V: B = V (batch, Sk, D), or Vᵀ; C the output, through its view
     score_epilogue: Epilogue | None      # applied to each score (its view gives the loop indices)
     value_epilogue: Epilogue | None      # applied to each output element as it is stored
+    slices: tuple[OperandSlice, OperandSlice, OperandSlice]  # how Q, K and V are read
     max_op: str = "arith.maximumf"       # the softmax's max (how it treats NaN)
+    q_scale: float | None = None         # Q times this, in its element type, as it is staged
+    copies_read_through: int = 0         # of Q, K, V: permuted copies the kernel reads the sources of
 
     @property
     def head_dim(self) -> int:
@@ -140,6 +159,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         super().__init__(attention.values, config, kind, accumulate=False, epilogue=attention.value_epilogue,
                          names=KernelNames(a="%Q", b="%V", c="%O"))
         self.attention = attention
+        if attention.copies_read_through:
+            self.path += f" ({attention.copies_read_through} copies read through)"
         self.t = attention.values.in_element
         self.vec = 16 // element_bytes(self.t)
         self.score_epilogue = EpilogueWriter(attention.score_epilogue, self.w, "%F") \
@@ -150,7 +171,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def arguments(self) -> list[tuple[str, str]]:
         """Q, K, V, the output, then the output epilogue's tensors (%E<k>) and the scores' (%F<k>)."""
         a = self.attention
-        arguments = [("%Q", a.scores.a_type), ("%K", a.scores.b_type), ("%V", a.values.b_type), ("%O", a.values.c_type)]
+        arguments = [(name, s.argument_type) for name, s in zip(("%Q", "%K", "%V"), a.slices)]
+        arguments.append(("%O", a.values.c_type))
         for prefix, epilogue in (("%E", a.value_epilogue), ("%F", a.score_epilogue)):
             arguments += [(f"{prefix}{k}", inp.memref_type) for k, inp in (epilogue.tensor_inputs() if epilogue else [])]
         return arguments
@@ -269,6 +291,32 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def copy(self, rows: int, cols: int, source: str, source_type: str, origin: tuple[str, str], store) -> TileCopy:
         return TileCopy(rows, cols, min(self.vec, cols), source, source_type, origin, store)
 
+    # ------------------------------------------------------------ operands
+    def operand_tiles(self) -> None:
+        """This block's Q, K and V tiles (self.tiles: name and type each), as
+        rank-2 subviews of the arguments: every operand access is 2-D."""
+        self.tiles = [(self._tile_view(name, s), s.tile_type) for name, s in zip(("%Q", "%K", "%V"), self.attention.slices)]
+
+    def _tile_view(self, name: str, s: OperandSlice) -> str:
+        w, batch = self.w, self.names.batch
+        where = {"batch": lambda: batch, "outer": lambda: w.div(batch, s.heads), "head": lambda: w.rem(batch, s.heads),
+                 "tile": lambda: "0"}
+        offsets = ", ".join(where[d]() for d in s.dims)
+        sizes = ", ".join(str(size) if d == "tile" else "1" for d, size in zip(s.dims, s.sizes))
+        return w.op(f"memref.subview {name}[{offsets}] [{sizes}] [{', '.join('1' * len(s.dims))}]"
+                    f" : {s.argument_type} to {s.tile_type}")
+
+    def at(self, row: str, col: str) -> str:
+        """An element of an operand tile (`operand_tiles`): no batch index."""
+        return f"[{row}, {col}]"
+
+    def scaled_q(self, value: str, vector: str) -> str:
+        """A staged vector of Q times `q_scale` (the multiplication it was read through)."""
+        if self.attention.q_scale is None:
+            return value
+        scale = self.w.constant(self.attention.q_scale, vector)
+        return self.w.op(f"arith.mulf {value}, {scale} : {vector}")
+
 
 class SimtFlashWriter(FlashAttentionWriter):
     """CUDA cores. Thread t owns rows tm·(t / R) … +tm of the block's query
@@ -298,8 +346,11 @@ class SimtFlashWriter(FlashAttentionWriter):
         self.key0 = w.mul(self.lane, self.tn)                  # its first key within a key tile
         self.col0 = w.mul(self.lane, self.to)                  # its first output column
         self.m0 = w.mul(self.names.block_m, cfg.bm)
-        self.copy_tile(self.copy(cfg.bm, cfg.head_dim, "%Q", self.attention.scores.a_type, (self.m0, w.index(0)),
-                                 transposing_store(w, "%Qs", self.q_smem, min(self.vec, cfg.head_dim), self.t)))
+        self.operand_tiles()
+        width = min(self.vec, cfg.head_dim)
+        store_q = transposing_store(w, "%Qs", self.q_smem, width, self.t)
+        self.copy_tile(self.copy(cfg.bm, cfg.head_dim, *self.tiles[0], (self.m0, w.index(0)),
+                                 lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c)))
         zero = w.constant(0.0, vector_type(self.to, "f32"))
         types = [vector_type(self.to, "f32")] * cfg.tm + ["f32"] * (2 * cfg.tm)
         results = self.key_loop(self.key_end(), [zero] * cfg.tm + self.initial_row_state(cfg.tm), types)
@@ -308,17 +359,18 @@ class SimtFlashWriter(FlashAttentionWriter):
     def stage_copies(self, k: str) -> list[TileCopy]:
         w, cfg, d, a = self.w, self.cfg, self.cfg.head_dim, self.attention
         zero = w.index(0)
+        (_, (k_tile, k_type), (v_tile, v_type)) = self.tiles
         if a.scores.b_transposed:  # K (keys x D): transposed into Ks
-            k_copy = self.copy(cfg.keys, d, "%K", a.scores.b_type, (k, zero),
+            k_copy = self.copy(cfg.keys, d, k_tile, k_type, (k, zero),
                                transposing_store(w, "%Ks", self.k_smem, min(self.vec, d), self.t))
         else:
-            k_copy = self.copy(d, cfg.keys, "%K", a.scores.b_type, (zero, k),
+            k_copy = self.copy(d, cfg.keys, k_tile, k_type, (zero, k),
                                self.vector_store_into("%Ks", self.k_smem, min(self.vec, cfg.keys)))
         if a.values.b_transposed:  # Vᵀ (D x keys): transposed into Vs
-            v_copy = self.copy(d, cfg.keys, "%V", a.values.b_type, (zero, k),
+            v_copy = self.copy(d, cfg.keys, v_tile, v_type, (zero, k),
                                transposing_store(w, "%Vs", self.v_smem, min(self.vec, cfg.keys), self.t))
         else:
-            v_copy = self.copy(cfg.keys, d, "%V", a.values.b_type, (k, zero),
+            v_copy = self.copy(cfg.keys, d, v_tile, v_type, (k, zero),
                                self.vector_store_into("%Vs", self.v_smem, min(self.vec, d)))
         return [k_copy, v_copy]
 
@@ -425,7 +477,8 @@ class MmaFlashWriter(FlashAttentionWriter):
         self.warp_row = w.mul(w.div("%tid", WARP), MMA_M)
         self.c_row, self.c_col = accumulator_position(w, lane)
         end = self.key_end()
-        self._copy_async("%Q", self.attention.scores.a_type, (cfg.bm, cfg.head_dim), (self.m0, w.index(0)),
+        self.operand_tiles()
+        self._copy_async(*self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)),
                          "%Qs", self.q_smem, w.index(0), None)
         w.emit("nvvm.cp.async.commit.group")
         keys = self.attention.keys
@@ -435,7 +488,8 @@ class MmaFlashWriter(FlashAttentionWriter):
             w.emit("nvvm.cp.async.commit.group")
         w.emit(f"nvvm.cp.async.wait.group {self.stages - 1}")  # Q's
         self.barrier()
-        self.q_fragments = [a_fragment(w, "%Qs", self.q_smem, self.t, self.warp_row, w.index(kk))
+        self.q_fragments = [self.scaled_q(a_fragment(w, "%Qs", self.q_smem, self.t, self.warp_row, w.index(kk)),
+                                          f"vector<4x2x{self.t}>")
                             for kk in range(0, cfg.head_dim, MMA_K)]
         zero = w.constant(0.0, "vector<2x2xf32>")
         types = ["vector<2x2xf32>"] * self.output_tiles + ["f32"] * 4
@@ -480,9 +534,10 @@ class MmaFlashWriter(FlashAttentionWriter):
         zero = w.index(0)
         k_origin = (key, zero) if a.scores.b_transposed else (zero, key)
         v_origin = (zero, key) if a.values.b_transposed else (key, zero)
+        (_, (k_tile, k_type), (v_tile, v_type)) = self.tiles
         for source, source_type, shape, origin, buffer, buffer_type in (
-                ("%K", a.scores.b_type, self.k_shape, k_origin, "%Ks", self.k_smem),
-                ("%V", a.values.b_type, self.v_shape, v_origin, "%Vs", self.v_smem)):
+                (k_tile, k_type, self.k_shape, k_origin, "%Ks", self.k_smem),
+                (v_tile, v_type, self.v_shape, v_origin, "%Vs", self.v_smem)):
             tile = (shape[0], shape[1] - ROW_PAD)
             self._copy_async(source, source_type, tile, origin, buffer, buffer_type, w.mul(stage, shape[0]), elements)
 

@@ -16,16 +16,30 @@ The matmul ends are gpu-matmul-kernels' own matching (`MatmulSite`). The
 scores, P and the softmax's per-row buffers must be temporaries nothing else
 reads, and nothing but the chain (allocations and views aside) may sit
 between the two matmuls; anything else stays as it was, three kernels.
+
+Q, K and V are often permuted copies: a projection writes (batch, seq,
+heads·dim), and a transpose (Q's also scaled) copies each into (batch,
+heads, seq, dim) for the matmuls. Where such a copy's buffer is read by the
+attention alone, the kernel reads the copy's source instead (each block
+its head's tile, `OperandSlice`; Q's scale applied as it is staged), and
+the copy goes: one kernel and one round trip through memory less each.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 
-from ..kernels.flash_attention import AttentionOperands, FlashTileConfig, choose_flash_tile, flash_attention_module
+from ..kernels.flash_attention import (
+    AttentionOperands,
+    FlashTileConfig,
+    OperandSlice,
+    choose_flash_tile,
+    flash_attention_module,
+)
+from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import MatmulSite, erase_site
 from .gpu_row_kernels import ROW_DISPATCH_PREFIX, row_groups
@@ -53,12 +67,27 @@ class _Softmax:
 
 
 @dataclass
+class _Read:
+    """How the kernel reads one of Q, K and V: the argument and its slice;
+    for a permuted copy it takes over, the copy (`producer`, erased with
+    its buffer `copy`), whether the tile's dims are swapped against the
+    matmul's operand, and Q's scale."""
+    argument: ir.Value
+    slice: OperandSlice
+    producer: ir.Operation | None = None
+    copy: ir.Value | None = None
+    swapped: bool = False
+    scale: float | None = None
+
+
+@dataclass
 class _Chain:
     scores: MatmulSite
     softmax: _Softmax
     values: MatmulSite
     attention: AttentionOperands
     config: FlashTileConfig | None
+    reads: list[_Read]
 
     def ops(self) -> list[ir.Operation]:
         """The ops the kernel replaces."""
@@ -95,10 +124,162 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
         return None
     if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
         return None
-    attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue, softmax.max_op)
+    reads = _reads(scores.op, values_op)
+    scores_operands = replace(scores_operands, b_transposed=scores_operands.b_transposed != reads[1].swapped)
+    values_operands = replace(values_operands, b_transposed=values_operands.b_transposed != reads[2].swapped)
+    attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
+                                  tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
+                                  sum(r.producer is not None for r in reads))
     config = choose_flash_tile(attention)
-    chain = _Chain(scores, softmax, values, attention, config)
+    chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
+
+
+# ------------------------------------------------------------ reading Q, K, V
+def _reads(scores: ir.Operation, values: ir.Operation) -> list[_Read]:
+    """Q, K and V's reads: through the permuted copy each comes from where
+    the kernel can take it over (Q's only unswapped), else as they are."""
+    operands = [(scores, 0, True), (scores, 1, False), (values, 1, False)]
+    reads = []
+    for reader, index, is_query in operands:
+        value = reader.operands[index]
+        folded = _through_copy(value, reader, values, allow_scale=is_query)
+        reads.append(folded if folded is not None and not (is_query and folded.swapped) else _plain_read(value))
+    return reads
+
+
+def _plain_read(value: ir.Value) -> _Read:
+    """A (batch, rows, cols) operand read as it is."""
+    memref_type = ir.MemRefType(value.type)
+    return _Read(value, _slice(memref_type, ("batch", "tile", "tile")))
+
+
+def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1) -> OperandSlice:
+    strides, _ = memref_type.get_strides_and_offset()
+    tiles = [d for d, name in enumerate(dims) if name == "tile"]
+    element = str(memref_type.element_type)
+    tile_type = (f"memref<{memref_type.shape[tiles[0]]}x{memref_type.shape[tiles[1]]}x{element},"
+                 f" strided<[{strides[tiles[0]]}, 1], offset: ?>>")
+    return OperandSlice(str(memref_type), tuple(memref_type.shape), dims, tile_type, heads)
+
+
+def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation, allow_scale: bool) -> _Read | None:
+    """The read of `value` from the source of the permuted copy that fills its
+    buffer, if the copy can go: the buffer is a row-major allocation (batch,
+    rows, cols) or (outer, heads, rows, cols) that only the copy writes and
+    only this attention reads (through collapsing reshapes); the copy is a
+    transpose, or a permuting generic yielding its input (times a constant,
+    for Q); its source keeps the tile's last dim contiguous and 16-byte
+    aligned; and nothing between the copy and the kernel (`kernel_at`) writes it."""
+    copy = _collapsed_from(value)
+    if copy is None:
+        return None
+    users = [u for u in _view_users(copy) if u.name not in ("memref.dealloc", *VIEW_OPS)]
+    if len(users) != 2 or reader not in users:
+        return None
+    producer = next(u for u in users if u != reader)
+    permuted = _permutation_source(producer, copy, allow_scale)
+    if permuted is None:
+        return None
+    source, source_dims, scale = permuted
+    rank = len(source_dims)
+    names = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
+    dims = tuple(names[d] for d in source_dims)
+    tiles = [d for d in range(rank) if dims[d] == "tile"]
+    source_type = ir.MemRefType(source.type)
+    if not _tile_contiguous(source_type, tiles[1]) or not _untouched_between(producer, kernel_at, source):
+        return None
+    heads = ir.MemRefType(copy.type).shape[1] if rank == 4 else 1
+    swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
+    return _Read(source, _slice(source_type, dims, heads), producer, copy, swapped, scale)
+
+
+def _collapsed_from(value: ir.Value) -> ir.Value | None:
+    """The row-major allocation (batch, r, c) or (outer, heads, r, c) whose
+    leading dims `value` (batch, r, c) collapses, else None."""
+    root = value
+    while (owner := defining_op(root)) is not None and owner.name == "memref.collapse_shape":
+        root = owner.operands[0]
+    owner = defining_op(root)
+    if owner is None or owner.name != "memref.alloc" or not _row_major(ir.MemRefType(root.type)):
+        return None
+    shape, collapsed = ir.MemRefType(root.type).shape, ir.MemRefType(value.type).shape
+    return root if len(shape) in (3, 4) and shape[-2:] == collapsed[-2:] else None
+
+
+def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
+    """(source, the copy's dim each source dim is, scale or None) of a copy
+    writing `copy` whole as a permutation of its one input; else None."""
+    rank = len(ir.MemRefType(copy.type).shape)
+    if op.name == "linalg.transpose" and op.operands[1] == copy:
+        permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        return op.operands[0], tuple(permutation.index(d) for d in range(rank)), None
+    if op.name != "linalg.generic" or len(op.opview.inputs) != 1 or op.opview.outputs[0] != copy:
+        return None
+    maps = indexing_maps(op)
+    source_dims = map_dims(maps[0])
+    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None or sorted(source_dims) != list(range(rank)):
+        return None
+    body = describe_body(op)
+    if body is None:
+        return None
+    if body[1] == ("arg", 0):
+        return op.operands[0], source_dims, None
+    scale = _scale(*body)
+    return (op.operands[0], source_dims, scale) if allow_scale and scale is not None else None
+
+
+def _scale(ops, result) -> float | None:
+    """c of a body yielding input 0 times a constant c (maybe cast), else None."""
+    if result[0] != "op" or ops[result[1]].name != "arith.mulf":
+        return None
+    operands = ops[result[1]].operands
+    if ("arg", 0) not in operands:
+        return None
+    factor = operands[1 - operands.index(("arg", 0))]
+    while factor[0] == "op" and ops[factor[1]].name in ("arith.truncf", "arith.extf"):
+        factor = ops[factor[1]].operands[0]
+    if factor[0] != "const":
+        return None
+    try:
+        return float(factor[1].split(":")[0])
+    except ValueError:
+        return None
+
+
+def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
+    """The tile's inner dim has stride 1, and its rows start 16 bytes apart."""
+    strides, offset = source_type.get_strides_and_offset()
+    per_vector = VECTOR_BYTES // element_bytes(str(source_type.element_type))
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if strides[inner] != 1 or offset == dynamic or dynamic in strides:
+        return False
+    return offset % per_vector == 0 and all(s % per_vector == 0 for d, s in enumerate(strides) if d != inner)
+
+
+def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: ir.Value) -> bool:
+    """Between the copy and the kernel: only allocations, views,
+    deallocations and linalg ops that write other buffers than `source`'s."""
+    ops = [o.operation for o in producer.block.operations]
+    if kernel_at not in ops or ops.index(producer) > ops.index(kernel_at):
+        return False
+    root = buffer_root(source)
+    for op in ops[ops.index(producer) + 1:ops.index(kernel_at)]:
+        if op.name in ("memref.alloc", "memref.dealloc") or op.name in VIEW_OPS:
+            continue
+        if not op.name.startswith("linalg.") or any(buffer_root(v) == root for v in _written(op)):
+            return False
+    return True
+
+
+def _written(op: ir.Operation) -> list[ir.Value]:
+    """The buffers a linalg op writes (its inits; all its operands if it names none)."""
+    view = op.opview
+    for name in ("outputs", "init"):
+        if hasattr(view, name):
+            written = getattr(view, name)
+            return [written] if isinstance(written, ir.Value) else list(written)
+    return list(op.operands)
 
 
 def _consistent(scores, values) -> bool:
@@ -276,8 +457,7 @@ def _view_users(buffer: ir.Value) -> list[ir.Operation]:
 def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
     values = chain.values
     text, _ = flash_attention_module(f"launch_{kernel}", kernel, chain.attention, chain.config, str(values.op.location))
-    q, k = chain.scores.op.operands[0], chain.scores.op.operands[1]
-    arguments = [q, k, values.op.operands[1], values.output]
+    arguments = [read.argument for read in chain.reads] + [values.output]
     for site in (values, chain.scores):
         arguments += [site.found.consumer.operands[j] for j, _ in site.epilogue.tensor_inputs()] if site.found else []
     splice_generated_launch(module, text, values.op, arguments)
@@ -288,6 +468,10 @@ def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
     erase_site(chain.scores)
     for buffer in temporaries:
         _erase_buffer(buffer)
+    for read in chain.reads:
+        if read.producer is not None:
+            read.producer.erase()
+            _erase_buffer(read.copy)
 
 
 def _erase_buffer(buffer: ir.Value) -> None:

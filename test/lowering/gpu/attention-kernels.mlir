@@ -12,7 +12,11 @@
 // CHECK-NOT:     linalg.
 // CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c4) threads({{.*}}) in (%{{.*}} = %c128, {{.*}}) module(@forward_attention_0) function(@forward_attention_0)
 // CHECK-SAME:      workgroup(%[[QS:.*]] : memref<32x68xf32, #gpu.address_space<workgroup>>, %[[KS:.*]] : memref<32x64xf32, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<64x32xf32, #gpu.address_space<workgroup>>, %[[PS:.*]] : memref<64x68xf32, #gpu.address_space<workgroup>>)
-// CHECK:           vector.load %[[Q]]
+// Each block reads its batch entry's tiles through rank-2 subviews.
+// CHECK:           %[[QT:.*]] = memref.subview %[[Q]][%{{.*}}, 0, 0] [1, 64, 32] [1, 1, 1] : memref<4x64x32xf32> to memref<64x32xf32, strided<[32, 1], offset: ?>>
+// CHECK:           memref.subview %[[KT]][%{{.*}}, 0, 0] [1, 32, 64] [1, 1, 1]
+// CHECK:           memref.subview %[[V]][%{{.*}}, 0, 0] [1, 64, 32] [1, 1, 1]
+// CHECK:           vector.load %[[QT]]
 // CHECK:           memref.store %{{.*}}, %[[QS]]
 // CHECK:           scf.for %[[KEY:.*]] = %c0 to %c64 step %c64 iter_args({{.*}}) -> (vector<4xf32>, vector<4xf32>, vector<4xf32>, vector<4xf32>, f32, f32, f32, f32, f32, f32, f32, f32)
 // CHECK:             vector.fma
@@ -297,5 +301,190 @@ func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
   memref.dealloc %sum : memref<4x128xf32>
   memref.dealloc %h : memref<4x128x128xf16>
   memref.dealloc %s : memref<4x128x128xf32>
+  return
+}
+
+// Q, K and V as a fused projection leaves them: one (2, 64, 192) buffer,
+// each a column slice split into 2 heads of 32 and copied into (batch,
+// heads, seq, dim) by a transpose (K into (batch, heads, dim, seq)); Q's
+// copy also scales it. The kernel reads the slices where they are: a block
+// takes its head's tile (outer index batch / 2, head batch % 2) by a
+// rank-2 subview; K, read (seq, dim), becomes the transposed operand; Q is
+// scaled as its fragments are loaded. The copies and their buffers go.
+// CHECK-LABEL: func.func @heads_in_place(
+// CHECK-SAME:    %[[X:.*]]: memref<2x64x192xf16>, %[[OUT:.*]]: memref<4x64x32xf32>)
+// CHECK:         %[[QX:.*]] = memref.expand_shape {{.*}} into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>
+// CHECK:         %[[KX:.*]] = memref.expand_shape {{.*}} into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>
+// CHECK:         %[[VX:.*]] = memref.expand_shape {{.*}} into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.alloc
+// CHECK:         %[[SCALE:.*]] = arith.constant dense<1.250000e-01> : vector<4x2xf16>
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch
+// CHECK:           %[[OUTER:.*]] = arith.divui %{{.*}}, %c2 : index
+// CHECK:           %[[HEAD:.*]] = arith.remui %{{.*}}, %c2 : index
+// CHECK:           memref.subview %[[QX]][%[[OUTER]], 0, %[[HEAD]], 0] [1, 64, 1, 32] [1, 1, 1, 1] : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>> to memref<64x32xf16, strided<[192, 1], offset: ?>>
+// CHECK:           memref.subview %[[KX]][{{.*}}] [1, 64, 1, 32]
+// CHECK:           memref.subview %[[VX]][{{.*}}] [1, 64, 1, 32]
+// CHECK:           nvgpu.ldmatrix
+// CHECK-NEXT:      arith.mulf %{{.*}}, %[[SCALE]] : vector<4x2xf16>
+// CHECK:         } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32 (3 copies read through)"}
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#q_in = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
+#q_out = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @heads_in_place(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %eighth = arith.constant 1.250000e-01 : f64
+  %qs = memref.subview %x[0, 0, 0] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1]>>
+  %ks = memref.subview %x[0, 0, 64] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1], offset: 64>>
+  %vs = memref.subview %x[0, 0, 128] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>>
+  %qx = memref.expand_shape %qs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1]>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>
+  %kx = memref.expand_shape %ks [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 64>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>
+  %vx = memref.expand_shape %vs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>
+  %qh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
+  %vh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
+  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0"}
+  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1"} {
+  ^bb0(%in: f16, %o: f16):
+    %c = arith.truncf %eighth : f64 to f16
+    %m = arith.mulf %in, %c : f16
+    linalg.yield %m : f16
+  }
+  %kh = memref.alloc() {alignment = 64 : i64} : memref<2x2x32x64xf16>
+  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2"}
+  %q = memref.collapse_shape %qh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
+  %kt = memref.collapse_shape %kh [[0, 1], [2], [3]] : memref<2x2x32x64xf16> into memref<4x32x64xf16>
+  %v = memref.collapse_shape %vh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
+  %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
+  linalg.fill {twintrack.dispatch = "matmul_3"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_3"} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
+  %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3"} {
+  ^bb0(%in: f32, %o: f16):
+    %n = arith.truncf %in : f32 to f16
+    linalg.yield %n : f16
+  }
+  %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %m = arith.maximumf %w, %o : f32
+    linalg.yield %m : f32
+  }
+  %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %m: f32, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %a = arith.addf %e, %o : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %p = arith.divf %e, %t : f32
+    %n = arith.truncf %p : f32 to f16
+    linalg.yield %n : f16
+  }
+  linalg.fill {twintrack.dispatch = "matmul_5"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_5"} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
+  memref.dealloc %max : memref<4x64xf32>
+  memref.dealloc %sum : memref<4x64xf32>
+  memref.dealloc %h : memref<4x64x64xf16>
+  memref.dealloc %s : memref<4x64x64xf32>
+  memref.dealloc %qh : memref<2x2x64x32xf16>
+  memref.dealloc %kh : memref<2x2x32x64xf16>
+  memref.dealloc %vh : memref<2x2x64x32xf16>
+  return
+}
+
+// Negative: V's copy is also read elsewhere, so it stays, and the kernel
+// reads V from it; Q and K are still read through.
+// CHECK-LABEL: func.func @copy_read_elsewhere(
+// CHECK:         %[[VH:.*]] = memref.alloc() {{.*}} : memref<2x2x64x32xf16>
+// CHECK:         linalg.transpose {{.*}} outs(%[[VH]] : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3]
+// CHECK:         %[[V3:.*]] = memref.collapse_shape %[[VH]]
+// CHECK:         gpu.launch
+// CHECK:           memref.subview %[[V3]][%{{.*}}, 0, 0] [1, 64, 32] [1, 1, 1]
+// CHECK:         } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32 (2 copies read through)"}
+// CHECK:         memref.copy %[[VH]]
+func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf32>, %vcopy: memref<2x2x64x32xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %eighth = arith.constant 1.250000e-01 : f64
+  %qs = memref.subview %x[0, 0, 0] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1]>>
+  %ks = memref.subview %x[0, 0, 64] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1], offset: 64>>
+  %vs = memref.subview %x[0, 0, 128] [2, 64, 64] [1, 1, 1] : memref<2x64x192xf16> to memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>>
+  %qx = memref.expand_shape %qs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1]>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>
+  %kx = memref.expand_shape %ks [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 64>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>
+  %vx = memref.expand_shape %vs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>
+  %qh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
+  %vh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
+  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0"}
+  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1"} {
+  ^bb0(%in: f16, %o: f16):
+    %c = arith.truncf %eighth : f64 to f16
+    %m = arith.mulf %in, %c : f16
+    linalg.yield %m : f16
+  }
+  %kh = memref.alloc() {alignment = 64 : i64} : memref<2x2x32x64xf16>
+  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2"}
+  %q = memref.collapse_shape %qh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
+  %kt = memref.collapse_shape %kh [[0, 1], [2], [3]] : memref<2x2x32x64xf16> into memref<4x32x64xf16>
+  %v = memref.collapse_shape %vh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
+  %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
+  linalg.fill {twintrack.dispatch = "matmul_3"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_3"} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
+  %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3"} {
+  ^bb0(%in: f32, %o: f16):
+    %n = arith.truncf %in : f32 to f16
+    linalg.yield %n : f16
+  }
+  %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %m = arith.maximumf %w, %o : f32
+    linalg.yield %m : f32
+  }
+  %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %m: f32, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %a = arith.addf %e, %o : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %p = arith.divf %e, %t : f32
+    %n = arith.truncf %p : f32 to f16
+    linalg.yield %n : f16
+  }
+  linalg.fill {twintrack.dispatch = "matmul_5"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_5"} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
+  memref.dealloc %max : memref<4x64xf32>
+  memref.dealloc %sum : memref<4x64xf32>
+  memref.dealloc %h : memref<4x64x64xf16>
+  memref.dealloc %s : memref<4x64x64xf32>
+  memref.copy %vh, %vcopy : memref<2x2x64x32xf16> to memref<2x2x64x32xf16>
+  memref.dealloc %qh : memref<2x2x64x32xf16>
+  memref.dealloc %kh : memref<2x2x32x64xf16>
+  memref.dealloc %vh : memref<2x2x64x32xf16>
   return
 }
