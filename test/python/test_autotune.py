@@ -8,6 +8,8 @@ import pytest
 
 from twintrack.autotune import TuningCache
 from twintrack.cli.tune import best_tiles
+from twintrack.kernels.matmul_common import MatmulOperands
+from twintrack.passes.gpu_matmul_kernels import _fitting, _generators, choose_kernel, load_tile_table
 from twintrack.tooling import find_libdevice, find_tool
 
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
@@ -70,3 +72,35 @@ def test_a_broken_cache_is_named(run_tool, tmp_path):
 def test_tune_without_a_gpu_is_a_clean_error(run_tool, tmp_path):
     result = run_tool("tune", tmp_path)
     assert result.returncode == 2 and "GPU" in result.stderr, result.stderr
+
+
+def _wgmma_tiles(m, n, k):
+    """The heuristic's wgmma tile and all fitting wgmma candidates for an
+    f16 linear layer (M x K @ (N x K)ᵀ) on sm_90a."""
+    operands = [MatmulOperands("", "", "", None, m, n, k, "f16", "f16", b_transposed=True)]
+    table = load_tile_table()
+    _, tile, _ = choose_kernel(operands, table, "sm_90a")
+    _, _, tiles = next(_generators(operands, table, "sm_90a"))
+    return tile, [t for t, _ in _fitting(operands, tiles)]
+
+
+@pytest.mark.parametrize("shape, chosen", [
+    ((2048, 256, 256), "64x64x64/1 warpgroups/4 stages"),     # 4 K steps: the whole K in the ring
+    ((2048, 256, 1024), "64x64x64/1 warpgroups/8 stages"),    # one block per SM: the table's most
+    ((2048, 768, 256), "64x128x64/1 warpgroups/4 stages"),
+    ((2048, 768, 1024), "64x128x64/1 warpgroups/4 stages"),   # 192 blocks: 2 per SM, 2 x 8 x 24 KiB do not fit
+    ((2048, 1024, 1024), "128x128x64/2 warpgroups/6 stages"),
+    ((4096, 4096, 4096), "128x256x64/2 warpgroups/4 stages"),  # 192 KiB: no room for a 5th
+])
+def test_wgmma_ring_depth_follows_k_and_shared_memory(shape, chosen):
+    tile, candidates = _wgmma_tiles(*shape)
+    assert tile.label() == chosen
+    assert len(set(candidates)) == len(candidates)  # tiles that end up alike are tuned once
+    assert all(t.stages * t.stage_bytes(2) + 1024 <= 227 * 1024 for t in candidates)
+
+
+def test_shallow_rings_are_tuning_candidates_only_where_they_differ():
+    _, short = _wgmma_tiles(2048, 256, 256)
+    _, long = _wgmma_tiles(2048, 256, 1024)
+    assert [t.stages for t in short if (t.bm, t.bn) == (64, 64)] == [4]
+    assert [t.stages for t in long if (t.bm, t.bn) == (64, 64)] == [8, 4]

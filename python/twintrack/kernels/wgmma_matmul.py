@@ -26,9 +26,15 @@ copy, L1 bypassed). At step i all threads wait for step i's copies, fence
 them to the async proxy wgmma reads through, and meet at a barrier; each
 warpgroup then issues step i's wgmmas, the block issues the copies of step
 i + stages - 2, and each warpgroup waits until only step i's wgmmas are in
-flight. So global loads run two (or more) steps ahead, the tensor cores
+flight. So global loads run stages - 2 steps ahead, the tensor cores
 always have a step queued, and a buffer is refilled only after the barrier
 that follows the wait for the wgmmas that read it (step i - 2).
+When the ring holds every K step (a short K: stages >= K / BK), no buffer
+is reused: the copies of all steps go out before the loop, one group
+each, and the loop commits an empty group per step, so that "wait until
+all but lookahead - 1 groups are done" still means "step i has arrived".
+A short, latency-bound matmul then waits for one round trip to global
+memory, not one per stages - 2 steps.
 
 Dynamic shared memory holds the ring (more than the 48 KiB of static shared
 memory); the kernel rounds its base up to 1024 bytes, since the swizzle is a
@@ -83,13 +89,17 @@ class WgmmaTileConfig:
 
     def __post_init__(self):
         if self.bk not in (32, 64) or self.bm != WGMMA_M * self.warpgroups or self.bn % N_ATOM_ELEMENTS \
-                or not 64 <= self.bn <= 256 or self.stages < 3:
+                or not 64 <= self.bn <= 256 or self.stages < 1:
             raise ValueError(f"unsupported wgmma tile {self}: bk = 128 bytes (64 f16, 32 tf32), bm = 64 per "
-                             "warpgroup, bn a multiple of 64 up to 256, at least 3 stages")
+                             "warpgroup, bn a multiple of 64 up to 256, at least 1 stage")
 
     def for_element(self, element_bytes_: int) -> WgmmaTileConfig:
         """This tile with its K step one 128-byte row of the element."""
         return replace(self, bk=SWIZZLE_BYTES // element_bytes_)
+
+    def stage_bytes(self, element_bytes_: int) -> int:
+        """Shared memory of one ring buffer: the A and B tiles of a K step."""
+        return (self.bm + self.bn) * self.bk * element_bytes_
 
     @property
     def threads(self) -> int:
@@ -118,7 +128,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self.ring_type = (f"memref<{config.stages * self.stage_elements}x{ops.in_element},"
                           f" #gpu.address_space<workgroup>>")
         self.acc_type = f"!llvm.struct<({', '.join(['f32'] * (config.bn // 2))})>"
-        self.lookahead = config.stages - 2  # steps whose copies are in flight while a step computes
+        self.k_steps = ops.k // config.bk
+        # The ring holds all of K: nothing is refilled, every step is copied up front.
+        self.whole_k = self.k_steps <= config.stages
+        if not self.whole_k and config.stages < 3:
+            raise ValueError(f"wgmma tile {config.label()}: a ring refilled during the loop needs 3 stages")
+        # Steps whose copies are in flight while a step computes.
+        self.lookahead = self.k_steps if self.whole_k else config.stages - 2
 
     def workgroup_buffers(self) -> list[tuple[str, str]]:
         return []
@@ -247,12 +263,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         w.emit(f"nvvm.cp.async.wait.group {self.lookahead - 1}")
         w.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
         self.barrier()
-        updated = self._multiply(w.rem(step, cfg.stages), acc)
-        ahead = w.add("%k0", w.index(self.lookahead * cfg.bk))
-        inside = w.op(f"arith.cmpi ult, {ahead}, {w.index(k)} : index")
-        source_k = w.op(f"arith.minui {ahead}, {w.index(k - cfg.bk)} : index")
-        self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
-        w.emit("nvvm.cp.async.commit.group")
+        updated = self._multiply(step if self.whole_k else w.rem(step, cfg.stages), acc)
+        if not self.whole_k:
+            ahead = w.add("%k0", w.index(self.lookahead * cfg.bk))
+            inside = w.op(f"arith.cmpi ult, {ahead}, {w.index(k)} : index")
+            source_k = w.op(f"arith.minui {ahead}, {w.index(k - cfg.bk)} : index")
+            self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
+        w.emit("nvvm.cp.async.commit.group")  # empty with the whole K in the ring: keeps the wait's count
         w.emit("nvvm.wgmma.wait.group.sync.aligned 1")
         w.emit(f"scf.yield {updated} : {self.acc_type}")
         w.indent -= 2

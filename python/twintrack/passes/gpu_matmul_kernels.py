@@ -5,7 +5,9 @@ a shared-memory tiled kernel: tensor cores for f16 and bf16 operands
 twintrack.kernels.mma_matmul), CUDA cores (twintrack.kernels.simt_matmul)
 otherwise or when no tensor-core tile fits.
 
-The tile shapes come from lowering/tuning/matmul.toml. A zero fill of the
+The tile shapes come from lowering/tuning/matmul.toml; a wgmma tile's
+ring takes as many of the table's stages as the matmul's K steps and the
+shared memory of an SM allow (`ring_depth`). A zero fill of the
 output right before the matmul is folded into the kernel's first write, and
 the first op reading its result into its stores, as an epilogue
 (twintrack.kernels.epilogue), when that op is elementwise (bias, activation,
@@ -41,7 +43,7 @@ from ..kernels.matmul_common import (
 from ..kernels.mlir_text import MlirWriter
 from ..kernels.mma_matmul import MmaMatmulWriter, MmaTileConfig
 from ..kernels.simt_matmul import SimtMatmulWriter, TileConfig
-from ..kernels.wgmma_matmul import WGMMA_ARCHS, WgmmaMatmulWriter, WgmmaTileConfig
+from ..kernels.wgmma_matmul import ATOM_BYTES, WGMMA_ARCHS, WgmmaMatmulWriter, WgmmaTileConfig
 from ..recipes import DEFAULT_ARCH
 from .generic_body import describe_body, indexing_maps, map_dims
 from .ir_helpers import (
@@ -60,6 +62,13 @@ ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 
 
 TENSOR_CORE_ELEMENTS = ("f16", "bf16")
+# The H100/H200 (sm_90): SMs, and shared memory per SM and per block, of
+# which the driver keeps 1 KiB per resident block.
+SM_COUNT = 132
+SHARED_BYTES_PER_SM = 228 * 1024
+SHARED_BYTES_PER_BLOCK = 227 * 1024
+RESERVED_SHARED_BYTES = 1024
+MIN_REFILLED_STAGES = 3  # a ring refilled in the loop: one step computing, one queued, one arriving
 HORIZONTAL_PREFIX = "matmul_horizontal_"
 TUNING_ATTR = "twintrack.tuning"  # module attribute: {kernel: its tuning key and tile, as JSON}
 
@@ -108,11 +117,29 @@ def _generators(operands: list[MatmulOperands], table: TileTable, arch: str):
     tensor_cores = all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands)
     tf32 = all(o.tf32 and o.in_element == "f32" for o in operands)
     if (tensor_cores or tf32) and arch in WGMMA_ARCHS:
-        row_bytes = element_bytes(operands[0].in_element)
-        yield WgmmaMatmulWriter, "wgmma_matmul", [(t.for_element(row_bytes), least) for t, least in table.wgmma]
+        size = element_bytes(operands[0].in_element)
+        deepened = [(ring_depth(t.for_element(size), operands, size), least) for t, least in table.wgmma]
+        yield WgmmaMatmulWriter, "wgmma_matmul", [(t, least) for i, (t, least) in enumerate(deepened)
+                                                  if t not in [u for u, _ in deepened[:i]]]
     if tensor_cores:
         yield MmaMatmulWriter, "mma_matmul", table.mma
     yield SimtMatmulWriter, "simt_matmul", table.simt
+
+
+def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int) -> WgmmaTileConfig:
+    """The wgmma tile with as many stages as help, up to the table's: no
+    more than the K steps (the whole K in the ring), and no more than fit
+    beside the other blocks that must share an SM for the grid to run in
+    one wave, where that many could share it at all. A short, latency-bound
+    matmul then has all of K in flight; a long one, more steps ahead."""
+    k_steps = max(1, max(o.k for o in operands) // tile.bk)  # (a K under one step: no fit anyway)
+    stage = tile.stage_bytes(size)
+    smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
+    one_wave = -(-_blocks(operands, tile) // SM_COUNT)  # blocks per SM
+    sharing = max(1, min(one_wave, SHARED_BYTES_PER_SM // (smallest + RESERVED_SHARED_BYTES)))
+    budget = min(SHARED_BYTES_PER_SM // sharing - RESERVED_SHARED_BYTES, SHARED_BYTES_PER_BLOCK)
+    stages = min(tile.stages, k_steps, (budget - ATOM_BYTES) // stage)
+    return replace(tile, stages=stages if stages >= k_steps else max(stages, MIN_REFILLED_STAGES))
 
 
 def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:

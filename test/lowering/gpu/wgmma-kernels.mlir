@@ -8,7 +8,8 @@
 // mma.sync (matmul-kernels.mlir).
 
 // 2048x2048 in 128x256 tiles is 128 blocks of two warpgroups (256 threads).
-// The ring of 4 stages, (128 + 256) x 64 f16 each, is dynamic shared memory
+// K = 512 is 8 steps, more than the ring holds: the ring of 4 stages (the
+// most that fit), (128 + 256) x 64 f16 each, is dynamic shared memory
 // (192 KiB + 1 KiB to align its base to the 1024-byte swizzle atom); the
 // wgmma descriptors carry its address >> 4, 128-byte swizzle (bit 62) and
 // the stride between 8-row atoms (1024 bytes >> 4 = 64, bit 32 up); B,
@@ -22,7 +23,7 @@
 // thread then stores its 128 accumulators (64 rows x 256 of a warpgroup over
 // 128 threads) as 64 pairs of adjacent columns.
 // CHECK-LABEL: func.func @plain(
-// CHECK-SAME:    %[[A:.*]]: memref<2048x128xf16>, %[[B:.*]]: memref<128x2048xf16>, %[[C:.*]]: memref<2048x2048xf32>)
+// CHECK-SAME:    %[[A:.*]]: memref<2048x512xf16>, %[[B:.*]]: memref<512x2048xf16>, %[[C:.*]]: memref<2048x2048xf32>)
 // CHECK-DAG:     %[[SMEM:.*]] = arith.constant 197632 : i32
 // CHECK-DAG:     %[[A_BITS:.*]] = arith.constant 4611686293305360384 : i64
 // CHECK-DAG:     %[[B_BITS:.*]] = arith.constant 4611686293338849280 : i64
@@ -39,7 +40,7 @@
 // CHECK:           nvvm.cp.async.commit.group
 // CHECK-NOT:       nvgpu.device_async_copy
 // CHECK:           %[[ZERO:.*]] = llvm.mlir.zero : !llvm.struct<(f32, {{.*}})>
-// CHECK:           scf.for %[[K:.*]] = %c0 to %c128 step %c64 iter_args(%[[ACC:.*]] = %[[ZERO]])
+// CHECK:           scf.for %[[K:.*]] = %c0 to %c512 step %c64 iter_args(%[[ACC:.*]] = %[[ZERO]])
 // CHECK:             nvvm.cp.async.wait.group 1
 // CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:        gpu.barrier
@@ -52,7 +53,7 @@
 // CHECK:             nvvm.wgmma.mma_async %[[A1]], %[[B1]], %[[D0]]
 // CHECK-COUNT-2:     nvvm.wgmma.mma_async
 // CHECK-NEXT:        nvvm.wgmma.commit.group.sync.aligned
-// CHECK:             %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %c128 : index
+// CHECK:             %[[INSIDE:.*]] = arith.cmpi ult, %{{.*}}, %c512 : index
 // CHECK:             %[[SIZE:.*]] = arith.select %[[INSIDE]], %c8, %c0 : index
 // CHECK-COUNT-12:    nvgpu.device_async_copy {{.*}}, 8, %[[SIZE]] {bypassL1}
 // CHECK-NEXT:        nvvm.cp.async.commit.group
@@ -72,17 +73,78 @@
 // SM90-LABEL: func.func @plain(
 // SM90:         nvgpu.mma.sync
 // SM90-NOT:     nvvm.wgmma
-func.func @plain(%a: memref<2048x128xf16>, %b: memref<128x2048xf16>, %c: memref<2048x2048xf32>) {
+func.func @plain(%a: memref<2048x512xf16>, %b: memref<512x2048xf16>, %c: memref<2048x2048xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<2048x2048xf32>)
-  linalg.matmul ins(%a, %b : memref<2048x128xf16>, memref<128x2048xf16>) outs(%c : memref<2048x2048xf32>)
+  linalg.matmul ins(%a, %b : memref<2048x512xf16>, memref<512x2048xf16>) outs(%c : memref<2048x2048xf32>)
+  return
+}
+
+// A short K fits the ring whole: 2048x256x256 in 64x64 tiles (128 blocks,
+// one per SM) is 4 K steps in 4 stages of 16 KiB. Every step's copies go
+// out before the loop, one group each; nothing is refilled, so the loop
+// issues no copies and commits an empty group per step: waiting until 3
+// groups are pending is waiting for step i's.
+// CHECK-LABEL: func.func @whole_k(
+// CHECK-SAME:    %[[X:.*]]: memref<2048x256xf16>, %[[W:.*]]: memref<256x256xf16>, %{{.*}}: memref<2048x256xf32>)
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 66560 : i32
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4, %{{.*}} = %c32, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
+// CHECK-COUNT-4:   nvvm.cp.async.commit.group
+// CHECK-NOT:       nvgpu.device_async_copy
+// CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64
+// CHECK-NEXT:        arith.divui
+// CHECK-NEXT:        nvvm.cp.async.wait.group 3
+// CHECK-NOT:         nvgpu.device_async_copy
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT:        nvvm.cp.async.commit.group
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK-NEXT:        scf.yield
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages"}
+func.func @whole_k(%x: memref<2048x256xf16>, %w: memref<256x256xf16>, %y: memref<2048x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<2048x256xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>,
+                                 affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : memref<2048x256xf16>, memref<256x256xf16>) outs(%y : memref<2048x256xf32>)
+  return
+}
+
+// A long K with a small output: 2048x256x1024 is again 128 blocks of 64x64,
+// one per SM, so the ring takes the table's most for this tile, 8 stages
+// (128 KiB + 1 KiB), and the copies run 6 of the 16 K steps ahead: 6 groups
+// before the loop, the wait leaves 5 pending, and step i refills the stage
+// of step i + 6.
+// CHECK-LABEL: func.func @deep_ring(
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 132096 : i32
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4, %{{.*}} = %c32, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
+// CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<65536xf16, #gpu.address_space<workgroup>>
+// CHECK-COUNT-6:   nvvm.cp.async.commit.group
+// CHECK-NOT:       nvvm.cp.async.commit.group
+// CHECK:           scf.for %{{.*}} = %c0 to %c1024 step %c64
+// CHECK:             nvvm.cp.async.wait.group 5
+// CHECK:             nvvm.wgmma.commit.group.sync.aligned
+// CHECK:             %[[AHEAD:.*]] = arith.addi %{{.*}}, %c384 : index
+// CHECK-NEXT:        arith.cmpi ult, %[[AHEAD]], %c1024 : index
+// CHECK:             %[[NEXT:.*]] = arith.addi %{{.*}}, %c6 : index
+// CHECK-NEXT:        arith.remui %[[NEXT]], %c8 : index
+// CHECK:             nvgpu.device_async_copy
+// CHECK:             nvvm.cp.async.commit.group
+// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/8 stages"}
+func.func @deep_ring(%x: memref<2048x1024xf16>, %w: memref<256x1024xf16>, %y: memref<2048x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<2048x256xf32>)
+  linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>,
+                                 affine_map<(m, n, k) -> (m, n)>]
+      ins(%x, %w : memref<2048x1024xf16>, memref<256x1024xf16>) outs(%y : memref<2048x256xf32>)
   return
 }
 
 // A linear layer (weight Bᵀ, N x K: K-major like A, so wgmma reads it
 // untransposed, <col>, and 16 of K is 32 bytes further, as for A) in bf16,
 // with bias and narrowing as its epilogue. 256x256 gives the most blocks
-// (16) in 64x64 tiles of one warpgroup: 4 stages of 16 KiB. Each thread's
+// (16) in 64x64 tiles of one warpgroup; its K of 128 is 2 steps, so a ring
+// of 2 stages of 16 KiB holds all of it (+ 1 KiB of alignment). Each thread's
 // accumulator pairs get the bias of their two columns, are narrowed to
 // bf16 and stored as pairs.
 #lhs = affine_map<(m, n, k) -> (m, k)>
@@ -93,9 +155,9 @@ func.func @plain(%a: memref<2048x128xf16>, %b: memref<128x2048xf16>, %c: memref<
 // CHECK-LABEL: func.func @linear_bias(
 // CHECK-SAME:    %[[X:.*]]: memref<256x128xbf16>, %[[W:.*]]: memref<256x128xbf16>, %[[BIAS:.*]]: memref<256xf32>, %[[Y:.*]]: memref<256x256xbf16>)
 // CHECK-NOT:     memref.alloc
-// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 66560 : i32
+// CHECK-DAG:     %[[SMEM:.*]] = arith.constant 33792 : i32
 // CHECK-DAG:     %[[KMAJOR:.*]] = arith.constant 4611686293305360384 : i64
-// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c128, {{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@forward_wgmma_matmul_1)
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c128, {{.*}}) dynamic_shared_memory_size %[[SMEM]] module(@forward_wgmma_matmul_{{[0-9]+}})
 // CHECK:           arith.ori %{{.*}}, %[[KMAJOR]] : i64
 // CHECK:           arith.ori %{{.*}}, %[[KMAJOR]] : i64
 // CHECK:           nvgpu.device_async_copy %[[W]]
@@ -104,7 +166,7 @@ func.func @plain(%a: memref<2048x128xf16>, %b: memref<128x2048xf16>, %c: memref<
 // CHECK:             %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
 // CHECK-NEXT:        %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
 // CHECK-NEXT:        nvvm.wgmma.mma_async
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages"}
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/2 stages"}
 // CHECK:           memref.load %[[BIAS]]
 // CHECK:           arith.addf
 // CHECK:           arith.truncf %{{.*}} : f32 to bf16
@@ -133,12 +195,12 @@ func.func @linear_bias(%x: memref<256x128xbf16>, %w: memref<256x128xbf16>, %bias
 
 // Without the zero fill the kernel accumulates: each thread loads its
 // accumulator pairs from C into the wgmma accumulator before the loop.
-// A K of 64 is one step: the prologue's second copy group is empty.
+// A K of 64 is one step: a ring of one stage, one copy group before the loop.
 // CHECK-LABEL: func.func @accumulates(
 // CHECK-SAME:    %{{.*}}: memref<2x64x64xf16>, %{{.*}}: memref<2x64x64xf16>, %[[C3:.*]]: memref<2x64x64xf32>)
 // CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c2) threads
 // CHECK:           nvvm.cp.async.commit.group
-// CHECK-NEXT:      nvvm.cp.async.commit.group
+// CHECK-NOT:       nvvm.cp.async.commit.group
 // CHECK:           vector.load %[[C3]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<2x64x64xf32>, vector<2xf32>
 // CHECK:           llvm.insertvalue %{{.*}}, %{{.*}}[0]
 // CHECK:           scf.for
@@ -170,14 +232,14 @@ func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<25
 // CHECK:         } {twintrack.kernel_path = "simt-matmul
 // TF32-LABEL: func.func @tf32(
 // TF32-SAME:    %[[A:.*]]: memref<256x64xf32>, %[[B:.*]]: memref<64x256xf32>, %[[C:.*]]: memref<256x256xf32>)
-// TF32:         %[[RING:.*]] = memref.view {{.*}} to memref<16384xf32, #gpu.address_space<workgroup>>
+// TF32:         %[[RING:.*]] = memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 // TF32:         nvgpu.device_async_copy %[[A]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1}
 // TF32:         nvgpu.device_async_copy %[[B]][{{.*}}], %[[RING]][{{.*}}], 1 : memref<64x256xf32>
 // TF32:         scf.for %{{.*}} = %c0 to %c64 step %c32
 // TF32:           nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 8>, D[<f32>, <one>], A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
 // TF32-COUNT-3:   nvvm.wgmma.mma_async
 // TF32-NEXT:      nvvm.wgmma.commit.group.sync.aligned
-// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/4 stages"}
+// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages"}
 // EXACT-LABEL: func.func @tf32(
 // EXACT-NOT:     nvvm.wgmma
 // EXACT:         } {twintrack.kernel_path = "simt-matmul
