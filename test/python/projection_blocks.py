@@ -1,11 +1,15 @@
 """Blocks with separate projections reading one input, as Hugging Face
 models write them, without transformers: BERT-style self-attention (Q, K, V
 linears with bias, heads split by view + permute, K transposed for QKᵀ) and a
-LLaMA-style gated MLP (gate and up projections, SiLU). Factories for
-`tools/compile.py test/python/projection_blocks.py:NAME`."""
+LLaMA-style gated MLP (gate and up projections, SiLU); and a stack of
+decoder blocks, whose layers' attentions share buffers once memory planning
+reuses them. Factories for `tools/compile.py
+test/python/projection_blocks.py:NAME`."""
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from twintrack.zoo import TransformerBlock
 
 
 class SeparateQkvAttention(nn.Module):
@@ -47,3 +51,9 @@ def separate_qkv_attention(batch: int = 2, seq: int = 64, dim: int = 128, heads:
 def gated_mlp(batch: int = 2, seq: int = 64, dim: int = 128, hidden: int = 256):
     torch.manual_seed(0)
     return GatedMlp(dim, hidden).eval(), (_input(batch, seq, dim),)
+
+
+def stacked_gpt_blocks(layers: int = 2, batch: int = 2, seq: int = 64, dim: int = 128, heads: int = 4):
+    torch.manual_seed(0)
+    blocks = nn.Sequential(*(TransformerBlock(dim, heads, causal=True, approximate="tanh") for _ in range(layers)))
+    return blocks.eval(), (_input(batch, seq, dim),)

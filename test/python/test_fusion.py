@@ -77,6 +77,20 @@ def test_one_gpu_kernel_per_dispatch(run_tool, tmp_path, model):
     assert len(kernels) == len(dispatches) - 2 * len(attentions) - copies, ([k["name"] for k in kernels], dispatches)
 
 
+@needs_ptxas
+@pytest.mark.parametrize("model, layers", [("test/python/projection_blocks.py:stacked_gpt_blocks?layers=3", 3),
+                                           ("test/python/real_models.py:gpt2", 2)])
+def test_every_layer_gets_its_flash_attention(run_tool, tmp_path, model, layers):
+    """Memory planning gives the layers' attentions the same score and
+    head buffers; each layer's attention is still one kernel."""
+    if "real_models" in model:
+        pytest.importorskip("transformers")
+    result = run_tool("compile", model, "--pipeline", "gpu", "-o", tmp_path / "k", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "k" / "manifest.json").read_text())["kernels"]
+    assert sum(k["path"].startswith("flash-attention") for k in kernels) == layers, [k["path"] for k in kernels]
+
+
 def test_explain_fusion_names_each_decision(run_tool, tmp_path):
     result = run_tool("compile", "zoo:transformer_block", "--explain-fusion", "-o", tmp_path / "e", "-q")
     assert result.returncode == 0, result.stderr

@@ -167,17 +167,20 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     """The read of `value` from the source of the permuted copy that fills its
     buffer, if the copy can go: the buffer is a row-major allocation (batch,
     rows, cols) or (outer, heads, rows, cols) that only the copy writes and
-    only this attention reads (through collapsing reshapes); the copy is a
+    only this attention reads (through collapsing reshapes) while it holds
+    the copy (another layer may reuse it before or after); the copy is a
     transpose, or a permuting generic yielding its input (times a constant,
     for Q); its source keeps the tile's last dim contiguous and 16-byte
     aligned; and nothing between the copy and the kernel (`kernel_at`) writes it."""
     copy = _collapsed_from(value)
     if copy is None:
         return None
-    users = [u for u in _view_users(copy) if u.name not in ("memref.dealloc", *VIEW_OPS)]
-    if len(users) != 2 or reader not in users:
+    block_ops = [o.operation for o in reader.block.operations]
+    producer = _last_writer_before(copy, reader, block_ops)
+    if producer is None or kernel_at not in block_ops \
+            or not _free_outside(copy, [producer, reader], block_ops, block_ops.index(producer),
+                                 block_ops.index(kernel_at)):
         return None
-    producer = next(u for u in users if u != reader)
     permuted = _permutation_source(producer, copy, allow_scale)
     if permuted is None:
         return None
@@ -192,6 +195,13 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     heads = ir.MemRefType(copy.type).shape[1] if rank == 4 else 1
     swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
     return _Read(source, _slice(source_type, dims, heads), producer, copy, swapped, scale)
+
+
+def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
+    """The last op before `reader` in its block that writes `buffer`."""
+    writers = [u for u in _view_users(buffer) if u in block_ops and u.name.startswith("linalg.")
+               and block_ops.index(u) < block_ops.index(reader) and any(buffer_root(v) == buffer for v in _written(u))]
+    return max(writers, key=block_ops.index, default=None)
 
 
 def _collapsed_from(value: ir.Value) -> ir.Value | None:
@@ -432,15 +442,52 @@ def _temporaries(chain: _Chain) -> list[ir.Value]:
 
 
 def _temporaries_private(chain: _Chain) -> bool:
-    """Does nothing outside the chain read or write a temporary (through any view)?"""
+    """Is each temporary an allocation that nothing outside the chain uses
+    while the chain's values live in it? Memory planning gives one buffer
+    to several layers' attentions: uses before the chain are fine, and so
+    are uses after it that start by overwriting the whole buffer."""
     absorbed = chain.ops()
+    block_ops = [o.operation for o in chain.scores.op.block.operations]
+    positions = [block_ops.index(op) for op in absorbed
+                 if op in block_ops and op.name not in ("memref.alloc", "memref.dealloc")]
     for buffer in _temporaries(chain):
         owner = defining_op(buffer)
-        if owner is None or owner.name != "memref.alloc":
-            return False
-        if any(user not in absorbed and user.name not in ("memref.dealloc", *VIEW_OPS) for user in _view_users(buffer)):
+        if owner is None or owner.name != "memref.alloc" \
+                or not _free_outside(buffer, absorbed, block_ops, min(positions), max(positions)):
             return False
     return True
+
+
+def _free_outside(buffer: ir.Value, inside: list[ir.Operation], block_ops: list[ir.Operation], first: int,
+                  last: int) -> bool:
+    """Do the ops using `buffer` other than `inside` (views and deallocations
+    aside) all come before block position `first`, or after `last` with the
+    first of those overwriting it whole?"""
+    others = [u for u in _view_users(buffer) if u not in inside and u.name not in ("memref.dealloc", *VIEW_OPS)]
+    if any(u not in block_ops or first <= block_ops.index(u) <= last for u in others):
+        return False
+    after = sorted((u for u in others if block_ops.index(u) > last), key=block_ops.index)
+    return not after or _overwrites(after[0], buffer)
+
+
+def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
+    """Does `op` write every element of `buffer` without reading it first: a
+    fill, or an all-parallel generic with an identity output map that
+    neither takes the buffer as an input nor reads its output's old value?"""
+    written = _written(op) if op.name.startswith("linalg.") else []
+    if len(written) != 1 or buffer_root(written[0]) != buffer \
+            or math.prod(ir.MemRefType(written[0].type).shape) != math.prod(ir.MemRefType(buffer.type).shape):
+        return False
+    if op.name == "linalg.fill":
+        return True
+    if op.name != "linalg.generic" or any(buffer_root(v) == buffer for v in op.opview.inputs):
+        return False
+    output_map = indexing_maps(op)[-1]
+    iterators = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
+    body = op.regions[0].blocks[0]
+    old_value = body.arguments[len(body.arguments) - 1]
+    return map_dims(output_map) == tuple(range(len(iterators))) and all("parallel" in it for it in iterators) \
+        and not list(old_value.uses)
 
 
 def _view_users(buffer: ir.Value) -> list[ir.Operation]:
@@ -475,7 +522,10 @@ def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
 
 
 def _erase_buffer(buffer: ir.Value) -> None:
-    """Erase an allocation no kernel reads any more, with its views and deallocations."""
+    """Erase an allocation no kernel reads any more, with its views and
+    deallocations; one that later ops still use (another layer's) stays."""
+    if any(u.name not in ("memref.dealloc", *VIEW_OPS) for u in _view_users(buffer)):
+        return
     for user in users_of(buffer):
         if user.name in VIEW_OPS:
             _erase_buffer(user.results[0])
