@@ -154,7 +154,24 @@ def _load_exported_file(spec: str):
         raise ModelLoadError(f"{path}: keyword example inputs are not supported")
     if not args:
         raise ModelLoadError(f"{path}: the exported program carries no example inputs")
-    return program.module(), args
+    module = program.module()
+    _constants_as_buffers(module)
+    return module, args
+
+
+def _constants_as_buffers(module: torch.fx.GraphModule) -> None:
+    """The tensor constants the graph reads (HF's position ids, rotary
+    tables) as non-persistent buffers, so that moving the module to a device
+    moves them with the weights."""
+    for node in module.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner_path, _, name = node.target.rpartition(".")
+        owner = module.get_submodule(owner_path) if owner_path else module
+        value = getattr(owner, name)
+        if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and name not in owner._buffers:
+            delattr(owner, name)
+            owner.register_buffer(name, value, persistent=False)
 
 
 @contextlib.contextmanager

@@ -74,11 +74,32 @@ def random_inputs(specs: list[TensorSpec], seed: int) -> list[torch.Tensor]:
 
 
 def float64_reference(module: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Eager outputs of a float64 copy of `module` on float64 copies of `inputs`."""
+    """Eager outputs of a float64 copy of `module` on float64 copies of
+    `inputs`. A graph (a torch.export file's module) names its dtypes and
+    holds constants: it runs op by op, every float widened (_Float64Graph)."""
     reference = copy.deepcopy(module).to(torch.float64)
-    wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    wide = [_widen(x) for x in inputs]
     with torch.no_grad():
+        if isinstance(reference, torch.fx.GraphModule):
+            return pytree.tree_leaves(_Float64Graph(reference).run(*wide))
         return pytree.tree_leaves(reference(*wide))
+
+
+def _widen(value):
+    """A float tensor as float64, a float dtype as torch.float64; anything else as it is."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.double()
+    if isinstance(value, torch.dtype) and value.is_floating_point:
+        return torch.float64
+    return value
+
+
+class _Float64Graph(torch.fx.Interpreter):
+    """Runs a graph with every float operand and dtype argument widened to float64."""
+
+    def call_function(self, target, args, kwargs):
+        args, kwargs = pytree.tree_map(_widen, (args, kwargs))
+        return super().call_function(target, args, kwargs)
 
 
 def compare(outputs: list[torch.Tensor], references: list[torch.Tensor], specs: list[TensorSpec],

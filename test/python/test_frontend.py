@@ -81,7 +81,37 @@ def test_plain_fp16_attention_stays_fp16_and_matches_eager():
     assert relative_error(program32.module()(*inputs32), model(*[x.double() for x in inputs32])) < 1e-5
 
 
-def test_masked_attention_keeps_pytorchs_decomposition():
+def test_masked_attention_decomposes_in_its_dtype_and_layout():
+    """Boolean and additive masks, fp16 too: two bmms in the inputs' dtype,
+    and the view traced after the attention still applies (GPT-2's case)."""
     mask = torch.rand(16, 16) > 0.3
-    program, inputs, model = _attention_program(torch.float32, attn_mask=mask)
-    assert relative_error(program.module()(*inputs), model(*inputs)) < 1e-5
+    for dtype, tolerance in ((torch.float32, 1e-5), (torch.float16, 1e-2)):
+        for attn_mask in (mask, torch.randn(16, 16).to(dtype)):
+            program, inputs, model = _attention_program(dtype, attn_mask=attn_mask)
+            matmuls = [n for n in program.graph.nodes if n.target is torch.ops.aten.bmm.default]
+            assert len(matmuls) == 2 and all(n.meta["val"].dtype == dtype for n in matmuls)
+            wide = [x.double() for x in inputs]
+            reference = torch.nn.functional.scaled_dot_product_attention(
+                *wide, attn_mask=attn_mask if attn_mask.dtype == torch.bool else attn_mask.double())
+            reference = reference.transpose(1, 2).reshape(2, 16, -1)
+            assert relative_error(program.module()(*inputs), reference) < tolerance
+
+
+def test_torch_export_file_with_constants_and_dtypes(run_tool, tmp_path):
+    """A graph that holds a tensor constant and names float32 checks against
+    float64 (op by op, widened) and runs on the device its weights go to."""
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.randn(8, 16)  # a plain tensor: export keeps it as a constant
+
+        def forward(self, x):
+            return (x @ self.table.T).to(torch.float32) + torch.arange(8, dtype=torch.float32)
+
+    inputs = (torch.randn(4, 16),)
+    torch.export.save(torch.export.export(Scaled(), inputs), tmp_path / "scaled.pt2")
+    assert run_tool("compile", tmp_path / "scaled.pt2", "-o", tmp_path / "o", "-q").returncode == 0
+    result = run_tool("run", tmp_path / "o", "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    from twintrack.frontend import load_model
+    assert "table" in dict(load_model(str(tmp_path / "scaled.pt2")).module.named_buffers())
