@@ -85,7 +85,7 @@ def check_one(outdir: Path) -> dict:
     import torch
 
     from ..artifact import specs
-    from ..numerics import compare, float32_matmuls, float64_reference, random_inputs
+    from ..numerics import compare, float64_reference, random_inputs
     from ..runtime import load
     from ..timing import median_ms
 
@@ -112,22 +112,39 @@ def check_one(outdir: Path) -> dict:
                            manifest.get("allow_tf32", False))
     graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
 
-    model = source.module.cuda()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    with torch.no_grad(), float32_matmuls(manifest.get("allow_tf32", False)):
-        eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
-    eager_peak = torch.cuda.max_memory_allocated() - base
+    eager_ms, eager_peak = _eager(source.module, gpu_inputs, manifest.get("allow_tf32", False))
     return {
         "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"), "rel_error": max(c.rel_error for c in checks),
         "ok": all(c.ok for c in checks + graph_checks), "twintrack_ms": twintrack_ms,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
-        "ratio_vs_eager": twintrack_ms / eager_ms, "graph_ratio_vs_eager": graph_ms / eager_ms,
+        "ratio_vs_eager": twintrack_ms / eager_ms if eager_ms else None,
+        "graph_ratio_vs_eager": graph_ms / eager_ms if eager_ms else None,
         "kernel_times": kernels, "kernels_total_ms": sum(k["ms"] for k in kernels),
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
     }
+
+
+def _eager(module, gpu_inputs, allow_tf32: bool) -> tuple[float | None, int | None]:
+    """Eager PyTorch's median time and peak memory on the GPU; (None, None)
+    where the model cannot run there (a torch.export graph names the device
+    it was traced on in its factory ops)."""
+    import torch
+
+    from ..numerics import float32_matmuls
+    from ..timing import median_ms
+
+    try:
+        model = module.cuda()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        with torch.no_grad(), float32_matmuls(allow_tf32):
+            eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
+        return eager_ms, torch.cuda.max_memory_allocated() - base
+    except RuntimeError as e:
+        progress(f"eager PyTorch cannot run this model on the GPU: {' '.join(str(e).split())[:120]}")
+        return None, None
 
 
 def markdown(rows: list[dict], device: str) -> str:
@@ -140,10 +157,14 @@ def markdown(rows: list[dict], device: str) -> str:
             lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | | | |")
             continue
         lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} "
-                     f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {r['eager_ms']:.3f} "
-                     f"| {r['ratio_vs_eager']:.2f} | {r['graph_ratio_vs_eager']:.2f} "
-                     f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {r['peak_bytes_eager'] / 2**20:.1f} |")
+                     f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {_number(r['eager_ms'], 3)} "
+                     f"| {_number(r['ratio_vs_eager'], 2)} | {_number(r['graph_ratio_vs_eager'], 2)} "
+                     f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {_number(r['peak_bytes_eager'] and r['peak_bytes_eager'] / 2**20, 1)} |")
     return "\n".join(lines) + "\n"
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def slowest_kernels(rows: list[dict], count: int = 3) -> str:
