@@ -244,42 +244,6 @@ class FlashAttentionWriter(TiledMatmulWriter):
             w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-past)} : index')}, {w.index(0)} : index")
         return w.op(f"arith.minui {w.mul(w.div(ahead, cfg.keys), cfg.keys)}, {w.index(keys)} : index")
 
-    def key_loop(self, end: str, accumulators: list[str], types: list[str]) -> list[str]:
-        """`TiledMatmulWriter.k_loop` over the keys up to `end` (an SSA index):
-        the next key tile prefetched into registers where the tiles split
-        into whole rounds of threads."""
-        w, step = self.w, self.cfg.keys
-        prefetch = self.prefetchable(self.stage_copies("%k0"))
-        if prefetch:  # the first tile, before the loop (there is one even where the loop runs none)
-            for copy in self.stage_copies(w.index(0)):
-                self.copy_tile(copy)
-            self.barrier()
-        results = w.fresh("acc")
-        iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
-        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {end} step {w.index(step)}"
-               f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
-        w.indent += 2
-        current = [f"%a{i}" for i in range(len(accumulators))]
-        if prefetch:  # the last step reloads its own tiles: harmless, and no branch
-            last = w.op(f"arith.subi {end}, {w.index(step)} : index")
-            following = w.op(f"arith.minui {w.add('%k0', w.index(step))}, {last} : index")
-            staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
-            updated = self.compute(current)
-            self.barrier()
-            for copy, vectors in staged:
-                for value, r, c in vectors:
-                    copy.store(value, r, c)
-        else:
-            for copy in self.stage_copies("%k0"):
-                self.copy_tile(copy)
-            self.barrier()
-            updated = self.compute(current)
-        self.barrier()
-        w.emit(f"scf.yield {', '.join(updated)} : {', '.join(types)}")
-        w.indent -= 2
-        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
-        return [f"{results}#{i}" for i in range(len(accumulators))]
-
     # ------------------------------------------------------------ staging
     def shared(self, rows: int, cols: int, element: str | None = None) -> str:
         return f"memref<{rows}x{cols}x{element or self.t}, {SHARED}>"
@@ -353,7 +317,7 @@ class SimtFlashWriter(FlashAttentionWriter):
                                  lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c)))
         zero = w.constant(0.0, vector_type(self.to, "f32"))
         types = [vector_type(self.to, "f32")] * cfg.tm + ["f32"] * (2 * cfg.tm)
-        results = self.key_loop(self.key_end(), [zero] * cfg.tm + self.initial_row_state(cfg.tm), types)
+        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), types, self.key_end())
         self._store(results)
 
     def stage_copies(self, k: str) -> list[TileCopy]:
@@ -552,17 +516,10 @@ class MmaFlashWriter(FlashAttentionWriter):
         copies = rows * cols // self.vec
         for first in range(0, copies, self.threads):
             flat = w.add("%tid", w.index(first)) if first else "%tid"
-            guarded = first + self.threads > copies  # a tile smaller than the block
-            if guarded:
-                w.emit(f"scf.if {w.op(f'arith.cmpi ult, {flat}, {w.index(copies)} : index')} {{")
-                w.indent += 2
-            row, col = vector_position(w, flat, cols, self.vec)
-            w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(origin[0], row), w.add(origin[1], col))},"
-                 f" {buffer}[{w.add(row0, row)}, {col}], {self.vec}{size} {{bypassL1}} : {source_type} to {buffer_type}")
-            if guarded:
-                w.emit("scf.yield")
-                w.indent -= 2
-                w.emit("}")
+            with w.only_if(self.thread_guard(flat, first, copies)):  # a tile smaller than the block
+                row, col = vector_position(w, flat, cols, self.vec)
+                w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(origin[0], row), w.add(origin[1], col))},"
+                     f" {buffer}[{w.add(row0, row)}, {col}], {self.vec}{size} {{bypassL1}} : {source_type} to {buffer_type}")
 
     def compute(self, accumulators: list[str], stage: str) -> list[str]:
         w, a = self.w, self.attention

@@ -250,16 +250,15 @@ class TiledMatmulWriter:
         vectors = copy.rows * copy.cols // copy.width
         for first in range(0, vectors, self.threads):
             flat = w.add("%tid", w.index(first)) if first else "%tid"
-            guarded = first + self.threads > vectors
-            if guarded:
-                inside = w.op(f"arith.cmpi ult, {flat}, {w.index(vectors)} : index")
-                w.emit(f"scf.if {inside} {{")
-                w.indent += 2
-            copy.store(*self._load_vector(copy, flat))
-            if guarded:
-                w.emit("scf.yield")  # explicit, so it carries the source location too
-                w.indent -= 2
-                w.emit("}")
+            with w.only_if(self.thread_guard(flat, first, vectors)):
+                copy.store(*self._load_vector(copy, flat))
+
+    def thread_guard(self, flat: str, first: int, count: int) -> str | None:
+        """`flat` < `count`, where this round of the block's threads (from
+        `first`) runs past `count` items; None where every thread has one."""
+        if first + self.threads <= count:
+            return None
+        return self.w.op(f"arith.cmpi ult, {flat}, {self.w.index(count)} : index")
 
     def load_tile(self, copy: TileCopy) -> list[tuple[str, str, str]]:
         """This thread's vectors of an operand tile, into registers: (value,
@@ -284,8 +283,9 @@ class TiledMatmulWriter:
         K loop (which names it as well) folds away, and the barriers stay."""
         self.w.emit(f'gpu.barrier {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
 
-    def k_loop(self, step: int, accumulators: list[str], acc_type: str | list[str]) -> list[str]:
-        """scf.for over K in `step`s carrying the accumulators (of one type,
+    def k_loop(self, step: int, accumulators: list[str], acc_type: str | list[str], end: str | None = None) -> list[str]:
+        """scf.for over K (or up to `end`, an SSA index known only at run
+        time) in `step`s carrying the accumulators (of one type,
         or of a type each: `acc_type` a list). Each step
         stages the operand tiles (`stage_copies(k)`) in shared memory and
         computes on them (`compute(accumulators)`). Where the tiles split
@@ -302,13 +302,15 @@ class TiledMatmulWriter:
         results = w.fresh("acc")
         iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
         types = ", ".join(acc_type if isinstance(acc_type, list) else [acc_type] * len(accumulators))
-        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {w.index(self.ops.k)}"
+        bound = end or w.index(self.ops.k)
+        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {bound}"
                f" step {w.index(step)} iter_args({iter_args}) -> ({types}) {{")
         w.indent += 2
         current = [f"%a{i}" for i in range(len(accumulators))]
         if prefetch:
             # The last step reloads its own tiles: harmless, and no branch.
-            following = w.op(f"arith.minui {w.add('%k0', w.index(step))}, {w.index(self.ops.k - step)} : index")
+            last = w.op(f"arith.subi {end}, {w.index(step)} : index") if end else w.index(self.ops.k - step)
+            following = w.op(f"arith.minui {w.add('%k0', w.index(step))}, {last} : index")
             staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
             updated = self.compute(current)
             self.barrier()

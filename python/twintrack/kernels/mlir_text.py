@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 LOCATION_ALIAS = "#twintrack_source"
 
 
@@ -31,6 +33,20 @@ class MlirWriter:
 
     def index(self, value: int) -> str:
         return self.constant(value, "index")
+
+    @contextlib.contextmanager
+    def only_if(self, condition: str | None):
+        """What the block emits, under `scf.if condition` (unguarded for None).
+        The scf.yield is written out, so it carries the source location too."""
+        if condition is None:
+            yield
+            return
+        self.emit(f"scf.if {condition} {{")
+        self.indent += 2
+        yield
+        self.emit("scf.yield")
+        self.indent -= 2
+        self.emit("}")
 
     def constant(self, value: int | float, type_: str) -> str:
         key = (value, type_)

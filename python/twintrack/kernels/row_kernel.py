@@ -284,12 +284,9 @@ class _RowKernelWriter:
         if not step.store:
             return
         w = self.w
-        leader = w.op(f"arith.cmpi eq, %tid, {w.index(0)} : index")
-        w.emit(f"scf.if {leader} {{")
-        w.emit(f"  memref.store {self.row_values[index]}, %B{step.output}[{', '.join(self.row)}]"
-               f" : {self.p.buffers[step.output]}")
-        w.emit("  scf.yield")
-        w.emit("}")
+        with w.only_if(w.op(f"arith.cmpi eq, %tid, {w.index(0)} : index")):
+            w.emit(f"memref.store {self.row_values[index]}, %B{step.output}[{', '.join(self.row)}]"
+                   f" : {self.p.buffers[step.output]}")
 
     def _path_attr(self, *more: str) -> str:
         """The kernel's path, for the kernel report (on the stores too: a
@@ -325,21 +322,15 @@ class _RowKernelWriter:
             return
         vector_store = p.vector_ok[step.output] and v > 1
         columns = [] if vector_store else [self._column(chunk, lane) for lane in range(v)]
-        if inside:
-            w.emit(f"scf.if {inside} {{")
-            w.indent += 2
-        if vector_store:
-            vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
-            w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
-                   f" {self._path_attr(self._alignment(t))} : {p.buffers[step.output]}, vector<{v}x{t}>")
-        else:
-            for value, column in zip(results, columns):
-                w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
-                       f" {self._path_attr()} : {p.buffers[step.output]}")
-        if inside:
-            w.emit("scf.yield")
-            w.indent -= 2
-            w.emit("}")
+        with w.only_if(inside or None):
+            if vector_store:
+                vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
+                w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
+                       f" {self._path_attr(self._alignment(t))} : {p.buffers[step.output]}, vector<{v}x{t}>")
+            else:
+                for value, column in zip(results, columns):
+                    w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
+                           f" {self._path_attr()} : {p.buffers[step.output]}")
 
 
 # all_reduce kind -> the partial's starting value, per element type (hex: infinities)
