@@ -52,6 +52,7 @@ from .ir_helpers import (
     nested_ops,
     splice_generated_launch,
     users_of,
+    vectors_fit,
 )
 
 MAX_OPS = ("arith.maximumf", "arith.maxnumf")
@@ -259,12 +260,7 @@ def _scale(ops, result) -> float | None:
 
 def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
     """The tile's inner dim has stride 1, and its rows start 16 bytes apart."""
-    strides, offset = source_type.get_strides_and_offset()
-    per_vector = VECTOR_BYTES // element_bytes(str(source_type.element_type))
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    if strides[inner] != 1 or offset == dynamic or dynamic in strides:
-        return False
-    return offset % per_vector == 0 and all(s % per_vector == 0 for d, s in enumerate(strides) if d != inner)
+    return vectors_fit(source_type, VECTOR_BYTES // element_bytes(str(source_type.element_type)), inner)
 
 
 def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: ir.Value) -> bool:

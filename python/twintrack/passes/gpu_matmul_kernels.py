@@ -55,6 +55,7 @@ from .ir_helpers import (
     nested_ops,
     splice_generated_launch,
     users_of,
+    vectors_fit,
 )
 
 TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
@@ -179,12 +180,7 @@ def _aligned(memref_type: ir.MemRefType) -> bool:
     element = str(memref_type.element_type)
     if element not in ELEMENTS or not memref_type.has_static_shape:
         return False
-    strides, offset = memref_type.get_strides_and_offset()
-    per_vector = VECTOR_BYTES // element_bytes(element)
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    if offset == dynamic or dynamic in strides or strides[-1] != 1:
-        return False
-    return offset % per_vector == 0 and all(s % per_vector == 0 for s in strides[:-1])
+    return vectors_fit(memref_type, VECTOR_BYTES // element_bytes(element))
 
 
 def b_is_transposed(op: ir.Operation) -> bool | None:

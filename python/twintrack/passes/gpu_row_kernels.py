@@ -27,7 +27,7 @@ from ..kernels.epilogue import BodyOp, Ref
 from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
-from .ir_helpers import PythonPass, buffer_root, defining_op, dispatch_label, splice_generated_launch
+from .ir_helpers import PythonPass, buffer_root, defining_op, dispatch_label, splice_generated_launch, vectors_fit
 
 # integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
@@ -69,10 +69,7 @@ def _contiguous_rows(memref_type: ir.MemRefType, width: int) -> bool:
     for bools: widen-bools turns i1 buffers into bytes later, element by element.)"""
     if not memref_type.has_static_shape or str(memref_type.element_type) == "i1":
         return False
-    strides, offset = memref_type.get_strides_and_offset()
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    return (offset != dynamic and dynamic not in strides and strides[-1] == 1 and offset % width == 0
-            and all(s % width == 0 for s in strides[:-1]) and memref_type.shape[-1] % width == 0)
+    return vectors_fit(memref_type, width) and memref_type.shape[-1] % width == 0
 
 
 def _loop_ranges(generic: ir.Operation) -> list[int] | None:

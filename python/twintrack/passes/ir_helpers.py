@@ -39,6 +39,18 @@ VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "m
             "memref.reinterpret_cast")
 
 
+def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool:
+    """Can `width`-element vectors run along dim `inner` (unit stride), each
+    aligned to a whole vector: a static layout whose offset and other strides
+    are multiples of `width`?"""
+    strides, offset = memref_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    inner %= len(strides)
+    if offset == dynamic or dynamic in strides or strides[inner] != 1:
+        return False
+    return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
+
+
 def buffer_root(value: ir.Value) -> ir.Value:
     """The buffer a memref value is a view of (an allocation or an argument)."""
     while (owner := defining_op(value)) is not None and owner.name in VIEW_OPS:
