@@ -2,10 +2,10 @@
 
 One block per (BM query rows, batch·head). Q's tile is staged once; the loop
 over the keys stages a BN-key tile of K and of V, computes the BM x BN
-scores, applies the score epilogue to each (scale, mask, a narrowing), and
-updates the online softmax: each row's running max m and sum l; when m
-grows, l and the output rows are rescaled by exp(m_old - m_new) before P·V
-of this tile is added. After the loop O / l is stored through the P·V
+scores, applies the score epilogue to each (scale, mask; a narrowing that
+ends it is left out, `_scores_in_f32`), and updates the online softmax:
+each row's running max m and sum l; when m grows, l and the output rows
+are rescaled by exp(m_old - m_new) before P·V of this tile is added. After the loop O / l is stored through the P·V
 matmul's store (its epilogue and output view).
 
 A row whose scores are all -inf so far keeps m = -inf; its exponentials are
@@ -23,14 +23,15 @@ next key tile prefetched into registers (as `TiledMatmulWriter.k_loop`);
 and mma.sync m16n8k16 for f16/bf16 (a warp per 16 query rows,
 FlashAttention-2's layout: the scores' accumulator fragments are, narrowed,
 P·V's A fragments, so P stays in registers), K and V coming through a ring
-of shared buffers filled by cp.async, exp as exp2. Shapes must be multiples
+of shared buffers filled by cp.async, each tile's scores computed a step
+ahead of its softmax, exp as PTX's flushing ex2. Shapes must be multiples
 of the tiles (the caller checks).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .causal_mask import masked_key_reach
 from .epilogue import Epilogue, EpilogueWriter
@@ -45,13 +46,18 @@ from .matmul_common import (
     vector_position,
     vector_type,
 )
-from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, b_fragment, mma
+from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, b_fragments, mma
 from .simt_matmul import outer_product_update, transposing_store
 
 NEGATIVE_INFINITY = "0xFF800000"
 SHARED = "#gpu.address_space<workgroup>"
 STATIC_SHARED_BYTES = 48 * 1024
 LOG2_E = 1.4426950408889634
+# exp2 as PTX's ex2.approx.ftz.f32, one MUFU.EX2. math.exp2 becomes the
+# non-flushing ex2.approx.f32, which ptxas wraps in a compare and two
+# multiplications for subnormal results: a fifth of the fp16 kernel's
+# instructions. Flushing changes nothing a softmax can see (p < 2^-126).
+_EXP2_FLUSHING = 'llvm.inline_asm "ex2.approx.ftz.f32 $0, $1;", "=f,f"'
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,28 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
 
 
+def _scores_in_f32(epilogue: Epilogue | None, stored: str) -> tuple[Epilogue | None, str]:
+    """The score epilogue the kernel applies, and the type it yields: an
+    epilogue ending in a narrowing (fp16 scores, which the softmax widens
+    again) ends before it, so the scores stay f32 as the softmax reads
+    them. Intermediates of a fused kernel stay in f32, as Inductor keeps
+    them and SDPA's own kernels never round the scores; it also saves a
+    conversion each way per score."""
+    if epilogue is None or epilogue.result[0] != "op":
+        return epilogue, stored
+    index = epilogue.result[1]
+    narrowing = epilogue.ops[index]
+    if narrowing.name != "arith.truncf" or narrowing.operand_types[0] != "f32" or \
+            any(epilogue.result in op.operands for op in epilogue.ops):
+        return epilogue, stored
+
+    def renumbered(ref):  # the ops after the narrowing move up by one
+        return ("op", ref[1] - 1) if ref[0] == "op" and ref[1] > index else ref
+    ops = tuple(replace(op, operands=tuple(map(renumbered, op.operands)))
+                for i, op in enumerate(epilogue.ops) if i != index)
+    return replace(epilogue, ops=ops, result=renumbered(narrowing.operands[0])), "f32"
+
+
 def _mma_shared_bytes(bm: int, keys: int, d: int, stages: int) -> int:
     """Q's tile and `stages` K and V tiles, 2-byte elements, rows padded (K
     or V transposed or not: the larger)."""
@@ -163,8 +191,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
             self.path += f" ({attention.copies_read_through} copies read through)"
         self.t = attention.values.in_element
         self.vec = 16 // element_bytes(self.t)
-        self.score_epilogue = EpilogueWriter(attention.score_epilogue, self.w, "%F") \
-            if attention.score_epilogue is not None else None
+        score_epilogue, self.score_type = _scores_in_f32(attention.score_epilogue, attention.scores.out_element)
+        self.score_epilogue = EpilogueWriter(score_epilogue, self.w, "%F") if score_epilogue is not None else None
         self.reach = masked_key_reach(attention.score_epilogue, attention.scores.view, attention.queries,
                                       attention.keys)
 
@@ -186,8 +214,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         w, view = self.w, self.attention.scores.view
         c_indices = [self.names.batch, row, key]
         value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
-        stored = self.attention.scores.out_element
-        return value if stored == "f32" else w.op(f"arith.extf {value} : {stored} to f32")
+        return value if self.score_type == "f32" else w.op(f"arith.extf {value} : {self.score_type} to f32")
 
     def lane_reduce(self, value: str, op: str, lanes: int) -> str:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
@@ -206,16 +233,12 @@ class FlashAttentionWriter(TiledMatmulWriter):
         the row spread over `lanes` lanes: (new max, rescale factor of the
         old sums, new partial sum of this thread, exp(score - max) each)."""
         w = self.w
-        tile_max = scores[0]
-        for value in scores[1:]:
-            tile_max = w.op(f"{self.attention.max_op} {tile_max}, {value} : f32")
+        tile_max = w.tree(scores, self.attention.max_op, "f32")
         m_new = w.op(f"{self.attention.max_op} {m_old}, {self.lane_reduce(tile_max, self.attention.max_op, lanes)} : f32")
         infinite = w.op(f"arith.cmpf oeq, {m_new}, {w.constant(NEGATIVE_INFINITY, 'f32')} : f32")
         base = w.op(f"arith.select {infinite}, {w.constant(0.0, 'f32')}, {m_new} : f32")
         alpha, *probabilities = self.exponentials([m_old, *scores], base)
-        l_new = w.op(f"arith.mulf {l_old}, {alpha} : f32")
-        for p in probabilities:
-            l_new = w.op(f"arith.addf {l_new}, {p} : f32")
+        l_new = w.op(f"math.fma {l_old}, {alpha}, {w.tree(probabilities, 'arith.addf', 'f32')} : f32")
         return m_new, alpha, l_new, probabilities
 
     def exponentials(self, values: list[str], base: str) -> list[str]:
@@ -410,7 +433,9 @@ class MmaFlashWriter(FlashAttentionWriter):
     stages - 1 are issued as tile i is computed on, so global latency hides
     behind `stages` - 1 tiles of work, and one barrier per tile suffices
     (at step i everyone is past step i - 1, whose buffer is refilled).
-    The exponentials are exp2 with log2(e) folded into one FMA per score."""
+    With three buffers or more, step i also computes tile i + 1's scores
+    (`_key_ring`). The exponentials are exp2 with log2(e) folded into one
+    FMA per score; K's and V's fragments come two per ldmatrix."""
 
     def __init__(self, attention: AttentionOperands, config: FlashTileConfig):
         super().__init__(attention, config, "flash-attention-mma.sync")
@@ -419,6 +444,9 @@ class MmaFlashWriter(FlashAttentionWriter):
         self.k_shape = (cfg.keys, d + ROW_PAD) if attention.scores.b_transposed else (d, cfg.keys + ROW_PAD)
         self.v_shape = (d, cfg.keys + ROW_PAD) if attention.values.b_transposed else (cfg.keys, d + ROW_PAD)
         self.stages = self._stages()
+        # Scores a tile ahead need its K copied before the step's barrier: a
+        # third buffer, or the refill would overwrite the tile being read.
+        self.lookahead = self.stages >= 3
         self.k_smem = self.shared(self.stages * self.k_shape[0], self.k_shape[1])
         self.v_smem = self.shared(self.stages * self.v_shape[0], self.v_shape[1])
         self.score_tiles, self.output_tiles = cfg.keys // MMA_N, d // MMA_N
@@ -450,33 +478,48 @@ class MmaFlashWriter(FlashAttentionWriter):
             past = stage * cfg.keys >= keys if end == w.index(keys) else None
             self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
             w.emit("nvvm.cp.async.commit.group")
-        w.emit(f"nvvm.cp.async.wait.group {self.stages - 1}")  # Q's
+        # Q's copies (and, looking ahead, the first key tile's) must have landed.
+        w.emit(f"nvvm.cp.async.wait.group {self.stages - 2 if self.lookahead else self.stages - 1}")
         self.barrier()
         self.q_fragments = [self.scaled_q(a_fragment(w, "%Qs", self.q_smem, self.t, self.warp_row, w.index(kk)),
                                           f"vector<4x2x{self.t}>")
                             for kk in range(0, cfg.head_dim, MMA_K)]
         zero = w.constant(0.0, "vector<2x2xf32>")
+        accumulators = [zero] * self.output_tiles + self.initial_row_state(2)
         types = ["vector<2x2xf32>"] * self.output_tiles + ["f32"] * 4
-        results = self._key_ring(end, [zero] * self.output_tiles + self.initial_row_state(2), types)
+        if self.lookahead:
+            accumulators += self._scores(w.index(0))
+            types += ["vector<2x2xf32>"] * self.score_tiles
+        results = self._key_ring(end, accumulators, types)[:self.output_tiles + 4]
         w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
         self._store(results)
 
     def _key_ring(self, end: str, accumulators: list[str], types: list[str]) -> list[str]:
-        """The loop over the key tiles up to `end`, each step waiting for its
-        tile's copies, then issuing those `stages` - 1 tiles ahead."""
-        w, cfg = self.w, self.cfg
+        """The loop over the key tiles up to `end`, each step waiting for the
+        tiles it reads, then issuing the copies `stages` - 1 tiles ahead.
+        Looking ahead, step i also computes the scores of tile i + 1, which
+        it carries to the next step: those mma.sync have no dependence on
+        step i's softmax, so they run in its shadow. (Past the last tile
+        they read a stale or zeroed buffer; their scores go unused.)"""
+        w, cfg, s = self.w, self.cfg, self.stages
         results = w.fresh("acc")
         iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
         w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {end} step {w.index(cfg.keys)}"
                f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
         w.indent += 2
-        w.emit(f"nvvm.cp.async.wait.group {self.stages - 2}")
+        w.emit(f"nvvm.cp.async.wait.group {s - 3 if self.lookahead else s - 2}")
         self.barrier()
         step = w.div("%k0", cfg.keys)
-        ahead = w.add("%k0", w.index((self.stages - 1) * cfg.keys))
-        self._copy_keys(ahead, w.rem(w.add(step, w.index(self.stages - 1)), self.stages), end, None)
+        ahead = w.add("%k0", w.index((s - 1) * cfg.keys))
+        self._copy_keys(ahead, w.rem(w.add(step, w.index(s - 1)), s), end, None)
         w.emit("nvvm.cp.async.commit.group")
-        updated = self.compute([f"%a{i}" for i in range(len(accumulators))], w.rem(step, self.stages))
+        carried = [f"%a{i}" for i in range(len(accumulators))]
+        if self.lookahead:
+            state, scores = carried[:self.output_tiles + 4], carried[self.output_tiles + 4:]
+            upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
+            updated = self.compute(state, w.rem(step, s), scores) + upcoming
+        else:
+            updated = self.compute(carried, w.rem(step, s))
         w.emit(f"scf.yield {', '.join(updated)} : {', '.join(types)}")
         w.indent -= 2
         w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
@@ -521,15 +564,25 @@ class MmaFlashWriter(FlashAttentionWriter):
                 w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(origin[0], row), w.add(origin[1], col))},"
                      f" {buffer}[{w.add(row0, row)}, {col}], {self.vec}{size} {{bypassL1}} : {source_type} to {buffer_type}")
 
-    def compute(self, accumulators: list[str], stage: str) -> list[str]:
-        w, a = self.w, self.attention
-        outputs, state = accumulators[:self.output_tiles], accumulators[self.output_tiles:]
-        k_row0, v_row0 = w.mul(stage, self.k_shape[0]), w.mul(stage, self.v_shape[0])
+    def _scores(self, stage: str) -> list[str]:
+        """Q·Kᵀ of the key tile in ring `stage`: this warp's 16 rows, as
+        `score_tiles` accumulator tiles."""
+        w = self.w
+        k_row0 = w.mul(stage, self.k_shape[0])
         scores = [w.constant(0.0, "vector<2x2xf32>")] * self.score_tiles
         for step, q in enumerate(self.q_fragments):
-            scores = [mma(w, self.t, q, self._b_fragment("%Ks", self.k_smem, a.scores.b_transposed, k_row0,
-                                                         step * MMA_K, j * MMA_N), acc)
-                      for j, acc in enumerate(scores)]
+            keys = self._b_fragments("%Ks", self.k_smem, self.attention.scores.b_transposed, k_row0, step * MMA_K,
+                                     len(scores))
+            scores = [mma(w, self.t, q, k, acc) for k, acc in zip(keys, scores)]
+        return scores
+
+    def compute(self, accumulators: list[str], stage: str, scores: list[str] | None = None) -> list[str]:
+        """One key tile's online-softmax step and P·V, on its scores (or
+        those of the K tile in ring `stage`)."""
+        w, a = self.w, self.attention
+        outputs, state = accumulators[:self.output_tiles], accumulators[self.output_tiles:]
+        v_row0 = w.mul(stage, self.v_shape[0])
+        scores = scores or self._scores(stage)
         halves, new_state = [], [None] * 4
         for half in range(2):  # rows lane/4 and lane/4 + 8
             row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
@@ -544,24 +597,24 @@ class MmaFlashWriter(FlashAttentionWriter):
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]
         for step in range(self.cfg.keys // MMA_K):
             p = self._p_fragment([probabilities for _, probabilities in halves], step)
-            outputs = [mma(w, self.t, p, self._b_fragment("%Vs", self.v_smem, a.values.b_transposed, v_row0,
-                                                          step * MMA_K, j * MMA_N), acc)
-                       for j, acc in enumerate(outputs)]
+            values = self._b_fragments("%Vs", self.v_smem, a.values.b_transposed, v_row0, step * MMA_K, len(outputs))
+            outputs = [mma(w, self.t, p, v, acc) for v, acc in zip(values, outputs)]
         return outputs + new_state
 
-    def _b_fragment(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int, n0: int) -> str:
-        """The B fragment at (k0, n0) of the tile in the ring from row `row0`
-        (its rows are K's, or N's when `transposed`)."""
-        k, n = self.w.index(k0), self.w.index(n0)
-        k, n = (k, self.w.add(row0, n)) if transposed else (self.w.add(row0, k), n)
-        return b_fragment(self.w, buffer, buffer_type, self.t, transposed, k, n)
+    def _b_fragments(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int, count: int) -> list[str]:
+        """The `count` B fragments at (k0, 0), (k0, 8), … of the tile in the
+        ring from row `row0` (its rows are K's, or N's when `transposed`)."""
+        k, n = self.w.index(k0), self.w.index(0)
+        k, n = (k, row0) if transposed else (self.w.add(row0, k), n)
+        return b_fragments(self.w, buffer, buffer_type, self.t, transposed, k, n, count)
 
     def exponentials(self, values: list[str], base: str) -> list[str]:
         """exp(value - base) as exp2(value·log2(e) - base·log2(e)): one FMA
         each (the row shares base·log2(e)) and ex2, as FlashAttention does."""
         w = self.w
         shift, log2_e = w.op(f"arith.mulf {base}, {w.constant(-LOG2_E, 'f32')} : f32"), w.constant(LOG2_E, "f32")
-        return [w.op(f"math.exp2 {w.op(f'math.fma {value}, {log2_e}, {shift} : f32')} : f32") for value in values]
+        return [w.op(f"{_EXP2_FLUSHING} {w.op(f'math.fma {value}, {log2_e}, {shift} : f32')} : (f32) -> f32")
+                for value in values]
 
     def _rescale(self, acc: str, factors: list[str]) -> str:
         """An accumulator tile with each half's row times its factor."""

@@ -58,6 +58,14 @@ class MlirWriter:
         return [f"  {name} = arith.constant {_literal(value, type_)} : {type_} loc({LOCATION_ALIAS})"
                 for (value, type_), name in self.constants.items()]
 
+    def tree(self, values: list[str], op: str, type_: str) -> str:
+        """`op` over all `values`, combined pairwise: a dependency chain
+        log2(n) ops deep instead of n, which is what a warp waits on."""
+        while len(values) > 1:
+            pairs = [self.op(f"{op} {a}, {b} : {type_}") for a, b in zip(values[::2], values[1::2])]
+            values = pairs + values[len(pairs) * 2:]
+        return values[0]
+
     # index arithmetic; a multiply or divide by 1 emits nothing (canonicalize folds the rest)
     def add(self, a: str, b: str) -> str:
         return self.op(f"arith.addi {a}, {b} : index")

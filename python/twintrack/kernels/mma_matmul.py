@@ -106,6 +106,44 @@ def b_fragment(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed:
                 f" : {buffer_type} -> vector<2x2x{t}>")
 
 
+def b_fragment_pair(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str,
+                    n0: str) -> tuple[str, str]:
+    """The B fragments at (k0, n0) and (k0, n0 + 8), as `b_fragment` reads
+    them, from one ldmatrix of four matrices: half the shared-memory
+    instructions and addresses of two."""
+    lane = w.rem("%tid", WARP)
+    if transposed:
+        # Lanes 0-15 address N block n0 (K 0-7, then 8-15), lanes 16-31 block n0 + 8.
+        row = w.add(n0, w.add(w.rem(lane, 8), w.mul(w.div(lane, 16), 8)))
+        col = w.add(k0, w.mul(w.rem(w.div(lane, 8), 2), 8))
+    else:
+        # Lanes 0-15 address K rows 0-15 at column n0, lanes 16-31 the same rows at n0 + 8.
+        row = w.add(k0, w.rem(lane, 16))
+        col = w.add(n0, w.mul(w.div(lane, 16), 8))
+    four = w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = {str(not transposed).lower()}}}"
+                f" : {buffer_type} -> vector<4x2x{t}>")
+    pairs = [w.op(f"vector.extract {four}[{i}] : vector<2x{t}> from vector<4x2x{t}>") for i in range(4)]
+    fragments = []
+    for first in (0, 2):
+        fragment = w.constant(0.0, f"vector<2x2x{t}>")
+        for i in range(2):
+            fragment = w.op(f"vector.insert {pairs[first + i]}, {fragment} [{i}] : vector<2x{t}> into vector<2x2x{t}>")
+        fragments.append(fragment)
+    return tuple(fragments)
+
+
+def b_fragments(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str, n0: str,
+                count: int) -> list[str]:
+    """The `count` B fragments at (k0, n0), (k0, n0 + 8), …: two per
+    ldmatrix (`b_fragment_pair`), the last alone where `count` is odd."""
+    fragments = []
+    for j in range(0, count - 1, 2):
+        fragments += b_fragment_pair(w, buffer, buffer_type, t, transposed, k0, w.add(n0, w.index(j * MMA_N)))
+    if count % 2:
+        fragments.append(b_fragment(w, buffer, buffer_type, t, transposed, k0, w.add(n0, w.index((count - 1) * MMA_N))))
+    return fragments
+
+
 class MmaMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
                  writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
@@ -169,7 +207,8 @@ class MmaMatmulWriter(TiledMatmulWriter):
     def compute(self, accumulators: list[str]) -> list[str]:
         for kk in range(0, self.cfg.bk, MMA_K):
             a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
-            b = [self._b_fragment(j, kk) for j in range(self.tiles_n)]
+            b = b_fragments(self.w, "%Bs", self.b_smem, self.ops.in_element, self.ops.b_transposed, self.w.index(kk),
+                            self.warp_n0, self.tiles_n)
             accumulators = [self._mma(a[index // self.tiles_n], b[index % self.tiles_n], acc)
                             for index, acc in enumerate(accumulators)]
         return accumulators
@@ -180,11 +219,6 @@ class MmaMatmulWriter(TiledMatmulWriter):
     def _a_fragment(self, i: int, kk: int) -> str:
         w = self.w
         return a_fragment(w, "%As", self.a_smem, self.ops.in_element, w.add(self.warp_m0, w.index(i * MMA_M)), w.index(kk))
-
-    def _b_fragment(self, j: int, kk: int) -> str:
-        w = self.w
-        return b_fragment(w, "%Bs", self.b_smem, self.ops.in_element, self.ops.b_transposed, w.index(kk),
-                          w.add(self.warp_n0, w.index(j * MMA_N)))
 
     def _store(self, accumulators: list[str]) -> None:
         w = self.w

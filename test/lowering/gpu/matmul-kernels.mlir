@@ -45,14 +45,16 @@ func.func @fits(%a: memref<1024x128xf32>, %b: memref<128x1024xf32>, %c: memref<1
 }
 
 // f16 operands: tensor cores. Without a fill the kernel accumulates onto C,
-// so it loads C first; fragments come from ldmatrix (B transposed).
+// so it loads C first; fragments come from ldmatrix (B transposed), two B
+// fragments (N blocks n0 and n0 + 8) per ldmatrix of four matrices.
 // CHECK-LABEL: func.func @accumulates(
 // CHECK-SAME:    %{{.*}}: memref<2x64x64xf16>, %{{.*}}: memref<2x64x64xf16>, %[[C16:.*]]: memref<2x64x64xf32>)
 // CHECK:         gpu.launch {{.*}} module(@forward_mma_matmul_1) function(@forward_mma_matmul_1)
 // CHECK:           vector.load %[[C16]]
 // CHECK:           scf.for
 // CHECK:             nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
-// CHECK:             nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK:             nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK-NOT:         numTiles = 2
 // CHECK:             nvgpu.mma.sync
 // CHECK:           } {twintrack.kernel_path = "mma.sync-matmul {{.*}}"}
 func.func @accumulates(%a: memref<2x64x64xf16>, %b: memref<2x64x64xf16>, %c: memref<2x64x64xf32>) {
@@ -269,7 +271,7 @@ func.func @weight_transposed_f32(%a: memref<1024x128xf32>, %wt: memref<1024x128x
 // CHECK-LABEL: func.func @weight_transposed_f16(
 // CHECK:         gpu.launch {{.*}} workgroup(%{{.*}} : memref<{{.*}}xf16, #gpu.address_space<workgroup>>, %[[BS16:.*]] : memref<128x40xf16, #gpu.address_space<workgroup>>)
 // CHECK:             vector.store %{{.*}}, %[[BS16]]{{.*}} : memref<128x40xf16, #gpu.address_space<workgroup>>, vector<8xf16>
-// CHECK:             nvgpu.ldmatrix %[[BS16]][{{.*}}] {numTiles = 2 : i32, transpose = false}
+// CHECK:             nvgpu.ldmatrix %[[BS16]][{{.*}}] {numTiles = 4 : i32, transpose = false}
 // CHECK:             nvgpu.mma.sync
 // CHECK-NOT:     linalg.matmul
 func.func @weight_transposed_f16(%a: memref<2048x256xf16>, %wt: memref<2048x256xf16>, %c: memref<2048x2048xf32>) {
