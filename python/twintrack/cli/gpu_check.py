@@ -193,7 +193,7 @@ def main(args: argparse.Namespace) -> int:
         progress(f"checking {outdir}")
         try:
             rows.append(check_one(outdir))
-        except (TwintrackError, RuntimeError) as e:
+        except (TwintrackError, RuntimeError, OSError) as e:  # OSError: a file of the artifact missing or unreadable
             rows.append({"artifact": outdir.name, "error": " ".join(str(e).split())[:300], "ok": False})
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": date.today().isoformat(), "device": device, "torch": torch.__version__, "rows": rows}

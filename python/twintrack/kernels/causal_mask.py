@@ -46,6 +46,20 @@ def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries
     return _reach(*mask)
 
 
+def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
+    """Is the epilogue (whose mask `masked_key_reach` read as `reach`) the
+    mask alone: every key within reach keeps its score as computed (maybe
+    narrowed)? Then the kernel may leave the mask out where no key of a tile
+    is past reach, and apply it itself elsewhere."""
+    if epilogue is None or reach is None:
+        return False
+    _, when_true, when_false = epilogue.ops[epilogue.result[1]].operands
+    kept = when_false if _negative_infinity(when_true) else when_true
+    if kept[0] == "op" and epilogue.ops[kept[1]].name == "arith.truncf":
+        kept = epilogue.ops[kept[1]].operands[0]
+    return kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
+
+
 def _score_dims(view) -> tuple[int, int] | None:
     """The epilogue's loop dims of the query row and of the key (each unsplit)."""
     if view is None:

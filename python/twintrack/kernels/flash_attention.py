@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .causal_mask import masked_key_reach
+from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
 from .matmul_common import (
     KERNEL_PATH_ATTR,
@@ -87,6 +87,7 @@ class AttentionOperands:
     max_op: str = "arith.maximumf"       # the softmax's max (how it treats NaN)
     q_scale: float | None = None         # Q times this, in its element type, as it is staged
     copies_read_through: int = 0         # of Q, K, V: permuted copies the kernel reads the sources of
+    output_vectors: bool = False         # O's layout takes 16-byte vectors along the head dim
 
     @property
     def head_dim(self) -> int:
@@ -195,6 +196,9 @@ class FlashAttentionWriter(TiledMatmulWriter):
         self.score_epilogue = EpilogueWriter(score_epilogue, self.w, "%F") if score_epilogue is not None else None
         self.reach = masked_key_reach(attention.score_epilogue, attention.scores.view, attention.queries,
                                       attention.keys)
+        # Where the score epilogue is a causal mask alone, a subclass may
+        # apply the mask itself, to the tiles it reaches into (`masking`).
+        self.own_mask, self.masking = False, False
 
     def arguments(self) -> list[tuple[str, str]]:
         """Q, K, V, the output, then the output epilogue's tensors (%E<k>) and the scores' (%F<k>)."""
@@ -209,12 +213,20 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def score(self, value: str, row: str, key: str) -> str:
         """One score as the softmax reads it: the epilogue applied (with the
         loop indices of its element), widened back to f32."""
+        if self.own_mask:
+            return self._masked(value, row, key) if self.masking else value
         if self.score_epilogue is None:
             return value
         w, view = self.w, self.attention.scores.view
         c_indices = [self.names.batch, row, key]
         value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
         return value if self.score_type == "f32" else w.op(f"arith.extf {value} : {self.score_type} to f32")
+
+    def _masked(self, value: str, row: str, key: str) -> str:
+        """-inf for a key past row + reach, else the score as computed."""
+        w = self.w
+        past = w.op(f"arith.cmpi sgt, {key}, {w.add(row, w.index(self.reach))} : index")
+        return w.op(f"arith.select {past}, {w.constant(NEGATIVE_INFINITY, 'f32')}, {value} : f32")
 
     def lane_reduce(self, value: str, op: str, lanes: int) -> str:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
@@ -266,6 +278,15 @@ class FlashAttentionWriter(TiledMatmulWriter):
         ahead = w.add(self.m0, w.index(past)) if past >= 0 else \
             w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-past)} : index')}, {w.index(0)} : index")
         return w.op(f"arith.minui {w.mul(w.div(ahead, cfg.keys), cfg.keys)}, {w.index(keys)} : index")
+
+    def visible_end(self, end: str) -> str:
+        """Where the key tiles that every row of the block sees in full end
+        (those wholly within m0 + reach), at most `end`."""
+        w, cfg = self.w, self.cfg
+        first_row_sees = self.reach + 1  # keys of row m0: below m0 + reach + 1
+        seen = w.add(self.m0, w.index(first_row_sees)) if first_row_sees >= 0 else \
+            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-first_row_sees)} : index')}, {w.index(0)} : index")
+        return w.op(f"arith.minui {w.mul(w.div(seen, cfg.keys), cfg.keys)}, {end} : index")
 
     # ------------------------------------------------------------ staging
     def shared(self, rows: int, cols: int, element: str | None = None) -> str:
@@ -447,6 +468,9 @@ class MmaFlashWriter(FlashAttentionWriter):
         # Scores a tile ahead need its K copied before the step's barrier: a
         # third buffer, or the refill would overwrite the tile being read.
         self.lookahead = self.stages >= 3
+        # A causal mask costs a compare and a select per score: only the
+        # tiles on the diagonal need it, so they get their own loop.
+        self.own_mask = masks_only_past_reach(attention.score_epilogue, self.reach)
         self.k_smem = self.shared(self.stages * self.k_shape[0], self.k_shape[1])
         self.v_smem = self.shared(self.stages * self.v_shape[0], self.v_shape[1])
         self.score_tiles, self.output_tiles = cfg.keys // MMA_N, d // MMA_N
@@ -490,12 +514,20 @@ class MmaFlashWriter(FlashAttentionWriter):
         if self.lookahead:
             accumulators += self._scores(w.index(0))
             types += ["vector<2x2xf32>"] * self.score_tiles
-        results = self._key_ring(end, accumulators, types)[:self.output_tiles + 4]
+        if self.own_mask:  # the tiles every row sees in full, then those the mask reaches into
+            visible = self.visible_end(end)
+            accumulators = self._key_ring(w.index(0), visible, end, accumulators, types)
+            self.masking = True
+            results = self._key_ring(visible, end, end, accumulators, types)
+        else:
+            results = self._key_ring(w.index(0), end, end, accumulators, types)
+        results = results[:self.output_tiles + 4]
         w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
         self._store(results)
 
-    def _key_ring(self, end: str, accumulators: list[str], types: list[str]) -> list[str]:
-        """The loop over the key tiles up to `end`, each step waiting for the
+    def _key_ring(self, start: str, stop: str, end: str, accumulators: list[str], types: list[str]) -> list[str]:
+        """The loop over the key tiles from `start` to `stop` (of the block's
+        keys, which end at `end`), each step waiting for the
         tiles it reads, then issuing the copies `stages` - 1 tiles ahead.
         Looking ahead, step i also computes the scores of tile i + 1, which
         it carries to the next step: those mma.sync have no dependence on
@@ -504,7 +536,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         w, cfg, s = self.w, self.cfg, self.stages
         results = w.fresh("acc")
         iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
-        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {w.index(0)} to {end} step {w.index(cfg.keys)}"
+        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {start} to {stop} step {w.index(cfg.keys)}"
                f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
         w.indent += 2
         w.emit(f"nvvm.cp.async.wait.group {s - 3 if self.lookahead else s - 2}")
@@ -640,17 +672,46 @@ class MmaFlashWriter(FlashAttentionWriter):
         return fragment
 
     def _store(self, results: list[str]) -> None:
+        """O / l. A lane holds pairs of columns, 8 apart: where O takes
+        16-byte vectors, each warp's finished rows go through its rows of
+        Q's shared tile (read into registers long before) and out 16 bytes a
+        store, 4 times fewer stores for the kernel's end to wait on."""
         w = self.w
         outputs, state = results[:self.output_tiles], results[self.output_tiles:]
         totals = [self.row_total(state[2 + half], 4) for half in range(2)]
         inverse = [w.op(f"arith.divf {w.constant(1.0, 'f32')}, {total} : f32") for total in totals]
+        staged = self.attention.output_vectors and self.ops.out_element == self.t and \
+            (self.ops.view is None or self.ops.view.contiguous(self.vec))
         for j, acc in enumerate(outputs):
             acc = self._rescale(acc, inverse)
             col = w.add(w.index(j * MMA_N), self.c_col)
             for half in range(2):
-                row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
+                local_row = w.add(self.warp_row, w.add(self.c_row, w.index(8 * half)))
+                row = w.add(self.m0, local_row)
                 pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-                self.store_results(pair, 2, row, col)
+                if not staged:
+                    self.store_results(pair, 2, row, col)
+                    continue
+                value = self.finish(pair, 2, row, col, self.loop_indices(row, col))
+                w.emit(f"vector.store {value}, %Qs[{local_row}, {col}] {{alignment = {2 * element_bytes(self.t)}}}"
+                       f" : {self.q_smem}, {vector_type(2, self.t)}")
+        if staged:
+            self._store_staged_rows()
+
+    def _store_staged_rows(self) -> None:
+        """This warp's 16 finished rows, from Q's shared tile to O, a vector
+        of 16 bytes per lane and store (the warp synchronised first: its
+        lanes read what others wrote)."""
+        w, d, vec = self.w, self.cfg.head_dim, self.vec
+        w.emit(f"nvvm.bar.warp.sync {w.constant(-1, 'i32')} : i32")
+        lane, chunks = w.rem("%tid", WARP), MMA_M * d // vec
+        for first in range(0, chunks, WARP):
+            flat = w.add(lane, w.index(first)) if first else lane
+            local_row = w.add(self.warp_row, w.div(flat, d // vec))
+            col = w.mul(w.rem(flat, d // vec), vec)
+            value = w.op(f"vector.load %Qs[{local_row}, {col}] {{alignment = 16}} : {self.q_smem}, {vector_type(vec, self.t)}")
+            row = w.add(self.m0, local_row)
+            self.store_finished(value, vec, row, col, self.loop_indices(row, col))
 
 
 def flash_attention_module(symbol: str, kernel: str, attention: AttentionOperands, config: FlashTileConfig,

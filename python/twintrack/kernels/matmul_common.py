@@ -189,9 +189,13 @@ class TiledMatmulWriter:
         """Store the `width` f32 results at (row, col..col+width) of C: the
         epilogue applied to each, narrowed to the output type; one vector
         store, or element by element where the output view scatters them."""
-        w, out = self.w, self.ops.out_element
         loops = self.loop_indices(row, col)
-        value = self.finish(accumulators, width, row, col, loops)
+        self.store_finished(self.finish(accumulators, width, row, col, loops), width, row, col, loops)
+
+    def store_finished(self, value: str, width: int, row: str, col: str, loops: list[str]) -> None:
+        """Store `width` results already finished (`finish`: in the output
+        type) at (row, col..col+width) of C, loop indices `loops`."""
+        w, out = self.w, self.ops.out_element
         if self.ops.view is None or self.ops.view.contiguous(width):
             w.emit(f"vector.store {value}, {self.names.c}{self.c_at(loops)} {{alignment = {min(16, width * element_bytes(out))}}}"
                    f" : {self.ops.c_type}, {vector_type(width, out)}")

@@ -130,7 +130,8 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
     values_operands = replace(values_operands, b_transposed=values_operands.b_transposed != reads[2].swapped)
     attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
                                   tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
-                                  sum(r.producer is not None for r in reads))
+                                  sum(r.producer is not None for r in reads),
+                                  _tile_contiguous(ir.MemRefType(ir.Type.parse(values_operands.c_type)), -1))
     config = choose_flash_tile(attention)
     chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None

@@ -132,13 +132,16 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 
 // fp16 on tensor cores, with gpt's causal mask (truncf, then -inf where
 // key - row > 0, through i64 casts): the block of query rows m0 … m0+63
-// needs keys up to m0+63 only, so its key loop ends at min(128, the tile
-// past them); K and V tiles come through a ring of shared buffers (two
-// here: the keys are two tiles) filled by cp.async, a tile ahead of the
-// one computed on, one barrier a step; the exponentials are exp2 with
-// log2(e) folded into one FMA, as PTX's flushing ex2 (one instruction; the
-// non-flushing one takes three more); K's and V's fragments come two per
-// ldmatrix.
+// needs keys up to m0+63 only, so its key loops end at min(128, the tile
+// past them). The mask is the epilogue's only effect, so the kernel applies
+// it itself, in f32, and only where it reaches: a first loop over the
+// tiles every row sees in full (keys below m0 + 1, whole tiles) has no
+// mask, the second (the diagonal tile) compares each key with its row.
+// K and V tiles come through a ring of shared buffers (two here: the keys
+// are two tiles) filled by cp.async, a tile ahead of the one computed on,
+// one barrier a step; the exponentials are exp2 with log2(e) folded into
+// one FMA, as PTX's flushing ex2 (one instruction; the non-flushing one
+// takes three more); K's and V's fragments come two per ldmatrix.
 // CHECK-LABEL: func.func @causal_f16(
 // CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c4) threads({{.*}}) in (%{{.*}} = %c128,
 // CHECK-SAME:      workgroup(%[[QS:.*]] : memref<64x40xf16, #gpu.address_space<workgroup>>, %[[KS:.*]] : memref<64x72xf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<128x40xf16, #gpu.address_space<workgroup>>)
@@ -157,7 +160,20 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK-NEXT:      nvvm.cp.async.wait.group 1
 // CHECK-NEXT:      gpu.barrier
 // CHECK:           nvgpu.ldmatrix %[[QS]]
-// CHECK:           scf.for %[[KEY:.*]] = %c0 to %[[END]] step %c64 iter_args({{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, f32, f32)
+// CHECK:           %[[SEEN:.*]] = arith.addi %[[M0]], %c1 : index
+// CHECK:           %[[SEEN_TILES:.*]] = arith.divui %[[SEEN]], %c64 : index
+// CHECK:           %[[SEEN_ROUNDED:.*]] = arith.muli %[[SEEN_TILES]], %c64 : index
+// CHECK:           %[[VISIBLE:.*]] = arith.minui %[[SEEN_ROUNDED]], %[[END]] : index
+// CHECK:           %[[FULL:.*]]:8 = scf.for %{{.*}} = %c0 to %[[VISIBLE]] step %c64
+// Its copies ahead stop at the block's last key, not at the loop's end.
+// CHECK:             arith.cmpi ult, %{{.*}}, %[[END]] : index
+// CHECK:             nvgpu.mma.sync
+// CHECK-NOT:         arith.cmpi sgt
+// CHECK-NOT:         arith.select {{.*}} : f16
+// CHECK-NOT:         arith.select {{.*}}, %cst{{.*}}, %{{.*}} : f32
+// CHECK:             gpu.shuffle
+// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
+// CHECK:           scf.for %[[KEY:.*]] = %[[VISIBLE]] to %[[END]] step %c64 iter_args(%{{.*}} = %[[FULL]]#0, {{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, f32, f32)
 // CHECK-NEXT:        nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        gpu.barrier
 // The next tile's copies, into the other buffer, before this one's mma.sync.
@@ -169,8 +185,9 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK-NOT:         gpu.barrier
 // CHECK:             nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 4 : i32, transpose = true}
 // CHECK:             nvgpu.mma.sync
-// CHECK:             arith.cmpi sle
-// CHECK:             arith.select %{{.*}}, %{{.*}}, %{{.*}} : f16
+// CHECK-NOT:         arith.truncf
+// CHECK:             arith.cmpi sgt
+// CHECK:             arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
 // CHECK:             gpu.shuffle  xor %{{.*}}, %c1_i32, %c32_i32 : f32
 // CHECK:             gpu.shuffle  xor %{{.*}}, %c2_i32, %c32_i32 : f32
 // CHECK:             %[[SHIFT:.*]] = arith.mulf %{{.*}}, %[[MINUS_LOG2E:.*]] : f32
