@@ -250,6 +250,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         infinite = w.op(f"arith.cmpf oeq, {m_new}, {w.constant(NEGATIVE_INFINITY, 'f32')} : f32")
         base = w.op(f"arith.select {infinite}, {w.constant(0.0, 'f32')}, {m_new} : f32")
         alpha, *probabilities = self.exponentials([m_old, *scores], base)
+        if l_old is None:  # the caller sums the row itself
+            return m_new, alpha, None, probabilities
         l_new = w.op(f"math.fma {l_old}, {alpha}, {w.tree(probabilities, 'arith.addf', 'f32')} : f32")
         return m_new, alpha, l_new, probabilities
 
@@ -445,7 +447,8 @@ class MmaFlashWriter(FlashAttentionWriter):
     """Tensor cores (mma.sync m16n8k16, f32 accumulation). Warp w owns query
     rows 16w … 16w+15 of the block's tile; Q's fragments stay in registers
     for the whole loop. Each lane holds, of every 16x8 accumulator tile, rows
-    lane/4 and lane/4 + 8: a row's statistics combine over 4 lanes. The
+    lane/4 and lane/4 + 8: a row's max combines over 4 lanes; its sum is
+    one more mma.sync per K step, P times a B of ones. The
     scores of keys 16k … 16k+15, narrowed, are P·V's A fragment for that
     K step (FlashAttention-2), so P never leaves registers.
 
@@ -474,6 +477,10 @@ class MmaFlashWriter(FlashAttentionWriter):
         self.k_smem = self.shared(self.stages * self.k_shape[0], self.k_shape[1])
         self.v_smem = self.shared(self.stages * self.v_shape[0], self.v_shape[1])
         self.score_tiles, self.output_tiles = cfg.keys // MMA_N, d // MMA_N
+        # Carried through the key loop: the output tiles, the row sums' tile
+        # (`_add_values`), each half's running max; then, looking ahead, the
+        # next tile's scores.
+        self.carried = self.output_tiles + 1 + 2
 
     def _stages(self) -> int:
         """As many buffers as key tiles, 4 at most, within static shared
@@ -509,8 +516,8 @@ class MmaFlashWriter(FlashAttentionWriter):
                                           f"vector<4x2x{self.t}>")
                             for kk in range(0, cfg.head_dim, MMA_K)]
         zero = w.constant(0.0, "vector<2x2xf32>")
-        accumulators = [zero] * self.output_tiles + self.initial_row_state(2)
-        types = ["vector<2x2xf32>"] * self.output_tiles + ["f32"] * 4
+        accumulators = [zero] * (self.output_tiles + 1) + [w.constant(NEGATIVE_INFINITY, "f32")] * 2
+        types = ["vector<2x2xf32>"] * (self.output_tiles + 1) + ["f32"] * 2
         if self.lookahead:
             accumulators += self._scores(w.index(0))
             types += ["vector<2x2xf32>"] * self.score_tiles
@@ -521,7 +528,7 @@ class MmaFlashWriter(FlashAttentionWriter):
             results = self._key_ring(visible, end, end, accumulators, types)
         else:
             results = self._key_ring(w.index(0), end, end, accumulators, types)
-        results = results[:self.output_tiles + 4]
+        results = results[:self.carried]
         w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
         self._store(results)
 
@@ -547,7 +554,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         w.emit("nvvm.cp.async.commit.group")
         carried = [f"%a{i}" for i in range(len(accumulators))]
         if self.lookahead:
-            state, scores = carried[:self.output_tiles + 4], carried[self.output_tiles + 4:]
+            state, scores = carried[:self.carried], carried[self.carried:]
             upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
             updated = self.compute(state, w.rem(step, s), scores) + upcoming
         else:
@@ -611,11 +618,10 @@ class MmaFlashWriter(FlashAttentionWriter):
     def compute(self, accumulators: list[str], stage: str, scores: list[str] | None = None) -> list[str]:
         """One key tile's online-softmax step and P·V, on its scores (or
         those of the K tile in ring `stage`)."""
-        w, a = self.w, self.attention
-        outputs, state = accumulators[:self.output_tiles], accumulators[self.output_tiles:]
-        v_row0 = w.mul(stage, self.v_shape[0])
+        w = self.w
+        outputs, maxima = accumulators[:self.output_tiles + 1], accumulators[self.output_tiles + 1:]
         scores = scores or self._scores(stage)
-        halves, new_state = [], [None] * 4
+        halves, new_maxima = [], [None] * 2
         for half in range(2):  # rows lane/4 and lane/4 + 8
             row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
             values = []
@@ -623,15 +629,25 @@ class MmaFlashWriter(FlashAttentionWriter):
                 for e in range(2):
                     value = w.op(f"vector.extract {acc}[{half}, {e}] : f32 from vector<2x2xf32>")
                     values.append(self.score(value, row, w.add("%k0", w.add(self.c_col, w.index(j * MMA_N + e)))))
-            m, alpha, l, probabilities = self.softmax_update(values, state[half], state[2 + half], 4)
-            new_state[half], new_state[2 + half] = m, l
+            new_maxima[half], alpha, _, probabilities = self.softmax_update(values, maxima[half], None, 4)
             halves.append((alpha, probabilities))
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]
+        return self._add_values(outputs, [probabilities for _, probabilities in halves], stage) + new_maxima
+
+    def _add_values(self, outputs: list[str], probabilities: list[list[str]], stage: str) -> list[str]:
+        """The output tiles plus P·V of the tile in ring `stage`, and the
+        row sums' tile (the last) plus P·1: P's own narrowed values summed by
+        the tensor cores, a constant B of ones, where summing in FADDs took
+        one instruction per score and shuffles across the row's lanes."""
+        w, t = self.w, self.t
+        ones = w.constant(1.0, f"vector<2x2x{t}>")
+        v_row0 = w.mul(stage, self.v_shape[0])
         for step in range(self.cfg.keys // MMA_K):
-            p = self._p_fragment([probabilities for _, probabilities in halves], step)
-            values = self._b_fragments("%Vs", self.v_smem, a.values.b_transposed, v_row0, step * MMA_K, len(outputs))
-            outputs = [mma(w, self.t, p, v, acc) for v, acc in zip(values, outputs)]
-        return outputs + new_state
+            p = self._p_fragment(probabilities, step)
+            values = self._b_fragments("%Vs", self.v_smem, self.attention.values.b_transposed, v_row0, step * MMA_K,
+                                       self.output_tiles) + [ones]
+            outputs = [mma(w, t, p, v, acc) for v, acc in zip(values, outputs)]
+        return outputs
 
     def _b_fragments(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int, count: int) -> list[str]:
         """The `count` B fragments at (k0, 0), (k0, 8), … of the tile in the
@@ -677,8 +693,8 @@ class MmaFlashWriter(FlashAttentionWriter):
         Q's shared tile (read into registers long before) and out 16 bytes a
         store, 4 times fewer stores for the kernel's end to wait on."""
         w = self.w
-        outputs, state = results[:self.output_tiles], results[self.output_tiles:]
-        totals = [self.row_total(state[2 + half], 4) for half in range(2)]
+        outputs, sums = results[:self.output_tiles], results[self.output_tiles]
+        totals = [w.op(f"vector.extract {sums}[{half}, 0] : f32 from vector<2x2xf32>") for half in range(2)]
         inverse = [w.op(f"arith.divf {w.constant(1.0, 'f32')}, {total} : f32") for total in totals]
         staged = self.attention.output_vectors and self.ops.out_element == self.t and \
             (self.ops.view is None or self.ops.view.contiguous(self.vec))

@@ -139,10 +139,12 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // mask, the second (the diagonal tile) compares each key with its row.
 // K and V tiles come through a ring of shared buffers (two here: the keys
 // are two tiles) filled by cp.async, a tile ahead of the one computed on,
-// one barrier a step; the exponentials are exp2 with log2(e) folded into
+// one barrier a step; each row's sum is P times a B of ones, one more
+// mma.sync per K step; the exponentials are exp2 with log2(e) folded into
 // one FMA, as PTX's flushing ex2 (one instruction; the non-flushing one
 // takes three more); K's and V's fragments come two per ldmatrix.
 // CHECK-LABEL: func.func @causal_f16(
+// CHECK:         %[[ONES:.*]] = arith.constant dense<1.000000e+00> : vector<2x2xf16>
 // CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c1, %{{.*}} = %c2, %{{.*}} = %c4) threads({{.*}}) in (%{{.*}} = %c128,
 // CHECK-SAME:      workgroup(%[[QS:.*]] : memref<64x40xf16, #gpu.address_space<workgroup>>, %[[KS:.*]] : memref<64x72xf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<128x40xf16, #gpu.address_space<workgroup>>)
 // CHECK:           %[[M0:.*]] = arith.muli %{{.*}}, %c64 : index
@@ -164,7 +166,7 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK:           %[[SEEN_TILES:.*]] = arith.divui %[[SEEN]], %c64 : index
 // CHECK:           %[[SEEN_ROUNDED:.*]] = arith.muli %[[SEEN_TILES]], %c64 : index
 // CHECK:           %[[VISIBLE:.*]] = arith.minui %[[SEEN_ROUNDED]], %[[END]] : index
-// CHECK:           %[[FULL:.*]]:8 = scf.for %{{.*}} = %c0 to %[[VISIBLE]] step %c64
+// CHECK:           %[[FULL:.*]]:7 = scf.for %{{.*}} = %c0 to %[[VISIBLE]] step %c64
 // Its copies ahead stop at the block's last key, not at the loop's end.
 // CHECK:             arith.cmpi ult, %{{.*}}, %[[END]] : index
 // CHECK:             nvgpu.mma.sync
@@ -173,7 +175,7 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK-NOT:         arith.select {{.*}}, %cst{{.*}}, %{{.*}} : f32
 // CHECK:             gpu.shuffle
 // CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
-// CHECK:           scf.for %[[KEY:.*]] = %[[VISIBLE]] to %[[END]] step %c64 iter_args(%{{.*}} = %[[FULL]]#0, {{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, f32, f32)
+// CHECK:           scf.for %[[KEY:.*]] = %[[VISIBLE]] to %[[END]] step %c64 iter_args(%{{.*}} = %[[FULL]]#0, {{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32)
 // CHECK-NEXT:        nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        gpu.barrier
 // The next tile's copies, into the other buffer, before this one's mma.sync.
@@ -195,6 +197,8 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK:             llvm.inline_asm "ex2.approx.ftz.f32 $0, $1;", "=f,f" %[[EXPONENT]] : (f32) -> f32
 // CHECK-NOT:         math.exp {{.*}}
 // CHECK:             nvgpu.ldmatrix %[[VS]]{{.*}} {numTiles = 4 : i32, transpose = true}
+// Each K step's P·V ends with P times ones: the row sums, on the tensor cores.
+// CHECK:             nvgpu.mma.sync(%{{.*}}, %[[ONES]], %{{.*}})
 // CHECK-NOT:         gpu.barrier
 // CHECK:             scf.yield
 // CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
@@ -518,7 +522,9 @@ func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf3
 // With a ring of three buffers or more (here 4: 256 keys in 64-key tiles),
 // the scores run a tile ahead: the prologue waits for Q and the first K/V
 // tile (2 of 4 copy groups may still be in flight) and computes the first
-// tile's scores; each step waits for the next tile (1 group in flight),
+// tile's scores; the loop carries the 4 output tiles, the row sums' tile
+// (P times ones, on the tensor cores), each half's running max and the
+// next tile's 8 score tiles; each step waits for the next tile (1 group in flight),
 // computes its scores, carried to the next step, and then the softmax and
 // P·V of the scores it was given. Neither depends on the other, so the
 // tensor-core work of one tile overlaps the exponentials of the other.
@@ -529,7 +535,7 @@ func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf3
 // CHECK-NEXT:      gpu.barrier
 // CHECK:           nvgpu.ldmatrix %[[KS]]
 // CHECK:           nvgpu.mma.sync
-// CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64 iter_args({{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, f32, f32, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>)
+// CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64 iter_args({{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>)
 // CHECK-NEXT:        nvvm.cp.async.wait.group 1
 // CHECK-NEXT:        gpu.barrier
 // CHECK:             nvvm.cp.async.commit.group
