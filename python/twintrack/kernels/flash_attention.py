@@ -5,8 +5,9 @@ over the keys stages a BN-key tile of K and of V, computes the BM x BN
 scores, applies the score epilogue to each (scale, mask; a narrowing that
 ends it is left out, `_scores_in_f32`), and updates the online softmax:
 each row's running max m and sum l; when m grows, l and the output rows
-are rescaled by exp(m_old - m_new) before P·V of this tile is added. After the loop O / l is stored through the P·V
-matmul's store (its epilogue and output view).
+are rescaled by exp(m_old - m_new) before P·V of this tile is added.
+After the loop O / l is stored through the P·V matmul's store (its
+epilogue and output view).
 
 A row whose scores are all -inf so far keeps m = -inf; its exponentials are
 then taken against 0, so they give 0, not NaN. A row masked entirely ends as
@@ -277,18 +278,20 @@ class FlashAttentionWriter(TiledMatmulWriter):
         if self.reach is None or cfg.bm + self.reach >= keys:
             return w.index(keys)
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
-        ahead = w.add(self.m0, w.index(past)) if past >= 0 else \
-            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-past)} : index')}, {w.index(0)} : index")
-        return w.op(f"arith.minui {w.mul(w.div(ahead, cfg.keys), cfg.keys)}, {w.index(keys)} : index")
+        return self._whole_tiles_below(past, w.index(keys))
 
     def visible_end(self, end: str) -> str:
         """Where the key tiles that every row of the block sees in full end
         (those wholly within m0 + reach), at most `end`."""
-        w, cfg = self.w, self.cfg
-        first_row_sees = self.reach + 1  # keys of row m0: below m0 + reach + 1
-        seen = w.add(self.m0, w.index(first_row_sees)) if first_row_sees >= 0 else \
-            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-first_row_sees)} : index')}, {w.index(0)} : index")
-        return w.op(f"arith.minui {w.mul(w.div(seen, cfg.keys), cfg.keys)}, {end} : index")
+        return self._whole_tiles_below(self.reach + 1, end)  # row m0 sees keys below m0 + reach + 1
+
+    def _whole_tiles_below(self, offset: int, bound: str) -> str:
+        """The key-tile boundary at or below m0 + `offset` (0 where that is
+        negative), at most `bound`."""
+        w, keys = self.w, self.cfg.keys
+        key = w.add(self.m0, w.index(offset)) if offset >= 0 else \
+            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-offset)} : index')}, {w.index(0)} : index")
+        return w.op(f"arith.minui {w.mul(w.div(key, keys), keys)}, {bound} : index")
 
     # ------------------------------------------------------------ staging
     def shared(self, rows: int, cols: int, element: str | None = None) -> str:
@@ -649,7 +652,8 @@ class MmaFlashWriter(FlashAttentionWriter):
             outputs = [mma(w, t, p, v, acc) for v, acc in zip(values, outputs)]
         return outputs
 
-    def _b_fragments(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int, count: int) -> list[str]:
+    def _b_fragments(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int,
+                     count: int) -> list[str]:
         """The `count` B fragments at (k0, 0), (k0, 8), … of the tile in the
         ring from row `row0` (its rows are K's, or N's when `transposed`)."""
         k, n = self.w.index(k0), self.w.index(0)
@@ -725,7 +729,8 @@ class MmaFlashWriter(FlashAttentionWriter):
             flat = w.add(lane, w.index(first)) if first else lane
             local_row = w.add(self.warp_row, w.div(flat, d // vec))
             col = w.mul(w.rem(flat, d // vec), vec)
-            value = w.op(f"vector.load %Qs[{local_row}, {col}] {{alignment = 16}} : {self.q_smem}, {vector_type(vec, self.t)}")
+            value = w.op(f"vector.load %Qs[{local_row}, {col}] {{alignment = 16}}"
+                         f" : {self.q_smem}, {vector_type(vec, self.t)}")
             row = w.add(self.m0, local_row)
             self.store_finished(value, vec, row, col, self.loop_indices(row, col))
 

@@ -6,7 +6,8 @@ Each block computes a BM x BN tile of C with WM x WN warps; each warp owns a
 block copies both operand tiles to shared memory with 16-byte loads (rows
 padded by 16 bytes, so the 8 rows one ldmatrix reads hit distinct banks);
 then ldmatrix gives each warp its A fragments (16x16) and, transposed, its B
-fragments (16x8), and mma.sync m16n8k16 accumulates. A transposed B (Bᵀ,
+fragments (16x8, two per ldmatrix of four matrices), and mma.sync m16n8k16
+accumulates. A transposed B (Bᵀ,
 N x K, a linear layer's weight) is already the column-major layout mma.sync
 wants: its tile is copied as it is, and ldmatrix reads it untransposed. Shapes must be
 multiples of the tile (the caller checks).
@@ -120,7 +121,8 @@ def b_fragment_pair(w: MlirWriter, buffer: str, buffer_type: str, t: str, transp
         # Lanes 0-15 address K rows 0-15 at column n0, lanes 16-31 the same rows at n0 + 8.
         row = w.add(k0, w.rem(lane, 16))
         col = w.add(n0, w.mul(w.div(lane, 16), 8))
-    four = w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = {str(not transposed).lower()}}}"
+    transpose = str(not transposed).lower()
+    four = w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = {transpose}}}"
                 f" : {buffer_type} -> vector<4x2x{t}>")
     pairs = [w.op(f"vector.extract {four}[{i}] : vector<2x{t}> from vector<4x2x{t}>") for i in range(4)]
     fragments = []
