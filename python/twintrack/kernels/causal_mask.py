@@ -32,18 +32,14 @@ def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries
     dims = _score_dims(view)
     if epilogue is None or dims is None or max(queries, keys) >= _BOUND:
         return None
-    ops, result = epilogue.ops, epilogue.result
-    if result[0] != "op" or ops[result[1]].name != "arith.select":
+    select = _final_select(epilogue)
+    if select is None:
         return None
-    condition, when_true, when_false = ops[result[1]].operands
-    mask = _symbolic(ops, condition, dims)
+    condition, masked_if_true, _ = select
+    mask = _symbolic(epilogue.ops, condition, dims)
     if not _is_condition(mask):
         return None
-    if not _negative_infinity(when_true):
-        if not _negative_infinity(when_false):
-            return None
-        mask = (mask[0], _NEGATED[mask[1]])
-    return _reach(*mask)
+    return _reach(*(mask if masked_if_true else (mask[0], _NEGATED[mask[1]])))
 
 
 def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
@@ -53,11 +49,24 @@ def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
     is past reach, and apply it itself elsewhere."""
     if epilogue is None or reach is None:
         return False
-    _, when_true, when_false = epilogue.ops[epilogue.result[1]].operands
-    kept = when_false if _negative_infinity(when_true) else when_true
+    _, _, kept = _final_select(epilogue)
     if kept[0] == "op" and epilogue.ops[kept[1]].name == "arith.truncf":
         kept = epilogue.ops[kept[1]].operands[0]
     return kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
+
+
+def _final_select(epilogue: Epilogue):
+    """(condition, whether -inf is its true side, the score kept otherwise)
+    of the epilogue's last op, a select of -inf; None for anything else."""
+    ops, result = epilogue.ops, epilogue.result
+    if result[0] != "op" or ops[result[1]].name != "arith.select":
+        return None
+    condition, when_true, when_false = ops[result[1]].operands
+    if _negative_infinity(when_true):
+        return condition, True, when_false
+    if _negative_infinity(when_false):
+        return condition, False, when_true
+    return None
 
 
 def _score_dims(view) -> tuple[int, int] | None:
