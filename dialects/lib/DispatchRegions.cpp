@@ -18,6 +18,7 @@ using namespace mlir::twintrack;
 namespace {
 
 constexpr llvm::StringLiteral kDispatchAttr = "twintrack.dispatch";
+constexpr llvm::StringLiteral kDispatchKindAttr = "twintrack.dispatch_kind";
 
 bool isContraction(Operation *op) {
   auto linalgOp = dyn_cast_or_null<linalg::LinalgOp>(op);
@@ -83,6 +84,13 @@ struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseI
   }
 };
 
+/// `op`, taken out of `dispatch`, keeps its label and (if it has one) its kind.
+void markWithDispatch(Operation &op, DispatchOp dispatch) {
+  op.setAttr(kDispatchAttr, dispatch.getLabelAttr());
+  if (DispatchKindAttr kind = dispatch.getKindAttr())
+    op.setAttr(kDispatchKindAttr, kind);
+}
+
 struct DissolveDispatchesPass : public twintrack::impl::DissolveDispatchesBase<DissolveDispatchesPass> {
   void runOnOperation() override {
     SmallVector<DispatchOp> dispatches;
@@ -92,11 +100,12 @@ struct DissolveDispatchesPass : public twintrack::impl::DissolveDispatchesBase<D
       auto yield = cast<YieldOp>(body.getTerminator());
       for (auto [argument, input] : llvm::zip(body.getArguments(), dispatch.getInputs()))
         argument.replaceAllUsesWith(input);
-      // Each op keeps the name of its dispatch: kernel generators that need
-      // the grouping (row-wise kernels) find it again after bufferization.
+      // Each op keeps the name of its dispatch and its kind: kernel
+      // generators find the grouping (the name) and what kind of kernel it
+      // is (the kind) again after bufferization.
       for (Operation &op : body.without_terminator())
         if (isa<linalg::LinalgOp>(op))
-          op.setAttr(kDispatchAttr, dispatch.getLabelAttr());
+          markWithDispatch(op, dispatch);
       dispatch.replaceAllUsesWith(yield.getValues());
       yield.erase();
       dispatch->getBlock()->getOperations().splice(Block::iterator(dispatch), body.getOperations());

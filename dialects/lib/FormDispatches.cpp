@@ -178,6 +178,7 @@ private:
   SmallVector<Operation *> withRecomputedProducers(ArrayRef<Operation *> group);
   SmallVector<Operation *> groupOf(Operation *op);
   Kind rootKind(ArrayRef<Operation *> group, unsigned &roots);
+  DispatchKind dispatchKindOf(ArrayRef<Operation *> group);
   bool convex(ArrayRef<Operation *> group);
   SetVector<Value> inputsOf(ArrayRef<Operation *> group);
   void outline(ArrayRef<Operation *> group, unsigned index);
@@ -595,6 +596,35 @@ Kind FormDispatchesPass::rootKind(ArrayRef<Operation *> group, unsigned &roots) 
   return kind;
 }
 
+/// The kind of kernel `group` is: that of its reduction or matmul roots;
+/// row-wise when an op of the group reads a reduction's result (rule 5,
+/// even with a single reduction: RMSNorm); horizontal with several roots.
+DispatchKind FormDispatchesPass::dispatchKindOf(ArrayRef<Operation *> group) {
+  DenseSet<Operation *> inGroup(group.begin(), group.end());
+  unsigned roots = 0;
+  Kind kind = rootKind(group, roots);
+  auto readsReduction = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && inGroup.contains(def) && kindOf(def) == Kind::Reduction;
+    });
+  };
+  switch (kind) {
+  case Kind::Contraction:
+    return roots > 1 ? DispatchKind::matmul_horizontal : DispatchKind::matmul;
+  case Kind::Reduction:
+    if (llvm::any_of(group, readsReduction))
+      return DispatchKind::reduction_rows;
+    // Row fusion also groups reductions that read another's result only
+    // through a recomputed producer, which is no op of the group.
+    return roots > 1 ? DispatchKind::reduction_horizontal : DispatchKind::reduction;
+  case Kind::Elementwise:
+  case Kind::Fill:
+    break;
+  }
+  return DispatchKind::elementwise;
+}
+
 /// No op outside the group is both reached from it and reaching it.
 bool FormDispatchesPass::convex(ArrayRef<Operation *> group) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
@@ -723,22 +753,12 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
       if (llvm::any_of(result.getUsers(), readOutside))
         results.push_back(result);
 
-  unsigned roots = 0;
-  Kind kind = rootKind(group, roots);
-  // A reduction whose result another op of the group reads is a row-wise
-  // dispatch (rule 5), even with a single reduction (RMSNorm).
-  bool rowWise = kind == Kind::Reduction && llvm::any_of(group, [&](Operation *op) {
-    return llvm::any_of(op->getOperands(), [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && inGroup.contains(def) && kindOf(def) == Kind::Reduction;
-    });
-  });
-  const char *suffix = rowWise ? "_rows" : roots > 1 ? "_horizontal" : "";
-  std::string label = llvm::formatv("{0}{1}_{2}", kindName(kind), suffix, index);
+  DispatchKind kind = dispatchKindOf(group);
+  std::string label = llvm::formatv("{0}_{1}", stringifyDispatchKind(kind), index);
   Operation *last = group.back();
   OpBuilder builder(last);
-  auto dispatch = DispatchOp::create(builder, last->getLoc(), label, TypeRange(ValueRange(results)),
-                                             inputs.getArrayRef());
+  auto dispatch = DispatchOp::create(builder, last->getLoc(), label, kind, TypeRange(ValueRange(results)),
+                                     inputs.getArrayRef());
   Block &body = dispatch.getBody().front();
   IRMapping mapping;
   for (auto [input, argument] : llvm::zip(inputs, body.getArguments()))

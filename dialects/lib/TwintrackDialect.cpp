@@ -3,13 +3,24 @@
 #include "twintrack/TwintrackDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::twintrack;
 
 #include "twintrack/TwintrackOpsDialect.cpp.inc"
 
+#include "twintrack/TwintrackEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "twintrack/TwintrackAttrs.cpp.inc"
+
 void TwintrackDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "twintrack/TwintrackAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "twintrack/TwintrackOps.cpp.inc"
@@ -20,9 +31,10 @@ void TwintrackDialect::initialize() {
 // DispatchOp
 //===----------------------------------------------------------------------===//
 
-void DispatchOp::build(OpBuilder &builder, OperationState &state, StringRef label, TypeRange resultTypes,
-                       ValueRange inputs) {
+void DispatchOp::build(OpBuilder &builder, OperationState &state, StringRef label, DispatchKind kind,
+                       TypeRange resultTypes, ValueRange inputs) {
   state.addAttribute(getLabelAttrName(state.name), builder.getStringAttr(label));
+  state.addAttribute(getKindAttrName(state.name), DispatchKindAttr::get(builder.getContext(), kind));
   state.addOperands(inputs);
   state.addTypes(resultTypes);
   Region *body = state.addRegion();

@@ -1,8 +1,9 @@
 //===- TwintrackExtension.cpp - twintrack._twintrack_cpp ------------------===//
 //
 // Registers the twintrack dialect into a context of the `mlir` Python
-// bindings. Contexts cross the boundary as C API capsules, so this module
-// needs no shared nanobind state with the bindings.
+// bindings, and reads its attributes. Contexts and attributes cross the
+// boundary as C API capsules, so this module needs no shared nanobind state
+// with the bindings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,12 @@
 
 #include "mlir/Bindings/Python/Nanobind.h"
 #include "mlir/Bindings/Python/NanobindAdaptors.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <string>
 
 namespace nb = nanobind;
 
@@ -27,4 +34,14 @@ NB_MODULE(_twintrack_cpp, m) {
       "Register (and by default load) the twintrack dialect in `context` (default: the current one).");
   m.def("register_passes", &twintrackRegisterPasses,
         "Register twintrack's passes in the global pass registry (for PassManager.parse).");
+  m.def(
+      "dispatch_kind_name",
+      [](MlirAttribute attribute) -> std::optional<std::string> {
+        if (!twintrackAttributeIsADispatchKind(attribute))
+          return std::nullopt;
+        MlirStringRef name = twintrackDispatchKindAttrGetName(attribute);
+        return std::string(name.data, name.length);
+      },
+      nb::arg("attribute"),
+      "The case name of a #twintrack.dispatch_kind<...> attribute (\"reduction_rows\"); None for any other attribute.");
 }

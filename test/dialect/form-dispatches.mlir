@@ -14,7 +14,7 @@
 
 // Rule 1: an elementwise chain (each producer with one consumer) is one dispatch.
 // CHECK-LABEL: func.func @chain(
-// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%{{.*}} : tensor<64x64xf32>) -> (tensor<64x64xf32>) {
+// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise> (%{{.*}} : tensor<64x64xf32>) -> (tensor<64x64xf32>) {
 // CHECK-COUNT-3:   linalg.generic
 // CHECK:           twintrack.yield
 // CHECK-NEXT:    }
@@ -61,17 +61,17 @@ func.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
 // in one row-wise dispatch: the max is used inside only, and exp is copied
 // in once for both readers.
 // CHECK-LABEL: func.func @softmax(
-// CHECK:         %[[OUT:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}" (%{{.*}} : tensor<32x128xf32>) -> (tensor<32x128xf32>) {
+// CHECK:         %[[OUT:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}" kind<reduction_rows> (%{{.*}} : tensor<32x128xf32>) -> (tensor<32x128xf32>) {
 // CHECK:           math.exp
 // CHECK:           arith.divf
 // CHECK:         return %[[OUT]]
 // Without row fusion, one dispatch holds one reduction.
 // NOROWS-LABEL: func.func @softmax(
-// NOROWS:         %[[MAX:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X:.*]] :
-// NOROWS:         %[[SUM:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" (%[[X]], %[[MAX]] :
+// NOROWS:         %[[MAX:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction> (%[[X:.*]] :
+// NOROWS:         %[[SUM:.*]] = twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction> (%[[X]], %[[MAX]] :
 // NOROWS:           math.exp
 // NOROWS:           arith.addf
-// NOROWS:         %[[OUT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" (%[[X]], %[[MAX]], %[[SUM]] :
+// NOROWS:         %[[OUT:.*]] = twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise> (%[[X]], %[[MAX]], %[[SUM]] :
 // NOROWS:           math.exp
 // NOROWS:           arith.divf
 // NOROWS:         return %[[OUT]]
@@ -124,7 +124,7 @@ func.func @softmax(%x: tensor<32x128xf32>) -> tensor<32x128xf32> {
 // CHECK-LABEL: func.func @linear_relu(
 // CHECK-SAME:      %[[X:.*]]: tensor<128x64xf32>, %[[W:.*]]: tensor<32x64xf32>
 // CHECK-NOT:     linalg.transpose
-// CHECK:         %[[Y:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" (%[[X]], %[[W]], %{{.*}} : tensor<128x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> (tensor<128x32xf32>) {
+// CHECK:         %[[Y:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul> (%[[X]], %[[W]], %{{.*}} : tensor<128x64xf32>, tensor<32x64xf32>, tensor<32xf32>) -> (tensor<128x32xf32>) {
 // CHECK:           linalg.fill
 // CHECK:           linalg.matmul indexing_maps = [#{{.*}}, #[[WEIGHT]], #{{.*}}] ins(%{{.*}}, %{{.*}} : tensor<128x64xf32>, tensor<32x64xf32>)
 // CHECK:           linalg.generic
@@ -155,11 +155,11 @@ func.func @linear_relu(%x: tensor<128x64xf32>, %w: tensor<32x64xf32>, %b: tensor
 // kernel of its own (a producer is never fused into a matmul: it would run
 // once per column of the other operand).
 // CHECK-LABEL: func.func @transpose_not_folded(
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // CHECK:           linalg.transpose
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // CHECK:           linalg.transpose
-// CHECK:         twintrack.dispatch "matmul_horizontal_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" kind<matmul_horizontal>
 // CHECK-NOT:       indexing_maps
 // CHECK:         return
 // EXPLAIN: remark: kept apart: linalg.transpose feeds a matmul (prologue fusion is not generated)
@@ -189,7 +189,7 @@ func.func @transpose_not_folded(%x: tensor<64x128xf32>, %w: tensor<32x64xf32>) -
 // erf(x)). The single-use rule stops at the bias; once GELU's ops have
 // grouped, the group joins the matmul's dispatch as more epilogue.
 // CHECK-LABEL: func.func @linear_gelu(
-// CHECK:         %[[Y:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}"
+// CHECK:         %[[Y:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul>
 // CHECK:           linalg.matmul
 // CHECK-COUNT-3:   linalg.generic
 // CHECK:           twintrack.yield
@@ -231,14 +231,14 @@ func.func @linear_gelu(%x: tensor<128x64xf32>, %w: tensor<64x32xf32>, %b: tensor
 // Rule 4: matmuls reading one activation (Q, K, V projections) share a
 // dispatch, which reads it once.
 // CHECK-LABEL: func.func @qkv(
-// CHECK:         %[[R:.*]]:3 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" (%{{.*}} : tensor<64x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>)
+// CHECK:         %[[R:.*]]:3 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" kind<matmul_horizontal> (%{{.*}} : tensor<64x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>)
 // CHECK-COUNT-3:   linalg.matmul
 // CHECK:         return %[[R]]#0, %[[R]]#1, %[[R]]#2
 // EXPLAIN: remark: fused horizontally with a matmul reading the same 8192-byte input: one kernel saves a launch (3.000 us)
 // EXPLAIN: remark: fused horizontally with a matmul reading the same 8192-byte input: one kernel saves a launch (3.000 us)
 // With room for one input tensor per dispatch, the matmuls cannot share one.
 // NARROW-LABEL: func.func @qkv(
-// NARROW-COUNT-3: twintrack.dispatch "matmul_
+// NARROW-COUNT-3: twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul>
 func.func @qkv(%x: tensor<64x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x32xf32>, %wv: tensor<32x32xf32>)
     -> (tensor<64x32xf32>, tensor<64x32xf32>, tensor<64x32xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -260,11 +260,11 @@ func.func @qkv(%x: tensor<64x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x32x
 // epilogue (the kernel would store twice the bytes, and each reader load
 // them): the reductions widen the f16 scores as they read them.
 // CHECK-LABEL: func.func @widening_after_matmul(
-// CHECK:         %[[S:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" ({{.*}}) -> (tensor<64x64xf16>)
+// CHECK:         %[[S:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul> ({{.*}}) -> (tensor<64x64xf16>)
 // CHECK:           linalg.matmul
 // CHECK:           arith.truncf
 // CHECK-NOT:       arith.extf
-// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" (%[[S]] :
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction> (%[[S]] :
 // CHECK:           arith.extf
 // EXPLAIN: remark: fused as the matmul's epilogue
 // EXPLAIN: remark: kept apart from the matmul: it widens the result (8192 -> 16384 bytes), which its readers can do as they load
@@ -302,7 +302,7 @@ func.func @widening_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -
 // Negative: the second matmul reads the first one's result (through an op
 // outside both): one dispatch would have to wait for itself. Kept apart.
 // CHECK-LABEL: func.func @dependent_matmuls(
-// CHECK-COUNT-2: twintrack.dispatch "matmul_{{[0-9]+}}"
+// CHECK-COUNT-2: twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul>
 // EXPLAIN: remark: kept apart from the matmul it reads: a matmul is not an epilogue
 // EXPLAIN: remark: kept apart: one matmul reads the other's result
 func.func @dependent_matmuls(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> tensor<32x32xf32> {
@@ -323,11 +323,11 @@ func.func @dependent_matmuls(%x: tensor<32x32xf32>, %w: tensor<32x32xf32>) -> te
 // dispatch (the mean is returned too). A reduction read by ops over other
 // rows stays apart.
 // CHECK-LABEL: func.func @two_reductions(
-// CHECK:         %[[R:.*]]:2 = twintrack.dispatch "reduction_rows_{{[0-9]+}}"
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         %[[R:.*]]:2 = twintrack.dispatch "reduction_rows_{{[0-9]+}}" kind<reduction_rows>
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // CHECK:         return %[[R]]#1, %{{.*}}, %[[R]]#0
 // NOROWS-LABEL: func.func @two_reductions(
-// NOROWS-COUNT-2: twintrack.dispatch "reduction_{{[0-9]+}}"
+// NOROWS-COUNT-2: twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction>
 func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x64xf32>, tensor<16xf32>) {
   %zero = arith.constant 0.0 : f32
   %er = tensor.empty() : tensor<16xf32>
@@ -363,8 +363,8 @@ func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x6
 // Negative of rule 5: the row sums are read by an op over other rows (16 x 32,
 // not 16 x 64): no row-wise dispatch.
 // CHECK-LABEL: func.func @other_rows(
-// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction>
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a linalg.generic over 16x32 does not run over the same 16 rows of 64
 func.func @other_rows(%x: tensor<16x64xf32>, %y: tensor<16x32xf32>) -> tensor<16x32xf32> {
   %zero = arith.constant 0.0 : f32
@@ -395,10 +395,10 @@ func.func @other_rows(%x: tensor<16x64xf32>, %y: tensor<16x32xf32>) -> tensor<16
 // Negative: the bias add is the matmul's epilogue, so it cannot also join the
 // row sum that reads it: one dispatch holds one matmul or one reduction.
 // CHECK-LABEL: func.func @two_roots(
-// CHECK:         %[[M:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}"
+// CHECK:         %[[M:.*]] = twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul>
 // CHECK:           linalg.matmul
 // CHECK:           arith.addf
-// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" (%[[M]] :
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction> (%[[M]] :
 // EXPLAIN: remark: fused as the matmul's epilogue
 // EXPLAIN: remark: kept apart from the matmul it reads: a reduction is not an epilogue
 func.func @two_roots(%x: tensor<32x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64xf32>) -> tensor<32xf32> {
@@ -437,12 +437,12 @@ func.func @two_roots(%x: tensor<32x16xf32>, %w: tensor<16x64xf32>, %b: tensor<64
 // reads them: one row-wise dispatch. The position lookup does not run over
 // the 2x16 rows, but elementwise fusion inlines it into the sum reading it.
 // CHECK-LABEL: func.func @embedding_rows(
-// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}"
+// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}" kind<reduction_rows>
 // CHECK-NOT:     twintrack.dispatch
 // CHECK:         return %[[D]]
 // EXPLAIN: remark: fused row-wise with the reduction it reads (32 rows of 32): one block per row reads the row once (gathered elements: once per step reading them)
 // NOROWS-LABEL: func.func @embedding_rows(
-// NOROWS-COUNT-2: twintrack.dispatch "{{reduction|elementwise}}_{{[0-9]+}}"
+// NOROWS-COUNT-2: twintrack.dispatch "{{reduction|elementwise}}_{{[0-9]+}}" kind<{{reduction|elementwise}}>
 func.func @embedding_rows(%ids: tensor<2x16xi64>, %positions: tensor<16xi64>, %words: tensor<128x32xf32>,
                           %table: tensor<64x32xf32>) -> tensor<2x16x32xf32> {
   %zero = arith.constant 0.0 : f32
@@ -495,8 +495,8 @@ func.func @embedding_rows(%ids: tensor<2x16xi64>, %positions: tensor<16xi64>, %w
 // Negative of rule 5 with gathers: the op reading the row sums also gathers
 // one at a computed row, which another row's block computes.
 // CHECK-LABEL: func.func @gather_from_sums(
-// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction>
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a gather reads a tensor the dispatch computes (other rows' values)
 func.func @gather_from_sums(%x: tensor<16x64xf32>, %partner: tensor<16xi64>) -> tensor<16x64xf32> {
   %zero = arith.constant 0.0 : f32
@@ -529,8 +529,8 @@ func.func @gather_from_sums(%x: tensor<16x64xf32>, %partner: tensor<16xi64>) -> 
 // Negative of rule 5: a body op the row kernel does not emit (tensor.dim)
 // keeps the reader apart, and the explanation names it.
 // CHECK-LABEL: func.func @body_not_emitted(
-// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}"
-// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}"
+// CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction>
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise>
 // EXPLAIN: remark: kept apart from the reduction it reads (16 rows of 64): a linalg.generic over 16x64 computes tensor.dim, which the row kernel does not emit
 func.func @body_not_emitted(%x: tensor<16x64xf32>, %t: tensor<?xf32>) -> tensor<16x64xf32> {
   %zero = arith.constant 0.0 : f32

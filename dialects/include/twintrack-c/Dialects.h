@@ -15,6 +15,13 @@ MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(Twintrack, twintrack);
 /// pass registry, so textual pipelines can name them.
 MLIR_CAPI_EXPORTED void twintrackRegisterPasses(void);
 
+/// Is `attr` a #twintrack.dispatch_kind<...> attribute?
+MLIR_CAPI_EXPORTED bool twintrackAttributeIsADispatchKind(MlirAttribute attr);
+
+/// The name of a #twintrack.dispatch_kind attribute's case ("reduction_rows");
+/// static storage, valid as long as the program runs.
+MLIR_CAPI_EXPORTED MlirStringRef twintrackDispatchKindAttrGetName(MlirAttribute attr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #define TWINTRACK_TWINTRACKDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -12,6 +13,11 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "twintrack/TwintrackOpsDialect.h.inc"
+
+#include "twintrack/TwintrackEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "twintrack/TwintrackAttrs.h.inc"
 
 #define GET_OP_CLASSES
 #include "twintrack/TwintrackOps.h.inc"

@@ -17,25 +17,32 @@ def Twintrack_DispatchOp : Twintrack_Op<"dispatch", [
     above, so everything a kernel reads is an explicit input. It ends in a
     `twintrack.yield` of one value per result.
 
+    The label names the dispatch: reports show it, and
+    twintrack-dissolve-dispatches leaves it on the ops it takes out, so their
+    group is found again. `kind` says what kind of kernel it is, for the
+    kernel generators: twintrack-form-dispatches always sets it; a dispatch
+    written by hand may leave it out.
+
     ```mlir
-    %y = twintrack.dispatch "bias_relu" (%x, %b : tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    %y = twintrack.dispatch "bias_relu" kind<elementwise> (%x, %b : tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>) {
     ^bb0(%xa: tensor<4x8xf32>, %ba: tensor<8xf32>):
       ...
       twintrack.yield %r : tensor<4x8xf32>
     }
     ```
   }];
-  let arguments = (ins StrAttr:$label, Variadic<AnyType>:$inputs);
+  let arguments = (ins StrAttr:$label, OptionalAttr<Twintrack_DispatchKindAttr>:$kind,
+                       Variadic<AnyType>:$inputs);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $label ` ` `(` ($inputs^ `:` type($inputs))? `)` `->` `(` type($results) `)` $body attr-dict
+    $label (`kind` `` $kind^)? ` ` `(` ($inputs^ `:` type($inputs))? `)` `->` `(` type($results) `)` $body attr-dict
   }];
   let hasVerifier = 1;
   let skipDefaultBuilders = 1;
   let builders = [
-    OpBuilder<(ins "::llvm::StringRef":$label, "::mlir::TypeRange":$resultTypes,
-                   "::mlir::ValueRange":$inputs)>
+    OpBuilder<(ins "::llvm::StringRef":$label, "::mlir::twintrack::DispatchKind":$kind,
+                   "::mlir::TypeRange":$resultTypes, "::mlir::ValueRange":$inputs)>
   ];
 }
 

@@ -13,7 +13,7 @@
 // broadcast bias directly.
 // CHECK-LABEL: func.func @add_relu(
 // CHECK-SAME:    %[[X0:.*]]: tensor<4x8xf32>, %[[B0:.*]]: tensor<8xf32>
-// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_0" (%[[X0]], %[[B0]] : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK:         %[[D:.*]] = twintrack.dispatch "elementwise_0" kind<elementwise> (%[[X0]], %[[B0]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK-NEXT:    ^bb0(%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>):
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[B]] : tensor<4x8xf32>, tensor<8xf32>)
 // CHECK:           %[[SUM:.*]] = arith.addf
@@ -43,7 +43,7 @@ func.func @add_relu(%arg0: tensor<4x8xf32>, %arg1: tensor<8xf32>) -> tensor<4x8x
 // An elementwise producer fuses into a reduction consumer (softmax's
 // exp + row sum): the exp moves into the reduction body.
 // CHECK-LABEL: func.func @exp_sum(
-// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_0"
+// CHECK:         %[[D:.*]] = twintrack.dispatch "reduction_0" kind<reduction>
 // CHECK-NEXT:    ^bb0(%[[X:.*]]: tensor<4x8xf32>):
 // CHECK:         %[[INIT:.*]] = linalg.fill
 // CHECK:         %[[R:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<4x8xf32>) outs(%[[INIT]] : tensor<4xf32>)
