@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import add_debug_flag, progress, run_main
+
+if TYPE_CHECKING:  # imported where used: torch loads only once a check starts
+    from ..checked_run import ArtifactTrack, CheckedRun, Track
 
 EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
@@ -32,91 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@dataclass
-class CheckedRun:
-    """An artifact loaded on the GPU with its model's state and fresh random
-    inputs, and the float64 check of one run (outputs poisoned first)."""
-    manifest: dict
-    executable: object
-    source: object          # the model (frontend.ModelSource), for the reference and eager runs
-    state: list
-    gpu_inputs: list
-    checks: list
-
-
-def checked_run(outdir: Path) -> CheckedRun:
-    from ..artifact import read_manifest, specs
-    from ..frontend import load_model, model_state
-    from ..numerics import compare, float64_reference, random_inputs
-    from ..runtime import load
-
-    manifest = read_manifest(outdir)
-    executable = load(outdir)
-    source = load_model(manifest["model"], manifest.get("dtype"))
-    state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
-    inputs = random_inputs(specs(manifest, "inputs"), seed=4321)
-    gpu_inputs = [x.cuda() for x in inputs]
-    executable.poison_outputs = True
-    outputs = [y.cpu() for y in executable(*state, *gpu_inputs)]
-    executable.poison_outputs = False
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"),
-                     manifest.get("allow_tf32", False))
-    return CheckedRun(manifest, executable, source, state, gpu_inputs, checks)
-
-
-def kernel_device_times(run: CheckedRun, repeat: int = 20) -> list[dict]:
-    """Each launch's median device time, in plan order: CUPTI's start and
-    end of the kernel itself (torch.profiler, L2 flushed before each run).
-    CUDA events around a launch would add the host's launch latency, which
-    dominates kernels of a few microseconds."""
-    from ..compare.gpu_profile import profile_kernels
-
-    names = [k["name"] for k in run.manifest["kernels"]]
-    sites = list(profile_kernels(lambda: run.executable(*run.state, *run.gpu_inputs), names, repeat=repeat))
-    times = []
-    for name in names:
-        site = next(s for s in sites if s.name == name)
-        sites.remove(site)
-        times.append({"kernel": name, "ms": site.median_ms})
-    return times
-
-
 def check_one(outdir: Path) -> dict:
-    import torch
+    from ..checked_run import REPLAY_SEED, check_artifact
 
-    from ..artifact import specs
-    from ..numerics import compare, float64_reference, random_inputs
-    from ..runtime import load
-    from ..timing import median_ms
-
-    run = checked_run(outdir)
-    manifest, executable, source, state, gpu_inputs, checks = (
-        run.manifest, run.executable, run.source, run.state, run.gpu_inputs, run.checks)
-    output_specs = specs(manifest, "outputs")
-
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    twintrack_ms = median_ms(lambda: executable(*state, *gpu_inputs), "cuda")
-    twintrack_peak = torch.cuda.max_memory_allocated() - base
-    kernels = kernel_device_times(run)
-    for timing, report in zip(kernels, manifest["kernels"]):
-        seconds = timing["ms"] / 1000
-        timing.update(bytes=report["bytes"], flops=report["flops"], grid=report["grid"], block=report["block"],
-                      gbytes_per_s=report["bytes"] / seconds / 1e9 if seconds else None)
-    graphed = load(outdir, cuda_graph=True)
-    graphed(*state, *gpu_inputs)  # captures
-    other = random_inputs(specs(manifest, "inputs"), seed=999)  # replays must see new inputs
-    graph_outputs = [y.cpu() for y in graphed(*state, *[x.cuda() for x in other])]
-    graph_checks = compare(graph_outputs, float64_reference(source.module, other), output_specs,
-                           manifest.get("allow_tf32", False))
-    graph_ms = median_ms(lambda: graphed(*state, *gpu_inputs), "cuda")
-
-    eager_ms, eager_peak = _eager(source.module, gpu_inputs, manifest.get("allow_tf32", False))
+    checked = check_artifact(outdir)
+    artifact, run, manifest = checked.artifact, checked.run, checked.artifact.manifest
+    twintrack_ms, twintrack_peak = _time_and_peak_memory(run, artifact)
+    kernels = _kernel_figures(artifact, run)
+    graphed = artifact.graphed()
+    graphed(*run.device_inputs)  # captures
+    graph_result = graphed.check(run.reseeded(REPLAY_SEED))  # replays must see new inputs
+    graph_ms = run.time(graphed)
+    eager_ms, eager_peak = _eager(run, artifact.allow_tf32)
     return {
         "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
-        "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"), "rel_error": max(c.rel_error for c in checks),
-        "ok": all(c.ok for c in checks + graph_checks), "twintrack_ms": twintrack_ms,
+        "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"),
+        "rel_error": checked.result.rel_error,
+        "ok": checked.result.ok and graph_result.ok, "twintrack_ms": twintrack_ms,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
         "ratio_vs_eager": twintrack_ms / eager_ms if eager_ms else None,
         "graph_ratio_vs_eager": graph_ms / eager_ms if eager_ms else None,
@@ -125,23 +60,39 @@ def check_one(outdir: Path) -> dict:
     }
 
 
-def _eager(module, gpu_inputs, allow_tf32: bool) -> tuple[float | None, int | None]:
+def _time_and_peak_memory(run: CheckedRun, track: Track) -> tuple[float, int]:
+    """The track's median time and the peak device memory it needs beyond
+    what is allocated already (torch's allocator)."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    milliseconds = run.time(track)
+    return milliseconds, torch.cuda.max_memory_allocated() - base
+
+
+def _kernel_figures(artifact: ArtifactTrack, run: CheckedRun) -> list[dict]:
+    """Each kernel's device time with its counted bytes and flops, and the bandwidth they make."""
+    kernels = artifact.kernel_times(run)
+    for timing, report in zip(kernels, artifact.manifest["kernels"]):
+        seconds = timing["ms"] / 1000
+        timing.update(bytes=report["bytes"], flops=report["flops"], grid=report["grid"], block=report["block"],
+                      gbytes_per_s=report["bytes"] / seconds / 1e9 if seconds else None)
+    return kernels
+
+
+def _eager(run: CheckedRun, allow_tf32: bool) -> tuple[float | None, int | None]:
     """Eager PyTorch's median time and peak memory on the GPU; (None, None)
     where the model cannot run there (a torch.export graph names the device
     it was traced on in its factory ops)."""
-    import torch
-
+    from ..checked_run import eager_track
     from ..numerics import float32_matmuls
-    from ..timing import median_ms
 
     try:
-        model = module.cuda()
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        with torch.no_grad(), float32_matmuls(allow_tf32):
-            eager_ms = median_ms(lambda: model(*gpu_inputs), "cuda")
-        return eager_ms, torch.cuda.max_memory_allocated() - base
+        eager = eager_track(run.source, "cuda")
+        with float32_matmuls(allow_tf32):
+            return _time_and_peak_memory(run, eager)
     except RuntimeError as e:
         progress(f"eager PyTorch cannot run this model on the GPU: {' '.join(str(e).split())[:120]}")
         return None, None

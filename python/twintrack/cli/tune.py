@@ -39,14 +39,14 @@ def time_variant(artifact: Path) -> tuple[bool, float, list[dict]]:
     """(numerics ok, worst relative error, [{key, tile, ms}] of its tuned kernels)."""
     import torch
 
-    from .gpu_check import checked_run, kernel_device_times
+    from ..checked_run import check_artifact
 
-    run = checked_run(artifact)
+    checked = check_artifact(artifact)
     torch.cuda.synchronize()
-    timed = kernel_device_times(run)
+    timed = checked.artifact.kernel_times(checked.run)
     tuned = [{**report["tuning"], "ms": timing["ms"]}
-             for timing, report in zip(timed, run.manifest["kernels"]) if "tuning" in report]
-    return all(c.ok for c in run.checks), max(c.rel_error for c in run.checks), tuned
+             for timing, report in zip(timed, checked.artifact.manifest["kernels"]) if "tuning" in report]
+    return checked.result.ok, checked.result.rel_error, tuned
 
 
 def best_tiles(measurements: list[dict]) -> dict[str, dict]:

@@ -10,7 +10,6 @@ not fatal.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass
@@ -20,10 +19,10 @@ from typing import Callable
 
 import torch
 
-from ..frontend import TensorSpec, load_model
-from ..numerics import float32_matmuls, float64_reference, random_inputs, tolerance
-from .comparison import INPUT_SEED, l2_flush, measure_track, use_exact_float32
-from .twintrack_track import cpu_track, flat_outputs, gpu_track, scratch_directory
+from ..checked_run import COMPARE_SEED, CheckedRun, eager_track, use_exact_float32
+from ..numerics import float32_matmuls, tolerance
+from .comparison import compare_timing, inductor_track
+from .twintrack_track import scratch_directory, twintrack_track
 
 SCHEMA_VERSION = 1
 
@@ -90,24 +89,15 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
 
 
 def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
-    source = load_model(entry.model, entry.dtype)
-    inputs = random_inputs([TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
-                           seed=INPUT_SEED)
-    reference = float64_reference(source.module, inputs)
-    device_inputs = [x.to(request.device) for x in inputs]
-    flush = l2_flush(request.device)
-
-    def measure(run):
-        return measure_track(run, device_inputs, reference, request.device, request.repeat, flush)
-
-    eager_module = copy.deepcopy(source.module).to(request.device)
+    run = CheckedRun.load(entry.model, entry.dtype, device=request.device, seed=COMPARE_SEED,
+                          timing=compare_timing(request.repeat))
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
            "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32, "inductor": {}}
     with float32_matmuls(entry.allow_tf32):
-        row["eager"] = measure(lambda *xs: flat_outputs(eager_module(*xs)))
+        row["eager"] = run.check_and_time(eager_track(run.source, run.device)).figures()
         for mode in request.modes:
-            row["inductor"][mode] = _inductor(source, device_inputs, mode, request.device, measure)
-    row["twintrack"], graph = _twintrack(request, entry, source, measure)
+            row["inductor"][mode] = _inductor(run, mode)
+    row["twintrack"], graph = _twintrack(request, entry, run)
     row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
     row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
     if graph:
@@ -122,29 +112,26 @@ def _ratios_vs_inductor(row: dict, track: dict) -> dict:
     return {mode: _ratio(track.get("latency_ms"), inductor.get("latency_ms")) for mode, inductor in row["inductor"].items()}
 
 
-def _inductor(source, inputs, mode: str, device: str, measure) -> dict:
-    from ..inductor import compile_with_inductor
-    module = copy.deepcopy(source.module).to(device)
-    result = compile_with_inductor(module, inputs, mode=None if mode == "default" else mode)
-    if result.error:
+def _inductor(run: CheckedRun, mode: str) -> dict:
+    result, track = inductor_track(run, None if mode == "default" else mode)
+    if track is None:
         return {"error": result.error}
     return {"compile_seconds": round(result.compile_seconds, 2), "kernels": len(result.kernels),
-            **measure(lambda *xs: flat_outputs(result.compiled(*xs)))}
+            **run.check_and_time(track).figures()}
 
 
-def _twintrack(request: BenchRequest, entry: BenchEntry, source, measure) -> tuple[dict, dict | None]:
+def _twintrack(request: BenchRequest, entry: BenchEntry, run: CheckedRun) -> tuple[dict, dict | None]:
     """twintrack's measurement, and on the GPU its plan replayed as one CUDA
     graph (host work out of the way: the kernels' own time)."""
     from ..errors import TwintrackError
+    artifact = request.artifacts / entry.name if request.artifacts and request.device == "cuda" else None
     try:
         with scratch_directory() as scratch:
-            if request.device == "cuda":
-                artifact = request.artifacts / entry.name if request.artifacts else None
-                track = gpu_track(source, artifact, Path(scratch), with_program=False)
-            else:
-                track = cpu_track(source, freeze="--freeze" in entry.flags)
-            measured = {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels), **measure(track.run)}
-            return measured, (measure(track.graph_run) if track.graph_run else None)
+            track = twintrack_track(run.source, request.device, Path(scratch), artifact,
+                                    freeze="--freeze" in entry.flags, with_program=False)
+            measured = {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels),
+                        **run.check_and_time(track.run).figures()}
+            return measured, (run.check_and_time(track.graph_run).figures() if track.graph_run else None)
     except (TwintrackError, RuntimeError) as e:
         return {"error": " ".join(str(e).split())[:300]}, None
 

@@ -11,19 +11,11 @@ from pathlib import Path
 
 import torch
 
-from ..frontend import TensorSpec, load_model
-from ..numerics import float64_reference, random_inputs, relative_error
+from ..checked_run import COMPARE_SEED, CheckedRun, Timing, eager_track, flat_outputs, use_exact_float32
 from ..recipes import target_roofline
 from ..timing import median_ms
 from .matching import kernel_groups, op_graph
-from .twintrack_track import (
-    cpu_track,
-    flat_outputs,
-    gpu_track,
-    scratch_directory,
-)
-
-INPUT_SEED = 2024
+from .twintrack_track import scratch_directory, twintrack_track
 
 
 @dataclass(frozen=True)
@@ -39,21 +31,16 @@ class CompareRequest:
 def run_comparison(request: CompareRequest, progress: Callable[[str], None] = lambda _: None) -> dict:
     if request.device == "cuda":
         use_exact_float32()
-    source = load_model(request.model, request.dtype)
-    inputs = random_inputs([TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
-                           seed=INPUT_SEED)
-    reference = float64_reference(source.module, inputs)
-    device_inputs = [x.to(request.device) for x in inputs]
-    timer = _Timer(request, l2_flush(request.device), device_inputs, reference)
+    run = CheckedRun.load(request.model, request.dtype, device=request.device, seed=COMPARE_SEED,
+                          timing=compare_timing(request.repeat))
 
     progress("eager")
-    eager_module = copy.deepcopy(source.module).to(request.device)
     eager = {"compile_seconds": None, "kernel_count": None, "error": None,
-             **timer.track(lambda *xs: flat_outputs(eager_module(*xs)))}
+             **run.check_and_time(eager_track(run.source, run.device)).figures()}
     progress(f"inductor (torch.compile{', mode=' + request.inductor_mode if request.inductor_mode else ''})")
-    inductor, inductor_kernels = _inductor_track(request, copy.deepcopy(source.module).to(request.device), timer)
+    inductor, inductor_kernels = _inductor_track(request, run)
     progress("twintrack")
-    twintrack, twintrack_kernels, program = _twintrack_track(request, source, timer)
+    twintrack, twintrack_kernels, program = _twintrack_track(request, run)
 
     kernels = {"twintrack": twintrack_kernels, "inductor": inductor_kernels}
     dtype = request.dtype or "float32"
@@ -71,45 +58,29 @@ def run_comparison(request: CompareRequest, progress: Callable[[str], None] = la
     }
 
 
-def use_exact_float32() -> None:
-    """float32 means float32 on every track: cuDNN's convolutions would use
-    TF32 by default (matmuls already do not), 1e-4-level errors that fail
-    the float32 tolerance. twintrack's float32 kernels are exact."""
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+def compare_timing(repeat: int) -> Timing:
+    """compare's and bench's: `repeat` runs after 5 warm-ups, L2 flushed before each on the GPU."""
+    return Timing(repeat=repeat, warmup=5, flush_l2=True)
 
 
-def measure_track(run, inputs, reference, device: str, repeat: int, flush=None) -> dict:
-    """A track's end-to-end latency (median of `repeat` runs after warm-up;
-    CUDA events on the GPU, with `flush` before each) and its largest
-    relative error against the float64 reference."""
-    with torch.no_grad():
-        outputs = [y.cpu() for y in run(*inputs)]
-        latency = median_ms(lambda: run(*inputs), device, warmup=5, repeat=repeat, before=flush)
-    errors = [relative_error(y, ref) for y, ref in zip(outputs, reference)]
-    return {"latency_ms": latency, "rel_error": max(errors) if len(outputs) == len(reference) else float("nan")}
+def inductor_track(run: CheckedRun, mode: str | None):
+    """torch.compile (Inductor) of a copy of the model on the run's device:
+    (its InductorResult, the track; None where Inductor failed)."""
+    from ..inductor import compile_with_inductor
+    module = copy.deepcopy(run.source.module).to(run.device)
+    result = compile_with_inductor(module, run.device_inputs, mode=mode)
+    if result.error:
+        return result, None
+    return result, lambda *xs: flat_outputs(result.compiled(*xs))
 
 
-class _Timer:
-    """measure_track with the request's device, repeats, L2 flush, inputs and
-    reference; and each kernel's time."""
-
-    def __init__(self, request: CompareRequest, flush, inputs, reference):
-        self.request, self.flush, self.inputs, self.reference = request, flush, inputs, reference
-
-    def track(self, run) -> dict:
-        return measure_track(run, self.inputs, self.reference, self.request.device, self.request.repeat, self.flush)
-
-    def kernel_times(self, run, kernels: list[dict], site_of) -> list[dict]:
-        """Each kernel's median device time (GPU only; CPU kernels get None)."""
-        for kernel in kernels:
-            kernel.setdefault("ms", None)
-        if self.request.device != "cuda":
-            return kernels
-        from .gpu_profile import profile_kernels
-        with torch.no_grad():
-            sites = profile_kernels(lambda: run(*self.inputs), [site_of(k) for k in kernels], repeat=self.request.repeat)
-        return _attach_sites(kernels, sites, site_of)
+def _kernel_times(run: CheckedRun, track, kernels: list[dict], site_of) -> list[dict]:
+    """Each kernel's median device time (GPU only; CPU kernels get None)."""
+    for kernel in kernels:
+        kernel.setdefault("ms", None)
+    if run.device != "cuda":
+        return kernels
+    return _attach_sites(kernels, run.profile_kernels(track, [site_of(k) for k in kernels]), site_of)
 
 
 def _attach_sites(kernels: list[dict], sites, site_of) -> list[dict]:
@@ -134,22 +105,18 @@ def _attach_sites(kernels: list[dict], sites, site_of) -> list[dict]:
     return kernels + extra
 
 
-def _inductor_track(request: CompareRequest, module, timer: _Timer) -> tuple[dict, list[dict]]:
+def _inductor_track(request: CompareRequest, run: CheckedRun) -> tuple[dict, list[dict]]:
     """Inductor's figures and kernels (none if it failed: the figures say why)."""
-    from ..inductor import compile_with_inductor
-    result = compile_with_inductor(module, timer.inputs, mode=request.inductor_mode)
-    if result.error:
+    result, track = inductor_track(run, request.inductor_mode)
+    if track is None:
         return {"latency_ms": None, "rel_error": None, "compile_seconds": None, "kernel_count": None,
                 "error": result.error}, []
     if request.device == "cuda":
         from ..inductor.triton_artifacts import attach_triton_artifacts
         attach_triton_artifacts(result.kernels, result.cache_dir)
-
-    def run(*xs):
-        return flat_outputs(result.compiled(*xs))
     figures = {"compile_seconds": result.compile_seconds, "kernel_count": len(result.kernels), "error": None,
-               **timer.track(run)}
-    return figures, timer.kernel_times(run, [k.as_dict() for k in result.kernels], _inductor_site)
+               **run.check_and_time(track).figures()}
+    return figures, _kernel_times(run, track, [k.as_dict() for k in result.kernels], _inductor_site)
 
 
 def _inductor_site(kernel: dict) -> str:
@@ -160,16 +127,16 @@ def _inductor_site(kernel: dict) -> str:
     return "aten::" + kernel["name"].removesuffix(".default").rsplit(".", 1)[-1]
 
 
-def _twintrack_track(request: CompareRequest, source, timer: _Timer) -> tuple[dict, list[dict], object]:
+def _twintrack_track(request: CompareRequest, run: CheckedRun) -> tuple[dict, list[dict], object]:
     """twintrack's figures, kernels, and the exported program (for the op graph)."""
     with scratch_directory() as scratch:
-        track = gpu_track(source, request.artifact, Path(scratch)) if request.device == "cuda" else cpu_track(source)
+        track = twintrack_track(run.source, request.device, Path(scratch), request.artifact)
         figures = {"compile_seconds": track.compile_seconds, "kernel_count": len(track.kernels), "error": None,
-                   **timer.track(track.run)}
-        kernels = timer.kernel_times(track.run, track.kernels, lambda k: k["name"])
+                   **run.check_and_time(track.run).figures()}
+        kernels = _kernel_times(run, track.run, track.kernels, lambda k: k["name"])
         if track.graph_run is not None:
-            graphed = timer.track(track.graph_run)
-            figures.update(graph_latency_ms=graphed["latency_ms"], graph_rel_error=graphed["rel_error"])
+            graphed = run.check_and_time(track.graph_run)
+            figures.update(graph_latency_ms=graphed.latency_ms, graph_rel_error=graphed.rel_error)
     return figures, kernels, track.program
 
 
@@ -198,14 +165,6 @@ def _roofline_fraction(kernel: dict, ceilings: dict) -> float | None:
         return None
     floor_s = max(kernel["bytes"] / (ceilings["bandwidth_gb_s"] * 1e9), (kernel.get("flops") or 0) / (ceilings["tflops"] * 1e12))
     return floor_s * 1e3 / kernel["ms"]
-
-
-def l2_flush(device: str):
-    """A function that evicts the L2 cache before a timed run (None on the CPU)."""
-    if device != "cuda":
-        return None
-    from .gpu_profile import l2_flusher
-    return l2_flusher()
 
 
 def _notes(request: CompareRequest, kernels: dict, tracks: dict) -> list[str]:

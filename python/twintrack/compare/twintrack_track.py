@@ -12,24 +12,32 @@ from __future__ import annotations
 import re
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.utils._pytree as pytree
 
-from ..frontend import ModelSource, model_state
+from ..checked_run import ArtifactTrack, Track, flat_outputs
+from ..frontend import ModelSource
 from ..locations import brief_source
 
 
 @dataclass
 class TwintrackTrack:
-    run: Callable[..., list[torch.Tensor]]  # inputs -> flat outputs
+    run: Track                              # inputs -> flat outputs
     kernels: list[dict]
     compile_seconds: float | None
     program: object | None                 # the torch.export program, for the op graph
-    graph_run: Callable[..., list[torch.Tensor]] | None = None  # GPU: the plan replayed as one CUDA graph
+    graph_run: Track | None = None          # GPU: the plan replayed as one CUDA graph
+
+
+def twintrack_track(source: ModelSource, device: str, scratch: Path, artifact: Path | None = None,
+                    freeze: bool = False, with_program: bool = True) -> TwintrackTrack:
+    """The track for `device`: on the GPU `artifact` (else one compiled into
+    `scratch`), on the CPU compiled here (`freeze`: weights baked in)."""
+    if device == "cuda":
+        return gpu_track(source, artifact, scratch, with_program)
+    return cpu_track(source, freeze)
 
 
 def cpu_track(source: ModelSource, freeze: bool = False) -> TwintrackTrack:
@@ -48,17 +56,15 @@ def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path, with_pr
     """Run `artifact`; without one, compile `source` into `scratch` first.
     `with_program`: also export the model here, for the op graph."""
     from ..artifact import read_manifest
-    from ..runtime import load
     if artifact is None:
         artifact = _compile_gpu_artifact(source, scratch / "twintrack-gpu")
     manifest = read_manifest(artifact)
     _check_artifact_matches(manifest, source, artifact)
-    executable, graphed = load(artifact), load(artifact, cuda_graph=True)
-    state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
+    track = ArtifactTrack.load(artifact, source, manifest)
     kernels = [_gpu_kernel(index, entry, artifact) for index, entry in enumerate(manifest["kernels"])]
-    return TwintrackTrack(lambda *xs: executable(*state, *xs), kernels, manifest.get("compile_seconds"),
+    return TwintrackTrack(track, kernels, manifest.get("compile_seconds"),
                           _exported_program(source, manifest["frozen"]) if with_program else None,
-                          lambda *xs: graphed(*state, *xs))
+                          track.graphed())
 
 
 def _check_artifact_matches(manifest: dict, source: ModelSource, artifact: Path) -> None:
@@ -112,11 +118,6 @@ def _exported_program(source: ModelSource, frozen: bool):
         return export_model(source, freeze=frozen).program
     except TwintrackError:
         return None
-
-
-def flat_outputs(outputs) -> list[torch.Tensor]:
-    """A model's outputs (a tensor, or nested tuples and dicts of them) as a list."""
-    return [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
 
 
 def scratch_directory() -> tempfile.TemporaryDirectory:
