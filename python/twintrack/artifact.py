@@ -83,6 +83,8 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "frozen": exported.frozen,
         "allow_tf32": compilation.options.allow_tf32,
         "options_hash": compilation.options.stable_hash(),
+        "kernel_fallbacks": [{"stage": f.stage, "kernel": f.kernel, "reason": f.message,
+                              "reproducer": f"repro/{f.kernel}"} for f in compilation.fallbacks],
         "stages": [{"index": d.index, "name": d.name, "file": f"stages/{d.file_name}",
                     "seconds": round(d.seconds, 4)} for d in dumps],
         "arguments": [s.to_json() for s in exported.arguments],
@@ -102,6 +104,8 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
     stages.mkdir(parents=True, exist_ok=True)
     for dump in compilation.dumps:
         (stages / dump.file_name).write_text(dump.text)
+    for fallback in compilation.fallbacks:
+        fallback.reproducer.write(directory / "repro" / fallback.kernel)
     manifest = manifest_for(compilation, model_spec, dtype)
     if manifest["executable"] is not None:
         if compilation.recipe.target == "gpu":

@@ -14,23 +14,17 @@ a GPU machine that cannot compile) and records the fastest tile per key.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
 
 CACHE_ENV = "TWINTRACK_TUNING_CACHE"
-KERNEL_SOURCES = Path(__file__).resolve().parent / "kernels"
-# The generators whose code a matmul tile was timed on.
-MATMUL_GENERATORS = ("matmul_common.py", "simt_matmul.py", "mma_matmul.py", "wgmma_matmul.py", "epilogue.py",
-                     "mlir_text.py")
 
 
 def default_cache_path() -> Path:
@@ -45,9 +39,10 @@ def default_cache_path() -> Path:
 def compiler_version() -> str:
     """twintrack's version and a hash of the matmul kernel generators: a
     tile measured on other generated code is not reused."""
+    from .kernels.registry import generator_sources  # the registry names them (it needs mlir: compile side only)
     digest = hashlib.sha256()
-    for name in MATMUL_GENERATORS:
-        digest.update((KERNEL_SOURCES / name).read_bytes())
+    for path in generator_sources():
+        digest.update(path.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:10]}"
 
 
@@ -102,43 +97,37 @@ class TuningCache:
         scratch.replace(self.path)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TuningRequest:
-    """How one compile chooses tiles: from `cache` where it has an entry
-    (else the heuristic, and the key is noted in `untuned`), or, for a
-    tuning variant, the `variant`-th fitting tile of every matmul. Without
-    either, the heuristic alone."""
+    """How one compile chooses tiles (the matmul pass's options
+    tuning_cache and tuning_variant, from CompileOptions): from `cache`
+    where it has an entry, else the heuristic; or, for a tuning variant,
+    the `variant`-th fitting tile of every matmul. Without either, the
+    heuristic alone."""
     cache: TuningCache | None = None
     variant: int | None = None
-    untuned: set[str] = field(default_factory=set)
-    most_candidates: int = 0            # of any matmul: how many variants tuning needs
 
-    def choose(self, key: TuningKey, candidates: list[tuple[str, object]], heuristic: int) -> int:
-        """The index of the (generator name, tile) candidate to take."""
-        self.most_candidates = max(self.most_candidates, len(candidates))
+    def choose(self, key: TuningKey, candidates: list[tuple[str, object]], heuristic: int) -> tuple[int, bool]:
+        """(index of the (generator name, tile) candidate to take, whether the
+        cache was asked and had no entry for `key`)."""
         if self.variant is not None:
-            return min(self.variant, len(candidates) - 1)
+            return min(self.variant, len(candidates) - 1), False
         if self.cache is None:
-            return heuristic
+            return heuristic, False
         wanted = self.cache.lookup(key)
         for index, (generator, tile) in enumerate(candidates):
             if wanted == tile_record(generator, tile):
-                return index
-        self.untuned.add(key.text())
-        return heuristic
+                return index, False
+        return heuristic, True
 
 
-_request: contextvars.ContextVar[TuningRequest] = contextvars.ContextVar("tuning", default=TuningRequest())
+def request_for(cache_path: str, variant: str) -> TuningRequest:
+    """The request a matmul pass's option strings name ("" for none)."""
+    return TuningRequest(TuningCache.load(Path(cache_path)) if cache_path else None, int(variant) if variant else None)
 
 
-def current_request() -> TuningRequest:
-    return _request.get()
-
-
-@contextlib.contextmanager
-def tuning(request: TuningRequest):
-    token = _request.set(request)
-    try:
-        yield
-    finally:
-        _request.reset(token)
+def cache_digest(path: Path | None) -> str:
+    """What of a tuning cache goes into the options hash: its content."""
+    if path is None or not Path(path).exists():
+        return ""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]

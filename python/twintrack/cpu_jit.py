@@ -16,11 +16,39 @@ from .frontend import TensorSpec
 ENTRY = "forward"
 
 
+# numpy has no bfloat16: such tensors cross as their bits (a bf16 memref has
+# the same 2-byte elements), viewed back as bfloat16 on return.
+_BITS_FOR = {"bfloat16": np.int16}
+_QUIET_NAN_BITS = {"bfloat16": 0x7FC0}
+
+
 def _numpy_dtype(dtype: str) -> np.dtype:
+    if dtype in _BITS_FOR:
+        return np.dtype(_BITS_FOR[dtype])
     try:
         return np.dtype(dtype if dtype != "bool" else np.bool_)
     except TypeError:
         raise InputMismatchError(f"dtype {dtype} is not supported by the CPU runtime") from None
+
+
+def _as_array(tensor: torch.Tensor) -> np.ndarray:
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.view(torch.int16)
+    return np.ascontiguousarray(tensor.numpy())
+
+
+def _output_array(spec: TensorSpec, poison: bool) -> np.ndarray:
+    """An output buffer; poisoned, it starts as NaN (floats) or 0, so an unwritten element shows."""
+    result = np.empty(spec.shape, _numpy_dtype(spec.dtype))
+    if poison:
+        result.fill(_QUIET_NAN_BITS.get(spec.dtype, np.nan if result.dtype.kind == "f" else 0))
+    return result
+
+
+def _as_tensor(array: np.ndarray, spec: TensorSpec) -> torch.Tensor:
+    tensor = torch.from_numpy(array)
+    return tensor.view(getattr(torch, spec.dtype)) if spec.dtype in _BITS_FOR else tensor
 
 
 def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
@@ -64,11 +92,8 @@ class CpuExecutable:
         from mlir.runtime import get_ranked_memref_descriptor
 
         check_inputs(self.arguments, list(tensors))
-        arrays = [np.ascontiguousarray(t.detach().cpu().numpy()) for t in tensors]
-        results = [np.empty(spec.shape, _numpy_dtype(spec.dtype)) for spec in self.outputs]
-        if self.poison_outputs:
-            for result in results:
-                result.fill(np.nan if result.dtype.kind == "f" else 0)
+        arrays = [_as_array(t) for t in tensors]
+        results = [_output_array(spec, self.poison_outputs) for spec in self.outputs]
         descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays + results]
         self._engine.invoke(ENTRY, *descriptors)
-        return [torch.from_numpy(r) for r in results]
+        return [_as_tensor(r, spec) for r, spec in zip(results, self.outputs)]

@@ -9,6 +9,7 @@ the upstream `mlir` bindings. IR crosses between them as generic-form text.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -34,6 +35,20 @@ class StageDump:
         return f"{self.index:02d}-{self.name}.{'txt' if self.name == 'fx' else 'mlir'}"
 
 
+@dataclass(frozen=True)
+class KernelFallback:
+    """A fast-path kernel that failed to build (a compiler bug): its site
+    went to the generic path. `reproducer` replays the failing pass, strict."""
+    stage: str
+    kernel: str
+    message: str
+    reproducer: Reproducer
+
+
+class KernelFallbackWarning(UserWarning):
+    """A fast-path kernel failed to build and its site took the generic path."""
+
+
 @dataclass
 class Compilation:
     exported: ExportedModel
@@ -42,6 +57,7 @@ class Compilation:
     dumps: list[StageDump] = field(default_factory=list)
     module: object = None      # the last stage's module (mlir or torch_mlir bindings)
     remarks: list[str] = field(default_factory=list)  # 'location: message', from passes that explain
+    fallbacks: list[KernelFallback] = field(default_factory=list)  # fast-path kernels that went generic
 
     @property
     def last_stage(self) -> str:
@@ -61,7 +77,8 @@ ProgressFn = Callable[[StageDump], None]
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
     variables = PipelineVariables(options.arch, options.pipeline, options.fusion, options.explain_fusion,
-                                  options.lowering_dir, options.allow_tf32)
+                                  options.lowering_dir, options.allow_tf32, options.strict_kernels,
+                                  options.tuning_cache, options.tuning_variant)
     recipe = load_recipe(options.pipeline, options.lowering_dir, variables)
     result = Compilation(exported, recipe, options)
     _record(result, "fx", exported.fx_text(), 0.0, on_stage)
@@ -81,7 +98,7 @@ def resume(result: Compilation, stop_after: str | None = None,
     module = result.module if result.module is not None else import_to_torch_mlir(result.exported)
     for stage in result.recipe.stages[names.index(result.last_stage):]:
         if result.options.fast_kernels or not stage.fast_path:
-            module = run_stage(stage, module, result.remarks)
+            module = run_stage(stage, module, result.remarks, result.fallbacks)
         result.module = module
         _record(result, stage.name, readable_text(module), time.perf_counter() - start, on_stage)
         start = time.perf_counter()
@@ -121,10 +138,12 @@ def copy_compilation(result: Compilation) -> Compilation:
 
 # ---------------------------------------------------------------- stages
 
-def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None):
+def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
+              fallbacks: list[KernelFallback] | None = None):
     """Run one stage on `module`, moving it to the stage's bindings first.
     Remarks the passes emit (e.g. the fusion cost model's, with explain)
-    are appended to `remarks` as 'location: message'."""
+    are appended to `remarks` as 'location: message'; kernels that fell
+    back to the generic path (a warning each) to `fallbacks`."""
     module = _in_bindings(module, stage.binding, stage.name)
     bindings = _bindings(stage.binding)
     input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
@@ -137,11 +156,37 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None):
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
         except Exception as e:  # a bug in a Python pass: still a reproducible, named failure
-            raise _stage_error(stage, RuntimeError(f"internal error: {' '.join(str(e).split())[-300:]}"),
-                               input_ir) from e
+            raise _stage_error(stage, RuntimeError(f"internal error: {_brief_error(e)}"), input_ir) from e
         finally:
             handler.detach()
+    if stage.python_passes:
+        _collect_fallbacks(stage, module, input_ir, fallbacks, remarks)
     return module
+
+
+def _collect_fallbacks(stage: StageRecipe, module, input_ir: str, fallbacks: list[KernelFallback] | None,
+                       remarks: list[str] | None) -> None:
+    """Take the kernel passes' records off the module: a warning and a
+    reproducer (the stage's passes, strict) for each kernel that failed to
+    build; a remark for each op no fast path took, with the reason."""
+    from .passes.kernel_fallback import take_records
+    failed, refused = take_records(module.operation)
+    if remarks is not None:
+        remarks += [f"{op}: {stage.name}: generic path: {reason}" for op, reason in refused.items()]
+    strict = [spec.replace("strict=false", "strict=true") for spec in stage.python_passes]
+    for kernel, message in failed.items():
+        warnings.warn(f"twintrack: {message}; the site takes the generic path", KernelFallbackWarning, stacklevel=2)
+        if fallbacks is not None:
+            fallbacks.append(KernelFallback(stage.name, kernel, message,
+                                            Reproducer.for_python_passes(stage.name, strict, input_ir, message)))
+
+
+def _brief_error(error: Exception) -> str:
+    """One line: a kernel's build failure whole (it names the kernel, its
+    schedule and the torch op first), any other error's last 300 characters."""
+    from .kernels.builder import KernelBuildError
+    text = " ".join(str(error).split())
+    return text if isinstance(error, KernelBuildError) else text[-300:]
 
 
 def _remark_collector(bindings, remarks: list[str] | None):

@@ -216,9 +216,13 @@ def _decompositions(program: torch.export.ExportedProgram):
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
     (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
     aten.native_layer_norm: see _layer_norm_in_float32.
+    Reductions over float16/bfloat16 (sum, mean, var, std, norms, prod):
+    accumulated in float32, as eager does (decompositions.py).
     """
     from torch._decomp import decomposition_table
-    table = torch.export.default_decompositions()
+
+    from .decompositions import with_half_reductions_in_float32
+    table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
     layout = _attention_layout(program)

@@ -79,14 +79,14 @@ def package(compilation, directory: Path, arch: str) -> dict:
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage
         raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
-    tuning = _tuning_notes(compilation.module)
+    tuning = tuning_notes(compilation.module)
     report = [kernel_entry(step, resources[step["module"]], tuning.get(step["module"])) for step in plan.launches()]
     plan.write(directory / "plan.json")
     return {"arch": arch, "executable": "plan.json", "kernels": report,
             "functions": [{"name": name, "kind": "kernel module"} for name in ptx]}
 
 
-def _tuning_notes(module) -> dict[str, dict]:
+def tuning_notes(module) -> dict[str, dict]:
     """{kernel: {"key", "tile"}} of the matmul kernels (gpu-matmul-kernels' module attribute)."""
     from .passes.gpu_matmul_kernels import TUNING_ATTR
     attrs = module.operation.attributes

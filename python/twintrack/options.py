@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,8 +21,16 @@ class CompileOptions:
     fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
     fusion: bool = True             # let the cost model group ops into dispatches (False: one op each)
     explain_fusion: bool = False    # record the cost model's decisions (Compilation.remarks)
+    # A fast-path kernel that fails to build fails the compile (else: its site takes the generic path);
+    # on by default where $TWINTRACK_STRICT_KERNELS is set (the tests set it).
+    strict_kernels: bool = field(default_factory=lambda: os.environ.get("TWINTRACK_STRICT_KERNELS", "") not in ("", "0"))
     lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
+    tuning_cache: Path | None = None    # --autotune: matmul tiles from this cache where it has them
+    tuning_variant: int | None = None   # a tuning variant: every matmul its k-th fitting tile
 
     def stable_hash(self) -> str:
+        """Every option, and the content of the tuning cache (the tiles it chooses)."""
+        from .autotune import cache_digest
         data = {k: str(v) for k, v in asdict(self).items()}
+        data["tuning_cache"] = cache_digest(self.tuning_cache)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -9,12 +9,10 @@ from pathlib import Path
 from string import Template
 
 from .errors import UsageError
+from .target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 
-DEFAULT_LOWERING_DIR = Path(__file__).resolve().parents[2] / "lowering"
+__all__ = ["DEFAULT_ARCH", "DEFAULT_LOWERING_DIR"]  # the target's, re-exported for the CLI and options
 FRONTEND_STAGES = ("fx",)
-# H100 and H200: sm_90a, not plain sm_90, so the matmul kernels may use
-# wgmma (sm_90a-only; its cubins and PTX run on sm_90 chips only).
-DEFAULT_ARCH = "sm_90a"
 
 
 @dataclass(frozen=True)
@@ -64,13 +62,18 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 
 class PipelineVariables(Mapping):
     """Variables recipe pipelines may use, resolved only when used:
-    $arch, $tf32 (true or false), $libdevice, and $fusion (the options of twintrack-form-dispatches:
+    $arch, $tf32 and $strict (true or false), $lowering (the recipes' directory), $tuning (the
+    matmul pass's tuning_cache/tuning_variant options, or nothing), $libdevice, and $fusion (the options of twintrack-form-dispatches:
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
 
     def __init__(self, arch: str = DEFAULT_ARCH, target: str = "cpu", fuse: bool = True, explain: bool = False,
-                 lowering_dir: Path = DEFAULT_LOWERING_DIR, tf32: bool = False):
-        self._values = {"arch": lambda: arch, "tf32": lambda: str(tf32).lower(), "libdevice": _libdevice,
+                 lowering_dir: Path = DEFAULT_LOWERING_DIR, tf32: bool = False, strict: bool = False,
+                 tuning_cache: Path | None = None, tuning_variant: int | None = None):
+        self._values = {"arch": lambda: arch, "tf32": lambda: str(tf32).lower(), "strict": lambda: str(strict).lower(),
+                        "lowering": lambda: str(Path(lowering_dir).resolve()),
+                        "tuning": lambda: _tuning_options(tuning_cache, tuning_variant),
+                        "libdevice": _libdevice,
                         "fusion": lambda: _fusion_options(Path(lowering_dir), target, fuse, explain)}
 
     def __getitem__(self, key: str) -> str:
@@ -83,6 +86,12 @@ class PipelineVariables(Mapping):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+def _tuning_options(cache: Path | None, variant: int | None) -> str:
+    options = ([f"tuning_cache={Path(cache).resolve()}"] if cache else []) + \
+        ([f"tuning_variant={variant}"] if variant is not None else [])
+    return " ".join(options)
 
 
 def _fusion_options(lowering_dir: Path, target: str, fuse: bool, explain: bool) -> str:

@@ -1,3 +1,4 @@
+import os
 import re
 import sys
 from pathlib import Path
@@ -6,6 +7,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
+# A fast-path kernel that fails to build is a test failure, not a quiet fallback.
+os.environ.setdefault("TWINTRACK_STRICT_KERNELS", "1")
 
 
 @pytest.fixture

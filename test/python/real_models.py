@@ -1,5 +1,5 @@
 """Real architectures with random weights (nothing is downloaded): Hugging Face
-BERT / GPT-2 / LLaMA from small configs, and a torchvision-style ResNet.
+BERT / GPT-2 / LLaMA / the T5 encoder from small configs, and a torchvision-style ResNet.
 Factories for `tools/compile.py test/python/real_models.py:NAME`."""
 import torch
 import torch.nn.functional as F
@@ -27,6 +27,13 @@ def gpt2():
     torch.manual_seed(0)
     c = T.GPT2Config(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0)
     return Logits(T.GPT2LMHeadModel(c).eval()), _ids(128)
+
+def t5_encoder():
+    """Its attention adds a relative position bias: a bucket of (key - query)
+    looked up in an embedding table, which fusion puts inside the scores' epilogue."""
+    torch.manual_seed(0)
+    c = T.T5Config(vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+    return LastHidden(T.T5EncoderModel(c).eval()), _ids(128)
 
 def llama():
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import pytest
 from twintrack.autotune import TuningCache
 from twintrack.cli.tune import best_tiles
 from twintrack.kernels.matmul_common import MatmulOperands
-from twintrack.passes.gpu_matmul_kernels import _fitting, _generators, choose_kernel, load_tile_table
+from twintrack.passes.gpu_matmul_kernels import _fitting, _generators, choose_kernel, load_tile_tables
 from twintrack.tooling import find_libdevice, find_tool
 
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
@@ -78,8 +78,8 @@ def _wgmma_tiles(m, n, k):
     """The heuristic's wgmma tile and all fitting wgmma candidates for an
     f16 linear layer (M x K @ (N x K)ᵀ) on sm_90a."""
     operands = [MatmulOperands("", "", "", None, m, n, k, "f16", "f16", b_transposed=True)]
-    table = load_tile_table()
-    _, tile, _ = choose_kernel(operands, table, "sm_90a")
+    table = load_tile_tables()
+    _, tile, _, _ = choose_kernel(operands, table, "sm_90a")
     _, _, tiles = next(_generators(operands, table, "sm_90a"))
     return tile, [t for t, _ in _fitting(operands, tiles)]
 
@@ -104,3 +104,26 @@ def test_shallow_rings_are_tuning_candidates_only_where_they_differ():
     _, long = _wgmma_tiles(2048, 256, 1024)
     assert [t.stages for t in short if (t.bm, t.bn) == (64, 64)] == [4]
     assert [t.stages for t in long if (t.bm, t.bn) == (64, 64)] == [8, 4]
+
+
+def test_tuning_is_part_of_the_options_hash_and_the_pass_spec(tmp_path):
+    """Tiles chosen by tuning are compile options: the cache's content goes
+    into the options hash, and the matmul pass's spec (so its reproducer)
+    names the cache or the variant."""
+    from dataclasses import replace
+
+    from twintrack.options import CompileOptions
+    from twintrack.recipes import PipelineVariables, load_recipe
+
+    cache_path = tmp_path / "tuning.json"
+    cache = TuningCache(cache_path)
+    cache.save()
+    tuned = replace(CompileOptions(pipeline="gpu"), tuning_cache=cache_path)
+    before = tuned.stable_hash()
+    cache.record("some|key", {"generator": "mma_matmul"}, 0.1, [], "test")
+    cache.save()
+    assert tuned.stable_hash() != before != CompileOptions(pipeline="gpu").stable_hash()
+
+    variables = PipelineVariables(target="gpu", tuning_cache=cache_path, tuning_variant=2)
+    [spec] = next(s for s in load_recipe("gpu", variables=variables).stages if s.name == "matmul-kernels").python_passes
+    assert f"tuning_cache={cache_path.resolve()}" in spec and "tuning_variant=2" in spec

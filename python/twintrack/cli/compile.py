@@ -7,10 +7,10 @@ import re
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from ..autotune import tuning
 from ..locations import brief_source
 from ..recipes import DEFAULT_ARCH, available_pipelines
 from .common import add_debug_flag, progress, run_main
@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
                              "matmul and row-wise kernels), to compare paths or work around one; their IR dump is "
                              "then unchanged")
+    parser.add_argument("--strict-kernels", action=argparse.BooleanOptionalAction,
+                        default=None,
+                        help="a fast-path kernel that fails to build (a compiler bug) fails the compile; by default "
+                             "its site takes the generic path with a warning and OUTDIR/repro/KERNEL/ replays it "
+                             "(default: on when $TWINTRACK_STRICT_KERNELS is set, as the tests do)")
     parser.add_argument("--autotune", action="store_true",
                         help="GPU: take each matmul's tile from the tuning cache, and where it has none, write "
                              "tuning variants to OUTDIR/tuning (timed here when a GPU is present, else by "
@@ -94,14 +99,18 @@ def default_outdir(model: str) -> Path:
 
 def main(args: argparse.Namespace) -> int:
     from ..artifact import atomic_directory, record_compile_time, write_artifact
-    from ..driver import compile_exported
+    from ..driver import KernelFallbackWarning, compile_exported
     from ..frontend import export_model, load_model
     from ..options import CompileOptions
+
+    warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
 
     options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
                              allow_tf32=torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32,
                              fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
                              explain_fusion=args.explain_fusion,
+                             **({"strict_kernels": args.strict_kernels} if args.strict_kernels is not None else {}),
+                             tuning_cache=tuning_cache(args),
                              **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
@@ -116,18 +125,17 @@ def main(args: argparse.Namespace) -> int:
         if args.print_ir_after_all:
             print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}")
 
-    request = tuning_request(args)
     with atomic_directory(outdir) as staging:
-        with tuning(request):
-            compilation = compile_exported(exported, options, on_stage=on_stage)
-        if request.untuned:
-            write_tuning_variants(staging / "tuning", exported, options, request, args, say)
+        compilation = compile_exported(exported, options, on_stage=on_stage)
+        untuned = untuned_kernels(compilation) if options.tuning_cache else []
+        if untuned:
+            write_tuning_variants(staging / "tuning", exported, options, most_candidates(compilation), args, say)
             if gpu_present():
+                from ..autotune import TuningCache
                 from .tune import tune
-                tune([staging / "tuning"], request.cache, say)
-                request = replace(request, untuned=set())
-                with tuning(request):
-                    compilation = compile_exported(exported, options)
+                tune([staging / "tuning"], TuningCache.load(options.tuning_cache), say)
+                compilation = compile_exported(exported, options)
+                untuned = []
         manifest = write_artifact(staging, compilation, args.model, args.dtype)
         total = time.perf_counter() - start
         record_compile_time(staging, manifest, total)
@@ -139,27 +147,45 @@ def main(args: argparse.Namespace) -> int:
         print_stage_times(manifest, total)
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
         print_kernel_report(manifest["kernels"])
+    print_fallbacks(manifest["kernel_fallbacks"], outdir)
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
-    if request.untuned:
-        print(f"autotune: {len(request.untuned)} matmul(s) have no tuning entry and took the heuristic tile; "
+    if untuned:
+        print(f"autotune: {len(untuned)} matmul(s) have no tuning entry and took the heuristic tile; "
               f"time the variants on a GPU machine with `tools/tune.py {outdir / 'tuning'} --cache FILE`, "
               f"then compile again with --autotune --tuning-cache FILE")
     return 0
 
 
-def tuning_request(args: argparse.Namespace):
-    """What the matmul kernels read for their tiles: the cache with --autotune, else the heuristic table."""
-    from ..autotune import TuningCache, TuningRequest, default_cache_path
+def tuning_cache(args: argparse.Namespace) -> Path | None:
+    """The cache the matmul kernels take their tiles from with --autotune (else None: the heuristic table)."""
+    from ..autotune import TuningCache, default_cache_path
     from ..errors import UsageError
 
     if not args.autotune:
-        return TuningRequest()
+        return None
     if args.pipeline != "gpu":
         raise UsageError("--autotune tunes GPU kernels: use it with --pipeline gpu")
+    path = args.tuning_cache or default_cache_path()
     try:
-        return TuningRequest(TuningCache.load(args.tuning_cache or default_cache_path()))
+        TuningCache.load(path)  # a corrupt cache is the user's error, named here
     except ValueError as e:
         raise UsageError(str(e)) from None
+    return path
+
+
+def _tuning_notes(compilation) -> list[dict]:
+    from ..gpu_codegen import tuning_notes
+    return list(tuning_notes(compilation.module).values())
+
+
+def untuned_kernels(compilation) -> list[str]:
+    """The tuning keys of the matmuls the cache had no entry for."""
+    return [note["key"] for note in _tuning_notes(compilation) if note.get("untuned")]
+
+
+def most_candidates(compilation) -> int:
+    """The most fitting tiles of any matmul: how many tuning variants there are."""
+    return max((note.get("candidates", 1) for note in _tuning_notes(compilation)), default=0)
 
 
 def gpu_present() -> bool:
@@ -167,19 +193,17 @@ def gpu_present() -> bool:
     return torch.cuda.is_available()
 
 
-def write_tuning_variants(directory: Path, exported, options, request, args, say) -> None:
+def write_tuning_variants(directory: Path, exported, options, candidates: int, args, say) -> None:
     """The model compiled with the heuristic tiles, then once per candidate
     rank k (every matmul its k-th fitting tile), for tools/tune.py."""
     from ..artifact import write_artifact
-    from ..autotune import TuningRequest
     from ..driver import compile_exported
 
-    variants = [("heuristic", TuningRequest())]
-    variants += [(f"variant-{k}", TuningRequest(variant=k)) for k in range(request.most_candidates)]
+    variants = [("heuristic", replace(options, tuning_cache=None))]
+    variants += [(f"variant-{k}", replace(options, tuning_cache=None, tuning_variant=k)) for k in range(candidates)]
     for name, variant in variants:
         say(f"autotune: compiling tuning variant {name} of {len(variants) - 1}")
-        with tuning(variant):
-            write_artifact(directory / name, compile_exported(exported, options), args.model, args.dtype)
+        write_artifact(directory / name, compile_exported(exported, variant), args.model, args.dtype)
         shutil.rmtree(directory / name / "stages")  # tools/tune.py runs the cubins; the IR would only weigh
 
 
@@ -201,6 +225,13 @@ def print_stage_times(manifest: dict, total: float) -> None:
 def _brief(source_op: str) -> str:
     """'aten.addmm at /long/path/linear.py:134:0' -> 'aten.addmm@linear.py:134'."""
     return brief_source(source_op).replace(" at ", "@")
+
+
+def print_fallbacks(fallbacks: list[dict], outdir: Path) -> None:
+    """A line per fast-path kernel that failed to build: why, and its reproducer."""
+    for fallback in fallbacks:
+        print(f"warning: {fallback['reason']}; the site took the generic path "
+              f"(reproducer: {outdir / fallback['reproducer'] / 'command.sh'})", file=sys.stderr)
 
 
 def print_kernel_report(kernels: list[dict]) -> None:

@@ -4,22 +4,33 @@ attention kernel can skip the key tiles a mask hides entirely.
 The mask condition is evaluated symbolically: an integer is an affine form
 (row coefficient, key coefficient, constant) of the score's query row and
 key, with whether it is known non-negative; a condition is (form,
-predicate), meaning "form pred 0"."""
+predicate), meaning "form pred 0".
+
+The epilogue's ops are matched as the ops they are (`BodyOp.source`): a
+comparison's predicate is its `arith.CmpIPredicate` attribute, a constant's
+value its typed attribute; nothing is read off printed IR."""
 
 from __future__ import annotations
 
-import re
+import math
 
-from .epilogue import Epilogue
+from mlir import ir
+from mlir.dialects import arith
+
+from .epilogue import BodyOp, Epilogue
 from .matmul_common import OutputView
 
-_CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le", 8: "gt", 9: "ge"}
-_UNSIGNED = range(6, 10)
+# An arith.cmpi predicate as an order ("lt": x < y), signed or not alike.
+_CMPI = {arith.CmpIPredicate.eq: "eq", arith.CmpIPredicate.ne: "ne",
+         arith.CmpIPredicate.slt: "lt", arith.CmpIPredicate.sle: "le",
+         arith.CmpIPredicate.sgt: "gt", arith.CmpIPredicate.sge: "ge",
+         arith.CmpIPredicate.ult: "lt", arith.CmpIPredicate.ule: "le",
+         arith.CmpIPredicate.ugt: "gt", arith.CmpIPredicate.uge: "ge"}
+_UNSIGNED = (arith.CmpIPredicate.ult, arith.CmpIPredicate.ule, arith.CmpIPredicate.ugt, arith.CmpIPredicate.uge)
 _NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
 _MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 _INTEGERS = ("index", "i64", "i32")
 _BOUND = 1 << 24  # sizes, constants: small enough that no i32 sum of a few overflows
-_NEGATIVE_INFINITIES = {"f32": 0xFF800000, "f16": 0xFC00, "bf16": 0xFF80, "f64": 0xFFF0000000000000}
 
 
 def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries: int, keys: int) -> int | None:
@@ -125,12 +136,15 @@ def _is_condition(value) -> bool:
 
 
 def _constant(ref):
-    text, element = ref[1].split(":")[0].strip(), ref[2]
-    if element == "i1" and text in ("true", "false"):
-        return text == "true"
-    if element in _INTEGERS and text.lstrip("-").isdigit() and abs(int(text)) < _BOUND:
-        return (0, 0, int(text)), int(text) >= 0
-    return None
+    """An integer constant as a form, an i1 one as a bool; None for anything else."""
+    op = ref[1]
+    attribute, t = op.attributes["value"], op.results[0].type
+    if isinstance(attribute, ir.BoolAttr):
+        return ir.BoolAttr(attribute).value
+    if not isinstance(attribute, ir.IntegerAttr) or str(t) not in _INTEGERS:
+        return None
+    value = ir.IntegerAttr(attribute).value
+    return ((0, 0, value), value >= 0) if abs(value) < _BOUND else None
 
 
 def _cast(op, value):
@@ -148,9 +162,9 @@ def _combine(x, y, sign: int):
     return form, x[1] and y[1] and sign > 0
 
 
-def _compare(op, values):
+def _compare(op: BodyOp, values):
     """arith.cmpi of two forms (unsigned only on non-negative ones), or of a condition and a bool."""
-    predicate = int(re.search(r"predicate = (\d+)", op.attributes).group(1))
+    predicate = arith.CmpIPredicate(ir.IntegerAttr(op.source.attributes["predicate"]).value)
     x, y = values
     if _is_form(x) and _is_form(y):
         difference = _combine(x, y, -1)
@@ -159,8 +173,8 @@ def _compare(op, values):
         return difference[0], _CMPI[predicate]
     if isinstance(x, bool):
         x, y = y, x
-    if isinstance(y, bool) and predicate in (0, 1):
-        return x if y == (predicate == 0) else _negate(x)
+    if isinstance(y, bool) and predicate in (arith.CmpIPredicate.eq, arith.CmpIPredicate.ne):
+        return x if y == (predicate == arith.CmpIPredicate.eq) else _negate(x)
     return None
 
 
@@ -171,12 +185,8 @@ def _negate(condition):
 
 
 def _negative_infinity(ref) -> bool:
-    if ref[0] != "const" or ref[2] not in _NEGATIVE_INFINITIES:
+    """Is `ref` a floating-point constant -inf?"""
+    if ref[0] != "const":
         return False
-    text = ref[1].split(":")[0].strip()
-    if text.lower().startswith("0x"):
-        return int(text, 16) == _NEGATIVE_INFINITIES[ref[2]]
-    try:
-        return float(text) == float("-inf")
-    except ValueError:
-        return False
+    attribute = ref[1].attributes["value"]
+    return isinstance(attribute, ir.FloatAttr) and ir.FloatAttr(attribute).value == -math.inf

@@ -1,22 +1,27 @@
 """An elementwise epilogue a matmul kernel applies to each result before it
 stores it: the body of the linalg.generic that consumed the matmul's result
-(bias, activation, residual, a narrowing cast), as plain data.
+(bias, activation, residual, a narrowing cast).
 
-The pass that finds the generic describes it (`twintrack.passes.
-gpu_matmul_kernels`); the kernel generators emit it per output element with
-`EpilogueWriter`, in MLIR's generic op form, so any arith/math op is carried
-over unchanged."""
+The pass that finds the generic describes its body (`twintrack.passes.
+generic_body`): each op with its operands as references, and the op itself.
+The kernel generators rebuild it per output element (`EpilogueWriter`,
+`clone_body`): each op is cloned from the generic's body through an
+`IRMapping` from its operands to the kernel's values, so any arith/math op
+is carried over unchanged."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .mlir_text import MlirWriter
+from mlir import ir
+from mlir.dialects import llvm, memref
+
+from .builder import KernelBuilder
 
 # A value an epilogue op reads: ("arg", k) the generic's k-th input (the
 # accumulator or a loaded tensor element), ("op", i) the i-th op's result,
-# ("const", "0.0 : f32", "f32") a constant from outside the generic (its
-# attribute and type).
+# ("index", d) loop index d, ("const", op) an arith.constant from outside
+# the generic, ("captured", i) a buffer gathered from.
 Ref = tuple
 
 
@@ -28,12 +33,22 @@ class EpilogueInput:
 
 @dataclass(frozen=True)
 class BodyOp:
-    """One op of a linalg.generic's body, re-emitted in MLIR's generic form."""
+    """One op of a linalg.generic's body: its name, its operands as
+    references, and the op itself (`source`), which is cloned to rebuild
+    it. `asm`, where set, replaces the op by that inline PTX (f32 operands
+    $1.., result $0)."""
     name: str
     operands: tuple[Ref, ...]
-    operand_types: tuple[str, ...]
-    result_type: str
-    attributes: str           # '{fastmath = #arith.fastmath<none>}' or ''
+    source: ir.Operation
+    asm: str | None = None
+
+    @property
+    def result_type(self) -> str:
+        return str(self.source.results[0].type)
+
+    @property
+    def operand_types(self) -> tuple[str, ...]:
+        return tuple(str(v.type) for v in self.source.operands)
 
 
 @dataclass(frozen=True)
@@ -48,43 +63,73 @@ class Epilogue:
         return [(k, inp) for k, inp in enumerate(self.inputs) if inp.memref_type is not None]
 
 
+class IRMapping:
+    """Values of the source IR -> values in the kernel being built: clones
+    an op with its operands replaced (the bindings expose no IRMapping)."""
+
+    def __init__(self):
+        self._values: dict[ir.Value, ir.Value] = {}
+
+    def map(self, source: ir.Value, value: ir.Value) -> None:
+        self._values[source] = value
+
+    def lookup(self, source: ir.Value) -> ir.Value:
+        return self._values.get(source, source)
+
+    def clone(self, op: ir.Operation, operands: list[ir.Value] | None = None) -> ir.Operation:
+        """`op` cloned at the current insertion point, reading `operands`
+        (default: its own, each mapped); its results mapped to the clone's."""
+        copy = op.clone()
+        for k, value in enumerate(operands if operands is not None else [self.lookup(v) for v in op.operands]):
+            copy.operands[k] = value
+        for original, result in zip(op.results, copy.results):
+            self.map(original, result)
+        return copy
+
+
 class EpilogueWriter:
-    """Emits an epilogue for one output element. Its tensor inputs are the
-    kernel function's arguments <tensors><k> (%E<k>), the buffers it gathers
-    from <tensors>c<i>."""
+    """Builds an epilogue for one output element; its tensor inputs are
+    `tensors[k]` (k: the input's position), read at the element's indices."""
 
-    def __init__(self, epilogue: Epilogue, writer: MlirWriter, tensors: str = "%E"):
-        self.epilogue, self.w, self.tensors = epilogue, writer, tensors
+    def __init__(self, epilogue: Epilogue, writer: KernelBuilder, tensors: dict[int, ir.Value],
+                 captured: list[ir.Value] = ()):
+        self.epilogue, self.w, self.tensors, self.captured = epilogue, writer, tensors, list(captured)
 
-    def apply(self, accumulator: str, loop_indices: list[str]) -> str:
+    def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value]) -> ir.Value:
         """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
-        values: dict[Ref, str] = {}
-        values.update({("index", d): index for d, index in enumerate(loop_indices)})
-        values.update({("captured", i): f"{self.tensors}c{i}" for i in range(len(self.epilogue.captured))})
+        values: dict[Ref, ir.Value] = {("index", d): index for d, index in enumerate(loop_indices)}
+        values.update({("captured", i): buffer for i, buffer in enumerate(self.captured)})
         for k, inp in enumerate(self.epilogue.inputs):
             if inp.memref_type is None:
                 values[("arg", k)] = accumulator
             else:
-                indices = ", ".join(loop_indices[d] for d in inp.dims)
-                values[("arg", k)] = self.w.op(f"memref.load {self.tensors}{k}[{indices}] : {inp.memref_type}")
-        return emit_body(self.w, self.epilogue.ops, self.epilogue.result, values)
+                values[("arg", k)] = memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
+        return clone_body(self.w, self.epilogue.ops, self.epilogue.result, values)
 
 
-def emit_body(w: MlirWriter, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, str]) -> str:
-    """Emit a body's ops, its ("arg", k) and ("index", d) refs read from
-    `values`; the SSA name of the result."""
+def clone_body(w: KernelBuilder, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, ir.Value]) -> ir.Value:
+    """Rebuild a body's ops at the current insertion point, its ("arg", k),
+    ("index", d) and ("captured", i) refs read from `values`; the result."""
     values = dict(values)
+    mapping = IRMapping()
     for i, op in enumerate(ops):
         if op.name == "linalg.index":
             values[("op", i)] = values[op.operands[0]]
             continue
-        operands = ", ".join(_value(w, ref, values) for ref in op.operands)
-        values[("op", i)] = w.op(f'"{op.name}"({operands}) {op.attributes} : '
-                                 f'({", ".join(op.operand_types)}) -> {op.result_type}')
+        operands = [_value(w, ref, values) for ref in op.operands]
+        if op.asm is not None:
+            values[("op", i)] = _inline_asm(op, operands)
+        else:
+            values[("op", i)] = mapping.clone(op.source, operands).results[0]
     return _value(w, result, values)
 
 
-def _value(w: MlirWriter, ref: Ref, values: dict) -> str:
-    if ref[0] == "const":  # generic form: any attribute (a bool prints as `false`)
-        return w.op(f'"arith.constant"() {{value = {ref[1]}}} : () -> {ref[2]}')
+def _value(w: KernelBuilder, ref: Ref, values: dict) -> ir.Value:
+    if ref[0] == "const":
+        return w.constant_of(ref[1])
     return values[ref]
+
+
+def _inline_asm(op: BodyOp, operands: list[ir.Value]) -> ir.Value:
+    constraints = ",".join(["=f"] + ["f"] * len(operands))
+    return llvm.inline_asm(op.source.results[0].type, operands, op.asm, constraints)

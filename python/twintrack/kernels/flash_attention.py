@@ -27,18 +27,27 @@ P·V's A fragments, so P stays in registers), K and V coming through a ring
 of shared buffers filled by cp.async, each tile's scores computed a step
 ahead of its softmax, exp as PTX's flushing ex2. Shapes must be multiples
 of the tiles (the caller checks).
+
+The kernel is built in place through the `mlir` bindings, as a gpu.launch
+right before the P·V matmul it replaces (`build_flash_attention`), reading
+Q, K, V, O and the epilogues' tensors as the values they are there.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from mlir import ir
+from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
+from mlir.dialects import math as mlir_math
+
+from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
 from .matmul_common import (
-    KERNEL_PATH_ATTR,
-    KernelNames,
+    KernelOperands,
     MatmulOperands,
     TileCopy,
     TiledMatmulWriter,
@@ -47,34 +56,43 @@ from .matmul_common import (
     vector_position,
     vector_type,
 )
-from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, b_fragments, mma
+from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, accumulator_type, b_fragments, mma
 from .simt_matmul import outer_product_update, transposing_store
 
-NEGATIVE_INFINITY = "0xFF800000"
-SHARED = "#gpu.address_space<workgroup>"
+NEGATIVE_INFINITY = float("-inf")
 STATIC_SHARED_BYTES = 48 * 1024
 LOG2_E = 1.4426950408889634
 # exp2 as PTX's ex2.approx.ftz.f32, one MUFU.EX2. math.exp2 becomes the
 # non-flushing ex2.approx.f32, which ptxas wraps in a compare and two
 # multiplications for subnormal results: a fifth of the fp16 kernel's
 # instructions. Flushing changes nothing a softmax can see (p < 2^-126).
-_EXP2_FLUSHING = 'llvm.inline_asm "ex2.approx.ftz.f32 $0, $1;", "=f,f"'
+_EXP2_FLUSHING = "ex2.approx.ftz.f32 $0, $1;"
+# The softmax's combining ops (its max, how it treats NaN; its sum), by name.
+_COMBINE: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
+    "arith.maximumf": arith.maximumf, "arith.maxnumf": arith.maxnumf, "arith.addf": arith.addf,
+}
 
 
 @dataclass(frozen=True)
 class OperandSlice:
     """Where a block finds its batch entry's tile of Q, K or V in the kernel
-    argument (of `argument_type`, shape `sizes`): each dim of the argument
-    is the batch index, its outer part (batch / heads) or its head (batch %
-    heads), or one of the tile's two dims ("tile"), in the argument's order,
-    so Q, K and V may be read where a projection wrote them, heads
-    interleaved, instead of from a permuted copy. The tile is a rank-2
-    subview of `tile_type` whose second dim is contiguous."""
-    argument_type: str
+    argument (shape `sizes`): each dim of the argument is the batch index,
+    its outer part (batch / heads) or its head (batch % heads), or one of
+    the tile's two dims ("tile"), in the argument's order, so Q, K and V may
+    be read where a projection wrote them, heads interleaved, instead of
+    from a permuted copy. The tile is a rank-2 subview whose first dim has
+    stride `row_stride` in the argument and whose second is contiguous."""
     sizes: tuple[int, ...]
     dims: tuple[str, ...]   # each "batch", "outer", "head" or "tile"
-    tile_type: str
+    row_stride: int
+    element: str
     heads: int = 1
+
+    def tile_type(self) -> ir.MemRefType:
+        """memref<rows x cols x element, strided<[row_stride, 1], offset: ?>>."""
+        rows, cols = (size for d, size in zip(self.dims, self.sizes) if d == "tile")
+        layout = ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_stride_or_offset(), [self.row_stride, 1])
+        return ir.MemRefType.get([rows, cols], element_type(self.element), layout=layout, loc=ir.Location.unknown())
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,22 @@ class AttentionOperands:
     @property
     def queries(self) -> int:
         return self.scores.m
+
+
+@dataclass(frozen=True)
+class AttentionKernelOperands:
+    """The values the kernel reads and writes, where its launch is built:
+    the arguments Q, K and V are read from (`OperandSlice`), the output, and
+    each epilogue's tensor inputs (in `tensor_inputs` order) and the buffers
+    it gathers from."""
+    q: ir.Value
+    k: ir.Value
+    v: ir.Value
+    o: ir.Value
+    value_tensors: tuple[ir.Value, ...] = ()
+    value_captured: tuple[ir.Value, ...] = ()
+    score_tensors: tuple[ir.Value, ...] = ()
+    score_captured: tuple[ir.Value, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,32 +220,40 @@ class FlashAttentionWriter(TiledMatmulWriter):
     keys) and store are P·V's."""
 
     def __init__(self, attention: AttentionOperands, config: FlashTileConfig, kind: str):
-        super().__init__(attention.values, config, kind, accumulate=False, epilogue=attention.value_epilogue,
-                         names=KernelNames(a="%Q", b="%V", c="%O"))
+        super().__init__(attention.values, config, kind, accumulate=False, epilogue=attention.value_epilogue)
         self.attention = attention
         if attention.copies_read_through:
             self.path += f" ({attention.copies_read_through} copies read through)"
         self.t = attention.values.in_element
         self.vec = 16 // element_bytes(self.t)
-        score_epilogue, self.score_type = _scores_in_f32(attention.score_epilogue, attention.scores.out_element)
-        self.score_epilogue = EpilogueWriter(score_epilogue, self.w, "%F") if score_epilogue is not None else None
+        self.score_description, self.score_type = _scores_in_f32(attention.score_epilogue,
+                                                                 attention.scores.out_element)
+        self.score_epilogue: EpilogueWriter | None = None
         self.reach = masked_key_reach(attention.score_epilogue, attention.scores.view, attention.queries,
                                       attention.keys)
         # Where the score epilogue is a causal mask alone, a subclass may
         # apply the mask itself, to the tiles it reaches into (`masking`).
         self.own_mask, self.masking = False, False
 
-    def arguments(self) -> list[tuple[str, str]]:
-        """Q, K, V, the output, then the output epilogue's tensors (%E<k>) and the scores' (%F<k>)."""
-        a = self.attention
-        arguments = [(name, s.argument_type) for name, s in zip(("%Q", "%K", "%V"), a.slices)]
-        arguments.append(("%O", a.values.c_type))
-        for prefix, epilogue in (("%E", a.value_epilogue), ("%F", a.score_epilogue)):
-            arguments += [(f"{prefix}{k}", inp.memref_type) for k, inp in (epilogue.tensor_inputs() if epilogue else [])]
-        return arguments
+    # ------------------------------------------------------------ launch
+    def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
+        """The kernel's gpu.launch, built right before `before` (the P·V matmul)."""
+        def body(w: KernelBuilder, ids: LaunchIds) -> None:
+            self.bind(w, ids, KernelOperands(operands.q, operands.v, operands.o, operands.value_tensors,
+                                             operands.value_captured), ids.block_x, ids.block_y, ids.block_z)
+            self.arguments = (operands.q, operands.k, operands.v)
+            if self.score_description is not None:
+                positions = (k for k, _ in self.score_description.tensor_inputs())
+                self.score_epilogue = EpilogueWriter(self.score_description, w,
+                                                     dict(zip(positions, operands.score_tensors)),
+                                                     operands.score_captured)
+            self.masking = False
+            self.kernel_body()
+        return build_launch(before, kernel, self.path, self.grid(), self.threads, body, self.path,
+                            self.workgroup_types())
 
     # ------------------------------------------------------------ scores
-    def score(self, value: str, row: str, key: str) -> str:
+    def score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
         """One score as the softmax reads it: the epilogue applied (with the
         loop indices of its element), widened back to f32."""
         if self.own_mask:
@@ -219,58 +261,57 @@ class FlashAttentionWriter(TiledMatmulWriter):
         if self.score_epilogue is None:
             return value
         w, view = self.w, self.attention.scores.view
-        c_indices = [self.names.batch, row, key]
+        c_indices = [self.batch, row, key]
         value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
-        return value if self.score_type == "f32" else w.op(f"arith.extf {value} : {self.score_type} to f32")
+        return value if self.score_type == "f32" else arith.extf(ir.F32Type.get(), value)
 
-    def _masked(self, value: str, row: str, key: str) -> str:
+    def _masked(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
         """-inf for a key past row + reach, else the score as computed."""
         w = self.w
-        past = w.op(f"arith.cmpi sgt, {key}, {w.add(row, w.index(self.reach))} : index")
-        return w.op(f"arith.select {past}, {w.constant(NEGATIVE_INFINITY, 'f32')}, {value} : f32")
+        past = arith.cmpi(arith.CmpIPredicate.sgt, key, w.add(row, w.index(self.reach)))
+        return arith.select(past, w.constant(NEGATIVE_INFINITY, "f32"), value)
 
-    def lane_reduce(self, value: str, op: str, lanes: int) -> str:
+    def lane_reduce(self, value: ir.Value, op: str, lanes: int) -> ir.Value:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
         shuffles; among the block's threads only, when it is less than a warp)."""
-        w, offset = self.w, 1
+        w, offset, combine = self.w, 1, _COMBINE[op]
         width = w.constant(min(WARP, self.threads), "i32")
         while offset < lanes:
-            name = w.fresh("shuffle")
-            w.emit(f"{name}:2 = gpu.shuffle xor {value}, {w.constant(offset, 'i32')}, {width} : f32")
-            value = w.op(f"{op} {value}, {name}#0 : f32")
+            shuffled = gpu.ShuffleOp(value, w.constant(offset, "i32"), width, gpu.ShuffleMode.XOR).results[0]
+            value = combine(value, shuffled)
             offset *= 2
         return value
 
-    def softmax_update(self, scores: list[str], m_old: str, l_old: str, lanes: int) -> tuple[str, str, str, list[str]]:
+    def softmax_update(self, scores: list[ir.Value], m_old: ir.Value, l_old: ir.Value | None,
+                       lanes: int) -> tuple[ir.Value, ir.Value, ir.Value | None, list[ir.Value]]:
         """One row's online-softmax step over this thread's `scores` (f32),
         the row spread over `lanes` lanes: (new max, rescale factor of the
         old sums, new partial sum of this thread, exp(score - max) each)."""
-        w = self.w
-        tile_max = w.tree(scores, self.attention.max_op, "f32")
-        m_new = w.op(f"{self.attention.max_op} {m_old}, {self.lane_reduce(tile_max, self.attention.max_op, lanes)} : f32")
-        infinite = w.op(f"arith.cmpf oeq, {m_new}, {w.constant(NEGATIVE_INFINITY, 'f32')} : f32")
-        base = w.op(f"arith.select {infinite}, {w.constant(0.0, 'f32')}, {m_new} : f32")
+        w, maximum = self.w, _COMBINE[self.attention.max_op]
+        tile_max = w.tree(scores, maximum)
+        m_new = maximum(m_old, self.lane_reduce(tile_max, self.attention.max_op, lanes))
+        infinite = arith.cmpf(arith.CmpFPredicate.OEQ, m_new, w.constant(NEGATIVE_INFINITY, "f32"))
+        base = arith.select(infinite, w.constant(0.0, "f32"), m_new)
         alpha, *probabilities = self.exponentials([m_old, *scores], base)
         if l_old is None:  # the caller sums the row itself
             return m_new, alpha, None, probabilities
-        l_new = w.op(f"math.fma {l_old}, {alpha}, {w.tree(probabilities, 'arith.addf', 'f32')} : f32")
+        l_new = mlir_math.fma(l_old, alpha, w.tree(probabilities, arith.addf))
         return m_new, alpha, l_new, probabilities
 
-    def exponentials(self, values: list[str], base: str) -> list[str]:
+    def exponentials(self, values: list[ir.Value], base: ir.Value) -> list[ir.Value]:
         """exp(value - base) of each value."""
-        w = self.w
-        return [w.op(f"math.exp {w.op(f'arith.subf {value}, {base} : f32')} : f32") for value in values]
+        return [mlir_math.exp(arith.subf(value, base)) for value in values]
 
-    def row_total(self, partial: str, lanes: int) -> str:
+    def row_total(self, partial: ir.Value, lanes: int) -> ir.Value:
         return self.lane_reduce(partial, "arith.addf", lanes)
 
-    def initial_row_state(self, rows: int) -> list[str]:
+    def initial_row_state(self, rows: int) -> list[ir.Value]:
         """m = -inf, l = 0 for each of this thread's rows."""
         w = self.w
         return [w.constant(NEGATIVE_INFINITY, "f32")] * rows + [w.constant(0.0, "f32")] * rows
 
     # ------------------------------------------------------------ the key loop
-    def key_end(self) -> str:
+    def key_end(self) -> ir.Value:
         """Where this block's keys end: all of them, or under a causal mask
         (`reach`) at the first key tile whose keys are all masked for each
         of the block's rows (past m0 + BM - 1 + reach), which the loop skips."""
@@ -280,55 +321,59 @@ class FlashAttentionWriter(TiledMatmulWriter):
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
         return self._whole_tiles_below(past, w.index(keys))
 
-    def visible_end(self, end: str) -> str:
+    def visible_end(self, end: ir.Value) -> ir.Value:
         """Where the key tiles that every row of the block sees in full end
         (those wholly within m0 + reach), at most `end`."""
         return self._whole_tiles_below(self.reach + 1, end)  # row m0 sees keys below m0 + reach + 1
 
-    def _whole_tiles_below(self, offset: int, bound: str) -> str:
+    def _whole_tiles_below(self, offset: int, bound: ir.Value) -> ir.Value:
         """The key-tile boundary at or below m0 + `offset` (0 where that is
         negative), at most `bound`."""
         w, keys = self.w, self.cfg.keys
         key = w.add(self.m0, w.index(offset)) if offset >= 0 else \
-            w.op(f"arith.maxsi {w.op(f'arith.subi {self.m0}, {w.index(-offset)} : index')}, {w.index(0)} : index")
-        return w.op(f"arith.minui {w.mul(w.div(key, keys), keys)}, {bound} : index")
+            arith.maxsi(arith.subi(self.m0, w.index(-offset)), w.index(0))
+        return arith.minui(w.mul(w.div(key, keys), keys), bound)
 
     # ------------------------------------------------------------ staging
-    def shared(self, rows: int, cols: int, element: str | None = None) -> str:
-        return f"memref<{rows}x{cols}x{element or self.t}, {SHARED}>"
+    def shared(self, rows: int, cols: int, element: str | None = None) -> ir.MemRefType:
+        return workgroup_memref((rows, cols), element or self.t)
 
-    def vector_store_into(self, buffer: str, buffer_type: str, width: int):
-        return lambda v, r, c: self.w.emit(f"vector.store {v}, {buffer}[{r}, {c}] {{alignment = {width * element_bytes(self.t)}}}"
-                                           f" : {buffer_type}, {vector_type(width, self.t)}")
+    def vector_store_into(self, buffer: ir.Value, width: int):
+        return lambda v, r, c: self.w.store(v, buffer, [r, c], width * element_bytes(self.t))
 
-    def copy(self, rows: int, cols: int, source: str, source_type: str, origin: tuple[str, str], store) -> TileCopy:
-        return TileCopy(rows, cols, min(self.vec, cols), source, source_type, origin, store)
+    def copy(self, rows: int, cols: int, source: ir.Value, origin: tuple[ir.Value, ir.Value], store) -> TileCopy:
+        return TileCopy(rows, cols, min(self.vec, cols), source, origin, store)
 
     # ------------------------------------------------------------ operands
     def operand_tiles(self) -> None:
-        """This block's Q, K and V tiles (self.tiles: name and type each), as
-        rank-2 subviews of the arguments: every operand access is 2-D."""
-        self.tiles = [(self._tile_view(name, s), s.tile_type) for name, s in zip(("%Q", "%K", "%V"), self.attention.slices)]
+        """This block's Q, K and V tiles (self.tiles), as rank-2 subviews of
+        the arguments: every operand access is 2-D."""
+        self.tiles = [self._tile_view(argument, s) for argument, s in zip(self.arguments, self.attention.slices)]
 
-    def _tile_view(self, name: str, s: OperandSlice) -> str:
-        w, batch = self.w, self.names.batch
+    def _tile_view(self, argument: ir.Value, s: OperandSlice) -> ir.Value:
+        w, batch = self.w, self.batch
         where = {"batch": lambda: batch, "outer": lambda: w.div(batch, s.heads), "head": lambda: w.rem(batch, s.heads),
-                 "tile": lambda: "0"}
-        offsets = ", ".join(where[d]() for d in s.dims)
-        sizes = ", ".join(str(size) if d == "tile" else "1" for d, size in zip(s.dims, s.sizes))
-        return w.op(f"memref.subview {name}[{offsets}] [{sizes}] [{', '.join('1' * len(s.dims))}]"
-                    f" : {s.argument_type} to {s.tile_type}")
+                 "tile": lambda: None}
+        offsets = [where[d]() for d in s.dims]
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        sizes = [size if d == "tile" else 1 for d, size in zip(s.dims, s.sizes)]
+        return memref.SubViewOp(s.tile_type(), argument, [o for o in offsets if o is not None], [], [],
+                                [0 if o is None else dynamic for o in offsets], sizes, [1] * len(s.dims)).result
 
-    def at(self, row: str, col: str) -> str:
+    def at(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
         """An element of an operand tile (`operand_tiles`): no batch index."""
-        return f"[{row}, {col}]"
+        return [row, col]
 
-    def scaled_q(self, value: str, vector: str) -> str:
+    def loop_indices(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
+        """The indices of O[batch, row, col] in the output epilogue's loops."""
+        c_indices = [self.batch, row, col]
+        return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
+
+    def scaled_q(self, value: ir.Value, vector: ir.VectorType) -> ir.Value:
         """A staged vector of Q times `q_scale` (the multiplication it was read through)."""
         if self.attention.q_scale is None:
             return value
-        scale = self.w.constant(self.attention.q_scale, vector)
-        return self.w.op(f"arith.mulf {value}, {scale} : {vector}")
+        return arith.mulf(value, self.w.constant(self.attention.q_scale, vector))
 
 
 class SimtFlashWriter(FlashAttentionWriter):
@@ -349,100 +394,98 @@ class SimtFlashWriter(FlashAttentionWriter):
         self.v_smem = self.shared(cfg.keys, d)
         self.p_smem = self.shared(cfg.keys, cfg.bm + 4, "f32")
 
-    def workgroup_buffers(self) -> list[tuple[str, str]]:
-        return [("%Qs", self.q_smem), ("%Ks", self.k_smem), ("%Vs", self.v_smem), ("%Ps", self.p_smem)]
+    def workgroup_types(self) -> list[ir.MemRefType]:
+        return [self.q_smem, self.k_smem, self.v_smem, self.p_smem]
 
     def kernel_body(self) -> None:
         w, cfg = self.w, self.cfg
-        self.row0 = w.mul(w.div("%tid", cfg.lanes), cfg.tm)    # this thread's first row within the tile
-        self.lane = w.rem("%tid", cfg.lanes)
+        self.q_shared, self.k_shared, self.v_shared, self.p_shared = self.shared
+        self.row0 = w.mul(w.div(self.tid, cfg.lanes), cfg.tm)  # this thread's first row within the tile
+        self.lane = w.rem(self.tid, cfg.lanes)
         self.key0 = w.mul(self.lane, self.tn)                  # its first key within a key tile
         self.col0 = w.mul(self.lane, self.to)                  # its first output column
-        self.m0 = w.mul(self.names.block_m, cfg.bm)
+        self.m0 = w.mul(self.block_m, cfg.bm)
         self.operand_tiles()
         width = min(self.vec, cfg.head_dim)
-        store_q = transposing_store(w, "%Qs", self.q_smem, width, self.t)
-        self.copy_tile(self.copy(cfg.bm, cfg.head_dim, *self.tiles[0], (self.m0, w.index(0)),
+        store_q = transposing_store(w, self.q_shared, width)
+        self.copy_tile(self.copy(cfg.bm, cfg.head_dim, self.tiles[0], (self.m0, w.index(0)),
                                  lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c)))
         zero = w.constant(0.0, vector_type(self.to, "f32"))
-        types = [vector_type(self.to, "f32")] * cfg.tm + ["f32"] * (2 * cfg.tm)
-        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), types, self.key_end())
+        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), self.key_end())
         self._store(results)
 
-    def stage_copies(self, k: str) -> list[TileCopy]:
+    def stage_copies(self, k: ir.Value) -> list[TileCopy]:
         w, cfg, d, a = self.w, self.cfg, self.cfg.head_dim, self.attention
         zero = w.index(0)
-        (_, (k_tile, k_type), (v_tile, v_type)) = self.tiles
+        _, k_tile, v_tile = self.tiles
         if a.scores.b_transposed:  # K (keys x D): transposed into Ks
-            k_copy = self.copy(cfg.keys, d, k_tile, k_type, (k, zero),
-                               transposing_store(w, "%Ks", self.k_smem, min(self.vec, d), self.t))
+            k_copy = self.copy(cfg.keys, d, k_tile, (k, zero), transposing_store(w, self.k_shared, min(self.vec, d)))
         else:
-            k_copy = self.copy(d, cfg.keys, k_tile, k_type, (zero, k),
-                               self.vector_store_into("%Ks", self.k_smem, min(self.vec, cfg.keys)))
+            k_copy = self.copy(d, cfg.keys, k_tile, (zero, k),
+                               self.vector_store_into(self.k_shared, min(self.vec, cfg.keys)))
         if a.values.b_transposed:  # Vᵀ (D x keys): transposed into Vs
-            v_copy = self.copy(d, cfg.keys, v_tile, v_type, (zero, k),
-                               transposing_store(w, "%Vs", self.v_smem, min(self.vec, cfg.keys), self.t))
+            v_copy = self.copy(d, cfg.keys, v_tile, (zero, k),
+                               transposing_store(w, self.v_shared, min(self.vec, cfg.keys)))
         else:
-            v_copy = self.copy(cfg.keys, d, v_tile, v_type, (k, zero),
-                               self.vector_store_into("%Vs", self.v_smem, min(self.vec, d)))
+            v_copy = self.copy(cfg.keys, d, v_tile, (k, zero), self.vector_store_into(self.v_shared, min(self.vec, d)))
         return [k_copy, v_copy]
 
-    def compute(self, accumulators: list[str]) -> list[str]:
+    def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:
         w, cfg = self.w, self.cfg
         tm = cfg.tm
+        # `k_loop` builds this step in its loop's body: the block's first argument is the step's first key.
+        k0 = ir.InsertionPoint.current.block.arguments[0]
         outputs, m_old, l_old = accumulators[:tm], accumulators[tm:2 * tm], accumulators[2 * tm:]
         scores = self._scores()
         m_new, l_new, rescaled = [], [], []
         columns = [[] for _ in range(self.tn)]  # per key of this thread: p of each of its rows
         for i in range(tm):
             row = w.add(self.m0, w.add(self.row0, w.index(i)))
-            values = [self.score(w.op(f"vector.extract {scores[i]}[{j}] : f32 from {vector_type(self.tn, 'f32')}"),
-                                 row, w.add("%k0", w.add(self.key0, w.index(j)))) for j in range(self.tn)]
+            values = [self.score(w.lane(scores[i], j), row, w.add(k0, w.add(self.key0, w.index(j))))
+                      for j in range(self.tn)]
             m, alpha, l, probabilities = self.softmax_update(values, m_old[i], l_old[i], cfg.lanes)
             m_new.append(m)
             l_new.append(l)
-            splat = w.op(f"vector.broadcast {alpha} : f32 to {vector_type(self.to, 'f32')}")
-            rescaled.append(w.op(f"arith.mulf {outputs[i]}, {splat} : {vector_type(self.to, 'f32')}"))
+            splat = vector.broadcast(vector_type(self.to, "f32"), alpha)
+            rescaled.append(arith.mulf(outputs[i], splat))
             for j, p in enumerate(probabilities):
                 columns[j].append(p)
         for j, column in enumerate(columns):
-            vector = w.op(f"vector.from_elements {', '.join(column)} : {vector_type(tm, 'f32')}")
-            w.emit(f"vector.store {vector}, %Ps[{w.add(self.key0, w.index(j))}, {self.row0}] {{alignment = {4 * tm}}}"
-                   f" : {self.p_smem}, {vector_type(tm, 'f32')}")
+            packed = vector.from_elements(vector_type(tm, "f32"), column)
+            w.store(packed, self.p_shared, [w.add(self.key0, w.index(j)), self.row0], 4 * tm)
         self.barrier()
         return self._add_values(rescaled) + m_new + l_new
 
-    def _scores(self) -> list[str]:
+    def _scores(self) -> list[ir.Value]:
         """This thread's tm x tn scores of the tile, unscaled, as tm f32 vectors."""
         w, cfg, t = self.w, self.cfg, self.t
         scores = [w.constant(0.0, vector_type(self.tn, "f32"))] * cfg.tm
         for d in range(cfg.head_dim):
-            q = self._load("%Qs", self.q_smem, w.index(d), self.row0, cfg.tm, t)
-            k = self._load("%Ks", self.k_smem, w.index(d), self.key0, self.tn, t)
+            q = self._load(self.q_shared, w.index(d), self.row0, cfg.tm, t)
+            k = self._load(self.k_shared, w.index(d), self.key0, self.tn, t)
             scores = outer_product_update(w, q, k, self.tn, scores)
         return scores
 
-    def _add_values(self, outputs: list[str]) -> list[str]:
+    def _add_values(self, outputs: list[ir.Value]) -> list[ir.Value]:
         w, cfg = self.w, self.cfg
         for key in range(cfg.keys):
-            p = self._load("%Ps", self.p_smem, w.index(key), self.row0, cfg.tm, "f32")
-            v = self._load("%Vs", self.v_smem, w.index(key), self.col0, self.to, self.t)
+            p = self._load(self.p_shared, w.index(key), self.row0, cfg.tm, "f32")
+            v = self._load(self.v_shared, w.index(key), self.col0, self.to, self.t)
             outputs = outer_product_update(w, p, v, self.to, outputs)
         return outputs
 
-    def _load(self, buffer: str, buffer_type: str, row: str, col: str, width: int, element: str) -> str:
+    def _load(self, buffer: ir.Value, row: ir.Value, col: ir.Value, width: int, element: str) -> ir.Value:
         """`width` elements at [row, col..] of a shared buffer, as f32."""
-        value = self.w.op(f"vector.load {buffer}[{row}, {col}] {{alignment = {min(16, width * element_bytes(element))}}}"
-                          f" : {buffer_type}, {vector_type(width, element)}")
+        value = self.w.load(width, element, buffer, [row, col], min(16, width * element_bytes(element)))
         return self.to_f32(value, width, element)
 
-    def _store(self, results: list[str]) -> None:
+    def _store(self, results: list[ir.Value]) -> None:
         w, cfg = self.w, self.cfg
         tm = cfg.tm
         for i in range(tm):
             total = self.row_total(results[2 * tm + i], cfg.lanes)
-            splat = w.op(f"vector.broadcast {total} : f32 to {vector_type(self.to, 'f32')}")
-            output = w.op(f"arith.divf {results[i]}, {splat} : {vector_type(self.to, 'f32')}")
+            splat = vector.broadcast(vector_type(self.to, "f32"), total)
+            output = arith.divf(results[i], splat)
             self.store_results(output, self.to, w.add(self.m0, w.add(self.row0, w.index(i))), self.col0)
 
 
@@ -493,49 +536,52 @@ class MmaFlashWriter(FlashAttentionWriter):
         room = (STATIC_SHARED_BYTES - cfg.bm * (cfg.head_dim + ROW_PAD) * size) // tile_bytes
         return max(2, min(4, self.attention.keys // cfg.keys, room))
 
-    def workgroup_buffers(self) -> list[tuple[str, str]]:
-        return [("%Qs", self.q_smem), ("%Ks", self.k_smem), ("%Vs", self.v_smem)]
+    def workgroup_types(self) -> list[ir.MemRefType]:
+        return [self.q_smem, self.k_smem, self.v_smem]
+
+    def _fragment_type(self, count: int) -> ir.VectorType:
+        """`count` pairs of the operand type: an ldmatrix fragment."""
+        return ir.VectorType.get([count, 2], element_type(self.t))
 
     def kernel_body(self) -> None:
         w, cfg = self.w, self.cfg
-        lane = w.rem("%tid", WARP)
-        self.m0 = w.mul(self.names.block_m, cfg.bm)
-        self.warp_row = w.mul(w.div("%tid", WARP), MMA_M)
+        self.q_shared, self.k_shared, self.v_shared = self.shared
+        lane = w.rem(self.tid, WARP)
+        self.m0 = w.mul(self.block_m, cfg.bm)
+        self.warp_row = w.mul(w.div(self.tid, WARP), MMA_M)
         self.c_row, self.c_col = accumulator_position(w, lane)
         end = self.key_end()
         self.operand_tiles()
-        self._copy_async(*self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)),
-                         "%Qs", self.q_smem, w.index(0), None)
-        w.emit("nvvm.cp.async.commit.group")
+        self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared, w.index(0),
+                         None)
+        nvvm.CpAsyncCommitGroupOp()
         keys = self.attention.keys
         for stage in range(self.stages - 1):  # the first tiles' copies; none past the end
             past = stage * cfg.keys >= keys if end == w.index(keys) else None
             self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
-            w.emit("nvvm.cp.async.commit.group")
+            nvvm.CpAsyncCommitGroupOp()
         # Q's copies (and, looking ahead, the first key tile's) must have landed.
-        w.emit(f"nvvm.cp.async.wait.group {self.stages - 2 if self.lookahead else self.stages - 1}")
+        nvvm.CpAsyncWaitGroupOp(self.stages - 2 if self.lookahead else self.stages - 1)
         self.barrier()
-        self.q_fragments = [self.scaled_q(a_fragment(w, "%Qs", self.q_smem, self.t, self.warp_row, w.index(kk)),
-                                          f"vector<4x2x{self.t}>")
+        self.q_fragments = [self.scaled_q(a_fragment(w, self.q_shared, self.warp_row, w.index(kk)),
+                                          self._fragment_type(4))
                             for kk in range(0, cfg.head_dim, MMA_K)]
-        zero = w.constant(0.0, "vector<2x2xf32>")
+        zero = w.constant(0.0, accumulator_type())
         accumulators = [zero] * (self.output_tiles + 1) + [w.constant(NEGATIVE_INFINITY, "f32")] * 2
-        types = ["vector<2x2xf32>"] * (self.output_tiles + 1) + ["f32"] * 2
         if self.lookahead:
             accumulators += self._scores(w.index(0))
-            types += ["vector<2x2xf32>"] * self.score_tiles
         if self.own_mask:  # the tiles every row sees in full, then those the mask reaches into
             visible = self.visible_end(end)
-            accumulators = self._key_ring(w.index(0), visible, end, accumulators, types)
+            accumulators = self._key_ring(w.index(0), visible, end, accumulators)
             self.masking = True
-            results = self._key_ring(visible, end, end, accumulators, types)
+            results = self._key_ring(visible, end, end, accumulators)
         else:
-            results = self._key_ring(w.index(0), end, end, accumulators, types)
+            results = self._key_ring(w.index(0), end, end, accumulators)
         results = results[:self.carried]
-        w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
+        nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(results)
 
-    def _key_ring(self, start: str, stop: str, end: str, accumulators: list[str], types: list[str]) -> list[str]:
+    def _key_ring(self, start: ir.Value, stop: ir.Value, end: ir.Value, accumulators: list[ir.Value]) -> list[ir.Value]:
         """The loop over the key tiles from `start` to `stop` (of the block's
         keys, which end at `end`), each step waiting for the
         tiles it reads, then issuing the copies `stages` - 1 tiles ahead.
@@ -544,38 +590,33 @@ class MmaFlashWriter(FlashAttentionWriter):
         step i's softmax, so they run in its shadow. (Past the last tile
         they read a stale or zeroed buffer; their scores go unused.)"""
         w, cfg, s = self.w, self.cfg, self.stages
-        results = w.fresh("acc")
-        iter_args = ", ".join(f"%a{i} = {v}" for i, v in enumerate(accumulators))
-        w.emit(f"{results}:{len(accumulators)} = scf.for %k0 = {start} to {stop} step {w.index(cfg.keys)}"
-               f" iter_args({iter_args}) -> ({', '.join(types)}) {{")
-        w.indent += 2
-        w.emit(f"nvvm.cp.async.wait.group {s - 3 if self.lookahead else s - 2}")
-        self.barrier()
-        step = w.div("%k0", cfg.keys)
-        ahead = w.add("%k0", w.index((s - 1) * cfg.keys))
-        self._copy_keys(ahead, w.rem(w.add(step, w.index(s - 1)), s), end, None)
-        w.emit("nvvm.cp.async.commit.group")
-        carried = [f"%a{i}" for i in range(len(accumulators))]
-        if self.lookahead:
-            state, scores = carried[:self.carried], carried[self.carried:]
-            upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
-            updated = self.compute(state, w.rem(step, s), scores) + upcoming
-        else:
-            updated = self.compute(carried, w.rem(step, s))
-        w.emit(f"scf.yield {', '.join(updated)} : {', '.join(types)}")
-        w.indent -= 2
-        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
-        return [f"{results}#{i}" for i in range(len(accumulators))]
+        with w.loop(start, stop, cfg.keys, accumulators) as loop:
+            self.k0 = loop.induction
+            nvvm.CpAsyncWaitGroupOp(s - 3 if self.lookahead else s - 2)
+            self.barrier()
+            step = w.div(self.k0, cfg.keys)
+            ahead = w.add(self.k0, w.index((s - 1) * cfg.keys))
+            self._copy_keys(ahead, w.rem(w.add(step, w.index(s - 1)), s), end, None)
+            nvvm.CpAsyncCommitGroupOp()
+            carried = loop.carried
+            if self.lookahead:
+                state, scores = carried[:self.carried], carried[self.carried:]
+                upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
+                updated = self.compute(state, w.rem(step, s), scores) + upcoming
+            else:
+                updated = self.compute(carried, w.rem(step, s))
+            loop.yield_(updated)
+        return loop.results
 
-    def _copy_keys(self, key: str, stage: str, end: str, past: bool | None) -> None:
+    def _copy_keys(self, key: ir.Value, stage: ir.Value, end: ir.Value, past: bool | None) -> None:
         """cp.async the K and V tiles of the keys from `key` into ring `stage`;
         `past`: the tile is past the end (None: known only at run time, then
         a copy past `end` reads key 0 and writes zeros)."""
         w, a = self.w, self.attention
         if past is None:
-            inside = w.op(f"arith.cmpi ult, {key}, {end} : index")
-            elements = w.op(f"arith.select {inside}, {w.index(self.vec)}, {w.index(0)} : index")
-            key = w.op(f"arith.select {inside}, {key}, {w.index(0)} : index")
+            inside = w.less(key, end)
+            elements = arith.select(inside, w.index(self.vec), w.index(0))
+            key = arith.select(inside, key, w.index(0))
         elif past:
             return
         else:
@@ -583,42 +624,43 @@ class MmaFlashWriter(FlashAttentionWriter):
         zero = w.index(0)
         k_origin = (key, zero) if a.scores.b_transposed else (zero, key)
         v_origin = (zero, key) if a.values.b_transposed else (key, zero)
-        (_, (k_tile, k_type), (v_tile, v_type)) = self.tiles
-        for source, source_type, shape, origin, buffer, buffer_type in (
-                (k_tile, k_type, self.k_shape, k_origin, "%Ks", self.k_smem),
-                (v_tile, v_type, self.v_shape, v_origin, "%Vs", self.v_smem)):
+        _, k_tile, v_tile = self.tiles
+        for source, shape, origin, buffer in ((k_tile, self.k_shape, k_origin, self.k_shared),
+                                              (v_tile, self.v_shape, v_origin, self.v_shared)):
             tile = (shape[0], shape[1] - ROW_PAD)
-            self._copy_async(source, source_type, tile, origin, buffer, buffer_type, w.mul(stage, shape[0]), elements)
+            self._copy_async(source, tile, origin, buffer, w.mul(stage, shape[0]), elements)
 
-    def _copy_async(self, source: str, source_type: str, tile: tuple[int, int], origin: tuple[str, str],
-                    buffer: str, buffer_type: str, row0: str, elements: str | None) -> None:
+    def _copy_async(self, source: ir.Value, tile: tuple[int, int], origin: tuple[ir.Value, ir.Value],
+                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None) -> None:
         """A tile of `source` at `origin` into `buffer` from row `row0`, 16
         bytes per copy, consecutive threads along a row (coalesced);
         `elements` of each copy read (the rest zero), or all."""
         w = self.w
         rows, cols = tile
-        size = f", {elements}" if elements is not None else ""
         copies = rows * cols // self.vec
         for first in range(0, copies, self.threads):
-            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            flat = w.add(self.tid, w.index(first)) if first else self.tid
             with w.only_if(self.thread_guard(flat, first, copies)):  # a tile smaller than the block
                 row, col = vector_position(w, flat, cols, self.vec)
-                w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(origin[0], row), w.add(origin[1], col))},"
-                     f" {buffer}[{w.add(row0, row)}, {col}], {self.vec}{size} {{bypassL1}} : {source_type} to {buffer_type}")
+                at = self.at(w.add(origin[0], row), w.add(origin[1], col))
+                nvgpu.DeviceAsyncCopyOp(buffer, [w.add(row0, row), col], source, at,
+                                        ir.IntegerAttr.get(ir.IndexType.get(), self.vec), srcElements=elements,
+                                        bypassL1=True)
 
-    def _scores(self, stage: str) -> list[str]:
+    def _scores(self, stage: ir.Value) -> list[ir.Value]:
         """Q·Kᵀ of the key tile in ring `stage`: this warp's 16 rows, as
         `score_tiles` accumulator tiles."""
         w = self.w
         k_row0 = w.mul(stage, self.k_shape[0])
-        scores = [w.constant(0.0, "vector<2x2xf32>")] * self.score_tiles
+        scores = [w.constant(0.0, accumulator_type())] * self.score_tiles
         for step, q in enumerate(self.q_fragments):
-            keys = self._b_fragments("%Ks", self.k_smem, self.attention.scores.b_transposed, k_row0, step * MMA_K,
+            keys = self._b_fragments(self.k_shared, self.attention.scores.b_transposed, k_row0, step * MMA_K,
                                      len(scores))
             scores = [mma(w, self.t, q, k, acc) for k, acc in zip(keys, scores)]
         return scores
 
-    def compute(self, accumulators: list[str], stage: str, scores: list[str] | None = None) -> list[str]:
+    def compute(self, accumulators: list[ir.Value], stage: ir.Value,
+                scores: list[ir.Value] | None = None) -> list[ir.Value]:
         """One key tile's online-softmax step and P·V, on its scores (or
         those of the K tile in ring `stage`)."""
         w = self.w
@@ -630,76 +672,76 @@ class MmaFlashWriter(FlashAttentionWriter):
             values = []
             for j, acc in enumerate(scores):
                 for e in range(2):
-                    value = w.op(f"vector.extract {acc}[{half}, {e}] : f32 from vector<2x2xf32>")
-                    values.append(self.score(value, row, w.add("%k0", w.add(self.c_col, w.index(j * MMA_N + e)))))
+                    value = vector.extract(acc, [], [half, e])
+                    values.append(self.score(value, row, w.add(self.k0, w.add(self.c_col, w.index(j * MMA_N + e)))))
             new_maxima[half], alpha, _, probabilities = self.softmax_update(values, maxima[half], None, 4)
             halves.append((alpha, probabilities))
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]
         return self._add_values(outputs, [probabilities for _, probabilities in halves], stage) + new_maxima
 
-    def _add_values(self, outputs: list[str], probabilities: list[list[str]], stage: str) -> list[str]:
+    def _add_values(self, outputs: list[ir.Value], probabilities: list[list[ir.Value]],
+                    stage: ir.Value) -> list[ir.Value]:
         """The output tiles plus P·V of the tile in ring `stage`, and the
         row sums' tile (the last) plus P·1: P's own narrowed values summed by
         the tensor cores, a constant B of ones, where summing in FADDs took
         one instruction per score and shuffles across the row's lanes."""
         w, t = self.w, self.t
-        ones = w.constant(1.0, f"vector<2x2x{t}>")
+        ones = w.constant(1.0, self._fragment_type(2))
         v_row0 = w.mul(stage, self.v_shape[0])
         for step in range(self.cfg.keys // MMA_K):
             p = self._p_fragment(probabilities, step)
-            values = self._b_fragments("%Vs", self.v_smem, self.attention.values.b_transposed, v_row0, step * MMA_K,
+            values = self._b_fragments(self.v_shared, self.attention.values.b_transposed, v_row0, step * MMA_K,
                                        self.output_tiles) + [ones]
             outputs = [mma(w, t, p, v, acc) for v, acc in zip(values, outputs)]
         return outputs
 
-    def _b_fragments(self, buffer: str, buffer_type: str, transposed: bool, row0: str, k0: int,
-                     count: int) -> list[str]:
+    def _b_fragments(self, buffer: ir.Value, transposed: bool, row0: ir.Value, k0: int,
+                     count: int) -> list[ir.Value]:
         """The `count` B fragments at (k0, 0), (k0, 8), … of the tile in the
         ring from row `row0` (its rows are K's, or N's when `transposed`)."""
         k, n = self.w.index(k0), self.w.index(0)
         k, n = (k, row0) if transposed else (self.w.add(row0, k), n)
-        return b_fragments(self.w, buffer, buffer_type, self.t, transposed, k, n, count)
+        return b_fragments(self.w, buffer, transposed, k, n, count)
 
-    def exponentials(self, values: list[str], base: str) -> list[str]:
+    def exponentials(self, values: list[ir.Value], base: ir.Value) -> list[ir.Value]:
         """exp(value - base) as exp2(value·log2(e) - base·log2(e)): one FMA
         each (the row shares base·log2(e)) and ex2, as FlashAttention does."""
-        w = self.w
-        shift, log2_e = w.op(f"arith.mulf {base}, {w.constant(-LOG2_E, 'f32')} : f32"), w.constant(LOG2_E, "f32")
-        return [w.op(f"{_EXP2_FLUSHING} {w.op(f'math.fma {value}, {log2_e}, {shift} : f32')} : (f32) -> f32")
+        w, f32 = self.w, ir.F32Type.get()
+        shift, log2_e = arith.mulf(base, w.constant(-LOG2_E, "f32")), w.constant(LOG2_E, "f32")
+        return [llvm.inline_asm(f32, [mlir_math.fma(value, log2_e, shift)], _EXP2_FLUSHING, "=f,f")
                 for value in values]
 
-    def _rescale(self, acc: str, factors: list[str]) -> str:
+    def _rescale(self, acc: ir.Value, factors: list[ir.Value]) -> ir.Value:
         """An accumulator tile with each half's row times its factor."""
-        w = self.w
         for half, factor in enumerate(factors):
-            pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-            splat = w.op(f"vector.broadcast {factor} : f32 to vector<2xf32>")
-            scaled = w.op(f"arith.mulf {pair}, {splat} : vector<2xf32>")
-            acc = w.op(f"vector.insert {scaled}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
+            pair = vector.extract(acc, [], [half])
+            splat = vector.broadcast(vector_of(2, "f32"), factor)
+            scaled = arith.mulf(pair, splat)
+            acc = vector.insert(scaled, acc, [], [half])
         return acc
 
-    def _p_fragment(self, probabilities: list[list[str]], step: int) -> str:
+    def _p_fragment(self, probabilities: list[list[ir.Value]], step: int) -> ir.Value:
         """The A fragment (16 rows x 16 keys) of P for keys 16·step …: the
         registers a0..a3 are (row g, keys 2c..), (g+8, 2c..), (g, 2c+8..),
         (g+8, 2c+8..), i.e. score tiles 2·step and 2·step+1, each half."""
         w, t = self.w, self.t
-        fragment = w.constant(0.0, f"vector<4x2x{t}>")
+        fragment = w.constant(0.0, self._fragment_type(4))
         for register, (tile, half) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
             first = (2 * step + tile) * 2
-            pair = w.op(f"vector.from_elements {', '.join(probabilities[half][first:first + 2])} : vector<2xf32>")
-            narrow = w.op(f"arith.truncf {pair} : vector<2xf32> to vector<2x{t}>")
-            fragment = w.op(f"vector.insert {narrow}, {fragment} [{register}] : vector<2x{t}> into vector<4x2x{t}>")
+            pair = vector.from_elements(vector_of(2, "f32"), probabilities[half][first:first + 2])
+            narrow = arith.truncf(vector_of(2, t), pair)
+            fragment = vector.insert(narrow, fragment, [], [register])
         return fragment
 
-    def _store(self, results: list[str]) -> None:
+    def _store(self, results: list[ir.Value]) -> None:
         """O / l. A lane holds pairs of columns, 8 apart: where O takes
         16-byte vectors, each warp's finished rows go through its rows of
         Q's shared tile (read into registers long before) and out 16 bytes a
         store, 4 times fewer stores for the kernel's end to wait on."""
         w = self.w
         outputs, sums = results[:self.output_tiles], results[self.output_tiles]
-        totals = [w.op(f"vector.extract {sums}[{half}, 0] : f32 from vector<2x2xf32>") for half in range(2)]
-        inverse = [w.op(f"arith.divf {w.constant(1.0, 'f32')}, {total} : f32") for total in totals]
+        totals = [vector.extract(sums, [], [half, 0]) for half in range(2)]
+        inverse = [arith.divf(w.constant(1.0, "f32"), total) for total in totals]
         staged = self.attention.output_vectors and self.ops.out_element == self.t and \
             (self.ops.view is None or self.ops.view.contiguous(self.vec))
         for j, acc in enumerate(outputs):
@@ -708,13 +750,12 @@ class MmaFlashWriter(FlashAttentionWriter):
             for half in range(2):
                 local_row = w.add(self.warp_row, w.add(self.c_row, w.index(8 * half)))
                 row = w.add(self.m0, local_row)
-                pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
+                pair = vector.extract(acc, [], [half])
                 if not staged:
                     self.store_results(pair, 2, row, col)
                     continue
                 value = self.finish(pair, 2, row, col, self.loop_indices(row, col))
-                w.emit(f"vector.store {value}, %Qs[{local_row}, {col}] {{alignment = {2 * element_bytes(self.t)}}}"
-                       f" : {self.q_smem}, {vector_type(2, self.t)}")
+                w.store(value, self.q_shared, [local_row, col], 2 * element_bytes(self.t))
         if staged:
             self._store_staged_rows()
 
@@ -723,21 +764,25 @@ class MmaFlashWriter(FlashAttentionWriter):
         of 16 bytes per lane and store (the warp synchronised first: its
         lanes read what others wrote)."""
         w, d, vec = self.w, self.cfg.head_dim, self.vec
-        w.emit(f"nvvm.bar.warp.sync {w.constant(-1, 'i32')} : i32")
-        lane, chunks = w.rem("%tid", WARP), MMA_M * d // vec
+        nvvm.SyncWarpOp(w.constant(-1, "i32"))
+        lane, chunks = w.rem(self.tid, WARP), MMA_M * d // vec
         for first in range(0, chunks, WARP):
             flat = w.add(lane, w.index(first)) if first else lane
             local_row = w.add(self.warp_row, w.div(flat, d // vec))
             col = w.mul(w.rem(flat, d // vec), vec)
-            value = w.op(f"vector.load %Qs[{local_row}, {col}] {{alignment = 16}}"
-                         f" : {self.q_smem}, {vector_type(vec, self.t)}")
+            value = w.load(vec, self.t, self.q_shared, [local_row, col], 16)
             row = w.add(self.m0, local_row)
             self.store_finished(value, vec, row, col, self.loop_indices(row, col))
 
 
-def flash_attention_module(symbol: str, kernel: str, attention: AttentionOperands, config: FlashTileConfig,
-                           location: str) -> tuple[str, str]:
-    """(MLIR text of a module holding func @symbol(Q, K, V, O, E..., F...),
-    which launches the kernel; the kernel's path for the report)."""
-    writer = (MmaFlashWriter if config.tensor_cores else SimtFlashWriter)(attention, config)
-    return writer.module(symbol, kernel, location), writer.path
+def flash_writer(attention: AttentionOperands, config: FlashTileConfig) -> FlashAttentionWriter:
+    """The generator for this attention and tile: tensor cores or CUDA cores."""
+    return (MmaFlashWriter if config.tensor_cores else SimtFlashWriter)(attention, config)
+
+
+def build_flash_attention(before: ir.Operation, kernel: str, attention: AttentionOperands, config: FlashTileConfig,
+                          operands: AttentionKernelOperands) -> tuple[ir.Operation, str]:
+    """The kernel's gpu.launch, built right before `before` (the P·V matmul);
+    and the kernel's path for the report."""
+    writer = flash_writer(attention, config)
+    return writer.build(before, kernel, operands), writer.path

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlir import ir
+from mlir.dialects import llvm, nvgpu, nvvm, vector
+
+from .builder import KernelBuilder, element_type, mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
 from .matmul_common import (
-    KernelNames,
     MatmulOperands,
     TileCopy,
     TiledMatmulWriter,
     accumulator_position,
     element_bytes,
-    vector_type,
 )
-from .mlir_text import MlirWriter
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
@@ -50,69 +51,78 @@ class MmaTileConfig:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.warps_m}x{self.warps_n} warps"
 
 
-def mma(w: MlirWriter, t: str, a: str, b: str, acc: str) -> str:
+def _fragment_type(count: int, t: str) -> ir.VectorType:
+    return ir.VectorType.get([count, 2], element_type(t))
+
+
+def accumulator_type() -> ir.VectorType:
+    """An m16n8 accumulator fragment: two f32 pairs a lane."""
+    return ir.VectorType.get([2, 2], ir.F32Type.get())
+
+
+def mma(w: KernelBuilder, t: str, a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
     """acc + a @ b on one 16x8x16 tile. nvgpu.mma.sync for f16; for bf16
     nvvm.mma.sync on the fragments' 32-bit registers, naming the operand
     type (the pinned nvgpu lowering cannot tell bf16 pairs from other
     32-bit operands)."""
     if t == "f16":
-        return w.op(f"nvgpu.mma.sync ({a}, {b}, {acc}) {{mmaShape = [16, 8, 16]}}"
-                    f" : (vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>) -> vector<2x2xf32>")
-    a_regs = [_register(w, t, a, i, f"vector<4x2x{t}>") for i in range(4)]
-    b_regs = [_register(w, t, b, i, f"vector<2x2x{t}>") for i in range(2)]
-    c = [w.op(f"vector.extract {acc}[{i}, {j}] : f32 from vector<2x2xf32>") for i in range(2) for j in range(2)]
-    result_type = "!llvm.struct<(f32, f32, f32, f32)>"
-    d = w.op(f"nvvm.mma.sync A[{', '.join(a_regs)}] B[{', '.join(b_regs)}] C[{', '.join(c)}]"
-             f" {{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>,"
-             f" multiplicandAPtxType = #nvvm.mma_type<{t}>, multiplicandBPtxType = #nvvm.mma_type<{t}>,"
-             f" shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {result_type}")
-    values = [w.op(f"llvm.extractvalue {d}[{i}] : {result_type}") for i in range(4)]
+        return nvgpu.mma_sync(accumulator_type(), a, b, acc, [MMA_M, MMA_N, MMA_K])
+    a_regs = [_register(w, a, i) for i in range(4)]
+    b_regs = [_register(w, b, i) for i in range(2)]
+    c = [vector.extract(acc, [], [i, j]) for i in range(2) for j in range(2)]
+    f32 = ir.F32Type.get()
+    result_type = llvm.StructType.get_literal([f32] * 4)
+    ptx_type = nvvm.MMATypes.f16 if t == "f16" else nvvm.MMATypes.bf16
+    d = nvvm.MmaOp(result_type, mma_shape(MMA_M, MMA_N, MMA_K), nvvm.MMALayout.row, nvvm.MMALayout.col,
+                   a_regs, b_regs, c, multiplicandAPtxType=ptx_type, multiplicandBPtxType=ptx_type).result
+    values = [llvm.extractvalue(f32, d, [i]) for i in range(4)]
     result = acc
     for half in range(2):
-        pair = w.op(f"vector.from_elements {values[2 * half]}, {values[2 * half + 1]} : vector<2xf32>")
-        result = w.op(f"vector.insert {pair}, {result} [{half}] : vector<2xf32> into vector<2x2xf32>")
+        pair = vector.from_elements(vector_of(2, "f32"), [values[2 * half], values[2 * half + 1]])
+        result = vector.insert(pair, result, [], [half])
     return result
 
 
-def _register(w: MlirWriter, t: str, fragment: str, index: int, fragment_type: str) -> str:
+def _register(w: KernelBuilder, fragment: ir.Value, index: int) -> ir.Value:
     """The 32-bit register holding pair `index` of an ldmatrix fragment."""
-    pair = w.op(f"vector.extract {fragment}[{index}] : vector<2x{t}> from {fragment_type}")
-    word = w.op(f"vector.bitcast {pair} : vector<2x{t}> to vector<1xi32>")
-    return w.op(f"vector.extract {word}[0] : i32 from vector<1xi32>")
+    word = vector.bitcast(vector_of(1, "i32"), vector.extract(fragment, [], [index]))
+    return vector.extract(word, [], [0])
 
 
-def a_fragment(w: MlirWriter, buffer: str, buffer_type: str, t: str, row0: str, k0: str) -> str:
+def _ldmatrix(buffer: ir.Value, row: ir.Value, col: ir.Value, tiles: int, transpose: bool) -> ir.Value:
+    t = ir.MemRefType(buffer.type).element_type
+    return nvgpu.ldmatrix(_fragment_type(tiles, t), buffer, [row, col], transpose, tiles)
+
+
+def a_fragment(w: KernelBuilder, buffer: ir.Value, row0: ir.Value, k0: ir.Value) -> ir.Value:
     """The 16x16 A fragment at (row0, k0) of a row-major shared tile."""
-    lane = w.rem("%tid", WARP)
+    lane = w.rem(w.thread, WARP)
     row = w.add(row0, w.rem(lane, 16))            # the row this lane addresses for ldmatrix
     col = w.add(k0, w.mul(w.div(lane, 16), 8))    # lanes 16-31 address the right 8 columns
-    return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = false}}"
-                f" : {buffer_type} -> vector<4x2x{t}>")
+    return _ldmatrix(buffer, row, col, 4, False)
 
 
-def b_fragment(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str, n0: str) -> str:
+def b_fragment(w: KernelBuilder, buffer: ir.Value, transposed: bool, k0: ir.Value, n0: ir.Value) -> ir.Value:
     """The 16x8 B fragment at (k0, n0) of a shared tile holding B (K x N), or
     Bᵀ (N x K) when `transposed`: already the column-major layout mma.sync
     wants, read untransposed."""
-    lane = w.rem("%tid", WARP)
+    lane = w.rem(w.thread, WARP)
     if transposed:
         # Two 8x8 matrices, K 0-7 and 8-15 of this N block: lanes 0-7 address
         # the first's rows (N), lanes 8-15 the second's (lanes 16-31 repeat them).
         row = w.add(n0, w.rem(lane, 8))
         col = w.add(k0, w.mul(w.rem(w.div(lane, 8), 2), 8))
-        return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 2 : i32, transpose = false}}"
-                    f" : {buffer_type} -> vector<2x2x{t}>")
+        return _ldmatrix(buffer, row, col, 2, False)
     row = w.add(k0, w.rem(lane, 16))
-    return w.op(f"nvgpu.ldmatrix {buffer}[{row}, {n0}] {{numTiles = 2 : i32, transpose = true}}"
-                f" : {buffer_type} -> vector<2x2x{t}>")
+    return _ldmatrix(buffer, row, n0, 2, True)
 
 
-def b_fragment_pair(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str,
-                    n0: str) -> tuple[str, str]:
+def b_fragment_pair(w: KernelBuilder, buffer: ir.Value, transposed: bool, k0: ir.Value,
+                    n0: ir.Value) -> tuple[ir.Value, ir.Value]:
     """The B fragments at (k0, n0) and (k0, n0 + 8), as `b_fragment` reads
     them, from one ldmatrix of four matrices: half the shared-memory
     instructions and addresses of two."""
-    lane = w.rem("%tid", WARP)
+    lane = w.rem(w.thread, WARP)
     if transposed:
         # Lanes 0-15 address N block n0 (K 0-7, then 8-15), lanes 16-31 block n0 + 8.
         row = w.add(n0, w.add(w.rem(lane, 8), w.mul(w.div(lane, 16), 8)))
@@ -121,111 +131,104 @@ def b_fragment_pair(w: MlirWriter, buffer: str, buffer_type: str, t: str, transp
         # Lanes 0-15 address K rows 0-15 at column n0, lanes 16-31 the same rows at n0 + 8.
         row = w.add(k0, w.rem(lane, 16))
         col = w.add(n0, w.mul(w.div(lane, 16), 8))
-    transpose = str(not transposed).lower()
-    four = w.op(f"nvgpu.ldmatrix {buffer}[{row}, {col}] {{numTiles = 4 : i32, transpose = {transpose}}}"
-                f" : {buffer_type} -> vector<4x2x{t}>")
-    pairs = [w.op(f"vector.extract {four}[{i}] : vector<2x{t}> from vector<4x2x{t}>") for i in range(4)]
+    four = _ldmatrix(buffer, row, col, 4, not transposed)
+    pairs = [vector.extract(four, [], [i]) for i in range(4)]
+    t = ir.MemRefType(buffer.type).element_type
     fragments = []
     for first in (0, 2):
-        fragment = w.constant(0.0, f"vector<2x2x{t}>")
+        fragment = w.constant(0.0, _fragment_type(2, t))
         for i in range(2):
-            fragment = w.op(f"vector.insert {pairs[first + i]}, {fragment} [{i}] : vector<2x{t}> into vector<2x2x{t}>")
+            fragment = vector.insert(pairs[first + i], fragment, [], [i])
         fragments.append(fragment)
     return tuple(fragments)
 
 
-def b_fragments(w: MlirWriter, buffer: str, buffer_type: str, t: str, transposed: bool, k0: str, n0: str,
-                count: int) -> list[str]:
+def b_fragments(w: KernelBuilder, buffer: ir.Value, transposed: bool, k0: ir.Value, n0: ir.Value,
+                count: int) -> list[ir.Value]:
     """The `count` B fragments at (k0, n0), (k0, n0 + 8), …: two per
     ldmatrix (`b_fragment_pair`), the last alone where `count` is odd."""
     fragments = []
     for j in range(0, count - 1, 2):
-        fragments += b_fragment_pair(w, buffer, buffer_type, t, transposed, k0, w.add(n0, w.index(j * MMA_N)))
+        fragments += b_fragment_pair(w, buffer, transposed, k0, w.add(n0, w.index(j * MMA_N)))
     if count % 2:
-        fragments.append(b_fragment(w, buffer, buffer_type, t, transposed, k0, w.add(n0, w.index((count - 1) * MMA_N))))
+        fragments.append(b_fragment(w, buffer, transposed, k0, w.add(n0, w.index((count - 1) * MMA_N))))
     return fragments
 
 
 class MmaMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
-                 writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
-        super().__init__(ops, config, "mma.sync-matmul", accumulate, epilogue, writer, names)
+    def __init__(self, ops: MatmulOperands, config: MmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
+        super().__init__(ops, config, "mma.sync-matmul", accumulate, epilogue)
         t = ops.in_element
         self.vec = 16 // element_bytes(t)
-        self.a_smem = f"memref<{config.bm}x{config.bk + ROW_PAD}x{t}, #gpu.address_space<workgroup>>"
+        self.a_smem = workgroup_memref((config.bm, config.bk + ROW_PAD), t)
         b_shape = (config.bn, config.bk + ROW_PAD) if ops.b_transposed else (config.bk, config.bn + ROW_PAD)
-        self.b_smem = f"memref<{b_shape[0]}x{b_shape[1]}x{t}, #gpu.address_space<workgroup>>"
+        self.b_smem = workgroup_memref(b_shape, t)
         self.tiles_m = config.bm // config.warps_m // MMA_M
         self.tiles_n = config.bn // config.warps_n // MMA_N
 
-    def workgroup_buffers(self) -> list[tuple[str, str]]:
-        return [("%As", self.a_smem), ("%Bs", self.b_smem)]
+    def workgroup_types(self) -> list[ir.MemRefType]:
+        return [self.a_smem, self.b_smem]
 
     def kernel_body(self) -> None:
         w, cfg = self.w, self.cfg
-        lane = w.rem("%tid", WARP)
-        warp = w.div("%tid", WARP)
+        self.a_shared, self.b_shared = self.shared
+        lane = w.rem(self.tid, WARP)
+        warp = w.div(self.tid, WARP)
         self.warp_m0 = w.mul(w.div(warp, cfg.warps_n), cfg.bm // cfg.warps_m)
         self.warp_n0 = w.mul(w.rem(warp, cfg.warps_n), cfg.bn // cfg.warps_n)
-        self.m0 = w.mul(self.names.block_m, cfg.bm)
-        self.n0 = w.mul(self.names.block_n, cfg.bn)
+        self.m0 = w.mul(self.block_m, cfg.bm)
+        self.n0 = w.mul(self.block_n, cfg.bn)
         self.c_row, self.c_col = accumulator_position(w, lane)
         self.c_positions = [self._c_position(i, j) for i in range(self.tiles_m) for j in range(self.tiles_n)]
-        results = self.k_loop(cfg.bk, self._initial_accumulators(), "vector<2x2xf32>")
-        self._store(results)
+        self._store(self.k_loop(cfg.bk, self._initial_accumulators()))
 
-    def _c_position(self, i: int, j: int) -> tuple[str, str]:
+    def _c_position(self, i: int, j: int) -> tuple[ir.Value, ir.Value]:
         w = self.w
         row = w.add(w.add(self.m0, self.warp_m0), w.add(w.index(i * MMA_M), self.c_row))
         col = w.add(w.add(self.n0, self.warp_n0), w.add(w.index(j * MMA_N), self.c_col))
         return row, col
 
-    def _initial_accumulators(self) -> list[str]:
+    def _initial_accumulators(self) -> list[ir.Value]:
         w = self.w
-        zero = w.constant(0.0, "vector<2x2xf32>")
+        zero = w.constant(0.0, accumulator_type())
         if not self.accumulate:
             return [zero] * len(self.c_positions)
         loaded = []
         for row, col in self.c_positions:
             acc = zero
             for half, r in enumerate((row, w.add(row, w.index(8)))):
-                pair = self.load_results(2, r, col)
-                acc = w.op(f"vector.insert {pair}, {acc} [{half}] : vector<2xf32> into vector<2x2xf32>")
+                acc = vector.insert(self.load_results(2, r, col), acc, [], [half])
             loaded.append(acc)
         return loaded
 
-    def stage_copies(self, k: str) -> list[TileCopy]:
-        w, cfg, t = self.w, self.cfg, self.ops.in_element
+    def stage_copies(self, k: ir.Value) -> list[TileCopy]:
+        w, cfg = self.w, self.cfg
 
-        def store_into(buffer, buffer_type):
-            return lambda v, r, c: w.emit(f"vector.store {v}, {buffer}[{r}, {c}] {{alignment = 16}}"
-                                          f" : {buffer_type}, {vector_type(self.vec, t)}")
+        def store_into(buffer):
+            return lambda v, r, c: w.store(v, buffer, [r, c], 16)
 
         b_tile = (cfg.bn, cfg.bk, (self.n0, k)) if self.ops.b_transposed else (cfg.bk, cfg.bn, (k, self.n0))
-        return [TileCopy(cfg.bm, cfg.bk, self.vec, self.names.a, self.ops.a_type, (self.m0, k), store_into("%As", self.a_smem)),
-                TileCopy(b_tile[0], b_tile[1], self.vec, self.names.b, self.ops.b_type, b_tile[2],
-                         store_into("%Bs", self.b_smem))]
+        return [TileCopy(cfg.bm, cfg.bk, self.vec, self.a, (self.m0, k), store_into(self.a_shared)),
+                TileCopy(b_tile[0], b_tile[1], self.vec, self.b, b_tile[2], store_into(self.b_shared))]
 
-    def compute(self, accumulators: list[str]) -> list[str]:
+    def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:
         for kk in range(0, self.cfg.bk, MMA_K):
             a = [self._a_fragment(i, kk) for i in range(self.tiles_m)]
-            b = b_fragments(self.w, "%Bs", self.b_smem, self.ops.in_element, self.ops.b_transposed, self.w.index(kk),
-                            self.warp_n0, self.tiles_n)
+            b = b_fragments(self.w, self.b_shared, self.ops.b_transposed, self.w.index(kk), self.warp_n0,
+                            self.tiles_n)
             accumulators = [self._mma(a[index // self.tiles_n], b[index % self.tiles_n], acc)
                             for index, acc in enumerate(accumulators)]
         return accumulators
 
-    def _mma(self, a: str, b: str, acc: str) -> str:
+    def _mma(self, a: ir.Value, b: ir.Value, acc: ir.Value) -> ir.Value:
         return mma(self.w, self.ops.in_element, a, b, acc)
 
-    def _a_fragment(self, i: int, kk: int) -> str:
+    def _a_fragment(self, i: int, kk: int) -> ir.Value:
         w = self.w
-        return a_fragment(w, "%As", self.a_smem, self.ops.in_element, w.add(self.warp_m0, w.index(i * MMA_M)), w.index(kk))
+        return a_fragment(w, self.a_shared, w.add(self.warp_m0, w.index(i * MMA_M)), w.index(kk))
 
-    def _store(self, accumulators: list[str]) -> None:
+    def _store(self, accumulators: list[ir.Value]) -> None:
         w = self.w
         for acc, (row, col) in zip(accumulators, self.c_positions):
             for half, r in enumerate((row, w.add(row, w.index(8)))):
-                pair = w.op(f"vector.extract {acc}[{half}] : vector<2xf32> from vector<2x2xf32>")
-                self.store_results(pair, 2, r, col)
-
+                self.store_results(vector.extract(acc, [], [half]), 2, r, col)

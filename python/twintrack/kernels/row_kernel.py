@@ -27,6 +27,11 @@ thread and gpu.all_reduce is reached by all of them.
 A body may read the loop indices (the row's, and each lane's column) and
 gather: load single elements of a kernel argument at indices it computes
 (an embedding lookup), element by element in each step that does.
+
+The kernel is built in place through the `mlir` bindings
+(twintrack.kernels.builder): a gpu.launch right before the ops it replaces,
+reading their buffers (the program's `buffers`) directly; each step's body
+is cloned from its linalg.generic (`clone_body`).
 """
 
 from __future__ import annotations
@@ -34,9 +39,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .epilogue import BodyOp, Ref, emit_body
-from .matmul_common import KERNEL_PATH_ATTR, element_bytes
-from .mlir_text import MlirWriter, launch_module
+from mlir import ir
+from mlir.dialects import arith, gpu, memref, vector
+
+from .builder import KernelBuilder, LaunchIds, build_launch, element_type, vector_of
+from .epilogue import BodyOp, IRMapping, Ref, clone_body
+from .matmul_common import element_bytes
 
 MAX_CHUNKS = 8          # per-thread vectors of a row kept in registers
 MAX_THREADS = 1024
@@ -69,15 +77,15 @@ class RowStep:
     output: int                   # kernel argument written (-1: the value stays in registers)
     element: str                  # the output's element type
     store: bool                   # write the output to memory
-    combiner: tuple[str, str, str] | None = None   # reduce: (op name, all_reduce kind, attributes)
-    init: str | None = None       # reduce: the fill constant ("0.0 : f32"); None: the output's old value
+    combiner: tuple[BodyOp, str] | None = None   # reduce: (the combining op of the body, its all_reduce kind)
+    init: ir.Operation | None = None  # reduce: the fill's arith.constant; None: the output's old value
 
 
 @dataclass(frozen=True)
 class RowProgram:
     rows: tuple[int, ...]
     inner: int
-    buffers: tuple[str, ...]      # memref types of the kernel arguments
+    buffers: tuple[ir.Value, ...]  # the kernel arguments: the buffers it reads and writes (memrefs)
     elements: tuple[str, ...]     # their element types
     vector_ok: tuple[bool, ...]   # per buffer: contiguous, aligned rows (V-wide loads and stores)
     steps: tuple[RowStep, ...]
@@ -103,79 +111,85 @@ class RowProgram:
     def fits(self) -> bool:
         return self.chunks <= MAX_CHUNKS
 
+    @property
+    def path(self) -> str:
+        """The kernel's path in the kernel report (and its schedule, in errors)."""
+        return f"row-wise {math.prod(self.rows)}x{self.inner}/{self.threads}"
+
 
 class _RowKernelWriter:
-    def __init__(self, program: RowProgram):
-        self.p, self.w = program, MlirWriter()
-        self.w.indent = 4
-        self.path = f"row-wise {math.prod(program.rows)}x{program.inner}/{program.threads}"
-        self.cache: dict[tuple, list[str]] = {}     # (buffer, dims, chunk) -> lane values
-        self.row_values: dict[int, str] = {}        # step -> its per-row value
-        self.step_lanes: dict[tuple[int, int], list[str]] = {}  # (elementwise step, chunk) -> its lane values
-        self.columns: dict[tuple[int, int], str] = {}  # (chunk, lane) -> its column
+    """Builds the kernel's body; while it does, `w` is the kernel's builder."""
 
-    def module(self, symbol: str, kernel: str, location: str) -> str:
-        p, w = self.p, self.w
-        self.row = self._row_indices()
+    def __init__(self, program: RowProgram):
+        self.p = program
+        self.path = program.path
+        self.cache: dict[tuple, list[ir.Value]] = {}     # (buffer, dims, chunk) -> lane values
+        self.row_values: dict[int, ir.Value] = {}        # step -> its per-row value
+        self.step_lanes: dict[tuple[int, int], list[ir.Value]] = {}  # (elementwise step, chunk) -> its lane values
+        self.columns: dict[tuple[int, int], ir.Value] = {}  # (chunk, lane) -> its column
+
+    def build(self, before: ir.Operation, kernel: str) -> ir.Operation:
+        """The kernel's gpu.launch, built right before `before` (and located at it)."""
+        p = self.p
+        return build_launch(before, kernel, self.path, (math.prod(p.rows), 1, 1), p.threads, self._body, self.path)
+
+    def _body(self, w: KernelBuilder, ids: LaunchIds) -> None:
+        self.w, p = w, self.p
+        self.row = self._row_indices(ids.block_x)
         self.positions = [self._chunk_start(i) for i in range(p.chunks)]
-        emitters = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
+        builders = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
         self._prefetch_read_only()
         for index, step in enumerate(p.steps):
-            emitters[step.kind](index, step)
+            builders[step.kind](index, step)
             if step.store and step.output in p.read_later:
-                w.emit(f"gpu.barrier {self._path_attr()}")
-        arguments = [(f"%B{k}", t) for k, t in enumerate(p.buffers)]
-        return launch_module(symbol, kernel, arguments, (math.prod(p.rows), 1, 1), p.threads, w, location,
-                             block_ids=("%row", "%by", "%bz"))
+                w.barrier()
 
     # ------------------------------------------------------------ indices
-    def _row_indices(self) -> list[str]:
-        w, rest, indices = self.w, "%row", []
+    def _row_indices(self, row: ir.Value) -> list[ir.Value]:
+        w, rest, indices = self.w, row, []
         for k, extent in reversed(list(enumerate(self.p.rows))):
             indices.append(w.rem(rest, extent) if k else rest)
             rest = w.div(rest, extent) if k else rest
         return list(reversed(indices))
 
-    def _chunk_start(self, i: int) -> tuple[str, str | None]:
+    def _chunk_start(self, i: int) -> tuple[ir.Value, ir.Value | None]:
         """(first element of this thread's chunk i, clamped into the row; the
         i1 'inside the row', or None when every chunk is)."""
         w, p = self.w, self.p
         v = p.vector_width
-        start = w.mul(w.add("%tid", w.index(i * p.threads)) if i else "%tid", v)
+        start = w.mul(w.add(w.thread, i * p.threads) if i else w.thread, v)
         if p.inner % (v * p.threads) == 0:
             return start, None
-        inside = w.op(f"arith.cmpi ult, {start}, {w.index(p.inner)} : index")
-        last = w.index(p.inner - v)
-        return w.op(f"arith.minui {start}, {last} : index"), inside
+        inside = w.less(start, p.inner)
+        return arith.minui(start, w.index(p.inner - v)), inside
 
-    def _column(self, chunk: int, lane: int) -> str:
-        """This thread's column of a lane of chunk `chunk` (emitted once, at
+    def _column(self, chunk: int, lane: int) -> ir.Value:
+        """This thread's column of a lane of chunk `chunk` (built once, at
         the kernel's top level: later steps reuse it)."""
         if (chunk, lane) not in self.columns:
             start, _ = self.positions[chunk]
-            self.columns[chunk, lane] = self.w.add(start, self.w.index(lane)) if lane else start
+            self.columns[chunk, lane] = self.w.add(start, lane) if lane else start
         return self.columns[chunk, lane]
 
-    def _indices(self, dims: tuple[int, ...], column: str) -> str:
+    def _indices(self, dims: tuple[int, ...], column: ir.Value | None) -> list[ir.Value]:
         rows = len(self.p.rows)
-        return ", ".join(self.row[d] if d < rows else column for d in dims)
+        return [self.row[d] if d < rows else column for d in dims]
 
     # ------------------------------------------------------------ loads
-    def _lanes(self, buffer: int, dims: tuple[int, ...], chunk: int) -> list[str]:
+    def _lanes(self, buffer: int, dims: tuple[int, ...], chunk: int) -> list[ir.Value]:
         """The V values of input `buffer` at this thread's chunk (cached)."""
         key = (buffer, dims, chunk)
         if key not in self.cache:
             w, p = self.w, self.p
             start, _ = self.positions[chunk]
             t, v = p.elements[buffer], p.vector_width
+            source = p.buffers[buffer]
             if dims and dims[-1] == len(p.rows) and p.vector_ok[buffer] and v > 1:
-                vector = w.op(f"vector.load %B{buffer}[{self._indices(dims, start)}] {{{self._alignment(t)}}}"
-                              f" : {p.buffers[buffer]}, vector<{v}x{t}>")
-                self.cache[key] = [w.op(f"vector.extract {vector}[{lane}] : {t} from vector<{v}x{t}>")
-                                   for lane in range(v)]
+                loaded = w.load(v, t, source, self._indices(dims, start), self._alignment(t))
+                self.cache[key] = [w.lane(loaded, lane) for lane in range(v)]
             else:
-                self.cache[key] = [w.op(f"memref.load %B{buffer}[{self._indices(dims, self._column(chunk, lane))}]"
-                                        f" : {p.buffers[buffer]}") for lane in range(v)]
+                self.cache[key] = [memref.load(source, self._indices(dims, self._column(chunk, lane)))
+                                   for lane in range(v)]
         return self.cache[key]
 
     def _prefetch_read_only(self) -> None:
@@ -213,13 +227,13 @@ class _RowKernelWriter:
             groups[-1].append(chunk)
         return groups
 
-    def _row_scalar(self, buffer: int, dims: tuple[int, ...]) -> str:
+    def _row_scalar(self, buffer: int, dims: tuple[int, ...]) -> ir.Value:
         key = (buffer, dims, None)
         if key not in self.cache:
-            self.cache[key] = [self.w.op(f"memref.load %B{buffer}[{self._indices(dims, '')}] : {self.p.buffers[buffer]}")]
+            self.cache[key] = [memref.load(self.p.buffers[buffer], self._indices(dims, None))]
         return self.cache[key][0]
 
-    def _input_values(self, step: RowStep, chunk: int | None) -> list[list[str]]:
+    def _input_values(self, step: RowStep, chunk: int | None) -> list[list[ir.Value]]:
         """Per input, its value on each lane (a per-row value repeated)."""
         v = self.p.vector_width
         values = []
@@ -234,46 +248,56 @@ class _RowKernelWriter:
                 values.append([self._row_scalar(inp.buffer, inp.dims)] * v)
         return values
 
-    def _apply(self, step: RowStep, inputs: list[str], output_value: str | None,
-               chunk: int | None = None, lane: int = 0) -> str:
+    def _apply(self, step: RowStep, inputs: list[ir.Value], output_value: ir.Value | None,
+               chunk: int | None = None, lane: int = 0) -> ir.Value:
         """The step's body on one element: the lane's of chunk `chunk`, or
         the row's (per-row steps)."""
-        refs = {("arg", k): value for k, value in enumerate(inputs)}
+        refs: dict[Ref, ir.Value] = {("arg", k): value for k, value in enumerate(inputs)}
         if output_value is not None:
             refs[("arg", len(inputs))] = output_value
-        refs.update({("buffer", k): f"%B{k}" for k in range(len(self.p.buffers))})
+        refs.update({("buffer", k): buffer for k, buffer in enumerate(self.p.buffers)})
         refs.update({("index", d): index for d, index in enumerate(self.row)})
         column = ("index", len(self.p.rows))
         if chunk is not None and any(column in op.operands for op in step.ops):
             refs[column] = self._column(chunk, lane)
-        return emit_body(self.w, _full_range_divisions(step.ops), step.result, refs)
+        return clone_body(self.w, _full_range_divisions(step.ops), step.result, refs)
 
     # ------------------------------------------------------------ steps
     def _reduce(self, index: int, step: RowStep) -> None:
         w, p = self.w, self.p
-        name, kind, attributes = step.combiner
-        t = step.element
-        partial = w.op(f"arith.constant {_neutral(kind, t)} : {t}")
+        combine, kind = step.combiner
+        t = element_type(step.element)
+        partial = w.constant(_neutral(kind, t), t)
         for chunk, (_, inside) in enumerate(self.positions):
             lanes = self._input_values(step, chunk)
             for lane in range(p.vector_width):
                 updated = self._apply(step, [values[lane] for values in lanes], partial, chunk, lane)
-                partial = w.op(f"arith.select {inside}, {updated}, {partial} : {t}") if inside else updated
-        total = self._all_reduce(kind, partial, t)
-        init = (w.op(f"arith.constant {step.init}") if step.init is not None
-                else w.op(f"memref.load %B{step.output}[{', '.join(self.row)}] : {p.buffers[step.output]}"))
-        self.row_values[index] = w.op(f'"{name}"({init}, {total}) {attributes} : ({t}, {t}) -> {t}')
+                partial = arith.select(inside, updated, partial) if inside else updated
+        total = self._all_reduce(kind, partial)
+        init = (w.constant_of(step.init) if step.init is not None
+                else memref.load(p.buffers[step.output], self.row))
+        self.row_values[index] = IRMapping().clone(combine.source, [init, total]).results[0]
         self._store_row_value(index, step)
 
-    def _all_reduce(self, kind: str, partial: str, t: str) -> str:
-        """The block's combination of every thread's `partial` (booleans
-        travel as i32: shuffles move 32-bit words)."""
-        w = self.w
-        wide = w.op(f"arith.extui {partial} : i1 to i32") if t == "i1" else partial
-        wide_t = "i32" if t == "i1" else t
-        total = w.op(f"gpu.all_reduce {kind} {wide} uniform {{}} {self._path_attr()}"
-                     f" : ({wide_t}) -> ({wide_t})")
-        return w.op(f"arith.trunci {total} : i32 to i1") if t == "i1" else total
+    def _all_reduce(self, kind: str, partial: ir.Value) -> ir.Value:
+        """The block's combination of every thread's `partial`. The shuffles
+        it lowers to move 32-bit words (nvvm.shfl.sync takes nothing else):
+        booleans travel as i32, f16 and bf16 as f32 (exact for max and min;
+        a sum or product rounds once, at the end, instead of at each step)."""
+        t = partial.type
+        if isinstance(t, ir.IntegerType) and t.width == 1:
+            wide = arith.extui(ir.IntegerType.get_signless(32), partial)
+        elif isinstance(t, (ir.F16Type, ir.BF16Type)):
+            wide = arith.extf(ir.F32Type.get(), partial)
+        else:
+            wide = partial
+        reduced = gpu.AllReduceOp(wide, op=_ALL_REDUCE_OPS[kind], uniform=True)
+        self.w.tag(reduced)
+        if wide is partial:
+            return reduced.result
+        if isinstance(t, ir.IntegerType):
+            return arith.trunci(t, reduced.result)
+        return arith.truncf(t, reduced.result)
 
     def _per_row_step(self, index: int, step: RowStep) -> None:
         inputs = [values[0] for values in self._input_values(step, None)]
@@ -284,21 +308,14 @@ class _RowKernelWriter:
         if not step.store:
             return
         w = self.w
-        with w.only_if(w.op(f"arith.cmpi eq, %tid, {w.index(0)} : index")):
-            w.emit(f"memref.store {self.row_values[index]}, %B{step.output}[{', '.join(self.row)}]"
-                   f" : {self.p.buffers[step.output]}")
+        with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, w.thread, w.index(0))):
+            memref.StoreOp(self.row_values[index], self.p.buffers[step.output], self.row)
 
-    def _path_attr(self, *more: str) -> str:
-        """The kernel's path, for the kernel report (on the stores too: a
-        kernel without reductions has no barrier or all_reduce to carry it),
-        and `more` attribute entries."""
-        return "{" + ", ".join((f'{KERNEL_PATH_ATTR} = "{self.path}"',) + more) + "}"
-
-    def _alignment(self, element: str) -> str:
-        """A vector access's alignment (rows checked by `vector_ok`): without
-        it LLVM assumes the element's, and NVPTX splits each 16-byte access
-        into scalar ones (ld.global.b32 x 4 instead of ld.global.v4)."""
-        return f"alignment = {self.p.vector_width * element_bytes(element)}"
+    def _alignment(self, element: str) -> int:
+        """A vector access's alignment in bytes (rows checked by `vector_ok`):
+        without it LLVM assumes the element's, and NVPTX splits each 16-byte
+        access into scalar ones (ld.global.b32 x 4 instead of ld.global.v4)."""
+        return self.p.vector_width * element_bytes(element)
 
     def _elementwise(self, index: int, step: RowStep) -> None:
         out_dims = tuple(range(len(self.p.rows) + 1))
@@ -309,10 +326,12 @@ class _RowKernelWriter:
         # Later loads of this buffer must see the new values.
         self.cache = {key: lanes for key, lanes in self.cache.items() if key[0] != step.output}
 
-    def _elementwise_chunk(self, index: int, step: RowStep, chunk: int, lanes: list[list[str]],
+    def _elementwise_chunk(self, index: int, step: RowStep, chunk: int, lanes: list[list[ir.Value]],
                            out_dims: tuple[int, ...]) -> None:
         """The step's values at this thread's chunk `chunk` (from its inputs'
-        `lanes`), stored if asked."""
+        `lanes`), stored if asked. The stores name the kernel's path, for the
+        kernel report (a kernel without reductions has no barrier or
+        all_reduce to carry it)."""
         w, p = self.w, self.p
         v, t = p.vector_width, step.element
         start, inside = self.positions[chunk]
@@ -320,50 +339,49 @@ class _RowKernelWriter:
         self.step_lanes[index, chunk] = results
         if not step.store:
             return
+        output = p.buffers[step.output]
         vector_store = p.vector_ok[step.output] and v > 1
         columns = [] if vector_store else [self._column(chunk, lane) for lane in range(v)]
-        with w.only_if(inside or None):
+        with w.only_if(inside):
             if vector_store:
-                vector = w.op(f"vector.from_elements {', '.join(results)} : vector<{v}x{t}>")
-                w.emit(f"vector.store {vector}, %B{step.output}[{self._indices(out_dims, start)}]"
-                       f" {self._path_attr(self._alignment(t))} : {p.buffers[step.output]}, vector<{v}x{t}>")
+                packed = vector.from_elements(vector_of(v, t), results)
+                w.tag(vector.StoreOp(packed, output, self._indices(out_dims, start), alignment=self._alignment(t)))
             else:
                 for value, column in zip(results, columns):
-                    w.emit(f"memref.store {value}, %B{step.output}[{self._indices(out_dims, column)}]"
-                           f" {self._path_attr()} : {p.buffers[step.output]}")
+                    w.tag(memref.StoreOp(value, output, self._indices(out_dims, column)))
 
 
-# all_reduce kind -> the partial's starting value, per element type (hex: infinities)
-_NEUTRAL = {
-    "add": {}, "mul": {},
-    "maximumf": {"f64": "0xFFF0000000000000", "f32": "0xFF800000", "f16": "0xFC00", "bf16": "0xFF80"},
-    "minimumf": {"f64": "0x7FF0000000000000", "f32": "0x7F800000", "f16": "0x7C00", "bf16": "0x7F80"},
+# all_reduce kind (gpu_distribute.COMBINERS, the pass's INTEGER_COMBINERS) -> its enum
+_ALL_REDUCE_OPS = {
+    "add": gpu.AllReduceOperation.ADD, "mul": gpu.AllReduceOperation.MUL,
+    "maximumf": gpu.AllReduceOperation.MAXIMUMF, "minimumf": gpu.AllReduceOperation.MINIMUMF,
+    "maxnumf": gpu.AllReduceOperation.MAXNUMF, "minnumf": gpu.AllReduceOperation.MINNUMF,
+    "or": gpu.AllReduceOperation.OR, "and": gpu.AllReduceOperation.AND,
+    "maxsi": gpu.AllReduceOperation.MAXSI, "minsi": gpu.AllReduceOperation.MINSI,
 }
-_NEUTRAL["maxnumf"], _NEUTRAL["minnumf"] = _NEUTRAL["maximumf"], _NEUTRAL["minimumf"]
 
-
+# all_reduce kind -> the partial's starting value
+_FLOAT_NEUTRAL = {"add": 0.0, "mul": 1.0, "maximumf": float("-inf"), "minimumf": float("inf"),
+                  "maxnumf": float("-inf"), "minnumf": float("inf")}
 _INTEGER_NEUTRAL = {"or": 0, "add": 0, "and": -1, "maxsi": "min", "minsi": "max"}
 
 
-def _neutral(kind: str, element: str) -> str:
-    if element.startswith("i"):  # integers: i1 ... i64
-        value = _INTEGER_NEUTRAL[kind]
-        bits = int(element[1:])
-        if value == "min":
-            value = -(1 << (bits - 1)) if bits > 1 else 0
-        elif value == "max":
-            value = (1 << (bits - 1)) - 1 if bits > 1 else 0
-        return str(value)
-    if kind in ("add", "mul"):
-        return "0.0" if kind == "add" else "1.0"
-    return _NEUTRAL[kind][element]
+def _neutral(kind: str, t: ir.Type) -> int | float:
+    if not isinstance(t, ir.IntegerType):
+        return _FLOAT_NEUTRAL[kind]
+    value, bits = _INTEGER_NEUTRAL[kind], t.width
+    if value == "min":
+        return -(1 << (bits - 1)) if bits > 1 else 0
+    if value == "max":
+        return (1 << (bits - 1)) - 1 if bits > 1 else 0
+    return value
 
 
 # f32 division as PTX's div.full.f32: at most 2 ulp over the full range, a
 # few straight-line instructions. LLVM's IEEE div.rn.f32 is ~10 with a branch
 # to a slow path, which made the elementwise zoo body (a sigmoid, x/(1+|x|))
 # issue-bound at about the memory floor.
-_FULL_RANGE_DIVISION = ('{asm_string = "div.full.f32 $0, $1, $2;", constraints = "=f,f,f"}')
+_FULL_RANGE_DIVISION = "div.full.f32 $0, $1, $2;"
 
 
 def _full_range_divisions(ops: tuple[BodyOp, ...]) -> tuple[BodyOp, ...]:
@@ -372,12 +390,12 @@ def _full_range_divisions(ops: tuple[BodyOp, ...]) -> tuple[BodyOp, ...]:
     multiplication)."""
     def constant(ref) -> bool:
         return ref[0] == "const" or (ref[0] == "op" and ops[ref[1]].name == "arith.constant")
-    return tuple(replace(op, name="llvm.inline_asm", attributes=_FULL_RANGE_DIVISION)
+    return tuple(replace(op, asm=_FULL_RANGE_DIVISION)
                  if op.name == "arith.divf" and op.result_type == "f32" and not constant(op.operands[1]) else op
                  for op in ops)
 
 
-def row_kernel_module(symbol: str, kernel: str, program: RowProgram, location: str) -> str:
-    """MLIR text of a module holding `func.func private @symbol(%B0, %B1, ...)`
-    (the program's buffers), which launches the row-wise kernel `kernel`."""
-    return _RowKernelWriter(program).module(symbol, kernel, location)
+def build_row_kernel(before: ir.Operation, kernel: str, program: RowProgram) -> ir.Operation:
+    """The row-wise kernel `kernel` of `program`: a gpu.launch built right
+    before `before` (and located at it), reading the program's buffers."""
+    return _RowKernelWriter(program).build(before, kernel)

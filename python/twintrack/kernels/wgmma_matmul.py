@@ -46,18 +46,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from mlir import ir
+from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
+
+from .builder import mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
 from .matmul_common import (
-    KERNEL_PATH_ATTR,
     VECTOR_BYTES,
-    KernelNames,
     MatmulOperands,
     TiledMatmulWriter,
     accumulator_position,
     element_bytes,
     vector_position,
 )
-from .mlir_text import MlirWriter
 
 WGMMA_ARCHS = ("sm_90a",)  # wgmma is an sm_90a feature: neither sm_90 nor later chips have it
 WARPGROUP = 128            # threads
@@ -110,9 +111,8 @@ class WgmmaTileConfig:
 
 
 class WgmmaMatmulWriter(TiledMatmulWriter):
-    def __init__(self, ops: MatmulOperands, config: WgmmaTileConfig, accumulate: bool, epilogue: Epilogue | None,
-                 writer: MlirWriter | None = None, names: KernelNames = KernelNames()):
-        super().__init__(ops, config, "wgmma-matmul", accumulate, epilogue, writer, names)
+    def __init__(self, ops: MatmulOperands, config: WgmmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
+        super().__init__(ops, config, "wgmma-matmul", accumulate, epilogue)
         if ops.in_element == "f32" and not ops.tf32:
             raise ValueError("wgmma takes f32 operands only as tf32 (MatmulOperands.tf32)")
         self.element_bytes = element_bytes(ops.in_element)
@@ -125,9 +125,6 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self.b_k_major = ops.b_transposed or ops.tf32  # a plain tf32 B is transposed by its copy
         self.a_elements = config.bm * config.bk
         self.stage_elements = self.a_elements + config.bn * config.bk
-        self.ring_type = (f"memref<{config.stages * self.stage_elements}x{ops.in_element},"
-                          f" #gpu.address_space<workgroup>>")
-        self.acc_type = f"!llvm.struct<({', '.join(['f32'] * (config.bn // 2))})>"
         self.k_steps = ops.k // config.bk
         # The ring holds all of K: nothing is refilled, every step is copied up front.
         self.whole_k = self.k_steps <= config.stages
@@ -136,41 +133,44 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         # Steps whose copies are in flight while a step computes.
         self.lookahead = self.k_steps if self.whole_k else config.stages - 2
 
-    def workgroup_buffers(self) -> list[tuple[str, str]]:
+    def workgroup_types(self) -> list[ir.MemRefType]:
         return []
 
     def dynamic_shared_bytes(self) -> int:
         return self.cfg.stages * self.stage_elements * self.element_bytes + ATOM_BYTES  # + the base's alignment
 
+    def acc_type(self) -> ir.Type:
+        """The warpgroup's accumulators: BN/2 f32 registers a thread."""
+        return llvm.StructType.get_literal([ir.F32Type.get()] * (self.cfg.bn // 2))
+
     def kernel_body(self) -> None:
         w, cfg = self.w, self.cfg
-        self.m0 = w.mul(self.names.block_m, cfg.bm)
-        self.n0 = w.mul(self.names.block_n, cfg.bn)
+        self.m0 = w.mul(self.block_m, cfg.bm)
+        self.n0 = w.mul(self.block_n, cfg.bn)
         self._ring()
         for step in range(self.lookahead):
             if step * cfg.bk < self.ops.k:
                 self._copy_stage(w.index(step * cfg.bk), w.index(step), None)
-            w.emit("nvvm.cp.async.commit.group")
+            nvvm.CpAsyncCommitGroupOp()
         results = self._k_loop(self._initial_accumulators())
-        w.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-        w.emit("nvvm.cp.async.wait.group 0")  # the last, empty copies
+        nvvm.WgmmaWaitGroupSyncOp(0)
+        nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(results)
 
     # ------------------------------------------------------------ shared memory
     def _ring(self) -> None:
         """The stage ring: dynamic shared memory from its first 1024-byte
-        boundary, as one f16 buffer (%ring) for the copies, and the
-        descriptors of stage 0 for the wgmmas."""
+        boundary, as one buffer of the operand type (`ring`) for the copies,
+        and the descriptors of stage 0 for the wgmmas."""
         w = self.w
-        raw = w.op("gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>")
-        base = w.op(f"memref.extract_aligned_pointer_as_index {raw} : memref<?xi8, #gpu.address_space<workgroup>>"
-                    " -> index")
-        aligned = w.op(f"arith.andi {w.add(base, w.index(ATOM_BYTES - 1))}, {w.index(-ATOM_BYTES)} : index")
-        shift = w.op(f"arith.subi {aligned}, {base} : index")
-        self.ring = w.op(f"memref.view {raw}[{shift}][] : memref<?xi8, #gpu.address_space<workgroup>>"
-                         f" to {self.ring_type}")
+        raw = gpu.dynamic_shared_memory(workgroup_memref([ir.ShapedType.get_dynamic_size()], "i8"))
+        base = memref.extract_aligned_pointer_as_index(raw)
+        aligned = arith.andi(w.add(base, w.index(ATOM_BYTES - 1)), w.index(-ATOM_BYTES))
+        shift = arith.subi(aligned, base)
+        ring_type = workgroup_memref([self.cfg.stages * self.stage_elements], self.ops.in_element)
+        self.ring = memref.view(ring_type, raw, shift, [])
         # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
-        warpgroup = w.div("%tid", WARPGROUP)
+        warpgroup = w.div(self.tid, WARPGROUP)
         a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))
         b_start = w.add(aligned, w.index(self.a_elements * self.element_bytes))
         # K-major: the leading offset is unused with a swizzle (the K of one
@@ -179,39 +179,41 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self.b_descriptor = self._descriptor(b_start, _descriptor_bits(
             16 if self.b_k_major else self.cfg.bk * SWIZZLE_BYTES, ATOM_BYTES))
 
-    def _descriptor(self, address: str, bits: int) -> str:
-        w = self.w
-        wide = w.op(f"arith.index_cast {address} : index to i64")
-        start = w.op(f"arith.shrui {wide}, {w.constant(4, 'i64')} : i64")
-        return w.op(f"arith.ori {start}, {w.constant(bits, 'i64')} : i64")
+    def _descriptor(self, address: ir.Value, bits: int) -> ir.Value:
+        w, i64 = self.w, ir.IntegerType.get_signless(64)
+        start = arith.shrui(arith.index_cast(i64, address), w.constant(4, i64))
+        return arith.ori(start, w.constant(bits, i64))
 
     # ------------------------------------------------------------ copies
-    def _copy_stage(self, k: str, stage: str, inside: str | None) -> None:
+    def _copy_stage(self, k: ir.Value, stage: ir.Value, inside: ir.Value | None) -> None:
         """cp.async the A and B tiles of the K step at `k` into ring stage
         `stage`; where the step may be past K, `inside` (i1) says whether it
         is not (else the copies zero-fill and read nothing)."""
         w, cfg = self.w, self.cfg
         origin = w.mul(stage, self.stage_elements)
         size = self._copy_size(self.chunk_elements, inside)
-        self._copy_tile(self.names.a, self.ops.a_type, cfg.bm, cfg.bk, (self.m0, k), origin, size)
+        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, size)
         b_origin = w.add(origin, w.index(self.a_elements))
         if self.ops.b_transposed:
-            self._copy_tile(self.names.b, self.ops.b_type, cfg.bn, cfg.bk, (self.n0, k), b_origin, size)
+            self._copy_tile(self.b, cfg.bn, cfg.bk, (self.n0, k), b_origin, size)
         elif self.b_k_major:
             self._copy_transposing(k, b_origin, self._copy_size(1, inside))
         else:
-            self._copy_tile(self.names.b, self.ops.b_type, cfg.bk, cfg.bn, (k, self.n0), b_origin, size)
+            self._copy_tile(self.b, cfg.bk, cfg.bn, (k, self.n0), b_origin, size)
 
-    def _copy_size(self, elements: int, inside: str | None) -> str:
-        """The copies' source-size operand (with its comma, or nothing where
-        the step is known inside K): `elements`, or 0 past K."""
+    def _copy_size(self, elements: int, inside: ir.Value | None) -> ir.Value | None:
+        """The copies' source size: `elements`, or 0 past K; None where the step is known inside K."""
         if inside is None:
-            return ""
-        w = self.w
-        return f", {w.op(f'arith.select {inside}, {w.index(elements)}, {w.index(0)} : index')}"
+            return None
+        return arith.select(inside, self.w.index(elements), self.w.index(0))
 
-    def _copy_tile(self, source: str, source_type: str, rows: int, cols: int, at: tuple[str, str], origin: str,
-                   size: str) -> None:
+    def _async_copy(self, source: ir.Value, at: list[ir.Value], target: ir.Value, elements: int,
+                    size: ir.Value | None, bypass_l1: bool) -> None:
+        nvgpu.DeviceAsyncCopyOp(self.ring, [target], source, at, ir.IntegerAttr.get(ir.IndexType.get(), elements),
+                                srcElements=size, bypassL1=True if bypass_l1 else None)
+
+    def _copy_tile(self, source: ir.Value, rows: int, cols: int, at: tuple[ir.Value, ir.Value], origin: ir.Value,
+                   size: ir.Value | None) -> None:
         """rows x cols elements of `source` from `at`, 16 bytes per thread
         and copy (consecutive threads along a row: coalesced), into the
         swizzled tile at element `origin` of the ring. A row wider than 128
@@ -220,21 +222,21 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         w, chunk_elements = self.w, self.chunk_elements
         chunks = rows * cols // chunk_elements
         for first in range(0, chunks, self.threads):
-            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            flat = w.add(self.tid, w.index(first)) if first else self.tid
             row, col = vector_position(w, flat, cols, chunk_elements)
             chunk = w.div(col, chunk_elements)
             column = w.mul(w.div(chunk, 8), rows * self.row_elements)
             target = w.add(w.add(origin, column), self._swizzled(row, w.rem(chunk, 8)))
-            w.op(f"nvgpu.device_async_copy {source}{self.at(w.add(at[0], row), w.add(at[1], col))},"
-                 f" {self.ring}[{target}], {chunk_elements}{size} {{bypassL1}} : {source_type} to {self.ring_type}")
+            self._async_copy(source, self.at(w.add(at[0], row), w.add(at[1], col)), target, chunk_elements, size,
+                             bypass_l1=True)
 
-    def _swizzled(self, row: str, chunk: str) -> str:
+    def _swizzled(self, row: ir.Value, chunk: ir.Value) -> ir.Value:
         """The element offset of 16-byte chunk `chunk` of swizzled row `row`."""
         w = self.w
-        within = w.op(f"arith.xori {chunk}, {w.rem(row, ATOM_ROWS)} : index")
+        within = arith.xori(chunk, w.rem(row, ATOM_ROWS))
         return w.add(w.mul(row, self.row_elements), w.mul(within, self.chunk_elements))
 
-    def _copy_transposing(self, k: str, origin: str, size: str) -> None:
+    def _copy_transposing(self, k: ir.Value, origin: ir.Value, size: ir.Value | None) -> None:
         """B's BK x BN tile at (k, n0), K x N in memory, into the K-major
         layout (row n, K along it), one element a copy. Warp-sized groups of
         copies each cover 4 K x 8 N: 8 N-rows of one chunk index, so 8
@@ -242,75 +244,73 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         w, cfg = self.w, self.cfg
         k_groups = cfg.bk // self.chunk_elements
         for first in range(0, cfg.bk * cfg.bn, self.threads):
-            flat = w.add("%tid", w.index(first)) if first else "%tid"
+            flat = w.add(self.tid, w.index(first)) if first else self.tid
             group, lane = w.div(flat, 32), w.rem(flat, 32)
             k_group = w.rem(group, k_groups)
             kk = w.add(w.mul(k_group, self.chunk_elements), w.div(lane, 8))
             n = w.add(w.mul(w.div(group, k_groups), 8), w.rem(lane, 8))
             target = w.add(w.add(origin, self._swizzled(n, k_group)), w.div(lane, 8))
-            w.op(f"nvgpu.device_async_copy {self.names.b}{self.at(w.add(k, kk), w.add(self.n0, n))},"
-                 f" {self.ring}[{target}], 1{size} : {self.ops.b_type} to {self.ring_type}")
+            self._async_copy(self.b, self.at(w.add(k, kk), w.add(self.n0, n)), target, 1, size, bypass_l1=False)
 
     # ------------------------------------------------------------ K loop
-    def _k_loop(self, accumulators: str) -> str:
+    def _k_loop(self, accumulators: ir.Value) -> ir.Value:
         """The pipelined K loop of the module docstring; the final accumulators."""
         w, cfg, k = self.w, self.cfg, self.ops.k
-        results, acc = w.fresh("acc"), w.fresh("acc")
-        w.emit(f"{results} = scf.for %k0 = {w.index(0)} to {w.index(k)} step {w.index(cfg.bk)}"
-               f" iter_args({acc} = {accumulators}) -> ({self.acc_type}) {{")
-        w.indent += 2
-        step = w.div("%k0", cfg.bk)
-        w.emit(f"nvvm.cp.async.wait.group {self.lookahead - 1}")
-        w.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
-        self.barrier()
-        updated = self._multiply(step if self.whole_k else w.rem(step, cfg.stages), acc)
-        if not self.whole_k:
-            ahead = w.add("%k0", w.index(self.lookahead * cfg.bk))
-            inside = w.op(f"arith.cmpi ult, {ahead}, {w.index(k)} : index")
-            source_k = w.op(f"arith.minui {ahead}, {w.index(k - cfg.bk)} : index")
-            self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
-        w.emit("nvvm.cp.async.commit.group")  # empty with the whole K in the ring: keeps the wait's count
-        w.emit("nvvm.wgmma.wait.group.sync.aligned 1")
-        w.emit(f"scf.yield {updated} : {self.acc_type}")
-        w.indent -= 2
-        w.emit(f'}} {{{KERNEL_PATH_ATTR} = "{self.path}"}}')
-        return results
+        with w.loop(0, k, cfg.bk, [accumulators]) as loop:
+            k0 = loop.induction
+            step = w.div(k0, cfg.bk)
+            nvvm.CpAsyncWaitGroupOp(self.lookahead - 1)
+            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+            self.barrier()
+            updated = self._multiply(step if self.whole_k else w.rem(step, cfg.stages), loop.carried[0])
+            if not self.whole_k:
+                ahead = w.add(k0, w.index(self.lookahead * cfg.bk))
+                inside = w.less(ahead, k)
+                source_k = arith.minui(ahead, w.index(k - cfg.bk))
+                self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
+            nvvm.CpAsyncCommitGroupOp()  # empty with the whole K in the ring: keeps the wait's count
+            nvvm.WgmmaWaitGroupSyncOp(1)
+            loop.yield_([updated])
+        return loop.results[0]
 
-    def _multiply(self, stage: str, acc: str) -> str:
+    def _multiply(self, stage: ir.Value, acc: ir.Value) -> ir.Value:
         """This warpgroup's wgmmas on ring stage `stage`, committed as one group."""
-        w, cfg, t, wgmma_k = self.w, self.cfg, self.mma_type, self.wgmma_k
-        stage_units = w.op(f"arith.index_cast {w.mul(stage, self.stage_elements * self.element_bytes // 16)}"
-                           " : index to i64")
-        a_base = w.op(f"arith.addi {self.a_descriptor}, {stage_units} : i64")
-        b_base = w.op(f"arith.addi {self.b_descriptor}, {stage_units} : i64")
+        w, cfg, wgmma_k = self.w, self.cfg, self.wgmma_k
+        i64 = ir.IntegerType.get_signless(64)
+        stage_units = arith.index_cast(i64, w.mul(stage, self.stage_elements * self.element_bytes // 16))
+        a_base = arith.addi(self.a_descriptor, stage_units)
+        b_base = arith.addi(self.b_descriptor, stage_units)
         # B N-major reads K rows: 16 of K is two atoms further (wgmma transposes it).
-        b_layout, b_step = ("col", WGMMA_K_BYTES) if self.b_k_major else ("row", wgmma_k * SWIZZLE_BYTES)
-        w.emit("nvvm.wgmma.fence.aligned")
+        b_layout, b_step = (nvvm.MMALayout.col, WGMMA_K_BYTES) if self.b_k_major \
+            else (nvvm.MMALayout.row, wgmma_k * SWIZZLE_BYTES)
+        operand_type = getattr(nvvm.WGMMATypes, self.mma_type)
+        nvvm.WgmmaFenceAlignedOp()
         for kk in range(0, cfg.bk, wgmma_k):
             # Along K inside a swizzled row the start address moves by
             # 32 bytes; the hardware swizzles the address it computes.
             a = self._advance(a_base, kk * self.element_bytes)
             b = self._advance(b_base, kk // wgmma_k * b_step)
-            acc = w.op(f"nvvm.wgmma.mma_async {a}, {b}, {acc}, #nvvm.shape<m = {WGMMA_M}, n = {cfg.bn}, k = {wgmma_k}>,"
-                       f" D [<f32>, #nvvm.wgmma_scale_out<one>], A [<{t}>, #nvvm.wgmma_scale_in<one>, <row>],"
-                       f" B [<{t}>, #nvvm.wgmma_scale_in<one>, <{b_layout}>] : {self.acc_type} -> {self.acc_type}")
-        w.emit("nvvm.wgmma.commit.group.sync.aligned")
+            acc = nvvm.WgmmaMmaAsyncOp(self.acc_type(), acc, a, b, mma_shape(WGMMA_M, cfg.bn, wgmma_k),
+                                       operand_type, operand_type, nvvm.WGMMATypes.f32, nvvm.WGMMAScaleOut.one,
+                                       nvvm.WGMMAScaleIn.one, nvvm.WGMMAScaleIn.one, nvvm.MMALayout.row,
+                                       b_layout).result
+        nvvm.WgmmaGroupSyncAlignedOp()
         return acc
 
-    def _advance(self, descriptor: str, byte_offset: int) -> str:
+    def _advance(self, descriptor: ir.Value, byte_offset: int) -> ir.Value:
         if byte_offset == 0:
             return descriptor
-        return self.w.op(f"arith.addi {descriptor}, {self.w.constant(byte_offset >> 4, 'i64')} : i64")
+        return arith.addi(descriptor, self.w.constant(byte_offset >> 4, ir.IntegerType.get_signless(64)))
 
     # ------------------------------------------------------------ accumulators
-    def _positions(self) -> list[tuple[int, str, str]]:
+    def _positions(self) -> list[tuple[int, ir.Value, ir.Value]]:
         """(first register, row, col) of each pair of accumulators. wgmma's
         m64nN fragment is mma.sync's m16n8 one per warp (rows 16w.. of the
         warpgroup's 64), repeated every 8 columns: registers 4j, 4j+1 at row
         lane/4, columns 8j + 2(lane%4) and the next; 4j+2, 4j+3 at row + 8."""
         w = self.w
-        warp_row = w.add(self.m0, w.mul(w.div("%tid", 32), 16))  # warpgroup g's warp v: rows 64g + 16v..
-        lane_row, lane_col = accumulator_position(w, w.rem("%tid", 32))
+        warp_row = w.add(self.m0, w.mul(w.div(self.tid, 32), 16))  # warpgroup g's warp v: rows 64g + 16v..
+        lane_row, lane_col = accumulator_position(w, w.rem(self.tid, 32))
         row = w.add(warp_row, lane_row)
         positions = []
         for j in range(self.cfg.bn // 8):
@@ -318,22 +318,18 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             positions += [(4 * j, row, col), (4 * j + 2, w.add(row, w.index(8)), col)]
         return positions
 
-    def _initial_accumulators(self) -> str:
-        w = self.w
-        acc = w.op(f"llvm.mlir.zero : {self.acc_type}")
+    def _initial_accumulators(self) -> ir.Value:
+        acc = llvm.mlir_zero(self.acc_type())
         if not self.accumulate:
             return acc
         for register, row, col in self._positions():
             pair = self.load_results(2, row, col)
             for lane in range(2):
-                value = w.op(f"vector.extract {pair}[{lane}] : f32 from vector<2xf32>")
-                acc = w.op(f"llvm.insertvalue {value}, {acc}[{register + lane}] : {self.acc_type}")
+                acc = llvm.insertvalue(acc, self.w.lane(pair, lane), [register + lane])
         return acc
 
-    def _store(self, acc: str) -> None:
-        w = self.w
+    def _store(self, acc: ir.Value) -> None:
+        f32 = ir.F32Type.get()
         for register, row, col in self._positions():
-            values = [w.op(f"llvm.extractvalue {acc}[{register + lane}] : {self.acc_type}") for lane in range(2)]
-            pair = w.op(f"vector.from_elements {', '.join(values)} : vector<2xf32>")
-            self.store_results(pair, 2, row, col)
-
+            values = [llvm.extractvalue(f32, acc, [register + lane]) for lane in range(2)]
+            self.store_results(vector.from_elements(vector_of(2, "f32"), values), 2, row, col)

@@ -21,12 +21,13 @@ from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
 from .gpu_matmul_kernels import GpuMatmulKernels
 from .gpu_row_kernels import GpuRowKernels
+from .reductions_innermost import ReductionsInnermost
 from .reuse_dead_inputs import ReuseDeadInputs
 from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
 
 
 def pass_name(spec: str) -> str:

@@ -1,6 +1,6 @@
-"""A linalg.generic's body as plain data (twintrack.kernels.epilogue's
-BodyOp list), for the kernel generators that re-emit it per element: the
-matmul epilogues and the row-wise kernels."""
+"""A linalg.generic's body as a BodyOp list (twintrack.kernels.epilogue),
+for the kernel generators that clone it per element: the matmul epilogues,
+the flash kernel's score epilogue and the row-wise kernels."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _ref(value: ir.Value, body: ir.Block, ops: list, captured: list | None) -> R
         if owner == op:
             return ("op", index)
     if owner.name == "arith.constant":
-        return ("const", str(owner.attributes["value"]), str(value.type))
+        return ("const", owner)
     return _captured(value, captured)
 
 
@@ -64,14 +64,11 @@ def describe_body(generic: ir.Operation, result: int | None = None,
     ops = []
     for op in computing:
         if op.name == "linalg.index":  # the loop index: the kernel supplies ("index", dim)
-            ops.append(BodyOp(op.name, (("index", ir.IntegerAttr(op.attributes["dim"]).value),), (), "index", ""))
+            ops.append(BodyOp(op.name, (("index", ir.IntegerAttr(op.attributes["dim"]).value),), op))
             continue
         refs = [_ref(v, body, computing, captured) for v in op.operands]
         if op.regions or len(op.results) != 1 or None in refs:
             return None
-        named = [op.attributes[i] for i in range(len(op.attributes))]
-        attributes = ", ".join(f"{n.name} = {n.attr}" for n in named)
-        ops.append(BodyOp(op.name, tuple(refs), tuple(str(v.type) for v in op.operands),
-                          str(op.results[0].type), f"{{{attributes}}}" if attributes else ""))
+        ops.append(BodyOp(op.name, tuple(refs), op))
     yielded = _ref(terminator.operands[result or 0], body, computing, captured)
     return (tuple(ops), yielded) if yielded else None

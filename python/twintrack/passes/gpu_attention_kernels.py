@@ -23,6 +23,13 @@ heads, seq, dim) for the matmuls. Where such a copy's buffer is read by the
 attention alone, the kernel reads the copy's source instead (each block
 its head's tile, `OperandSlice`; Q's scale applied as it is staged), and
 the copy goes: one kernel and one round trip through memory less each.
+
+The kernel is built in place, as a gpu.launch before the P·V matmul
+(`build_flash_attention`), reading the chain's values directly, the
+epilogues' gathered tables too. A kernel that fails to build or verify (a
+compiler bug) leaves its chain as it was, for the matmul and row kernels,
+and is recorded as a fallback (`kernel_fallback`); with `strict` it fails
+the compile.
 """
 
 from __future__ import annotations
@@ -33,27 +40,28 @@ from dataclasses import dataclass, replace
 from mlir import ir
 
 from ..kernels.flash_attention import (
+    AttentionKernelOperands,
     AttentionOperands,
     FlashTileConfig,
     OperandSlice,
+    build_flash_attention,
     choose_flash_tile,
-    flash_attention_module,
 )
+from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
-from .gpu_matmul_kernels import MatmulSite, erase_site
-from .gpu_row_kernels import ROW_DISPATCH_PREFIX, row_groups
+from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
+from .gpu_row_kernels import row_groups
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
     buffer_root,
     defining_op,
-    dispatch_label,
     nested_ops,
-    splice_generated_launch,
     users_of,
     vectors_fit,
 )
+from .kernel_fallback import kernel_site
 
 MAX_OPS = ("arith.maximumf", "arith.maxnumf")
 _RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
@@ -99,12 +107,14 @@ class _Chain:
 @dataclass(frozen=True)
 class GpuAttentionKernels(PythonPass):
     name = "gpu-attention-kernels"
+    strict: bool = False  # a kernel that fails to build is an error, not a fallback (--strict-kernels)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
                   if (chain := _find_chain(op)) is not None]
         for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
-            _replace(module, chain, f"forward_attention_{number}")
+            with kernel_site(module, self.strict):
+                _replace(chain, f"forward_attention_{number}")
 
 
 # ------------------------------------------------------------ matching
@@ -131,7 +141,7 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
     attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
                                   tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
                                   sum(r.producer is not None for r in reads),
-                                  _tile_contiguous(ir.MemRefType(ir.Type.parse(values_operands.c_type)), -1))
+                                  _tile_contiguous(ir.MemRefType(values.output.type), -1))
     config = choose_flash_tile(attention)
     chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
@@ -159,10 +169,7 @@ def _plain_read(value: ir.Value) -> _Read:
 def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1) -> OperandSlice:
     strides, _ = memref_type.get_strides_and_offset()
     tiles = [d for d, name in enumerate(dims) if name == "tile"]
-    element = str(memref_type.element_type)
-    tile_type = (f"memref<{memref_type.shape[tiles[0]]}x{memref_type.shape[tiles[1]]}x{element},"
-                 f" strided<[{strides[tiles[0]]}, 1], offset: ?>>")
-    return OperandSlice(str(memref_type), tuple(memref_type.shape), dims, tile_type, heads)
+    return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads)
 
 
 def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation, allow_scale: bool) -> _Read | None:
@@ -202,7 +209,8 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
 def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
     """The last op before `reader` in its block that writes `buffer`."""
     writers = [u for u in _view_users(buffer) if u in block_ops and u.name.startswith("linalg.")
-               and block_ops.index(u) < block_ops.index(reader) and any(buffer_root(v) == buffer for v in _written(u))]
+               and block_ops.index(u) < block_ops.index(reader)
+               and any(buffer_root(v) == buffer for v in written_buffers(u))]
     return max(writers, key=block_ops.index, default=None)
 
 
@@ -251,12 +259,9 @@ def _scale(ops, result) -> float | None:
     factor = operands[1 - operands.index(("arg", 0))]
     while factor[0] == "op" and ops[factor[1]].name in ("arith.truncf", "arith.extf"):
         factor = ops[factor[1]].operands[0]
-    if factor[0] != "const":
+    if factor[0] != "const" or not isinstance(factor[1].attributes["value"], ir.FloatAttr):
         return None
-    try:
-        return float(factor[1].split(":")[0])
-    except ValueError:
-        return None
+    return ir.FloatAttr(factor[1].attributes["value"]).value
 
 
 def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
@@ -274,19 +279,9 @@ def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: 
     for op in ops[ops.index(producer) + 1:ops.index(kernel_at)]:
         if op.name in ("memref.alloc", "memref.dealloc") or op.name in VIEW_OPS:
             continue
-        if not op.name.startswith("linalg.") or any(buffer_root(v) == root for v in _written(op)):
+        if not op.name.startswith("linalg.") or any(buffer_root(v) == root for v in written_buffers(op)):
             return False
     return True
-
-
-def _written(op: ir.Operation) -> list[ir.Value]:
-    """The buffers a linalg op writes (its inits; all its operands if it names none)."""
-    view = op.opview
-    for name in ("outputs", "init"):
-        if hasattr(view, name):
-            written = getattr(view, name)
-            return [written] if isinstance(written, ir.Value) else list(written)
-    return list(op.operands)
 
 
 def _consistent(scores, values) -> bool:
@@ -326,8 +321,7 @@ def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:
     """The row-wise softmax over the keys of the scores, right after their matmul."""
     last = scores.found.consumer if scores.found else scores.op
     after = _following(last)
-    label = dispatch_label(after[0]) if after else None
-    if label is None or not label.startswith(ROW_DISPATCH_PREFIX):
+    if not after or dispatch_kind(after[0]) is not DispatchKind.REDUCTION_ROWS:
         return None
     group = next((g for g in row_groups(after[0].block) if after[0] in g), None)
     ops = [o for o in group or [] if o.name != "memref.alloc"]
@@ -471,7 +465,7 @@ def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
     """Does `op` write every element of `buffer` without reading it first: a
     fill, or an all-parallel generic with an identity output map that
     neither takes the buffer as an input nor reads its output's old value?"""
-    written = _written(op) if op.name.startswith("linalg.") else []
+    written = written_buffers(op) if op.name.startswith("linalg.") else []
     if len(written) != 1 or buffer_root(written[0]) != buffer \
             or math.prod(ir.MemRefType(written[0].type).shape) != math.prod(ir.MemRefType(buffer.type).shape):
         return False
@@ -498,15 +492,16 @@ def _view_users(buffer: ir.Value) -> list[ir.Operation]:
 
 
 # ------------------------------------------------------------ rewriting
-def _replace(module: ir.Operation, chain: _Chain, kernel: str) -> None:
-    values = chain.values
-    text, _ = flash_attention_module(f"launch_{kernel}", kernel, chain.attention, chain.config, str(values.op.location))
-    arguments = [read.argument for read in chain.reads] + [values.output]
-    for site in (values, chain.scores):
-        arguments += [site.found.consumer.operands[j] for j, _ in site.epilogue.tensor_inputs()] if site.found else []
-    splice_generated_launch(module, text, values.op, arguments)
+def _replace(chain: _Chain, kernel: str) -> None:
+    """The kernel, built in place of the P·V matmul; then the chain's ops
+    and temporaries go. (A kernel that fails to build leaves them all.)"""
+    values, scores = chain.values.kernel_operands(), chain.scores.kernel_operands()
+    q, k, v = (read.argument for read in chain.reads)
+    operands = AttentionKernelOperands(q, k, v, values.c, values.epilogue, values.captured, scores.epilogue,
+                                       scores.captured)
+    build_flash_attention(chain.values.op, kernel, chain.attention, chain.config, operands)
     temporaries = _temporaries(chain)
-    erase_site(values)
+    erase_site(chain.values)
     for op in reversed(chain.softmax.ops):
         op.erase()
     erase_site(chain.scores)

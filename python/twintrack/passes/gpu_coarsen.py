@@ -34,9 +34,14 @@ from .gpu_distribute import (
     index_constant,
     top_level_parallel_loops,
 )
+from ..target import gpu_target
 from .ir_helpers import PythonPass, nested_ops
 
-MIN_THREADS_AFTER = 32768  # ~250 per SM on a 132-SM H100/H200
+THREADS_PER_SM_AFTER = 248  # coarsen only while every SM keeps ~250 threads (32736 on the H100/H200's 132)
+
+
+def min_threads_after() -> int:
+    return gpu_target().sm_count * THREADS_PER_SM_AFTER
 
 
 def _candidate(loop: ir.Operation, factor: int):
@@ -62,7 +67,7 @@ def _candidate(loop: ir.Operation, factor: int):
         return None
     store, ivs = stores[0], list(body.arguments)
     writes_every_output = list(store.operands)[2:] == ivs
-    if outputs // factor ** 2 >= MIN_THREADS_AFTER:
+    if outputs // factor ** 2 >= min_threads_after():
         for p, q in _tile_pairs(rank):
             # the innermost pair only needs the store's last two indices (a batched matmul's
             # batch may be indexed through a view); other pairs need the whole output indexed
@@ -72,7 +77,7 @@ def _candidate(loop: ir.Operation, factor: int):
                 return inner, [p, q]
     shared_by = _dimension_sharing_a_load(nest, store, ivs)
     if writes_every_output and shared_by is not None \
-            and trips[shared_by] % factor == 0 and outputs // factor >= MIN_THREADS_AFTER:
+            and trips[shared_by] % factor == 0 and outputs // factor >= min_threads_after():
         return inner, [shared_by]
     return None
 

@@ -30,22 +30,23 @@ from pathlib import Path
 
 from mlir import ir
 
-from ..autotune import TuningKey, compiler_version, current_request, tile_record
+from ..autotune import TuningKey, TuningRequest, compiler_version, request_for, tile_record
 from ..kernels.epilogue import Epilogue, EpilogueInput
 from ..kernels.matmul_common import (
     VECTOR_BYTES,
-    KernelNames,
+    KernelOperands,
     MatmulOperands,
     OutputView,
+    build_horizontal,
     element_bytes,
-    horizontal_module,
 )
-from ..kernels.mlir_text import MlirWriter
-from ..kernels.mma_matmul import MmaMatmulWriter, MmaTileConfig
-from ..kernels.simt_matmul import SimtMatmulWriter, TileConfig
-from ..kernels.wgmma_matmul import ATOM_BYTES, WGMMA_ARCHS, WgmmaMatmulWriter, WgmmaTileConfig
-from ..recipes import DEFAULT_ARCH
+from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ..errors import UsageError
+from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
+from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
+from .kernel_fallback import kernel_site, record_refusal
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
@@ -53,81 +54,91 @@ from .ir_helpers import (
     defining_op,
     dispatch_label,
     nested_ops,
-    splice_generated_launch,
     users_of,
     vectors_fit,
 )
 
-TUNING_FILE = Path(__file__).resolve().parents[3] / "lowering" / "tuning" / "matmul.toml"
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
-
-
-TENSOR_CORE_ELEMENTS = ("f16", "bf16")
-# The H100/H200 (sm_90): SMs, and shared memory per SM and per block, of
-# which the driver keeps 1 KiB per resident block.
-SM_COUNT = 132
-SHARED_BYTES_PER_SM = 228 * 1024
-SHARED_BYTES_PER_BLOCK = 227 * 1024
-RESERVED_SHARED_BYTES = 1024
 MIN_REFILLED_STAGES = 3  # a ring refilled in the loop: one step computing, one queued, one arriving
-HORIZONTAL_PREFIX = "matmul_horizontal_"
 TUNING_ATTR = "twintrack.tuning"  # module attribute: {kernel: its tuning key and tile, as JSON}
 
-
-@dataclass(frozen=True)
-class TileTable:
-    """Tile shapes, largest first, each with the fewest blocks it must give
-    (its own `min_blocks` in the table, else the table's)."""
-    mma: list[tuple[MmaTileConfig, int]]
-    simt: list[tuple[TileConfig, int]]
-    wgmma: list[tuple[WgmmaTileConfig, int]]
+# Tile tables by generator name: (schedule, the fewest blocks it must give), largest first.
+TileTables = dict[str, list[tuple[object, int]]]
 
 
-def load_tile_table(path: Path = TUNING_FILE) -> TileTable:
-    data = tomllib.loads(path.read_text())
+def load_tile_tables(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> TileTables:
+    """lowering/tuning/matmul.toml: each generator's tiles, under its name,
+    each with its own `min_blocks` or the table's."""
+    data = tomllib.loads((Path(lowering_dir) / "tuning" / "matmul.toml").read_text())
+    unknown = set(data) - {"min_blocks"} - set(GENERATORS_BY_NAME)
+    if unknown:
+        raise UsageError(f"{lowering_dir}/tuning/matmul.toml: no kernel generator named {', '.join(sorted(unknown))} "
+                         f"(known: {', '.join(GENERATORS_BY_NAME)})")
 
-    def entries(key, config):
-        return [(config(**{k: v for k, v in e.items() if k != "min_blocks"}), e.get("min_blocks", data["min_blocks"]))
-                for e in data.get(key, ())]
-    return TileTable(entries("mma", MmaTileConfig), entries("simt", TileConfig), entries("wgmma", WgmmaTileConfig))
+    def entries(generator: KernelGenerator):
+        return [(generator.schedule(**{k: v for k, v in e.items() if k != "min_blocks"}),
+                 e.get("min_blocks", data["min_blocks"])) for e in data.get(generator.name, ())]
+    return {g.name: entries(g) for g in MATMUL_GENERATORS}
 
 
-def choose_kernel(operands: list[MatmulOperands], table: TileTable, arch: str = DEFAULT_ARCH):
-    """(writer class, tile, kernel stem) for one matmul's operands, or one
-    tile for several (a horizontal kernel), or None: the generic pipeline.
-    The heuristic prefers wgmma, then mma.sync, then CUDA cores, and within
-    one the table's rule (`choose_tile`); with --autotune the tuning cache
-    (or, for a tuning variant, the candidate's rank) decides among them all."""
+def choose_kernel(operands: list[MatmulOperands], tables: TileTables, arch: str = DEFAULT_ARCH,
+                  target: GpuTarget | None = None, request: TuningRequest = TuningRequest()):
+    """(writer class, tile, generator name, tuning note) for one matmul's
+    operands, or one tile for several (a horizontal kernel), or None: the
+    generic pipeline. The note is {"candidates": how many tiles fit,
+    "untuned": the cache had no entry}. The heuristic takes the registry's first generator that
+    applies and has a fitting tile, and within it the table's rule
+    (`choose_tile`); with --autotune the tuning cache (or, for a tuning
+    variant, the candidate's rank) decides among them all."""
     candidates, heuristic = [], None
-    for writer_class, stem, tiles in _generators(operands, table, arch):
+    for writer_class, name, tiles in _generators(operands, tables, arch, target):
         fitting = _fitting(operands, tiles)
         if heuristic is None and fitting:
             heuristic = len(candidates) + [t for t, _ in fitting].index(choose_tile(operands, fitting))
-        candidates += [(writer_class, tile, stem) for tile, _ in fitting]
+        candidates += [(writer_class, tile, name) for tile, _ in fitting]
     if not candidates:
         return None
-    index = current_request().choose(tuning_key(operands, arch), [(stem, tile) for _, tile, stem in candidates],
-                                     heuristic)
-    return candidates[index]
+    index, untuned = request.choose(tuning_key(operands, arch), [(name, tile) for _, tile, name in candidates],
+                                    heuristic)
+    return (*candidates[index], {"candidates": len(candidates), "untuned": untuned})
 
 
-def _generators(operands: list[MatmulOperands], table: TileTable, arch: str):
-    """(writer class, kernel stem, tile table) of each generator that can take
-    the matmuls, preferred first. f32 takes tensor cores only as tf32, and
-    only through wgmma (mma.sync's tf32 shape has no generator here)."""
-    tensor_cores = all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands)
-    tf32 = all(o.tf32 and o.in_element == "f32" for o in operands)
-    if (tensor_cores or tf32) and arch in WGMMA_ARCHS:
-        size = element_bytes(operands[0].in_element)
-        deepened = [(ring_depth(t.for_element(size), operands, size), least) for t, least in table.wgmma]
-        yield WgmmaMatmulWriter, "wgmma_matmul", [(t, least) for i, (t, least) in enumerate(deepened)
-                                                  if t not in [u for u, _ in deepened[:i]]]
-    if tensor_cores:
-        yield MmaMatmulWriter, "mma_matmul", table.mma
-    yield SimtMatmulWriter, "simt_matmul", table.simt
+def _generators(operands: list[MatmulOperands], tables: TileTables, arch: str, target: GpuTarget | None = None):
+    """(writer class, generator name, tiles) of each registered generator
+    that applies to the matmuls, preferred first. A wgmma tile's ring is
+    deepened for the shapes (`ring_depth`)."""
+    target = target or gpu_target()
+    for generator in MATMUL_GENERATORS:
+        if generator.applies(operands, target, arch) is not None:
+            continue
+        tiles = tables.get(generator.name, [])
+        if generator.writer is WgmmaMatmulWriter:
+            tiles = _deepened(tiles, operands, target)
+        yield generator.writer, generator.name, tiles
 
 
-def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int) -> WgmmaTileConfig:
+def refusals(operands: list[MatmulOperands], tables: TileTables, arch: str, target: GpuTarget | None = None) -> str:
+    """Why no generator takes the matmuls: each one's reason (the registry's, or no fitting tile)."""
+    target = target or gpu_target()
+    reasons = []
+    for generator in MATMUL_GENERATORS:
+        why = generator.applies(operands, target, arch)
+        if why is None and not _fitting(operands, tables.get(generator.name, [])):
+            why = "no tile of lowering/tuning/matmul.toml divides " + " and ".join(
+                f"{o.m}x{o.n}x{o.k}" for o in operands)
+        if why is not None:
+            reasons.append(f"{generator.name}: {why}")
+    return "; ".join(reasons)
+
+
+def _deepened(tiles: list[tuple], operands: list[MatmulOperands], target: GpuTarget) -> list[tuple]:
+    """Each wgmma tile with its ring as deep as helps; tiles that end up alike once."""
+    size = element_bytes(operands[0].in_element)
+    deepened = [(ring_depth(t.for_element(size), operands, size, target), least) for t, least in tiles]
+    return [(t, least) for i, (t, least) in enumerate(deepened) if t not in [u for u, _ in deepened[:i]]]
+
+
+def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int, target: GpuTarget) -> WgmmaTileConfig:
     """The wgmma tile with as many stages as help, up to the table's: no
     more than the K steps (the whole K in the ring), and no more than fit
     beside the other blocks that must share an SM for the grid to run in
@@ -136,9 +147,9 @@ def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int)
     k_steps = max(1, max(o.k for o in operands) // tile.bk)  # (a K under one step: no fit anyway)
     stage = tile.stage_bytes(size)
     smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
-    one_wave = -(-_blocks(operands, tile) // SM_COUNT)  # blocks per SM
-    sharing = max(1, min(one_wave, SHARED_BYTES_PER_SM // (smallest + RESERVED_SHARED_BYTES)))
-    budget = min(SHARED_BYTES_PER_SM // sharing - RESERVED_SHARED_BYTES, SHARED_BYTES_PER_BLOCK)
+    one_wave = -(-_blocks(operands, tile) // target.sm_count)  # blocks per SM
+    sharing = max(1, min(one_wave, target.shared_bytes_per_sm // (smallest + target.reserved_shared_bytes)))
+    budget = min(target.shared_bytes_per_sm // sharing - target.reserved_shared_bytes, target.shared_bytes_per_block)
     stages = min(tile.stages, k_steps, (budget - ATOM_BYTES) // stage)
     return replace(tile, stages=stages if stages >= k_steps else max(stages, MIN_REFILLED_STAGES))
 
@@ -155,13 +166,20 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
 
 
 def _blocks(operands: list[MatmulOperands], tile) -> int:
-    return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) for o in operands)
+    """Blocks the tile gives (a split-K schedule's K slices count too)."""
+    slices = getattr(tile, "splits", 1)
+    return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
 
 
 def _fitting(operands: list[MatmulOperands], tiles: list[tuple]) -> list[tuple]:
     """The (tile, min_blocks) entries whose tile divides every matmul."""
-    return [(t, least) for t, least in tiles
-            if all(o.m % t.bm == 0 and o.n % t.bn == 0 and o.k % t.bk == 0 for o in operands)]
+    return [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
+
+
+def _divides(tile, o: MatmulOperands) -> bool:
+    """Does the tile divide the matmul (and meet its schedule's own conditions, where it has any)?"""
+    own = getattr(tile, "divides", None)
+    return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0 and (own is None or own(o))
 
 
 def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
@@ -365,11 +383,22 @@ def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] 
     for between in block_ops[block_ops.index(op) + 1:block_ops.index(consumer)]:
         if between.name == "memref.alloc" or between.name in VIEW_OPS:
             moved.append(between)
-        elif label is not None and label.startswith(HORIZONTAL_PREFIX) and dispatch_label(between) == label:
+        elif dispatch_kind(op) is DispatchKind.MATMUL_HORIZONTAL and dispatch_label(between) == label:
             skipped.append(between)
         else:
             return None
     return moved, skipped
+
+
+def written_buffers(op: ir.Operation) -> list[ir.Value]:
+    """The buffers a linalg op writes: its inits (`outputs`; a transpose's,
+    a copy's `init`), or all its operands where it names none."""
+    view = op.opview
+    for name in ("outputs", "init"):
+        if hasattr(view, name):
+            written = getattr(view, name)
+            return [written] if isinstance(written, ir.Value) else list(written)
+    return list(op.operands)
 
 
 def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
@@ -378,7 +407,7 @@ def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
     touched = {buffer_root(v) for v in consumer.operands if isinstance(v.type, ir.MemRefType)}
     written = buffer_root(consumer.operands[-1])
     for other in others:
-        other_written = {buffer_root(v) for v in other.opview.outputs}
+        other_written = {buffer_root(v) for v in written_buffers(other)}
         other_read = {buffer_root(v) for v in other.operands if isinstance(v.type, ir.MemRefType)}
         if other_written & touched or written in other_read:
             return True
@@ -419,12 +448,13 @@ class MatmulSite:
         """Where the kernel stores: the epilogue's output, else the matmul's."""
         return self.found.output if self.found else self.op.operands[2]
 
-    def kernel_arguments(self) -> list[ir.Value]:
-        """What the kernel function takes: A, B, the output, then the epilogue's tensors."""
-        extra = []
-        if self.found is not None:
-            extra = [self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs()] + self.found.captured
-        return [self.op.operands[0], self.op.operands[1], self.output] + extra
+    def kernel_operands(self) -> KernelOperands:
+        """What the kernel reads and writes: A, B, the output, the epilogue's tensors and tables."""
+        if self.found is None:
+            return KernelOperands(self.op.operands[0], self.op.operands[1], self.output)
+        tensors = tuple(self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs())
+        return KernelOperands(self.op.operands[0], self.op.operands[1], self.output, tensors,
+                              tuple(self.found.captured))
 
     def absorbed(self) -> list[ir.Operation]:
         """Ops that go away with the matmul (the temporary too, with an epilogue)."""
@@ -442,25 +472,42 @@ class GpuMatmulKernels(PythonPass):
     name = "gpu-matmul-kernels"
     arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
     tf32: bool = False        # f32 matmuls may use tf32 tensor cores (--allow-tf32)
+    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the tile tables and the target are read (--lowering-dir)
+    tuning_cache: str = ""    # --autotune: tiles from this cache where it has them ("" for none)
+    tuning_variant: str = ""  # a tuning variant: every matmul its k-th fitting tile ("" for none)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
-        table = load_tile_table()
+        table = load_tile_tables(Path(self.lowering_dir))
+        target = gpu_target(Path(self.lowering_dir))
+        request = request_for(self.tuning_cache, self.tuning_variant)
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
             sites = [MatmulSite.of(op) for op in group]
             operands = [self._precision(site.operands()) for site in sites]
             if len(sites) > 1 and None not in operands and \
-                    _replace_horizontal(module, sites, operands, table, self.arch, len(tuned), tuned):
+                    self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
             for site, single in zip(sites, operands):
-                chosen = choose_kernel([single], table, self.arch) if single else None
-                if chosen is not None:
-                    kernel = f"forward_{chosen[2]}_{len(tuned)}"
+                chosen = choose_kernel([single], table, self.arch, target, request) if single else None
+                if chosen is None:
+                    record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
+                                   else "operands not static f32/f16/bf16 with 16-byte aligned rows")
+                    continue
+                kernel = f"forward_{chosen[2]}_{len(tuned)}"
+                with kernel_site(module, self.strict):
                     _replace(module, site, single, *chosen[:2], kernel)
                     tuned[kernel] = _tuning_note([single], chosen, self.arch)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
+
+    def _horizontal(self, module, sites, operands, table, target, request, tuned) -> bool:
+        """One kernel for the group's matmuls; False (each then on its own) where none is built."""
+        built = False
+        with kernel_site(module, self.strict):
+            built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned)
+        return built
 
     def _precision(self, operands: MatmulOperands | None) -> MatmulOperands | None:
         if operands is None or not self.tf32 or operands.in_element != "f32":
@@ -474,7 +521,7 @@ def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
     groups: list[tuple[ir.Block | None, str | None, list[ir.Operation]]] = []
     for op in matmuls:
         label = dispatch_label(op)
-        horizontal = label is not None and label.startswith(HORIZONTAL_PREFIX)
+        horizontal = dispatch_kind(op) is DispatchKind.MATMUL_HORIZONTAL
         same = [ops for block, key, ops in groups if horizontal and key == label and block == op.block]
         if same:
             same[0].append(op)
@@ -484,38 +531,33 @@ def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
 
 
 def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> str:
-    _, tile, stem = chosen
-    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile)})
+    _, tile, stem, note = chosen
+    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile), **note})
 
 
 def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str) -> None:
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
-    text = writer.module(f"launch_{kernel}", kernel, str(site.op.location))
-    splice_generated_launch(module, text, site.op, site.kernel_arguments())
+    writer.build(site.op, kernel, site.kernel_operands())
     erase_site(site)
 
 
-def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTable,
-                        arch: str, number: int, tuned: dict) -> bool:
+def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTables,
+                        arch: str, target: GpuTarget, request: TuningRequest, number: int, tuned: dict) -> bool:
     """One kernel for the matmuls of a horizontal dispatch, in place of the
     last (every operand is defined by then); False where they cannot share
     one: no tile for all, or different shared buffers."""
-    chosen = choose_kernel(operands, table, arch)
+    chosen = choose_kernel(operands, table, arch, target, request)
     if chosen is None:
         return False
-    writer_class, tile, stem = chosen
-    shared = MlirWriter()
-    writers = [writer_class(o, tile, site.fill is None, site.epilogue, shared,
-                            KernelNames(a=f"%A{i}_", b=f"%B{i}_", c=f"%C{i}_", epilogue=f"%E{i}_"))
-               for i, (o, site) in enumerate(zip(operands, sites))]
-    if any(w.workgroup_buffers() != writers[0].workgroup_buffers() for w in writers) or not _only_absorbed_between(sites):
+    writer_class, tile, stem, _ = chosen
+    writers = [writer_class(o, tile, site.fill is None, site.epilogue) for o, site in zip(operands, sites)]
+    if any(w.workgroup_types() != writers[0].workgroup_types() for w in writers) or not _only_absorbed_between(sites):
         return False
     for writer in writers:
         writer.path += f" horizontal x{len(writers)}"
     kernel = f"forward_{stem}_{number}"
+    build_horizontal(sites[-1].op, kernel, writers, [site.kernel_operands() for site in sites])
     tuned[kernel] = _tuning_note(operands, chosen, arch)
-    text = horizontal_module(f"launch_{kernel}", kernel, writers, str(sites[-1].op.location))
-    splice_generated_launch(module, text, sites[-1].op, [v for site in sites for v in site.kernel_arguments()])
     for site in sites:
         erase_site(site)
     return True

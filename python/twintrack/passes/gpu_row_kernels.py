@@ -13,7 +13,8 @@ at indices computed from loaded elements and loop indices); the kernel loads
 those element by element. A group this pass cannot take (ops not adjacent,
 bodies or layouts it does not handle, gathers from buffers the group writes,
 rows too long for registers) stays linalg ops for the generic pipeline, one
-kernel per op.
+kernel per op. So does a group whose kernel fails to build or verify (a
+compiler bug, recorded by kernel_fallback; with `strict`, an error).
 """
 
 from __future__ import annotations
@@ -23,29 +24,29 @@ from dataclasses import dataclass, replace
 
 from mlir import ir
 
+from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.epilogue import BodyOp, Ref
-from ..kernels.row_kernel import RowProgram, RowStep, StepInput, row_kernel_module
+from ..kernels.row_kernel import RowProgram, RowStep, StepInput, build_row_kernel
+from ..target import gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
-from .ir_helpers import PythonPass, buffer_root, defining_op, dispatch_label, splice_generated_launch, vectors_fit
+from .ir_helpers import PythonPass, buffer_root, defining_op, dispatch_label, vectors_fit
+from .kernel_fallback import kernel_site
 
 # integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
                      "arith.maxsi": "maxsi", "arith.minsi": "minsi"}
-ROW_DISPATCH_PREFIX = "reduction_rows_"
-ELEMENTWISE_DISPATCH_PREFIX = "elementwise_"
 # An elementwise dispatch runs as a row kernel (16-byte vectors, a block per
 # row) when it has rows enough to fill the GPU and rows long enough for the
 # vectors; smaller ones keep the generic pipeline's flat grid.
-MIN_ELEMENTWISE_ROWS = 132      # one block per SM of the H100/H200
+MIN_ELEMENTWISE_ROWS_PER_SM = 1  # one block per SM
 MIN_ELEMENTWISE_INNER = 128
 
 
 def _label(op: ir.Operation) -> str | None:
     """The row-wise or elementwise dispatch `op` came from, if any."""
-    label = dispatch_label(op)
-    prefixes = (ROW_DISPATCH_PREFIX, ELEMENTWISE_DISPATCH_PREFIX)
-    return label if label is not None and label.startswith(prefixes) else None
+    row_wise = dispatch_kind(op) in (DispatchKind.REDUCTION_ROWS, DispatchKind.ELEMENTWISE)
+    return dispatch_label(op) if row_wise else None
 
 
 def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
@@ -140,7 +141,7 @@ class _Builder:
 
     def __post_init__(self):
         self.buffers: list[ir.Value] = []
-        self.fill_constant: dict = {}   # buffer -> its in-group fill constant ("0.0 : f32")
+        self.fill_constant: dict = {}   # buffer -> the arith.constant op of its in-group fill
         self.in_registers: dict = {}    # buffer -> step whose per-row value it holds
         self.written_by: dict = {}      # buffer -> step that stores it
         self.read_later: set[int] = set()
@@ -172,14 +173,14 @@ class _Builder:
     def _shape(self) -> list[int] | None:
         """The loop ranges the kernel runs over: its first reduction's, or,
         in an elementwise dispatch, its first generic's when it has rows
-        enough (MIN_ELEMENTWISE_ROWS of MIN_ELEMENTWISE_INNER or more)."""
+        enough (a block per SM, each of MIN_ELEMENTWISE_INNER or more)."""
         generics = [op for op in self.ops if op.name == "linalg.generic"]
         reductions = [op for op in generics if "reduction" in str(op.attributes["iterator_types"])]
         if reductions:
             return _loop_ranges(reductions[0])
         shape = _loop_ranges(generics[0]) if generics else None
         if shape is None or len(shape) < 2 or shape[-1] < MIN_ELEMENTWISE_INNER \
-                or math.prod(shape[:-1]) < MIN_ELEMENTWISE_ROWS:
+                or math.prod(shape[:-1]) < gpu_target().sm_count * MIN_ELEMENTWISE_ROWS_PER_SM:
             return None
         return shape
 
@@ -187,7 +188,7 @@ class _Builder:
         constant = defining_op(op.operands[0])
         if constant is None or constant.name != "arith.constant":
             return False
-        self.fill_constant[op.operands[1]] = f"{constant.attributes['value']}"
+        self.fill_constant[op.operands[1]] = constant
         return True
 
     def _kind(self, op: ir.Operation, output_dims: tuple[int, ...] | None) -> str | None:
@@ -298,15 +299,15 @@ class _Builder:
         return tuple(described)
 
     @staticmethod
-    def _combiner(ops, result, output_arg, reads_output) -> tuple[str, str, str] | None:
-        """(op, all_reduce kind, attributes) when the body yields combine(x, output)."""
+    def _combiner(ops, result, output_arg, reads_output) -> tuple[BodyOp, str] | None:
+        """(the combining op, its all_reduce kind) when the body yields combine(x, output)."""
         if result[0] != "op" or reads_output != [result[1]]:
             return None
         combine = ops[result[1]]
         kind = COMBINERS[combine.name][0] if combine.name in COMBINERS else INTEGER_COMBINERS.get(combine.name)
         if kind is None or combine.operands.count(output_arg) != 1:
             return None
-        return combine.name, kind, combine.attributes
+        return combine, kind
 
     def _read_after_group(self, op: ir.Operation, buffer: ir.Value) -> bool:
         """Is what `op` writes to `buffer` read after the kernel: no later op
@@ -336,7 +337,7 @@ class _Builder:
         steps = [RowStep(**{**step, "output": self.buffer(step["output"]) if step["store"] else -1})
                  for step in self.steps]
         types = [ir.MemRefType(v.type) for v in self.buffers]
-        program = RowProgram(self.rows, self.inner, tuple(str(t) for t in types),
+        program = RowProgram(self.rows, self.inner, tuple(self.buffers),
                              tuple(str(t.element_type) for t in types),
                              tuple(_contiguous_rows(t, width) for t in types),
                              tuple(steps), frozenset(self.read_later), self._read_only(steps))
@@ -346,6 +347,7 @@ class _Builder:
 @dataclass(frozen=True)
 class GpuRowKernels(PythonPass):
     name = "gpu-row-kernels"
+    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         count = 0
@@ -356,24 +358,28 @@ class GpuRowKernels(PythonPass):
                 builder = _Builder(group)
                 program = builder.build()
                 if program is not None:
-                    _replace(module, group, builder, program, f"forward_row_kernel_{count}")
+                    with kernel_site(module, self.strict):
+                        _replace(group, program, f"forward_row_kernel_{count}")
                     count += 1
 
 
-def _replace(module: ir.Operation, group: list[ir.Operation], builder: _Builder, program: RowProgram,
-             kernel: str) -> None:
+def _replace(group: list[ir.Operation], program: RowProgram, kernel: str) -> None:
+    """The group's kernel, built in place of its ops (located at the last
+    one, as the kernel report names it); on a KernelBuildError the group
+    stays as it was, for the generic path."""
+    computing = [op for op in group if op.name != "memref.alloc"]
+    # Built right before the last computing op: only the group's ops, which
+    # go, lie between it and the first one; the allocations come first.
+    build_row_kernel(computing[-1], kernel, program)
     allocations = [op for op in group if op.name == "memref.alloc"]
     for op in allocations:
         op.move_before(group[0])
-    computing = [op for op in group if op.name != "memref.alloc"]
     temporaries = []  # allocations the group used, each once
     for op in computing:
         for value in op.operands:
             owner = defining_op(value)
             if owner is not None and owner.name == "memref.alloc" and owner not in temporaries:
                 temporaries.append(owner)
-    text = row_kernel_module(f"launch_{kernel}", kernel, program, str(computing[-1].location))
-    splice_generated_launch(module, text, computing[0], builder.buffers)
     for op in computing:
         op.erase()
     for allocation in temporaries:  # those now held in registers go

@@ -82,19 +82,6 @@ def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda
     return found
 
 
-def splice_generated_launch(module: ir.Operation, text: str, before: ir.Operation, arguments: list[ir.Value]) -> None:
-    """Move the body of the generated function in `text` (its constants and
-    gpu.launch) before `before`, its arguments replaced by `arguments`.
-    (Done here rather than by the inliner: nvgpu ops are not inlinable.)"""
-    parsed = ir.Module.parse(text, context=module.context)
-    function = parsed.body.operations[0].operation
-    entry = function.regions[0].blocks[0]
-    for generated in [o.operation for o in entry.operations][:-1]:  # all but func.return
-        generated.move_before(before)
-    for argument, operand in zip(entry.arguments, arguments):
-        argument.replace_all_uses_with(operand)
-
-
 def shaped_bytes(t: ir.ShapedType) -> int:
     """Bytes of a static tensor or memref (i1 counts as a byte)."""
     width = t.element_type.width if hasattr(t.element_type, "width") else 8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 
 from ..errors import TwintrackError
 
@@ -59,7 +60,13 @@ class KernelModule:
         return self.functions[kernel]
 
 
-STATIC_SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a kernel may take without opting in
+@functools.cache
+def static_shared_limit() -> int:
+    """Bytes of dynamic shared memory a kernel may take without opting in (the device's own figure)."""
+    driver = _driver()
+    device = check(driver.cuCtxGetDevice(), "current device")
+    attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
+    return int(check(driver.cuDeviceGetAttribute(attribute, device), "shared memory per block"))
 
 
 class PreparedLaunch:
@@ -75,7 +82,7 @@ class PreparedLaunch:
 
     def __init__(self, function, grid, block, shared_bytes: int, args: list[dict], what: str):
         self.function, self.grid, self.block, self.shared_bytes, self.what = function, grid, block, shared_bytes, what
-        if shared_bytes > STATIC_SHARED_LIMIT:  # a kernel must opt in to more dynamic shared memory
+        if shared_bytes > static_shared_limit():  # a kernel must opt in to more dynamic shared memory
             driver = _driver()
             limit = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(driver.cuFuncSetAttribute(function, limit, shared_bytes),

@@ -43,9 +43,9 @@ func.func @attention(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf32>, %v: memr
   %zero = arith.constant 0.0 : f32
   %ninf = arith.constant 0xFF800000 : f32
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
-  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x64x32xf32>, memref<4x32x64xf32>) outs(%s : memref<4x64x64xf32>)
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "matmul_0"} {
+  linalg.fill {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf32>, memref<4x32x64xf32>) outs(%s : memref<4x64x64xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f32):
     %i = linalg.index 1 : index
     %j = linalg.index 2 : index
@@ -54,30 +54,30 @@ func.func @attention(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf32>, %v: memr
     linalg.yield %masked : f32
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : memref<4x64x64xf32>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : memref<4x64x64xf32>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %o: f32):
     %m = arith.maximumf %in, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s, %max : memref<4x64x64xf32>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s, %max : memref<4x64x64xf32>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %m: f32, %o: f32):
     %d = arith.subf %in, %m : f32
     %e = math.exp %d : f32
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max, %sum : memref<4x64x64xf32>, memref<4x64xf32>, memref<4x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max, %sum : memref<4x64x64xf32>, memref<4x64xf32>, memref<4x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %m: f32, %t: f32, %o: f32):
     %d = arith.subf %in, %m : f32
     %e = math.exp %d : f32
     %p = arith.divf %e, %t : f32
     linalg.yield %p : f32
   }
-  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%s, %v : memref<4x64x64xf32>, memref<4x64x32xf32>) outs(%out : memref<4x64x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%s, %v : memref<4x64x64xf32>, memref<4x64x32xf32>) outs(%out : memref<4x64x32xf32>)
   memref.dealloc %max : memref<4x64xf32>
   memref.dealloc %sum : memref<4x64xf32>
   memref.dealloc %s : memref<4x64x64xf32>
@@ -96,33 +96,33 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
   %zero = arith.constant 0.0 : f32
   %ninf = arith.constant 0xFF800000 : f32
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
-  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x64x32xf32>, memref<4x32x64xf32>) outs(%s : memref<4x64x64xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf32>, memref<4x32x64xf32>) outs(%s : memref<4x64x64xf32>)
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : memref<4x64x64xf32>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s : memref<4x64x64xf32>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %o: f32):
     %m = arith.maximumf %in, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s, %max : memref<4x64x64xf32>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%s, %max : memref<4x64x64xf32>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %m: f32, %o: f32):
     %d = arith.subf %in, %m : f32
     %e = math.exp %d : f32
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max, %sum : memref<4x64x64xf32>, memref<4x64xf32>, memref<4x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %max, %sum : memref<4x64x64xf32>, memref<4x64xf32>, memref<4x64xf32>) outs(%s : memref<4x64x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f32, %m: f32, %t: f32, %o: f32):
     %d = arith.subf %in, %m : f32
     %e = math.exp %d : f32
     %p = arith.divf %e, %t : f32
     linalg.yield %p : f32
   }
-  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%s, %v : memref<4x64x64xf32>, memref<4x64x32xf32>) outs(%out : memref<4x64x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%s, %v : memref<4x64x64xf32>, memref<4x64x32xf32>) outs(%out : memref<4x64x32xf32>)
   memref.copy %s, %probabilities : memref<4x64x64xf32> to memref<4x64x64xf32>
   memref.dealloc %max : memref<4x64xf32>
   memref.dealloc %sum : memref<4x64xf32>
@@ -211,10 +211,10 @@ func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
   %c0_i64 = arith.constant 0 : i64
   %false = arith.constant false
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf32>
-  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
   %h = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf16>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0"} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f16):
     %n = arith.truncf %in : f32 to f16
     %i = linalg.index 1 : index
@@ -228,16 +228,16 @@ func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     linalg.yield %masked : f16
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %o: f32):
     %w = arith.extf %in : f16 to f32
     %m = arith.maximumf %w, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %o: f32):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -245,7 +245,7 @@ func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -254,8 +254,8 @@ func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     %n = arith.truncf %p : f32 to f16
     linalg.yield %n : f16
   }
-  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
   memref.dealloc %max : memref<4x128xf32>
   memref.dealloc %sum : memref<4x128xf32>
   memref.dealloc %h : memref<4x128x128xf16>
@@ -275,10 +275,10 @@ func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
   %c0_i64 = arith.constant 0 : i64
   %false = arith.constant false
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf32>
-  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x128x128xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x128x32xf16>, memref<4x32x128xf16>) outs(%s : memref<4x128x128xf32>)
   %h = memref.alloc() {alignment = 64 : i64} : memref<4x128x128xf16>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0"} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x128x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f16):
     %n = arith.truncf %in : f32 to f16
     %i = linalg.index 1 : index
@@ -292,16 +292,16 @@ func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     linalg.yield %masked : f16
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x128x128xf16>) outs(%max : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %o: f32):
     %w = arith.extf %in : f16 to f32
     %m = arith.maximumf %w, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x128xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x128xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x128x128xf16>, memref<4x128xf32>) outs(%sum : memref<4x128xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %o: f32):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -309,7 +309,7 @@ func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x128x128xf16>, memref<4x128xf32>, memref<4x128xf32>) outs(%h : memref<4x128x128xf16>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -318,8 +318,8 @@ func.func @anticausal(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: m
     %n = arith.truncf %p : f32 to f16
     linalg.yield %n : f16
   }
-  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x128x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %v : memref<4x128x128xf16>, memref<4x128x32xf16>) outs(%out : memref<4x128x32xf32>)
   memref.dealloc %max : memref<4x128xf32>
   memref.dealloc %sum : memref<4x128xf32>
   memref.dealloc %h : memref<4x128x128xf16>
@@ -376,38 +376,38 @@ func.func @heads_in_place(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf32>) {
   %vx = memref.expand_shape %vs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>
   %qh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
   %vh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
-  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0"}
-  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1"} {
+  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>}
+  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
   ^bb0(%in: f16, %o: f16):
     %c = arith.truncf %eighth : f64 to f16
     %m = arith.mulf %in, %c : f16
     linalg.yield %m : f16
   }
   %kh = memref.alloc() {alignment = 64 : i64} : memref<2x2x32x64xf16>
-  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2"}
+  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>}
   %q = memref.collapse_shape %qh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
   %kt = memref.collapse_shape %kh [[0, 1], [2], [3]] : memref<2x2x32x64xf16> into memref<4x32x64xf16>
   %v = memref.collapse_shape %vh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
-  linalg.fill {twintrack.dispatch = "matmul_3"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_3"} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
   %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf16>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3"} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f16):
     %n = arith.truncf %in : f32 to f16
     linalg.yield %n : f16
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %o: f32):
     %w = arith.extf %in : f16 to f32
     %m = arith.maximumf %w, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %o: f32):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -415,7 +415,7 @@ func.func @heads_in_place(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf32>) {
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -424,8 +424,8 @@ func.func @heads_in_place(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf32>) {
     %n = arith.truncf %p : f32 to f16
     linalg.yield %n : f16
   }
-  linalg.fill {twintrack.dispatch = "matmul_5"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_5"} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
   memref.dealloc %max : memref<4x64xf32>
   memref.dealloc %sum : memref<4x64xf32>
   memref.dealloc %h : memref<4x64x64xf16>
@@ -458,38 +458,38 @@ func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf3
   %vx = memref.expand_shape %vs [[0], [1], [2, 3]] output_shape [2, 64, 2, 32] : memref<2x64x64xf16, strided<[12288, 192, 1], offset: 128>> into memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>
   %qh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
   %vh = memref.alloc() {alignment = 64 : i64} : memref<2x2x64x32xf16>
-  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0"}
-  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1"} {
+  linalg.transpose ins(%vx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 128>>) outs(%vh : memref<2x2x64x32xf16>) permutation = [0, 2, 1, 3] {twintrack.dispatch = "elementwise_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>}
+  linalg.generic {indexing_maps = [#q_in, #q_out], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%qx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1]>>) outs(%qh : memref<2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
   ^bb0(%in: f16, %o: f16):
     %c = arith.truncf %eighth : f64 to f16
     %m = arith.mulf %in, %c : f16
     linalg.yield %m : f16
   }
   %kh = memref.alloc() {alignment = 64 : i64} : memref<2x2x32x64xf16>
-  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2"}
+  linalg.transpose ins(%kx : memref<2x64x2x32xf16, strided<[12288, 192, 32, 1], offset: 64>>) outs(%kh : memref<2x2x32x64xf16>) permutation = [0, 2, 3, 1] {twintrack.dispatch = "elementwise_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>}
   %q = memref.collapse_shape %qh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
   %kt = memref.collapse_shape %kh [[0, 1], [2], [3]] : memref<2x2x32x64xf16> into memref<4x32x64xf16>
   %v = memref.collapse_shape %vh [[0, 1], [2], [3]] : memref<2x2x64x32xf16> into memref<4x64x32xf16>
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
-  linalg.fill {twintrack.dispatch = "matmul_3"} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_3"} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
   %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf16>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3"} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f16):
     %n = arith.truncf %in : f32 to f16
     linalg.yield %n : f16
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %o: f32):
     %w = arith.extf %in : f16 to f32
     %m = arith.maximumf %w, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %o: f32):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -497,7 +497,7 @@ func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf3
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -506,8 +506,8 @@ func.func @copy_read_elsewhere(%x: memref<2x64x192xf16>, %out: memref<4x64x32xf3
     %n = arith.truncf %p : f32 to f16
     linalg.yield %n : f16
   }
-  linalg.fill {twintrack.dispatch = "matmul_5"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_5"} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %v : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
   memref.dealloc %max : memref<4x64xf32>
   memref.dealloc %sum : memref<4x64xf32>
   memref.dealloc %h : memref<4x64x64xf16>
@@ -547,25 +547,25 @@ func.func @scores_a_tile_ahead(%q: memref<4x64x32xf16>, %kt: memref<4x32x256xf16
   %zero = arith.constant 0.0 : f32
   %ninf = arith.constant 0xFF800000 : f32
   %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x256xf32>
-  linalg.fill {twintrack.dispatch = "matmul_0"} ins(%zero : f32) outs(%s : memref<4x64x256xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_0"} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x256xf16>) outs(%s : memref<4x64x256xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x256xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x256xf16>) outs(%s : memref<4x64x256xf32>)
   %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x256xf16>
-  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x256xf32>) outs(%h : memref<4x64x256xf16>) attrs = {twintrack.dispatch = "matmul_0"} {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x256xf32>) outs(%h : memref<4x64x256xf16>) attrs = {twintrack.dispatch = "matmul_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
   ^bb0(%in: f32, %o: f16):
     %n = arith.truncf %in : f32 to f16
     linalg.yield %n : f16
   }
   %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x256xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x256xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %o: f32):
     %w = arith.extf %in : f16 to f32
     %m = arith.maximumf %w, %o : f32
     linalg.yield %m : f32
   }
   %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
-  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x256xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x256xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %o: f32):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -573,7 +573,7 @@ func.func @scores_a_tile_ahead(%q: memref<4x64x32xf16>, %kt: memref<4x32x256xf16
     %a = arith.addf %e, %o : f32
     linalg.yield %a : f32
   }
-  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x256xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x256xf16>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x256xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x256xf16>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
     %w = arith.extf %in : f16 to f32
     %d = arith.subf %w, %m : f32
@@ -582,8 +582,8 @@ func.func @scores_a_tile_ahead(%q: memref<4x64x32xf16>, %kt: memref<4x32x256xf16
     %n = arith.truncf %p : f32 to f16
     linalg.yield %n : f16
   }
-  linalg.fill {twintrack.dispatch = "matmul_2"} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
-  linalg.batch_matmul {twintrack.dispatch = "matmul_2"} ins(%h, %v : memref<4x64x256xf16>, memref<4x256x32xf16>) outs(%out : memref<4x64x32xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %v : memref<4x64x256xf16>, memref<4x256x32xf16>) outs(%out : memref<4x64x32xf32>)
   memref.dealloc %max : memref<4x64xf32>
   memref.dealloc %sum : memref<4x64xf32>
   memref.dealloc %h : memref<4x64x256xf16>

@@ -475,12 +475,12 @@ func.func @horizontal(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memr
                       %bq: memref<512xf32>, %q: memref<256x512xf32>, %k: memref<256x512xf32>) {
   %zero = arith.constant 0.0 : f32
   %accq = memref.alloc() : memref<256x512xf32>
-  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%accq : memref<256x512xf32>)
-  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%accq : memref<256x512xf32>)
-  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%k : memref<256x512xf32>)
-  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%accq : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%accq : memref<256x512xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%k : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
   linalg.generic {indexing_maps = [#hz_id, #hz_col, #hz_id], iterator_types = ["parallel", "parallel"]}
-      ins(%accq, %bq : memref<256x512xf32>, memref<512xf32>) outs(%q : memref<256x512xf32>) attrs = {twintrack.dispatch = "matmul_horizontal_0"} {
+      ins(%accq, %bq : memref<256x512xf32>, memref<512xf32>) outs(%q : memref<256x512xf32>) attrs = {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} {
   ^bb0(%v: f32, %b: f32, %o: f32):
     %r = arith.addf %v, %b : f32
     linalg.yield %r : f32
@@ -500,16 +500,16 @@ func.func @horizontal(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memr
 func.func @horizontal_interrupted(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memref<64x512xf32>,
                                   %q: memref<256x512xf32>, %k: memref<256x512xf32>, %y: memref<256x512xf32>) {
   %zero = arith.constant 0.0 : f32
-  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%q : memref<256x512xf32>)
-  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%q : memref<256x512xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%q : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wq : memref<256x64xf32>, memref<64x512xf32>) outs(%q : memref<256x512xf32>)
   linalg.generic {indexing_maps = [#hz_id, #hz_id], iterator_types = ["parallel", "parallel"]}
       ins(%q : memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "elementwise_1"} {
   ^bb0(%v: f32, %o: f32):
     %r = math.exp %v : f32
     linalg.yield %r : f32
   }
-  linalg.fill {twintrack.dispatch = "matmul_horizontal_0"} ins(%zero : f32) outs(%k : memref<256x512xf32>)
-  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0"} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%k : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wk : memref<256x64xf32>, memref<64x512xf32>) outs(%k : memref<256x512xf32>)
   return
 }
 

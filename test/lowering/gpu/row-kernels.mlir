@@ -30,16 +30,16 @@ func.func @softmax(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
   %zero = arith.constant 0.0 : f32
   %max = memref.alloc() : memref<8xf32>
   %sum = memref.alloc() : memref<8xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_0"} ins(%ninf : f32) outs(%max : memref<8xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<8xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<8x512xf32>) outs(%max : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_0"} {
+      ins(%x : memref<8x512xf32>) outs(%max : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %m: f32):
     %r = arith.maximumf %v, %m : f32
     linalg.yield %r : f32
   }
-  linalg.fill {twintrack.dispatch = "reduction_rows_0"} ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<8xf32>)
   linalg.generic {indexing_maps = [#row2, #row1, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x, %max : memref<8x512xf32>, memref<8xf32>) outs(%sum : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_0"} {
+      ins(%x, %max : memref<8x512xf32>, memref<8xf32>) outs(%sum : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %m: f32, %s: f32):
     %d = arith.subf %v, %m : f32
     %e = math.exp %d : f32
@@ -47,7 +47,7 @@ func.func @softmax(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
     linalg.yield %r : f32
   }
   linalg.generic {indexing_maps = [#row2, #row1, #row1, #row2], iterator_types = ["parallel", "parallel"]}
-      ins(%x, %max, %sum : memref<8x512xf32>, memref<8xf32>, memref<8xf32>) outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_0"} {
+      ins(%x, %max, %sum : memref<8x512xf32>, memref<8xf32>, memref<8xf32>) outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %m: f32, %s: f32, %o: f32):
     %d = arith.subf %v, %m : f32
     %e = math.exp %d : f32
@@ -73,9 +73,9 @@ func.func @softmax(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
 // CHECK-NEXT:        memref.store %{{.*}}, %[[OUT]]
 func.func @row_sums(%x: memref<6x100xf32>, %out: memref<6xf32>) {
   %zero = arith.constant 0.0 : f32
-  linalg.fill {twintrack.dispatch = "reduction_rows_1"} ins(%zero : f32) outs(%out : memref<6xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%out : memref<6xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_1"} {
+      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %r = arith.addf %v, %s : f32
     linalg.yield %r : f32
@@ -94,7 +94,7 @@ func.func @row_sums(%x: memref<6x100xf32>, %out: memref<6xf32>) {
 // CHECK:           memref.store %{{.*}}, %[[ACC]]
 func.func @accumulates(%x: memref<6x100xf32>, %out: memref<6xf32>) {
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_3"} {
+      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %r = arith.addf %v, %s : f32
     linalg.yield %r : f32
@@ -109,10 +109,10 @@ func.func @accumulates(%x: memref<6x100xf32>, %out: memref<6xf32>) {
 // CHECK:         linalg.generic
 func.func @split_group(%x: memref<6x100xf32>, %out: memref<6xf32>, %other: memref<6xf32>) {
   %zero = arith.constant 0.0 : f32
-  linalg.fill {twintrack.dispatch = "reduction_rows_2"} ins(%zero : f32) outs(%out : memref<6xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%out : memref<6xf32>)
   linalg.fill ins(%zero : f32) outs(%other : memref<6xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_2"} {
+      ins(%x : memref<6x100xf32>) outs(%out : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_2", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %r = arith.addf %v, %s : f32
     linalg.yield %r : f32
@@ -147,10 +147,10 @@ func.func @split_group(%x: memref<6x100xf32>, %out: memref<6xf32>, %other: memre
 func.func @embedding_rows(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, %out: memref<2x16x32xf32>) {
   %zero = arith.constant 0.0 : f32
   %sum = memref.alloc() : memref<2x16xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_4"} ins(%zero : f32) outs(%sum : memref<2x16xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<2x16xf32>)
   linalg.generic {indexing_maps = [#ids, #id3, #ids], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%ids : memref<2x16xi64>) outs(%out, %sum : memref<2x16x32xf32>, memref<2x16xf32>)
-      attrs = {twintrack.dispatch = "reduction_rows_4"} {
+      attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%id: i64, %o: f32, %s: f32):
     %row = arith.index_cast %id : i64 to index
     %column = linalg.index 2 : index
@@ -160,7 +160,7 @@ func.func @embedding_rows(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, %o
   }
   linalg.generic {indexing_maps = [#ids, #ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
       ins(%ids, %sum : memref<2x16xi64>, memref<2x16xf32>) outs(%out : memref<2x16x32xf32>)
-      attrs = {twintrack.dispatch = "reduction_rows_4"} {
+      attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%id: i64, %s: f32, %o: f32):
     %row = arith.index_cast %id : i64 to index
     %column = linalg.index 2 : index
@@ -181,16 +181,16 @@ func.func @embedding_rows(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, %o
 func.func @gather_from_written(%x: memref<6x100xf32>, %partner: memref<6xi64>, %sums: memref<6xf32>,
                                %out: memref<6x100xf32>) {
   %zero = arith.constant 0.0 : f32
-  linalg.fill {twintrack.dispatch = "reduction_rows_5"} ins(%zero : f32) outs(%sums : memref<6xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sums : memref<6xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<6x100xf32>) outs(%sums : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_5"} {
+      ins(%x : memref<6x100xf32>) outs(%sums : memref<6xf32>) attrs = {twintrack.dispatch = "reduction_rows_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %r = arith.addf %v, %s : f32
     linalg.yield %r : f32
   }
   linalg.generic {indexing_maps = [#row2, #row1, #row2], iterator_types = ["parallel", "parallel"]}
       ins(%x, %partner : memref<6x100xf32>, memref<6xi64>) outs(%out : memref<6x100xf32>)
-      attrs = {twintrack.dispatch = "reduction_rows_5"} {
+      attrs = {twintrack.dispatch = "reduction_rows_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %p: i64, %o: f32):
     %row = arith.index_cast %p : i64 to index
     %other = memref.load %sums[%row] : memref<6xf32>
@@ -222,16 +222,16 @@ func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, 
   %zero = arith.constant 0.0 : f32
   %squares = memref.alloc() : memref<2x16xf32>
   linalg.generic {indexing_maps = [#ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%ids : memref<2x16xi64>) outs(%out : memref<2x16x32xf32>) attrs = {twintrack.dispatch = "reduction_rows_6"} {
+      ins(%ids : memref<2x16xi64>) outs(%out : memref<2x16x32xf32>) attrs = {twintrack.dispatch = "reduction_rows_6", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%id: i64, %o: f32):
     %row = arith.index_cast %id : i64 to index
     %column = linalg.index 2 : index
     %v = memref.load %words[%row, %column] : memref<128x32xf32>
     linalg.yield %v : f32
   }
-  linalg.fill {twintrack.dispatch = "reduction_rows_6"} ins(%zero : f32) outs(%squares : memref<2x16xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_6", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%squares : memref<2x16xf32>)
   linalg.generic {indexing_maps = [#id3, #ids], iterator_types = ["parallel", "parallel", "reduction"]}
-      ins(%out : memref<2x16x32xf32>) outs(%squares : memref<2x16xf32>) attrs = {twintrack.dispatch = "reduction_rows_6"} {
+      ins(%out : memref<2x16x32xf32>) outs(%squares : memref<2x16xf32>) attrs = {twintrack.dispatch = "reduction_rows_6", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %p = arith.mulf %v, %v : f32
     %r = arith.addf %p, %s : f32
@@ -239,7 +239,7 @@ func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, 
   }
   linalg.generic {indexing_maps = [#ids, #ids, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
       ins(%ids, %squares : memref<2x16xi64>, memref<2x16xf32>) outs(%out : memref<2x16x32xf32>)
-      attrs = {twintrack.dispatch = "reduction_rows_6"} {
+      attrs = {twintrack.dispatch = "reduction_rows_6", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%id: i64, %s: f32, %o: f32):
     %row = arith.index_cast %id : i64 to index
     %column = linalg.index 2 : index
@@ -264,7 +264,7 @@ func.func @lookup_then_norm(%ids: memref<2x16xi64>, %words: memref<128x32xf32>, 
 // CHECK:         return
 func.func @elementwise_rows(%x: memref<256x512xf32>, %y: memref<256x512xf32>) {
   linalg.generic {indexing_maps = [#row2, #row2], iterator_types = ["parallel", "parallel"]}
-      ins(%x : memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "elementwise_0"} {
+      ins(%x : memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "elementwise_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
   ^bb0(%v: f32, %o: f32):
     %r = math.tanh %v : f32
     linalg.yield %r : f32
@@ -277,7 +277,7 @@ func.func @elementwise_rows(%x: memref<256x512xf32>, %y: memref<256x512xf32>) {
 // CHECK:         linalg.generic
 func.func @elementwise_few_rows(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
   linalg.generic {indexing_maps = [#row2, #row2], iterator_types = ["parallel", "parallel"]}
-      ins(%x : memref<8x512xf32>) outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "elementwise_0"} {
+      ins(%x : memref<8x512xf32>) outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "elementwise_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
   ^bb0(%v: f32, %o: f32):
     %r = math.tanh %v : f32
     linalg.yield %r : f32
@@ -304,7 +304,7 @@ func.func @elementwise_few_rows(%x: memref<8x512xf32>, %y: memref<8x512xf32>) {
 func.func @loads_before_stores(%x: memref<132x4096xf32>, %scale: memref<4096xf32>, %y: memref<132x4096xf32>) {
   linalg.generic {indexing_maps = [#row2, #col, #row2], iterator_types = ["parallel", "parallel"]}
       ins(%x, %scale : memref<132x4096xf32>, memref<4096xf32>) outs(%y : memref<132x4096xf32>)
-      attrs = {twintrack.dispatch = "elementwise_1"} {
+      attrs = {twintrack.dispatch = "elementwise_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
   ^bb0(%v: f32, %s: f32, %o: f32):
     %two = arith.constant 2.0 : f32
     %m = arith.mulf %v, %s : f32
@@ -337,16 +337,16 @@ func.func @row_inputs_first(%x: memref<8x512xf32>, %r: memref<8x512xf32>, %w: me
                             %y: memref<8x512xf32>) {
   %zero = arith.constant 0.0 : f32
   %sum = memref.alloc() : memref<8xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_7"} ins(%zero : f32) outs(%sum : memref<8xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_7", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<8xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<8x512xf32>) outs(%sum : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_7"} {
+      ins(%x : memref<8x512xf32>) outs(%sum : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_7", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %a = arith.addf %v, %s : f32
     linalg.yield %a : f32
   }
   linalg.generic {indexing_maps = [#row2, #row1, #row2, #col, #row2], iterator_types = ["parallel", "parallel"]}
       ins(%x, %sum, %r, %w : memref<8x512xf32>, memref<8xf32>, memref<8x512xf32>, memref<512xf32>)
-      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_7"} {
+      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_7", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32, %rv: f32, %wv: f32, %o: f32):
     %d = arith.subf %v, %s : f32
     %m = arith.mulf %d, %wv : f32
@@ -356,21 +356,68 @@ func.func @row_inputs_first(%x: memref<8x512xf32>, %r: memref<8x512xf32>, %w: me
   memref.dealloc %sum : memref<8xf32>
   %view = memref.subview %y[0, 0] [8, 512] [1, 1] : memref<8x512xf32> to memref<8x512xf32, strided<[512, 1]>>
   %sum2 = memref.alloc() : memref<8xf32>
-  linalg.fill {twintrack.dispatch = "reduction_rows_8"} ins(%zero : f32) outs(%sum2 : memref<8xf32>)
+  linalg.fill {twintrack.dispatch = "reduction_rows_8", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum2 : memref<8xf32>)
   linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
-      ins(%x : memref<8x512xf32>) outs(%sum2 : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_8"} {
+      ins(%x : memref<8x512xf32>) outs(%sum2 : memref<8xf32>) attrs = {twintrack.dispatch = "reduction_rows_8", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32):
     %a = arith.addf %v, %s : f32
     linalg.yield %a : f32
   }
   linalg.generic {indexing_maps = [#row2, #row1, #row2, #row2], iterator_types = ["parallel", "parallel"]}
       ins(%x, %sum2, %view : memref<8x512xf32>, memref<8xf32>, memref<8x512xf32, strided<[512, 1]>>)
-      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_8"} {
+      outs(%y : memref<8x512xf32>) attrs = {twintrack.dispatch = "reduction_rows_8", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
   ^bb0(%v: f32, %s: f32, %rv: f32, %o: f32):
     %d = arith.subf %v, %s : f32
     %a = arith.addf %d, %rv : f32
     linalg.yield %a : f32
   }
   memref.dealloc %sum2 : memref<8xf32>
+  return
+}
+
+// A half-precision row max (an fp16 absmax): each thread's partial is f16,
+// but the shuffles gpu.all_reduce lowers to move 32-bit words
+// (nvvm.shfl.sync takes nothing narrower), so it travels as f32 (exact for
+// max) and comes back as f16 for the combination with the fill and the store.
+// CHECK-LABEL: func.func @half_row_max(
+// CHECK-SAME:    %{{.*}}: memref<8x512xf16>, %[[MAX:.*]]: memref<8xf16>)
+// CHECK:         gpu.launch
+// CHECK:           arith.maximumf %{{.*}} : f16
+// CHECK:           %[[W:.*]] = arith.extf %{{.*}} : f16 to f32
+// CHECK-NEXT:      %[[R:.*]] = gpu.all_reduce maximumf %[[W]] uniform
+// CHECK-NEXT:      } {twintrack.kernel_path = "row-wise 8x512/128"} : (f32) -> f32
+// CHECK-NEXT:      %[[N:.*]] = arith.truncf %[[R]] : f32 to f16
+// CHECK-NEXT:      %[[M:.*]] = arith.maximumf %{{.*}}, %[[N]] : f16
+// CHECK:           memref.store %[[M]], %[[MAX]]
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:           gpu.terminator
+func.func @half_row_max(%x: memref<8x512xf16>, %out: memref<8xf16>) {
+  %ninf = arith.constant 0xFC00 : f16
+  linalg.fill {twintrack.dispatch = "reduction_rows_9", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f16) outs(%out : memref<8xf16>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xf16>) outs(%out : memref<8xf16>) attrs = {twintrack.dispatch = "reduction_rows_9", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%v: f16, %m: f16):
+    %r = arith.maximumf %v, %m : f16
+    linalg.yield %r : f16
+  }
+  return
+}
+
+// A bf16 row sum (should the frontend leave one in bf16) travels as f32 too.
+// CHECK-LABEL: func.func @bf16_row_sum(
+// CHECK:         gpu.launch
+// CHECK:           %[[W:.*]] = arith.extf %{{.*}} : bf16 to f32
+// CHECK-NEXT:      %[[R:.*]] = gpu.all_reduce add %[[W]] uniform
+// CHECK-NEXT:      } {{.*}} : (f32) -> f32
+// CHECK-NEXT:      arith.truncf %[[R]] : f32 to bf16
+func.func @bf16_row_sum(%x: memref<8x512xbf16>, %out: memref<8xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  linalg.fill {twintrack.dispatch = "reduction_rows_10", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : bf16) outs(%out : memref<8xbf16>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%out : memref<8xbf16>) attrs = {twintrack.dispatch = "reduction_rows_10", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%v: bf16, %s: bf16):
+    %r = arith.addf %v, %s : bf16
+    linalg.yield %r : bf16
+  }
   return
 }

@@ -1,0 +1,39 @@
+"""Hugging Face encoders on the GPU track, without a GPU: a BERT and a T5
+encoder from small configs, called with `input_ids` alone, compile with
+--pipeline gpu and --strict-kernels (a fast-path kernel that fails to build
+fails the test), each layer's attention one flash-attention kernel.
+
+T5 is the regression: its scores' epilogue gathers the relative position
+bias from the bias table, a buffer the epilogue's body reads from outside
+it. The text kernel writer referred to that buffer by a name the kernel
+function never declared ("use of undeclared SSA value name" in
+attention-kernels); the builders read it as the value it is. Behind that,
+gpu-matmul-kernels read a transpose's outputs as a generic's, and the GPU
+lowering had no conversion for the bucket's integer abs (math.absi)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from twintrack.tooling import find_libdevice, find_tool
+
+pytest.importorskip("transformers", reason="needs transformers (Hugging Face models)")
+pytestmark = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
+                                reason="needs ptxas and libdevice (the CUDA toolkit)")
+
+FACTORIES = Path(__file__).with_name("real_models.py")
+
+
+@pytest.mark.parametrize("name", ["bert", "t5_encoder"])
+def test_encoder_compiles_on_the_gpu_track(name, run_tool, tmp_path):
+    outdir = tmp_path / name
+    result = run_tool("compile", f"{FACTORIES}:{name}", "--pipeline", "gpu", "--strict-kernels", "-o", outdir, "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert not manifest["kernel_fallbacks"]
+    flash = [k for k in manifest["kernels"] if k["path"].startswith("flash-attention")]
+    assert len(flash) == 2, [k["path"] for k in manifest["kernels"]]  # one per layer
+    assert all(k["spills"] == 0 for k in flash)
+    if name == "t5_encoder":  # the bias table's lookup runs inside the attention kernel
+        assert all(any(op.startswith("aten.embedding") for op in k["source_ops"]) for k in flash)
