@@ -87,3 +87,14 @@ def test_benchmark_attention_keeps_no_scores_buffer(run_tool, tmp_path):
     assert "memref<64x256x256xf32>" in before
     assert "memref<64x256x256xf32>" not in after and "memref<8x8x256xf32>" not in after
     assert after.count("gpu.launch ") == 1
+
+
+def test_flash_schedule_holds_its_decisions():
+    """The flash kernel's schedule is data: the ring depth, the look-ahead,
+    the staged store and the exp2 flavour are fields, checked where made."""
+    from twintrack.kernels.flash_attention import FlashTileConfig
+
+    schedule = FlashTileConfig(64, 64, 64, tensor_cores=True, stages=3, lookahead=True, staged_store=True)
+    assert (schedule.stages, schedule.lookahead, schedule.flushing_exp2) == (3, True, True)
+    with pytest.raises(ValueError, match="3 buffers"):
+        FlashTileConfig(64, 64, 64, tensor_cores=True, stages=2, lookahead=True)

@@ -5,6 +5,8 @@ runs as plain loops) and JIT-run against float64 eager. The fast-path matmul
 kernels (shared memory, barriers, mma.sync) and nests that use gpu.all_reduce
 cannot run on the CPU; they are checked on the GPU by tools/gpu_check.py."""
 
+from pathlib import Path
+
 import pytest
 
 from twintrack import driver, frontend, numerics
@@ -12,6 +14,7 @@ from twintrack.cpu_jit import CpuExecutable
 from twintrack.options import CompileOptions
 from twintrack.recipes import load_recipe
 
+REDUCTIONS = Path(__file__).resolve().parents[2] / "bench" / "models" / "reductions.py"
 MODELS = [
     "zoo:gemm?m=1024&k=64&n=512",                        # coarsened 4x4
     "zoo:mlp?batch=2048&features=64&hidden=256&out=256",  # coarsened matmuls + epilogues
@@ -23,6 +26,9 @@ MODELS = [
     "zoo:gpt_block?dim=8&heads=2",
     "zoo:softmax?rows=16&cols=32",                       # rows too short for a block each
     "zoo:elementwise",
+    # a keepdim sum over the middle dim: reductions-innermost puts it inside the parallel loops
+    f"{REDUCTIONS}:middle?op=0&outer=4&middle=64&inner=32",
+    f"{REDUCTIONS}:middle?op=2&outer=4&middle=64&inner=32",
 ]
 
 

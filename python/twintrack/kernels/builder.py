@@ -243,6 +243,35 @@ class KernelBuilder:
         operation.attributes[KERNEL_PATH_ATTR] = ir.StringAttr.get(self.path)
 
 
+# gpu.all_reduce's kinds by name (gpu_distribute.COMBINERS and its integer ones)
+ALL_REDUCE_OPS = {
+    "add": gpu.AllReduceOperation.ADD, "mul": gpu.AllReduceOperation.MUL,
+    "maximumf": gpu.AllReduceOperation.MAXIMUMF, "minimumf": gpu.AllReduceOperation.MINIMUMF,
+    "maxnumf": gpu.AllReduceOperation.MAXNUMF, "minnumf": gpu.AllReduceOperation.MINNUMF,
+    "or": gpu.AllReduceOperation.OR, "and": gpu.AllReduceOperation.AND,
+    "maxsi": gpu.AllReduceOperation.MAXSI, "minsi": gpu.AllReduceOperation.MINSI,
+}
+
+
+def block_all_reduce(kind: str, partial: ir.Value) -> tuple[ir.Value, ir.Operation]:
+    """(the block's combination of every thread's `partial`, the all_reduce
+    op). The shuffles it lowers to move 32-bit words (nvvm.shfl.sync takes
+    nothing else): booleans travel as i32, f16 and bf16 as f32 (exact for
+    max and min; a sum or product rounds once, at the end)."""
+    t = partial.type
+    if isinstance(t, ir.IntegerType) and t.width == 1:
+        wide = arith.extui(ir.IntegerType.get_signless(32), partial)
+    elif isinstance(t, ir.FloatType) and t.width < 32:
+        wide = arith.extf(ir.F32Type.get(), partial)
+    else:
+        wide = partial
+    reduced = gpu.AllReduceOp(wide, op=ALL_REDUCE_OPS[kind], uniform=True)
+    if wide is partial:
+        return reduced.result, reduced.operation
+    narrow = arith.trunci(t, reduced.result) if isinstance(t, ir.IntegerType) else arith.truncf(t, reduced.result)
+    return narrow, reduced.operation
+
+
 def _attribute(value: int | float, t: ir.Type) -> ir.Attribute:
     if isinstance(t, ir.VectorType):
         return ir.DenseElementsAttr.get_splat(t, _attribute(value, t.element_type))

@@ -35,7 +35,6 @@ Q, K, V, O and the epilogues' tensors as the values they are there.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -43,6 +42,7 @@ from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 from mlir.dialects import math as mlir_math
 
+from ..target import gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
@@ -60,7 +60,6 @@ from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, accumula
 from .simt_matmul import outer_product_update, transposing_store
 
 NEGATIVE_INFINITY = float("-inf")
-STATIC_SHARED_BYTES = 48 * 1024
 LOG2_E = 1.4426950408889634
 # exp2 as PTX's ex2.approx.ftz.f32, one MUFU.EX2. math.exp2 becomes the
 # non-flushing ex2.approx.f32, which ptxas wraps in a compare and two
@@ -139,15 +138,27 @@ class AttentionKernelOperands:
 
 @dataclass(frozen=True)
 class FlashTileConfig:
-    """BM query rows per block, BN keys per step; CUDA cores: `lanes` threads
-    per query row, `tm` rows each; tensor cores (`tensor_cores`): a warp per
-    16 rows."""
+    """The flash kernel's schedule: BM query rows per block, BN keys per
+    step; CUDA cores: `lanes` threads per query row, `tm` rows each; tensor
+    cores (`tensor_cores`: a warp per 16 rows, P kept in registers as P·V's
+    A fragments): a ring of `stages` K/V buffers, the next tile's scores
+    computed a step ahead (`lookahead`, which needs 3 buffers), O stored 16
+    bytes a lane through Q's shared tile (`staged_store`), exp2 as PTX's
+    flushing ex2 (`flushing_exp2`; else math.exp2)."""
     bm: int
     keys: int
     head_dim: int
     tensor_cores: bool = False
     tm: int = 4
     lanes: int = 8
+    stages: int = 2
+    lookahead: bool = False
+    staged_store: bool = False
+    flushing_exp2: bool = True
+
+    def __post_init__(self):
+        if self.lookahead and self.stages < 3:
+            raise ValueError(f"flash schedule {self}: scores a tile ahead need a ring of 3 buffers or more")
 
     @property
     def bn(self) -> int:  # the output tile's width: the whole head (one block column)
@@ -168,9 +179,14 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     bm = _largest_divisor(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
         # Static shared memory holds Q and a ring of two K and V tiles at least.
-        fitting = tuple(t for t in (64, 32, 16) if bm and _mma_shared_bytes(bm, t, d, 2) <= STATIC_SHARED_BYTES)
+        fitting = tuple(t for t in (64, 32, 16) if bm and _mma_shared_bytes(bm, t, d, 2) <= gpu_target().static_shared_bytes)
         keys = _largest_divisor(attention.keys, fitting)
-        return FlashTileConfig(bm, keys, d, tensor_cores=True) if bm and keys else None
+        if not bm or not keys:
+            return None
+        stages = _ring_stages(attention, bm, keys)
+        return FlashTileConfig(bm, keys, d, tensor_cores=True, stages=stages, lookahead=stages >= 3,
+                               staged_store=_stores_staged(attention))
+
     lanes = 8 if d >= 16 else 4
     # Shared memory (static, 48 KiB at most) holds Q and P (BM x D, BN x BM) and K, V (BN x D) in f32.
     keys = _largest_divisor(attention.keys, (64, 32, 16) if d <= 32 else (32, 16))
@@ -178,6 +194,35 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
         return None
     tm = min(4, bm * lanes // WARP)  # rows per thread: fewer on small tiles, so a block is a warp at least
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
+
+
+def _ring_stages(attention: AttentionOperands, bm: int, keys: int) -> int:
+    """As many K/V buffers as key tiles, 4 at most, within static shared
+    memory beside Q's tile (2 at least: `choose_flash_tile` keeps the tile that small)."""
+    d, size = attention.head_dim, element_bytes(attention.values.in_element)
+    tile_bytes = (_k_shape(attention, keys)[0] * _k_shape(attention, keys)[1]
+                  + _v_shape(attention, keys)[0] * _v_shape(attention, keys)[1]) * size
+    room = (gpu_target().static_shared_bytes - bm * (d + ROW_PAD) * size) // tile_bytes
+    return max(2, min(4, attention.keys // keys, room))
+
+
+def _k_shape(attention: AttentionOperands, keys: int) -> tuple[int, int]:
+    """A K tile in shared memory (rows padded against bank conflicts)."""
+    d = attention.head_dim
+    return (keys, d + ROW_PAD) if attention.scores.b_transposed else (d, keys + ROW_PAD)
+
+
+def _v_shape(attention: AttentionOperands, keys: int) -> tuple[int, int]:
+    d = attention.head_dim
+    return (d, keys + ROW_PAD) if attention.values.b_transposed else (keys, d + ROW_PAD)
+
+
+def _stores_staged(attention: AttentionOperands) -> bool:
+    """Can O go out 16 bytes a lane through Q's tile: its layout takes 16-byte vectors
+    along the head dim, in the operand type, and its view keeps them contiguous?"""
+    ops, vec = attention.values, 16 // element_bytes(attention.values.in_element)
+    return attention.output_vectors and ops.out_element == ops.in_element and \
+        (ops.view is None or ops.view.contiguous(vec))
 
 
 def _scores_in_f32(epilogue: Epilogue | None, stored: str) -> tuple[Epilogue | None, str]:
@@ -511,12 +556,10 @@ class MmaFlashWriter(FlashAttentionWriter):
         super().__init__(attention, config, "flash-attention-mma.sync")
         cfg, d = config, config.head_dim
         self.q_smem = self.shared(cfg.bm, d + ROW_PAD)
-        self.k_shape = (cfg.keys, d + ROW_PAD) if attention.scores.b_transposed else (d, cfg.keys + ROW_PAD)
-        self.v_shape = (d, cfg.keys + ROW_PAD) if attention.values.b_transposed else (cfg.keys, d + ROW_PAD)
-        self.stages = self._stages()
+        self.k_shape, self.v_shape = _k_shape(attention, cfg.keys), _v_shape(attention, cfg.keys)
         # Scores a tile ahead need its K copied before the step's barrier: a
         # third buffer, or the refill would overwrite the tile being read.
-        self.lookahead = self.stages >= 3
+        self.stages, self.lookahead = cfg.stages, cfg.lookahead
         # A causal mask costs a compare and a select per score: only the
         # tiles on the diagonal need it, so they get their own loop.
         self.own_mask = masks_only_past_reach(attention.score_epilogue, self.reach)
@@ -527,14 +570,6 @@ class MmaFlashWriter(FlashAttentionWriter):
         # (`_add_values`), each half's running max; then, looking ahead, the
         # next tile's scores.
         self.carried = self.output_tiles + 1 + 2
-
-    def _stages(self) -> int:
-        """As many buffers as key tiles, 4 at most, within static shared
-        memory (2 at least: `choose_flash_tile` keeps the tile that small)."""
-        cfg, size = self.cfg, element_bytes(self.t)
-        tile_bytes = (math.prod(self.k_shape) + math.prod(self.v_shape)) * size
-        room = (STATIC_SHARED_BYTES - cfg.bm * (cfg.head_dim + ROW_PAD) * size) // tile_bytes
-        return max(2, min(4, self.attention.keys // cfg.keys, room))
 
     def workgroup_types(self) -> list[ir.MemRefType]:
         return [self.q_smem, self.k_smem, self.v_smem]
@@ -708,8 +743,13 @@ class MmaFlashWriter(FlashAttentionWriter):
         each (the row shares base·log2(e)) and ex2, as FlashAttention does."""
         w, f32 = self.w, ir.F32Type.get()
         shift, log2_e = arith.mulf(base, w.constant(-LOG2_E, "f32")), w.constant(LOG2_E, "f32")
-        return [llvm.inline_asm(f32, [mlir_math.fma(value, log2_e, shift)], _EXP2_FLUSHING, "=f,f")
-                for value in values]
+
+        def exp2(value: ir.Value) -> ir.Value:
+            scaled = mlir_math.fma(value, log2_e, shift)
+            if self.cfg.flushing_exp2:
+                return llvm.inline_asm(f32, [scaled], _EXP2_FLUSHING, "=f,f")
+            return mlir_math.exp2(scaled)
+        return [exp2(value) for value in values]
 
     def _rescale(self, acc: ir.Value, factors: list[ir.Value]) -> ir.Value:
         """An accumulator tile with each half's row times its factor."""
@@ -742,8 +782,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         outputs, sums = results[:self.output_tiles], results[self.output_tiles]
         totals = [vector.extract(sums, [], [half, 0]) for half in range(2)]
         inverse = [arith.divf(w.constant(1.0, "f32"), total) for total in totals]
-        staged = self.attention.output_vectors and self.ops.out_element == self.t and \
-            (self.ops.view is None or self.ops.view.contiguous(self.vec))
+        staged = self.cfg.staged_store
         for j, acc in enumerate(outputs):
             acc = self._rescale(acc, inverse)
             col = w.add(w.index(j * MMA_N), self.c_col)

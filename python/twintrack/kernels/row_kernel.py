@@ -40,9 +40,9 @@ import math
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, vector
+from mlir.dialects import arith, memref, vector
 
-from .builder import KernelBuilder, LaunchIds, build_launch, element_type, vector_of
+from .builder import KernelBuilder, LaunchIds, block_all_reduce, build_launch, element_type, vector_of
 from .epilogue import BodyOp, IRMapping, Ref, clone_body
 from .matmul_common import element_bytes
 
@@ -280,24 +280,10 @@ class _RowKernelWriter:
         self._store_row_value(index, step)
 
     def _all_reduce(self, kind: str, partial: ir.Value) -> ir.Value:
-        """The block's combination of every thread's `partial`. The shuffles
-        it lowers to move 32-bit words (nvvm.shfl.sync takes nothing else):
-        booleans travel as i32, f16 and bf16 as f32 (exact for max and min;
-        a sum or product rounds once, at the end, instead of at each step)."""
-        t = partial.type
-        if isinstance(t, ir.IntegerType) and t.width == 1:
-            wide = arith.extui(ir.IntegerType.get_signless(32), partial)
-        elif isinstance(t, (ir.F16Type, ir.BF16Type)):
-            wide = arith.extf(ir.F32Type.get(), partial)
-        else:
-            wide = partial
-        reduced = gpu.AllReduceOp(wide, op=_ALL_REDUCE_OPS[kind], uniform=True)
+        """The block's combination of every thread's `partial` (block_all_reduce), tagged with the path."""
+        total, reduced = block_all_reduce(kind, partial)
         self.w.tag(reduced)
-        if wide is partial:
-            return reduced.result
-        if isinstance(t, ir.IntegerType):
-            return arith.trunci(t, reduced.result)
-        return arith.truncf(t, reduced.result)
+        return total
 
     def _per_row_step(self, index: int, step: RowStep) -> None:
         inputs = [values[0] for values in self._input_values(step, None)]
@@ -351,14 +337,6 @@ class _RowKernelWriter:
                     w.tag(memref.StoreOp(value, output, self._indices(out_dims, column)))
 
 
-# all_reduce kind (gpu_distribute.COMBINERS, the pass's INTEGER_COMBINERS) -> its enum
-_ALL_REDUCE_OPS = {
-    "add": gpu.AllReduceOperation.ADD, "mul": gpu.AllReduceOperation.MUL,
-    "maximumf": gpu.AllReduceOperation.MAXIMUMF, "minimumf": gpu.AllReduceOperation.MINIMUMF,
-    "maxnumf": gpu.AllReduceOperation.MAXNUMF, "minnumf": gpu.AllReduceOperation.MINNUMF,
-    "or": gpu.AllReduceOperation.OR, "and": gpu.AllReduceOperation.AND,
-    "maxsi": gpu.AllReduceOperation.MAXSI, "minsi": gpu.AllReduceOperation.MINSI,
-}
 
 # all_reduce kind -> the partial's starting value
 _FLOAT_NEUTRAL = {"add": 0.0, "mul": 1.0, "maximumf": float("-inf"), "minimumf": float("inf"),

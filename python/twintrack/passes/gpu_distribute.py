@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from ..kernels.builder import block_all_reduce
 from .ir_helpers import PythonPass
 
 
@@ -135,22 +136,6 @@ def _grid(blocks: int, threads: int) -> tuple[ir.Value, ir.Value, ir.Block]:
     return grid_body.arguments[0], thread_body.arguments[0], thread_body
 
 
-def _is_narrow_float(element: ir.Type) -> bool:
-    return isinstance(element, ir.FloatType) and element.width < 32
-
-
-def _block_all_reduce(kind: str, partial: ir.Value) -> ir.Value:
-    """gpu.all_reduce of every thread's `partial`. A float narrower than 32
-    bits travels as f32: the shuffles it lowers to move 32-bit words (nvvm
-    rejects f16). Exact for max and min; add and mul round once, at the end."""
-    element = partial.type
-    wide = ir.F32Type.get() if _is_narrow_float(element) else element
-    value = arith.extf(wide, partial) if wide != element else partial
-    total = ir.Operation.create(
-        "gpu.all_reduce", results=[wide], operands=[value],
-        attributes={"op": ir.Attribute.parse(f"#gpu<all_reduce_op {kind}>"), "uniform": ir.UnitAttr.get()},
-        regions=1).result
-    return arith.truncf(element, total) if wide != element else total
 
 
 def block_size(trip_count: int, max_threads: int) -> int:
@@ -213,7 +198,7 @@ class GpuDistribute(PythonPass):
                                     [arith.constant(element, ir.FloatAttr.get(element, neutral))])
                 with ir.InsertionPoint(strided.body):
                     loop_end = scf.YieldOp([strided.inner_iter_args[0]])
-                block_total = _block_all_reduce(kind, strided.results[0])
+                block_total = block_all_reduce(kind, strided.results[0])[0]
                 leader = arith.cmpi(arith.CmpIPredicate.eq, thread, index_constant(0))
                 guard = scf.IfOp(leader)
                 scf.ReduceOp([], 0)
