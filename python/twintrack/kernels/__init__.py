@@ -1,7 +1,8 @@
-"""Hand-scheduled kernels emitted as MLIR text: the GPU track's fast paths.
+"""Hand-scheduled kernels, the GPU track's fast paths, built in place
+through the `mlir` bindings (`builder.py`).
 
-Each generator returns a private func.func holding one gpu.launch, written in
-upstream dialects (gpu, nvgpu, scf, vector, memref, arith). The pass that
-uses it splices that body in place of a linalg op (the inliner cannot inline
-nvgpu ops), so the kernel then goes through the same outlining, NVVM and
-ptxas stages as every generated kernel."""
+Each generator builds one gpu.launch (in the gpu, nvgpu, nvvm, scf,
+vector, memref and arith dialects) right before the linalg op it replaces,
+so the kernel then goes through the same outlining, NVVM and ptxas stages
+as every generated kernel. `registry.py` lists the matmul generators and
+their schedules; DESIGN.md explains how they fit together."""
