@@ -5,6 +5,8 @@
 #include "mlir/CAPI/IR.h"
 #include "mlir/CAPI/Registration.h"
 #include "mlir/CAPI/Support.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "twintrack/Passes.h"
 #include "twintrack/TwintrackDialect.h"
 
@@ -14,6 +16,20 @@ void twintrackRegisterPasses(void) { mlir::twintrack::registerTwintrackPasses();
 
 bool twintrackAttributeIsADispatchKind(MlirAttribute attr) {
   return mlir::isa<mlir::twintrack::DispatchKindAttr>(unwrap(attr));
+}
+
+MlirAttribute twintrackNVVMMMAShapeAttrGet(MlirContext ctx, int m, int n, int k) {
+  mlir::MLIRContext *context = unwrap(ctx);
+  context->getOrLoadDialect("nvvm");
+  return wrap(mlir::NVVM::MMAShapeAttr::get(context, m, n, k));
+}
+
+MlirAttribute twintrackGPULoopDimMapAttrGet(MlirContext ctx, int processor) {
+  mlir::MLIRContext *context = unwrap(ctx);
+  context->getOrLoadDialect("gpu");
+  mlir::AffineMap identity = mlir::AffineMap::getMultiDimIdentityMap(1, context);
+  return wrap(mlir::gpu::ParallelLoopDimMappingAttr::get(context, static_cast<mlir::gpu::Processor>(processor),
+                                                         identity, identity));
 }
 
 MlirStringRef twintrackDispatchKindAttrGetName(MlirAttribute attr) {

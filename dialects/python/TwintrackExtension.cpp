@@ -44,4 +44,14 @@ NB_MODULE(_twintrack_cpp, m) {
       },
       nb::arg("attribute"),
       "The case name of a #twintrack.dispatch_kind<...> attribute (\"reduction_rows\"); None for any other attribute.");
+  m.def(
+      "nvvm_mma_shape",
+      [](int m, int n, int k, MlirContext context) { return twintrackNVVMMMAShapeAttrGet(context, m, n, k); },
+      nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("context").none() = nb::none(),
+      "#nvvm.shape<m, n, k> in `context` (default: the current one).");
+  m.def(
+      "gpu_loop_dim_map",
+      [](int processor, MlirContext context) { return twintrackGPULoopDimMapAttrGet(context, processor); },
+      nb::arg("processor"), nb::arg("context").none() = nb::none(),
+      "#gpu.loop_dim_map<processor = ..., identity map and bound>; `processor` a gpu.Processor value.");
 }

@@ -22,6 +22,14 @@ MLIR_CAPI_EXPORTED bool twintrackAttributeIsADispatchKind(MlirAttribute attr);
 /// static storage, valid as long as the program runs.
 MLIR_CAPI_EXPORTED MlirStringRef twintrackDispatchKindAttrGetName(MlirAttribute attr);
 
+/// #nvvm.shape<m, n, k>, the shape of an mma.sync or wgmma (the upstream
+/// Python bindings have no builder for it).
+MLIR_CAPI_EXPORTED MlirAttribute twintrackNVVMMMAShapeAttrGet(MlirContext ctx, int m, int n, int k);
+
+/// #gpu.loop_dim_map mapping a parallel loop dimension to `processor` (a
+/// gpu::Processor value) with identity map and bound (no Python builder).
+MLIR_CAPI_EXPORTED MlirAttribute twintrackGPULoopDimMapAttrGet(MlirContext ctx, int processor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, gpu, scf, vector
 
+from .._twintrack_cpp import nvvm_mma_shape
+
 KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
@@ -54,8 +56,8 @@ def workgroup_memref(shape: Sequence[int], element: str | ir.Type) -> ir.MemRefT
 
 
 def mma_shape(m: int, n: int, k: int) -> ir.Attribute:
-    """#nvvm.shape<m, n, k> (the bindings have no builder for this attribute)."""
-    return ir.Attribute.parse(f"#nvvm.shape<m = {m}, n = {n}, k = {k}>")
+    """#nvvm.shape<m, n, k>, through twintrack's C API (the bindings have no builder for it)."""
+    return nvvm_mma_shape(m, n, k)
 
 
 def is_float(t: ir.Type) -> bool:

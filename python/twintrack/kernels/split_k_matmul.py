@@ -70,15 +70,21 @@ class _WgmmaSlices(_KSlices, WgmmaMatmulWriter):
     pass
 
 
-def _divides(schedule, ops: MatmulOperands) -> bool:
-    """Does the schedule divide the matmul, in slices of at least MIN_K_PER_SPLIT?"""
-    slice_k = ops.k // schedule.splits
-    return ops.k % schedule.splits == 0 and slice_k % schedule.bk == 0 and slice_k >= MIN_K_PER_SPLIT \
-        and ops.m % schedule.bm == 0 and ops.n % schedule.bn == 0 and ops.n % REDUCE_WIDTH == 0
+class _Slices:
+    """What both split-K schedules share: their label and when they divide a matmul."""
+
+    def label(self) -> str:
+        return f"{self.tile.label()}/{self.splits} splits"
+
+    def divides(self, ops: MatmulOperands) -> bool:
+        """Does the schedule divide the matmul, in slices of at least MIN_K_PER_SPLIT?"""
+        slice_k = ops.k // self.splits
+        return ops.k % self.splits == 0 and slice_k % self.bk == 0 and slice_k >= MIN_K_PER_SPLIT \
+            and ops.m % self.bm == 0 and ops.n % self.bn == 0 and ops.n % REDUCE_WIDTH == 0
 
 
 @dataclass(frozen=True)
-class SplitKSchedule:
+class SplitKSchedule(_Slices):
     """An mma.sync tile per K slice, and how many slices."""
     bm: int
     bn: int
@@ -96,15 +102,9 @@ class SplitKSchedule:
     def threads(self) -> int:
         return WARP * self.warps_m * self.warps_n
 
-    def label(self) -> str:
-        return f"{self.tile.label()}/{self.splits} splits"
-
-    def divides(self, ops: MatmulOperands) -> bool:
-        return _divides(self, ops)
-
 
 @dataclass(frozen=True)
-class SplitKWgmmaSchedule:
+class SplitKWgmmaSchedule(_Slices):
     """A wgmma tile (and its ring) per K slice, and how many slices."""
     bm: int
     bn: int
@@ -121,12 +121,6 @@ class SplitKWgmmaSchedule:
     @property
     def threads(self) -> int:
         return WARPGROUP * self.warpgroups
-
-    def label(self) -> str:
-        return f"{self.tile.label()}/{self.splits} splits"
-
-    def divides(self, ops: MatmulOperands) -> bool:
-        return _divides(self, ops)
 
 
 def split_k_applies(operands, target: GpuTarget, arch: str, feature: str = "mma.sync") -> str | None:

@@ -14,15 +14,16 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, gpu, scf
 
+from .._twintrack_cpp import gpu_loop_dim_map
 from ..kernels.builder import block_all_reduce
 from .ir_helpers import PythonPass
 
 
-def _mapping(processor: str) -> ir.Attribute:
-    return ir.ArrayAttr.get([ir.Attribute.parse(
-        f"#gpu.loop_dim_map<processor = {processor}, map = (d0) -> (d0), bound = (d0) -> (d0)>")])
+def _mapping(processor: gpu.Processor) -> ir.Attribute:
+    """A 1-D parallel loop's mapping onto `processor` (identity map and bound)."""
+    return ir.ArrayAttr.get([gpu_loop_dim_map(int(processor))])
 
 
 def constant_int(value: ir.Value) -> int | None:
@@ -126,11 +127,11 @@ def _grid(blocks: int, threads: int) -> tuple[ir.Value, ir.Value, ir.Block]:
     point: (block index, thread index, the thread loop's body, ending in its
     scf.reduce)."""
     grid = scf.ParallelOp([], [index_constant(0)], [index_constant(blocks)], [index_constant(1)], [])
-    grid.attributes["mapping"] = _mapping("block_x")
+    grid.attributes["mapping"] = _mapping(gpu.Processor.BlockX)
     grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(grid_body):
         block = scf.ParallelOp([], [index_constant(0)], [index_constant(threads)], [index_constant(1)], [])
-        block.attributes["mapping"] = _mapping("thread_x")
+        block.attributes["mapping"] = _mapping(gpu.Processor.ThreadX)
         scf.ReduceOp([], 0)
     thread_body = block.regions[0].blocks.append(ir.IndexType.get())
     return grid_body.arguments[0], thread_body.arguments[0], thread_body
