@@ -225,6 +225,9 @@ def _decompositions(program: torch.export.ExportedProgram):
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
+    from . import decompose_scans, decompose_sorts, eager_semantics
+    for provider in (decompose_scans, decompose_sorts, eager_semantics):
+        table.update(provider.decompositions(table))
     layout = _attention_layout(program)
     if layout is not None:
         table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
