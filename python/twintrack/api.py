@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
 
-from .driver import Compilation, compile_exported, copy_compilation, full_text, resume
-from .errors import UsageError
+from .driver import Compilation, compile_exported, copy_compilation, resume
+from .errors import InputMismatchError, UsageError
 from .frontend import ExportedModel, ModelSource, export_model, model_state
 from .options import CompileOptions
 
@@ -59,8 +60,10 @@ class Lowered:
 
 
 class Compiled:
-    """Callable like the model: takes its inputs, returns its (flattened) outputs.
-    A GPU compilation takes and returns CUDA tensors."""
+    """Callable like the model: takes its inputs (tensors, and the Python
+    scalars it was compiled for), returns what the model returns (a tensor,
+    a tuple, a dict, None...), and applies the model's in-place updates of
+    its inputs and buffers. A GPU compilation takes and returns CUDA tensors."""
 
     def __init__(self, exported: Exported, compilation: Compilation):
         self.exported, self.compilation = exported, compilation
@@ -70,8 +73,9 @@ class Compiled:
             self._executable = self._gpu_executable()
             self._state = [t.cuda() for t in self._state] if torch.cuda.is_available() else self._state
         else:
-            from .cpu_jit import CpuExecutable
-            self._executable = CpuExecutable(full_text(compilation.module), model.arguments, model.outputs)
+            from .cpu_jit import CpuExecutable, executable_text
+            text = executable_text(compilation.module, model.arguments, model.outputs)
+            self._executable = CpuExecutable(text, model.arguments, model.outputs)
 
     def _gpu_executable(self):
         """Package the kernels and plan into a private directory and load it."""
@@ -86,33 +90,112 @@ class Compiled:
     def as_text(self) -> str:
         return self.compilation.text()
 
-    def __call__(self, *inputs: torch.Tensor):
-        outputs = self._executable(*self._state, *inputs)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    def save(self, outdir: str | Path) -> dict:
+        """Write this compile's artifact, with the model's parameters and
+        buffers (state.pt), so `twintrack.load(outdir)` runs it anywhere,
+        on the inputs alone."""
+        from .artifact import atomic_directory, write_artifact, write_state
+        with atomic_directory(Path(outdir)) as staging:
+            manifest = write_artifact(staging, self.compilation, self.exported.source.spec)
+            write_state(staging, manifest, self._state)
+        return manifest
+
+    def __call__(self, *inputs):
+        model = self.exported.exported
+        tensors = scalar_checked(inputs, model.scalars, len(model.inputs))
+        arguments = [*self._state, *tensors]
+        return model.calling.outputs(self._executable(*arguments), arguments)
 
 
 def export(model: torch.nn.Module, example_inputs, freeze: bool = False) -> Exported:
+    """The model as it is: in train mode, dropout stays on and batch norm
+    updates its running statistics (in place, as eager). Python scalar
+    inputs (int, float, bool) are compiled in as constants."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
-    source = ModelSource(f"<{type(model).__name__}>", model.eval(), inputs)
+    tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
+    scalars = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+    for position, value in scalars.items():
+        if not isinstance(value, (bool, int, float)):
+            raise UsageError(f"example input {position} is a {type(value).__name__}; "
+                             f"inputs are tensors or Python int/float/bool")
+    _warn_about_autograd(model, tensors)
+    source = ModelSource(f"<{type(model).__name__}>", model, tensors, scalars)
     return Exported(source, export_model(source, freeze=freeze))
+
+
+def scalar_checked(inputs: tuple, scalars: dict, tensor_count: int) -> list:
+    """The tensor inputs of a call, after checking that its scalar inputs
+    are the values the program was compiled for."""
+    if len(inputs) != tensor_count + len(scalars):
+        raise InputMismatchError(f"expected {tensor_count + len(scalars)} inputs, got {len(inputs)}")
+    for position, value in scalars.items():
+        given = inputs[position]
+        if type(given) is not type(value) or given != value:
+            raise InputMismatchError(f"input {position} was compiled as the constant {value!r}, got {given!r}; "
+                                     f"compile again for another value")
+    return [x for i, x in enumerate(inputs) if i not in scalars]
+
+
+def _warn_about_autograd(model: torch.nn.Module, inputs: tuple) -> None:
+    wants_grad = any(x.requires_grad for x in inputs) or (model.training and any(p.requires_grad for p in model.parameters()))
+    if wants_grad and torch.is_grad_enabled():
+        warnings.warn("twintrack compiles the forward pass only: its outputs do not require grad "
+                      "(no backward through compiled code)", stacklevel=3)
 
 
 def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False) -> Compiled:
     return export(model, example_inputs, freeze=freeze).compile(target)
 
 
-def load(outdir: str | Path):
-    """Load an artifact directory; returns a callable over (state..., inputs...)."""
-    from .artifact import read_manifest, specs
+def load(outdir: str | Path) -> "LoadedArtifact":
+    """Load an artifact directory: a callable over (state..., inputs...)
+    tensors that returns what the model returns (its scalar inputs were
+    compiled in)."""
+    from .artifact import calling_convention, read_manifest, read_state, specs
     from .errors import ArtifactError
     manifest = read_manifest(Path(outdir))
     if manifest.get("executable") is None:
         raise ArtifactError(f"{outdir}: compiled with --stop-after; nothing to run")
     if manifest["pipeline"] == "gpu":
         from .runtime import GpuExecutable
-        return GpuExecutable(outdir)
-    from .cpu_jit import CpuExecutable
-    text = (Path(outdir) / manifest["executable"]).read_text()
-    return CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
+        executable = GpuExecutable(outdir)
+    else:
+        from .cpu_jit import CpuExecutable
+        try:
+            text = (Path(outdir) / manifest["executable"]).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ArtifactError(f"{outdir}: cannot read its executable ({type(e).__name__})") from None
+        executable = CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
+    state = read_state(Path(outdir), manifest)
+    if manifest["pipeline"] == "gpu" and torch.cuda.is_available():
+        state = [t.cuda() for t in state]
+    return LoadedArtifact(executable, calling_convention(manifest), state, len(manifest["inputs"]))
 
 
+class LoadedArtifact:
+    """An artifact's executable with its calling convention. One saved with
+    its state (Compiled.save) also runs on the inputs alone."""
+
+    def __init__(self, executable, calling, state: list | None = None, input_count: int = 0):
+        self.executable, self.calling = executable, calling
+        self.state, self.input_count = state or [], input_count
+
+    def _arguments(self, given: tuple) -> list:
+        return [*self.state, *given] if self.state and len(given) == self.input_count else list(given)
+
+    @property
+    def poison_outputs(self) -> bool:
+        return self.executable.poison_outputs
+
+    @poison_outputs.setter
+    def poison_outputs(self, value: bool) -> None:
+        self.executable.poison_outputs = value
+
+    def __call__(self, *arguments: torch.Tensor):
+        arguments = self._arguments(arguments)
+        return self.calling.outputs(self.executable(*arguments), arguments)
+
+    def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
+        """The output's tensors in the order eager's output flattens to."""
+        arguments = self._arguments(arguments)
+        return self.calling.flat_outputs(self.executable(*arguments), arguments)

@@ -15,11 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
-from .driver import Compilation, full_text
+from .driver import Compilation
 from .errors import ArtifactError, CompilerError
 from .frontend import TensorSpec
 
 MANIFEST = "manifest.json"
+MANIFEST_VERSION = 2  # 2: the calling convention ('calling') and baked-in scalar inputs ('scalars')
 EXECUTABLE = "executable.mlir"  # the CPU track's complete LLVM-dialect module
 
 
@@ -76,6 +77,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
     by_name = {d.name: d for d in dumps}
     complete = dumps[-1].name == compilation.recipe.stages[-1].name
     return {
+        "manifest_version": MANIFEST_VERSION,
         "twintrack_version": __version__,
         "model": model_spec,
         "dtype": dtype,
@@ -90,6 +92,8 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "arguments": [s.to_json() for s in exported.arguments],
         "inputs": [s.to_json() for s in exported.inputs],
         "outputs": [s.to_json() for s in exported.outputs],
+        "calling": exported.calling.to_json(),
+        "scalars": [[position, value] for position, value in exported.scalars.items()],
         "entry": "forward",
         "executable": EXECUTABLE if complete else None,
         "functions": _functions(dumps[-1].text) if complete else [],
@@ -112,9 +116,38 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
             from .gpu_codegen import package
             manifest.update(package(compilation, directory, compilation.options.arch))
         else:
-            (directory / EXECUTABLE).write_text(full_text(compilation.module))
+            from .cpu_jit import executable_text
+            text = executable_text(compilation.module, compilation.exported.arguments, compilation.exported.outputs)
+            (directory / EXECUTABLE).write_text(text)
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+STATE = "state.pt"  # the parameters and buffers, where the artifact carries them (Compiled.save)
+
+
+def write_state(directory: Path, manifest: dict, state: list) -> None:
+    import torch
+    if not state:
+        return
+    torch.save([t.detach().cpu() for t in state], directory / STATE)
+    manifest["state"] = STATE
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def read_state(outdir: Path, manifest: dict) -> list:
+    """The artifact's own state tensors (none unless it carries them)."""
+    import torch
+    if "state" not in manifest:
+        return []
+    try:
+        state = torch.load(outdir / manifest["state"], weights_only=True)
+    except Exception as e:  # torch raises several types for a damaged file
+        raise ArtifactError(f"{outdir / str(manifest['state'])}: unreadable state ({type(e).__name__})") from None
+    arguments = [a for a in manifest["arguments"] if a["kind"] != "input"]
+    if not isinstance(state, list) or [list(t.shape) for t in state] != [a["shape"] for a in arguments]:
+        raise ArtifactError(f"{outdir / STATE}: does not match the manifest's parameters and buffers")
+    return state
 
 
 def record_compile_time(directory: Path, manifest: dict, seconds: float) -> None:
@@ -124,14 +157,63 @@ def record_compile_time(directory: Path, manifest: dict, seconds: float) -> None
 
 
 def read_manifest(outdir: Path) -> dict:
+    """The manifest, validated: a damaged or edited one is refused here,
+    with the field it got wrong, before anything runs."""
     path = Path(outdir) / MANIFEST
     if not path.is_file():
         raise ArtifactError(f"{outdir}: no {MANIFEST} (not a twintrack artifact directory)")
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: corrupt manifest ({e})") from None
+    validate_manifest(manifest, Path(outdir))
+    return manifest
+
+
+SPEC_KINDS = {"arguments": ("parameter", "buffer", "input"), "inputs": ("input",), "outputs": ("output",)}
+DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+
+
+def validate_manifest(manifest: dict, outdir: Path) -> None:
+    where = outdir / MANIFEST
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{where}: not a JSON object")
+    version = manifest.get("manifest_version")
+    if version != MANIFEST_VERSION:
+        raise ArtifactError(f"{where}: manifest version {version!r}, this twintrack reads {MANIFEST_VERSION}; "
+                            f"recompile the model")
+    for key in ("model", "pipeline", "frozen", "arguments", "inputs", "outputs", "calling", "executable"):
+        if key not in manifest:
+            raise ArtifactError(f"{where}: missing '{key}'")
+    for key in SPEC_KINDS:
+        for i, entry in enumerate(manifest[key] if isinstance(manifest[key], list) else [None]):
+            problem = _spec_problem(entry, SPEC_KINDS[key])
+            if problem:
+                raise ArtifactError(f"{where}: {key}[{i}]: {problem}")
+    executable = manifest["executable"]
+    if executable is not None and not (outdir / str(executable)).is_file():
+        raise ArtifactError(f"{where}: its executable {executable} is missing")
+    from .calling import CallingConvention
+    CallingConvention.from_json(manifest["calling"], str(where)).check_against(
+        len(manifest["outputs"]), len(manifest["arguments"]), str(where))
+
+
+def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
+    if not isinstance(entry, dict) or not {"name", "shape", "dtype", "kind"} <= set(entry):
+        return "not a tensor description (name, shape, dtype, kind)"
+    if not isinstance(entry["shape"], list) or not all(isinstance(d, int) and d >= 0 for d in entry["shape"]):
+        return f"bad shape {entry['shape']!r}"
+    if entry["dtype"] not in DTYPES:
+        return f"unsupported dtype {entry['dtype']!r}"
+    if entry["kind"] not in kinds:
+        return f"kind {entry['kind']!r}, expected one of {', '.join(kinds)}"
+    return None
 
 
 def specs(manifest: dict, key: str) -> list[TensorSpec]:
     return [TensorSpec(d["name"], tuple(d["shape"]), d["dtype"], d["kind"]) for d in manifest[key]]
+
+
+def calling_convention(manifest: dict):
+    from .calling import CallingConvention
+    return CallingConvention.from_json(manifest["calling"], manifest.get("model", "artifact"))

@@ -33,7 +33,7 @@ import torch.utils._pytree as pytree
 
 from .frontend import ModelSource, TensorSpec, load_model, model_state
 from .numerics import OutputCheck, compare, float64_reference, random_inputs
-from .timing import median_ms
+from .timing import Measurement, measure
 
 COMPARE_SEED = 2024   # tools/compare.py and tools/bench.py
 ARTIFACT_SEED = 4321  # tools/gpu_check.py and tools/tune.py
@@ -44,9 +44,10 @@ Track = Callable[..., list[torch.Tensor]]  # device inputs -> flat outputs
 
 @dataclass(frozen=True)
 class Timing:
-    """How a run times its tracks: the median of `repeat` runs after `warmup`
-    (CUDA events on the GPU), with the L2 evicted before each run where
-    `flush_l2` (GPU only). Kernel profiles take `repeat` runs too."""
+    """How a run times its tracks (twintrack.timing.measure): the median of
+    at least `repeat` runs after at least `warmup` (CUDA events on the GPU),
+    with the L2 evicted before each run where `flush_l2` (GPU only). Kernel
+    profiles take `repeat` runs too."""
     repeat: int = 20
     warmup: int = 3
     flush_l2: bool = False
@@ -55,7 +56,11 @@ class Timing:
 @dataclass(frozen=True)
 class TrackResult:
     checks: list[OutputCheck]      # one per reference output
-    latency_ms: float | None = None
+    timing: Measurement | None = None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
 
     @property
     def rel_error(self) -> float:
@@ -70,7 +75,9 @@ class TrackResult:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     def figures(self) -> dict:
-        return {"latency_ms": self.latency_ms, "rel_error": self.rel_error}
+        """latency_ms (the median), its spread and thread count (timing.Measurement.figures), rel_error."""
+        timing = self.timing.figures() if self.timing else {"latency_ms": None}
+        return {**timing, "rel_error": self.rel_error}
 
 
 @dataclass
@@ -116,15 +123,19 @@ class CheckedRun:
 
     def time(self, track: Track) -> float:
         """The median milliseconds of one call of `track`."""
+        return self.measure(track).median_ms
+
+    def measure(self, track: Track) -> Measurement:
+        """One call of `track` timed: median, spread, thread count (twintrack.timing)."""
         flush = _l2_flusher() if self.timing.flush_l2 and self.device == "cuda" else None
         with torch.no_grad():
-            return median_ms(lambda: track(*self.device_inputs), self.device, warmup=self.timing.warmup,
-                             repeat=self.timing.repeat, before=flush)
+            return measure(lambda: track(*self.device_inputs), self.device, warmup=self.timing.warmup,
+                           repeat=self.timing.repeat, before=flush)
 
     def check_and_time(self, track: Track, output_specs: list[TensorSpec] | None = None,
                        allow_tf32: bool = False) -> TrackResult:
         checked = self.check(track, output_specs, allow_tf32)
-        return replace(checked, latency_ms=self.time(track))
+        return replace(checked, timing=self.measure(track))
 
     def profile_kernels(self, track: Track, expected: list[str]) -> list:
         """Per launch site, in launch order, its kernels' device times (CUPTI,
@@ -199,7 +210,13 @@ class ArtifactTrack:
         return cls(Path(outdir), manifest, load(outdir, cuda_graph=cuda_graph), state)
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        return self.executable(*self.state, *inputs)
+        arguments = [*self.state, *inputs]
+        return self._calling.flat_outputs(self.executable(*arguments), arguments)
+
+    @property
+    def _calling(self):
+        from .artifact import calling_convention
+        return calling_convention(self.manifest)
 
     def graphed(self) -> "ArtifactTrack":
         """The same plan replayed as one CUDA graph (captured on the first call)."""
@@ -208,8 +225,9 @@ class ArtifactTrack:
 
     @property
     def output_specs(self) -> list[TensorSpec]:
+        """The specs of the model's output tensors, in the order eager's flatten."""
         from .artifact import specs
-        return specs(self.manifest, "outputs")
+        return self._calling.flat_specs(specs(self.manifest, "outputs"), specs(self.manifest, "arguments"))
 
     @property
     def allow_tf32(self) -> bool:

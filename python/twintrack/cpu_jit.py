@@ -10,10 +10,11 @@ import ctypes
 import numpy as np
 import torch
 
-from .errors import InputMismatchError
+from .errors import ArtifactError, InputMismatchError, OutOfMemory
 from .frontend import TensorSpec
 
 ENTRY = "forward"
+SIGNATURE_ATTR = "twintrack.signature"  # the module's own record of what its entry point takes
 
 
 # numpy has no bfloat16: such tensors cross as their bits (a bf16 memref has
@@ -83,17 +84,77 @@ class CpuExecutable:
 
         self.arguments, self.outputs = arguments, outputs
         self.poison_outputs = True  # always: an unwritten output shows up as NaN
+        for spec in arguments + outputs:
+            _numpy_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
         self._context = ir.Context()
         with self._context:
-            self._module = ir.Module.parse(llvm_dialect_text)
+            try:
+                self._module = ir.Module.parse(llvm_dialect_text)
+            except ir.MLIRError as e:
+                raise ArtifactError(f"the executable is not valid MLIR (damaged?): {_first_line(e)}") from None
+            _check_signature(self._module, arguments, outputs)
+            self._largest_buffer = _largest_buffer(self._module)
             self._engine = ExecutionEngine(self._module, opt_level=opt_level, shared_libs=_runtime_libraries())
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         from mlir.runtime import get_ranked_memref_descriptor
 
         check_inputs(self.arguments, list(tensors))
+        check_memory(self._largest_buffer)
         arrays = [_as_array(t) for t in tensors]
         results = [_output_array(spec, self.poison_outputs) for spec in self.outputs]
         descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays + results]
         self._engine.invoke(ENTRY, *descriptors)
         return [_as_tensor(r, spec) for r, spec in zip(results, self.outputs)]
+
+
+def signature(arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:
+    """What the entry point takes, as one string: each memref's dtype and shape."""
+    return " ".join(f"{spec.kind[0]}:{spec.dtype}{list(spec.shape)}".replace(" ", "") for spec in arguments + outputs)
+
+
+def executable_text(module, arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:
+    """The complete LLVM-dialect module, its entry point's signature recorded
+    in it, so that a manifest edited to disagree is refused at load time
+    (the JIT would read or write past the buffers it is given)."""
+    from .bindings import bindings
+    ir = bindings("mlir").ir
+    with module.context:
+        module.operation.attributes[SIGNATURE_ATTR] = ir.StringAttr.get(signature(arguments, outputs))
+    return module.operation.get_asm()
+
+
+def _check_signature(module, arguments: list[TensorSpec], outputs: list[TensorSpec]) -> None:
+    from mlir import ir
+    attrs = module.operation.attributes
+    recorded = ir.StringAttr(attrs[SIGNATURE_ATTR]).value if SIGNATURE_ATTR in attrs else None
+    expected = signature(arguments, outputs)
+    if recorded != expected:
+        raise ArtifactError(f"the manifest's arguments and outputs ({expected or 'none'}) are not what the "
+                            f"executable takes ({recorded or 'unrecorded'}); recompile the model")
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " ".join(lines[:2])[:240]
+
+
+def _largest_buffer(module) -> int:
+    from mlir import ir
+
+    from .passes.largest_buffer import LARGEST_BUFFER_ATTR
+    attrs = module.operation.attributes
+    return ir.IntegerAttr(attrs[LARGEST_BUFFER_ATTR]).value if LARGEST_BUFFER_ATTR in attrs else 0
+
+
+def check_memory(nbytes: int) -> None:
+    """Refuse a call whose largest buffer exceeds the memory available now:
+    compiled code cannot report a failed allocation (it would crash)."""
+    import os
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return
+    if nbytes > available:
+        raise OutOfMemory(f"the program needs a buffer of {nbytes / 2**30:.1f} GiB; "
+                          f"{available / 2**30:.1f} GiB of memory is available")

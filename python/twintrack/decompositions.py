@@ -27,7 +27,7 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 # reductions with a `dtype` keyword: computed in that dtype, else the input's
 REDUCTIONS_WITH_DTYPE = (
     aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.prod.dim_int, aten.prod.default,
-    aten.linalg_vector_norm.default, aten.cumsum.default, aten.cumprod.default,
+    aten.linalg_vector_norm.default,
 )
 
 

@@ -213,7 +213,7 @@ def _pass_manager(stage: StageRecipe, bindings):
 
 
 def _stage_error(stage: StageRecipe, error, input_ir: str) -> CompilerError:
-    diagnostics = _format_diagnostics(error)
+    diagnostics = _format_diagnostics(error, input_ir, stage.binding)
     text = "\n".join(diagnostics)
     if stage.pipeline is not None:
         repro = Reproducer.for_pipeline(stage.name, stage.tool, stage.pipeline, input_ir, text)
@@ -222,9 +222,18 @@ def _stage_error(stage: StageRecipe, error, input_ir: str) -> CompilerError:
     return CompilerError(stage.name, diagnostics, repro)
 
 
-def _format_diagnostics(error) -> list[str]:
-    infos = getattr(error, "error_diagnostics", None) or []
-    lines = [f"{short_location(info.location)}: {info.message}" for info in infos]
+def _format_diagnostics(error, input_ir: str | None = None, binding: str | None = None) -> list[str]:
+    """'location: message' per error diagnostic. One at an unknown location
+    (an op torch-mlir made without one) is placed from the stage's input IR:
+    at the torch op that uses the failing op's results, or the nearest op
+    with a location (unknown_locations.locate)."""
+    from .unknown_locations import is_unknown, locate
+    lines = []
+    for info in getattr(error, "error_diagnostics", None) or []:
+        where = short_location(info.location)
+        if is_unknown(info.location) and input_ir is not None:
+            where = locate(info.message, input_ir, binding) or where
+        lines.append(f"{where}: {info.message}")
     return lines or [" ".join(str(error).split())]
 
 

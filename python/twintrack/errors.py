@@ -4,6 +4,8 @@ prints its one-line message and exits with code 2 (no traceback without
 
 from __future__ import annotations
 
+import re
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -55,3 +57,42 @@ class CompilerError(TwintrackError):
 
     def with_repro_dir(self, repro_dir: Path) -> "CompilerError":
         return CompilerError(self.stage, self.diagnostics, self.reproducer, repro_dir)
+
+
+def brief_exception(error: BaseException, limit: int = 300) -> str:
+    """An exception as one short line: 'RuntimeError: ...'. An allocation
+    failure reads as what it is, with the size asked for."""
+    text = " ".join(str(error).split())
+    asked = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes", text)
+    if isinstance(error, MemoryError) or asked:
+        size = f" {int(asked.group(1)) / 2**30:.1f} GiB" if asked else ""
+        return f"out of memory (cannot allocate{size})"
+    text = re.sub(r"^\[enforce fail at [^\]]*\] (err == 0\. )?", "", text)
+    text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+@contextmanager
+def user_code(what: str):
+    """Code the user wrote (a model factory, a model's forward) runs inside:
+    whatever it raises becomes a ModelLoadError naming `what`, the exception
+    and its message. TwintrackErrors and Ctrl-C pass through."""
+    try:
+        yield
+    except TwintrackError:
+        raise
+    except Exception as e:
+        raise ModelLoadError(f"{what}: {brief_exception(e)}") from e
+
+
+class ProgramCheckFailed(TwintrackError, RuntimeError):
+    """A compiled program's run-time check failed (integer division by zero),
+    where eager raises."""
+
+
+class IndexOutOfRange(ProgramCheckFailed, IndexError):
+    """An index outside its tensor, which eager refuses with IndexError."""
+
+
+class OutOfMemory(TwintrackError, MemoryError):
+    """A compiled program's buffer cannot be allocated (eager raises "can't allocate memory")."""

@@ -19,13 +19,15 @@ import inspect
 import math
 import logging
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.utils._pytree as pytree
 
-from .errors import ModelLoadError
+from .calling import CallingConvention, functional_results
+from .errors import ModelLoadError, user_code
+from .guards import add_guards
 from .locations import OP_FRAME_PREFIX
 
 
@@ -33,7 +35,15 @@ from .locations import OP_FRAME_PREFIX
 class ModelSource:
     spec: str
     module: torch.nn.Module
-    example_inputs: tuple[torch.Tensor, ...]
+    example_inputs: tuple[torch.Tensor, ...]   # the tensor arguments
+    scalars: dict[int, object] = field(default_factory=dict)  # position -> a Python scalar argument, baked in
+
+    def call_arguments(self, tensors) -> list:
+        """The module's positional arguments: `tensors` with the scalars put back in place."""
+        tensors, arguments = iter(tensors), []
+        for position in range(len(self.example_inputs) + len(self.scalars)):
+            arguments.append(self.scalars[position] if position in self.scalars else next(tensors))
+        return arguments
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,10 @@ class ExportedModel:
     program: torch.export.ExportedProgram
     state: list[TensorSpec]       # parameters and buffers, in argument order
     inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
+    outputs: list[TensorSpec]     # the compiled function's results (calling: how they become the module's)
     frozen: bool
+    calling: CallingConvention
+    scalars: dict[int, object] = field(default_factory=dict)
 
     @property
     def arguments(self) -> list[TensorSpec]:
@@ -133,7 +145,9 @@ def _load_factory(spec: str):
         raise ModelLoadError(f"{path}: no callable '{factory_name}' (expected factory() -> (module, example_inputs))")
     from .zoo import integer_parameters
     known = set(inspect.signature(factory).parameters)
-    result = factory(**integer_parameters(query, known, f"{path}:{factory_name}"))
+    parameters = integer_parameters(query, known, f"{path}:{factory_name}")
+    with user_code(f"{spec}: the factory failed"):
+        result = factory(**parameters)
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
         raise ModelLoadError(f"{spec}: factory must return (torch.nn.Module, example_inputs)")
     return result
@@ -191,15 +205,26 @@ def _quiet_logger(name: str):
 class _StateAsInputs(torch.nn.Module):
     """Calls `model` with its parameters and buffers passed as leading inputs."""
 
-    def __init__(self, model: torch.nn.Module, names: list[str]):
+    def __init__(self, model: torch.nn.Module, names: list[str], source: ModelSource):
         super().__init__()
         object.__setattr__(self, "_model", model)  # not a submodule: nothing to lift
-        self._names = names
+        self._names, self._source = names, source
 
     def forward(self, *flat):
         count = len(self._names)
         state = dict(zip(self._names, flat[:count]))
-        return torch.func.functional_call(self._model, state, tuple(flat[count:]))
+        return torch.func.functional_call(self._model, state, tuple(self._source.call_arguments(flat[count:])))
+
+
+class _WithScalars(torch.nn.Module):
+    """Calls `model` with the source's scalar arguments put back in place (a frozen compile)."""
+
+    def __init__(self, source: ModelSource):
+        super().__init__()
+        self.model, self._source = source.module, source
+
+    def forward(self, *tensors):
+        return self.model(*self._source.call_arguments(tensors))
 
 
 def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -210,8 +235,22 @@ def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _decompositions(program: torch.export.ExportedProgram):
-    """The core ATen table, plus ops whose torch-mlir lowering is inexact, and
-    attention in its own dtype where that is safe (_attention_in_its_dtype).
+    """The frontend's table (_base_decompositions), plus attention in its
+    own dtype where that is safe for this program (_attention_in_its_dtype)."""
+    table = dict(_base_decompositions())
+    layout = _attention_layout(program)
+    if layout is not None:
+        table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
+    return table
+
+
+@functools.cache
+def _base_decompositions() -> dict:
+    """The core ATen table, plus ops whose torch-mlir lowering is inexact,
+    the providers' ops (scans, sorts, eager's NaN and dtype semantics), and
+    last torch-mlir's own table for ops none of these name, so that its
+    importer needs no second decomposition run (import_to_torch_mlir). Built
+    once per process: materializing the core table alone takes 0.4 s.
 
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
     (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
@@ -220,17 +259,17 @@ def _decompositions(program: torch.export.ExportedProgram):
     accumulated in float32, as eager does (decompositions.py).
     """
     from torch._decomp import decomposition_table
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
+    from . import decompose_scans, decompose_scatters, decompose_sorts, eager_semantics
     from .decompositions import with_half_reductions_in_float32
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
-    from . import decompose_scans, decompose_sorts, eager_semantics
-    for provider in (decompose_scans, decompose_sorts, eager_semantics):
+    for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics):
         table.update(provider.decompositions(table))
-    layout = _attention_layout(program)
-    if layout is not None:
-        table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
+    for op, decomposition in get_decomposition_table().items():
+        table.setdefault(op, decomposition)
     return table
 
 
@@ -306,25 +345,40 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
     state = model_state(source.module)
     state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
     if freeze:
-        target, args = source.module, source.example_inputs
+        target, args = (_WithScalars(source) if source.scalars else source.module), source.example_inputs
     else:
-        target, args = _StateAsInputs(source.module, list(state)), tuple(state.values()) + source.example_inputs
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with torch.no_grad():
-                traced = torch.export.export(target, args)
-                program = traced.run_decompositions(_decompositions(traced))
-    except Exception as e:
-        raise ModelLoadError(f"{source.spec}: torch.export failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}") from e
+        target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
+    program = _export(target, args, source.spec)
+    violations = add_guards(program)
     _name_ops_in_locations(program)
+    calling = functional_results(program, source.spec, violations)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
         inputs=[TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
         outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(_output_values(program))],
         frozen=freeze,
+        calling=calling,
+        scalars=dict(source.scalars),
     )
+
+
+def _export(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.ExportedProgram:
+    """torch.export, non-strict first, then strict (each takes programs the
+    other refuses: strict traces `.item()` and int arithmetic through
+    Dynamo), then the frontend's decompositions."""
+    errors = []
+    for strict in (False, True):
+        try:
+            with warnings.catch_warnings(), _quiet_logger("torch._dynamo"), _quiet_logger("torch.export"):
+                warnings.simplefilter("ignore")
+                with torch.no_grad():
+                    traced = torch.export.export(target, args, strict=strict)
+                    return traced.run_decompositions(_decompositions(traced))
+        except Exception as e:  # torch raises many types here; each is the model's problem
+            errors.append(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
+    raise ModelLoadError(f"{spec}: torch.export failed: {errors[0]}"
+                         + (f" (strict export: {errors[1][:120]})" if errors[1] != errors[0] else ""))
 
 
 def _name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
@@ -358,7 +412,8 @@ def import_to_torch_mlir(exported: ExportedModel):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return fx.export_and_import(exported.program, output_type=OutputType.RAW, func_name="forward")
+            return fx.export_and_import(exported.program, output_type=OutputType.RAW, func_name="forward",
+                                        decomposition_table={})  # the frontend's table holds torch-mlir's
         except Exception as e:
             from .errors import CompilerError
             raise CompilerError("torch", [f"torch-mlir import failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import ModelLoadError
+from .errors import ModelLoadError, user_code
 
 
 class MLP(nn.Module):
@@ -214,13 +214,22 @@ MODELS: dict[str, ZooEntry] = {
 }
 
 
+# Shape parameters are positive and at most this; a seed is at least 0.
+LARGEST_PARAMETER = 2**31 - 1
+
+
 def parse(spec: str) -> tuple[str, Config]:
     """'mlp?batch=8' -> ('mlp', MLPConfig(batch=8))."""
     name, _, query = spec.partition("?")
     if name not in MODELS:
         raise ModelLoadError(f"unknown zoo model '{name}' (available: {', '.join(MODELS)})")
     config = MODELS[name].config
-    return name, replace(config, **integer_parameters(query, {f.name for f in fields(config)}, f"zoo:{name}"))
+    parameters = integer_parameters(query, {f.name for f in fields(config)}, f"zoo:{name}")
+    for key, value in parameters.items():
+        least = 0 if key == "seed" else 1
+        if not least <= value <= LARGEST_PARAMETER:
+            raise ModelLoadError(f"zoo:{name}: bad parameter '{key}={value}' (from {least} to {LARGEST_PARAMETER})")
+    return name, replace(config, **parameters)
 
 
 def integer_parameters(query: str, known: set[str], where: str) -> dict[str, int]:
@@ -230,6 +239,8 @@ def integer_parameters(query: str, known: set[str], where: str) -> dict[str, int
         key, _, value = item.partition("=")
         if key not in known or not value.lstrip("-").isdigit():
             raise ModelLoadError(f"{where}: bad parameter '{item}' (integers only; parameters: {', '.join(sorted(known))})")
+        if key in parameters:
+            raise ModelLoadError(f"{where}: parameter '{key}' given twice")
         parameters[key] = int(value)
     return parameters
 
@@ -237,8 +248,36 @@ def integer_parameters(query: str, known: set[str], where: str) -> dict[str, int
 def build(spec: str):
     """Build (module, example_inputs) for a zoo spec, deterministically from its seed."""
     name, config = parse(spec)
+    _check_size(spec, name, config)
     generator = torch.Generator().manual_seed(config.seed + 1)
-    with torch.random.fork_rng(devices=[]):  # seed module init without touching the caller's RNG
-        torch.manual_seed(config.seed)
+    with torch.random.fork_rng(devices=[]), user_code(f"zoo:{spec}: cannot build the model"):
+        torch.manual_seed(config.seed)  # seed module init without touching the caller's RNG
         module, inputs = MODELS[name].build(config, generator)
     return module.eval(), inputs
+
+
+def _check_size(spec: str, name: str, config: Config) -> None:
+    """Build the model on the meta device first (no memory, no time): a size
+    that cannot be built, or that needs more memory than the machine has, is
+    a one-line error instead of an allocator's traceback (or the OOM killer)."""
+    where = f"zoo:{spec}"
+    with torch.device("meta"), user_code(f"{where}: cannot build the model"):
+        module, inputs = MODELS[name].build(config, torch.Generator())
+        tensors = [*module.state_dict().values(), *inputs]
+        needed = sum(t.numel() * t.element_size() for t in tensors)
+    available = _memory_available()
+    if available is not None and needed > available:
+        raise ModelLoadError(f"{where}: its parameters and inputs need {needed / 2**30:.1f} GiB, more than the "
+                             f"{available / 2**30:.1f} GiB of memory available; choose smaller sizes")
+
+
+def _memory_available() -> int | None:
+    """Bytes of memory the machine can still give (Linux's MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -8,7 +8,8 @@ import re
 import sys
 from pathlib import Path
 
-from .common import add_debug_flag, progress, run_main, write_whole
+from .common import (CommandParser, add_debug_flag, add_threads_flag, output_directory, progress, run_main,
+                     set_threads, write_whole)
 
 EPILOG = """\
 For each model of the table (default: bench/gpu_models.txt, the zoo at
@@ -24,6 +25,10 @@ Writes OUT/<date>-<device>.json and .md (per model: each latency, the
 ratios twintrack/Inductor per mode and twintrack/eager, then their geomean)
 and prints the markdown. Exit 1 if any track's numerics fail.
 
+Each latency is the median of at least --repeat runs and 0.5 s of runs, after
+warm-up runs, with its spread (p10 to p90) and torch's thread count; one
+whose spread is over 20% of its median is marked ~ with a footnote.
+
 On the GPU machine, which cannot compile the MLIR track, pass the twintrack
 artifacts: `make gpu-artifacts` writes artifacts/<name> for every line, then
   tools/bench.py --device cuda --artifacts artifacts
@@ -32,15 +37,20 @@ On the CPU (--device cpu) twintrack compiles each model here.
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bench.py", description="Benchmark eager, Inductor and twintrack over the zoo.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="bench.py", description="Benchmark eager, Inductor and twintrack over the zoo.",
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", type=Path, default=Path("bench/gpu_models.txt"), help="model table (default: %(default)s)")
     parser.add_argument("--only", help="comma-separated names from the table to run (default: all)")
-    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="default: cuda")
-    parser.add_argument("--artifacts", type=Path, metavar="DIR", help="twintrack GPU artifacts, DIR/<name> per model")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="where every track runs (default: cuda)")
+    parser.add_argument("--artifacts", type=Path, metavar="DIR",
+                        help="twintrack GPU artifacts, DIR/<name> per model (default: none; required with --device "
+                             "cuda on a machine that cannot compile the MLIR track)")
     parser.add_argument("--modes", default="default,max-autotune",
                         help="comma-separated torch.compile modes for Inductor (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=50, help="timed runs per track (default: 50)")
+    parser.add_argument("--repeat", type=int, default=50,
+                        help="timed runs per track, at least; timing also runs for 0.5 s at least (default: 50)")
+    add_threads_flag(parser)
     parser.add_argument("--out", type=Path, default=Path("bench/results"), help="directory for the JSON and markdown (default: %(default)s)")
     add_debug_flag(parser)
     return parser
@@ -65,7 +75,10 @@ def main(args: argparse.Namespace) -> int:
     bad_modes = [m for m in modes if m not in ("default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead")]
     if bad_modes or not modes:
         raise UsageError(f"--modes: unknown mode(s) {', '.join(bad_modes) or '(none given)'}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    set_threads(args.threads)
+    output_directory(args.out)
 
     def save(result: dict) -> Path:
         stem = args.out / f"{result['date']}-{re.sub(r'[^a-z0-9]+', '-', result['device_name'].lower()).strip('-')}"

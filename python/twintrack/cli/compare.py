@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import add_debug_flag, progress, run_main, write_whole
+from .common import CommandParser, add_debug_flag, add_threads_flag, progress, run_main, set_threads, write_whole
 
 EPILOG = """\
 Runs eager PyTorch, Inductor (torch.compile) and twintrack on the same fresh
@@ -30,6 +30,13 @@ MODEL is a zoo model (zoo:transformer_block), a file.py:factory, or a
 torch.export file, as for tools/compile.py. Inductor failing on a model is
 reported in the table, not an error. Errors exit with code 2.
 
+Latencies are the median of at least --repeat runs and at least 0.5 s of
+runs, after warm-up runs (at least 5, and 0.1 s), with their spread (p10 to
+p90) and torch's thread count. A measurement whose spread is over 20% of its
+median is marked with ~ and a footnote: other load on the machine makes
+torch's thread pool stall, and --threads 1 (or an idle machine) measures it
+properly. --json writes every figure; --html shows them in its totals table.
+
 Examples:
   tools/compare.py zoo:transformer_block --html out/compare.html
   tools/compare.py zoo:mlp --device cuda --artifact artifacts/mlp --json out/mlp.json
@@ -37,8 +44,8 @@ Examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compare.py", description="Compare twintrack's kernels with Inductor's, side by side.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="compare.py", description="Compare twintrack's kernels with Inductor's, side by side.",
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", metavar="MODEL", help="the model to compare (see below)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where all three tracks run (default: cpu)")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], help="cast the model first (default: as it is)")
@@ -47,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "toolchain is not installed, e.g. on the GPU machine)")
     parser.add_argument("--html", type=Path, metavar="REPORT.html", help="also write a self-contained HTML report")
     parser.add_argument("--json", type=Path, metavar="REPORT.json", help="also write the full report as JSON")
-    parser.add_argument("--repeat", type=int, default=50, help="timed runs per track and profiled runs per kernel (default: 50)")
+    parser.add_argument("--repeat", type=int, default=50,
+                        help="timed runs per track, at least (timing runs for 0.5 s at least), and profiled runs "
+                             "per kernel (default: 50)")
+    add_threads_flag(parser)
     parser.add_argument("--inductor-mode", choices=["default", "max-autotune", "reduce-overhead"], default="default",
                         help="torch.compile mode for the Inductor track (default: default)")
     add_debug_flag(parser)
@@ -65,6 +75,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--artifact runs a GPU artifact: use it with --device cuda")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
+    set_threads(args.threads)
     request = CompareRequest(args.model, args.device, args.dtype, args.artifact, args.repeat,
                              None if args.inductor_mode == "default" else args.inductor_mode)
     report = run_comparison(request, progress=progress)

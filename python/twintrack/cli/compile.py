@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..locations import brief_source
 from ..recipes import DEFAULT_ARCH, available_pipelines
-from .common import add_debug_flag, progress, run_main
+from .common import CommandParser, add_debug_flag, progress, run_main
 
 EPILOG = """\
 MODEL is one of:
@@ -28,27 +28,38 @@ ptxas, which must be installed) and plan.json (the host side), and the kernel
 report (grid, block, registers, spills, shared memory, bytes, flops, torch
 source lines) is printed. On a failure OUTDIR receives only repro/: the input
 and the exact command (mlir-opt, a Python pass or ptxas) that reproduces it.
+OUTDIR is written whole or not at all: the compile writes a temporary sibling
+and renames it into place, so a failure or Ctrl-C leaves no half-written one.
+The manifest records MODEL with its file as an absolute path, so that
+tools/run.py can rebuild the model from any working directory.
 Run the artifact with tools/run.py OUTDIR --check (a GPU artifact needs a GPU).
+
+--stop-after STAGE prints that stage's IR to stdout and writes no artifact,
+unless -o OUTDIR is given too (then OUTDIR holds the stages up to STAGE).
+A failing pass still saves its reproducer, in OUTDIR/repro/.
 
 Errors print one line and exit with code 2 (--debug shows the traceback).
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="compile.py", description="Compile a PyTorch model through twintrack's MLIR track.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", metavar="MODEL", help="model to compile (see below)")
     parser.add_argument("--pipeline", default="cpu",
                         help=f"lowering recipe from lowering/<name>.toml (available: {', '.join(available_pipelines())}; default: cpu)")
     parser.add_argument("-o", "--output", metavar="OUTDIR", type=Path,
-                        help="artifact directory (default: out/<model name>)")
-    parser.add_argument("--stop-after", metavar="STAGE", help="stop after STAGE and print its IR to stdout")
+                        help="artifact directory (default: out/<model name>; with --stop-after, no artifact "
+                             "unless -o is given)")
+    parser.add_argument("--stop-after", metavar="STAGE",
+                        help="stop after STAGE and print its IR to stdout, writing no artifact unless -o is given "
+                             "(default: run every stage of the pipeline)")
     parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every stage to stdout")
     parser.add_argument("--time-stages", action="store_true", help="print a table of per-stage compile times")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="cast the model's floating-point parameters and inputs first (default: as the model is)")
-    parser.add_argument("--arch", default=DEFAULT_ARCH,
+    parser.add_argument("--arch",
                         help=f"GPU architecture for --pipeline gpu (default: {DEFAULT_ARCH}, H100/H200 with wgmma; "
                              "another arch takes the mma.sync matmul kernels)")
     parser.add_argument("--allow-tf32", action=argparse.BooleanOptionalAction, default=None,
@@ -98,53 +109,44 @@ def default_outdir(model: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..artifact import atomic_directory, record_compile_time, write_artifact
-    from ..driver import KernelFallbackWarning, compile_exported
-    from ..frontend import export_model, load_model
-    from ..options import CompileOptions
+    from ..driver import KernelFallbackWarning
+    from ..frontend import export_model
+    from ..model_spec import absolute_model_spec, load_user_model
 
     warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
 
-    options = CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after, arch=args.arch,
-                             allow_tf32=torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32,
-                             fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
-                             explain_fusion=args.explain_fusion,
-                             **({"strict_kernels": args.strict_kernels} if args.strict_kernels is not None else {}),
-                             tuning_cache=tuning_cache(args),
-                             **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
+    options = compile_options(args)
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
     start = time.perf_counter()
     say(f"loading {args.model}")
-    source = load_model(args.model, args.dtype)
+    source = load_user_model(args.model, args.dtype)
     say("torch.export")
     exported = export_model(source, freeze=args.freeze)
 
     def on_stage(dump):
         say(f"stage {dump.index:02d} {dump.name:<14} {dump.seconds * 1000:8.1f} ms")
         if args.print_ir_after_all:
-            print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}")
+            print(f"// ----- IR after stage {dump.index:02d}-{dump.name} -----\n{dump.text}", flush=True)
 
-    with atomic_directory(outdir) as staging:
-        compilation = compile_exported(exported, options, on_stage=on_stage)
-        untuned = untuned_kernels(compilation) if options.tuning_cache else []
-        if untuned:
-            write_tuning_variants(staging / "tuning", exported, options, most_candidates(compilation), args, say)
-            if gpu_present():
-                from ..autotune import TuningCache
-                from .tune import tune
-                tune([staging / "tuning"], TuningCache.load(options.tuning_cache), say)
-                compilation = compile_exported(exported, options)
-                untuned = []
-        manifest = write_artifact(staging, compilation, args.model, args.dtype)
-        total = time.perf_counter() - start
-        record_compile_time(staging, manifest, total)
+    if args.stop_after and args.output is None:  # print the stage's IR only; a failure still saves its reproducer
+        compilation = _compile_printing_only(exported, options, outdir, on_stage)
+        if not args.print_ir_after_all:
+            print(compilation.text(args.stop_after))
+        if args.explain_fusion:
+            print_fusion_decisions(compilation.remarks)
+        if args.time_stages:
+            print_stage_times(compilation.dumps, time.perf_counter() - start)
+        return 0
+    manifest, compilation, untuned = _compile_artifact(exported, options, outdir, absolute_model_spec(args.model),
+                                                       args, on_stage, say, start)
+    total = manifest["compile_seconds"]
     if args.stop_after and not args.print_ir_after_all:
         print(compilation.text(args.stop_after))
     if args.explain_fusion:
         print_fusion_decisions(compilation.remarks)
     if args.time_stages:
-        print_stage_times(manifest, total)
+        print_stage_times(compilation.dumps, total)
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
         print_kernel_report(manifest["kernels"])
     print_fallbacks(manifest["kernel_fallbacks"], outdir)
@@ -156,12 +158,74 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_gpu_options(args: argparse.Namespace) -> None:
+    """The GPU's options asked for explicitly with another pipeline: an error, not silently ignored."""
+    from ..errors import UsageError
+    if args.pipeline == "gpu":
+        return
+    if args.arch is not None:
+        raise UsageError(f"--arch chooses the GPU architecture: use it with --pipeline gpu, not {args.pipeline}")
+    if args.allow_tf32:
+        raise UsageError(f"--allow-tf32 lets GPU matmuls use tf32: use it with --pipeline gpu, not {args.pipeline}")
+
+
+def compile_options(args: argparse.Namespace):
+    from ..options import CompileOptions
+    check_gpu_options(args)
+    allow_tf32 = args.pipeline == "gpu" and (torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32)
+    return CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
+                          arch=args.arch or DEFAULT_ARCH, allow_tf32=allow_tf32,
+                          fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
+                          explain_fusion=args.explain_fusion,
+                          **({"strict_kernels": args.strict_kernels} if args.strict_kernels is not None else {}),
+                          tuning_cache=tuning_cache(args),
+                          **({"lowering_dir": args.lowering_dir} if args.lowering_dir else {}))
+
+
+def _compile_printing_only(exported, options, outdir: Path, on_stage):
+    """--stop-after without -o: compile, write nothing; a failing pass still
+    leaves its reproducer in OUTDIR/repro/ (atomic_directory writes it)."""
+    from ..artifact import atomic_directory
+    from ..driver import compile_exported
+    from ..errors import CompilerError
+    try:
+        return compile_exported(exported, options, on_stage=on_stage)
+    except CompilerError as e:
+        with atomic_directory(outdir):
+            raise e
+
+
+def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stage, say, start: float):
+    """Compile into OUTDIR, atomically: (manifest, compilation, untuned matmul
+    keys). The compile time recorded counts from `start` (loading the model)."""
+    from ..artifact import atomic_directory, record_compile_time, write_artifact
+    from ..driver import compile_exported
+
+    with atomic_directory(outdir) as staging:
+        compilation = compile_exported(exported, options, on_stage=on_stage)
+        untuned = untuned_kernels(compilation) if options.tuning_cache else []
+        if untuned:
+            write_tuning_variants(staging / "tuning", exported, options, most_candidates(compilation), model,
+                                  args.dtype, say)
+            if gpu_present():
+                from ..autotune import TuningCache
+                from .tune import tune
+                tune([staging / "tuning"], TuningCache.load(options.tuning_cache), say)
+                compilation = compile_exported(exported, options)
+                untuned = []
+        manifest = write_artifact(staging, compilation, model, args.dtype)
+        record_compile_time(staging, manifest, time.perf_counter() - start)
+    return manifest, compilation, untuned
+
+
 def tuning_cache(args: argparse.Namespace) -> Path | None:
     """The cache the matmul kernels take their tiles from with --autotune (else None: the heuristic table)."""
     from ..autotune import TuningCache, default_cache_path
     from ..errors import UsageError
 
     if not args.autotune:
+        if args.tuning_cache is not None:
+            raise UsageError("--tuning-cache is the cache of --autotune: give --autotune too")
         return None
     if args.pipeline != "gpu":
         raise UsageError("--autotune tunes GPU kernels: use it with --pipeline gpu")
@@ -193,7 +257,8 @@ def gpu_present() -> bool:
     return torch.cuda.is_available()
 
 
-def write_tuning_variants(directory: Path, exported, options, candidates: int, args, say) -> None:
+def write_tuning_variants(directory: Path, exported, options, candidates: int, model: str, dtype: str | None,
+                          say) -> None:
     """The model compiled with the heuristic tiles, then once per candidate
     rank k (every matmul its k-th fitting tile), for tools/tune.py."""
     from ..artifact import write_artifact
@@ -203,7 +268,7 @@ def write_tuning_variants(directory: Path, exported, options, candidates: int, a
     variants += [(f"variant-{k}", replace(options, tuning_cache=None, tuning_variant=k)) for k in range(candidates)]
     for name, variant in variants:
         say(f"autotune: compiling tuning variant {name} of {len(variants) - 1}")
-        write_artifact(directory / name, compile_exported(exported, variant), args.model, args.dtype)
+        write_artifact(directory / name, compile_exported(exported, variant), model, dtype)
         shutil.rmtree(directory / name / "stages")  # tools/tune.py runs the cubins; the IR would only weigh
 
 
@@ -215,10 +280,10 @@ def print_fusion_decisions(remarks: list[str]) -> None:
         print(f"  {_brief(where):<34} {message}")
 
 
-def print_stage_times(manifest: dict, total: float) -> None:
+def print_stage_times(dumps: list, total: float) -> None:
     print("stage                  ms", file=sys.stderr)
-    for stage in manifest["stages"]:
-        print(f"  {stage['index']:02d}-{stage['name']:<14} {stage['seconds'] * 1000:9.1f}", file=sys.stderr)
+    for dump in dumps:
+        print(f"  {dump.index:02d}-{dump.name:<14} {dump.seconds * 1000:9.1f}", file=sys.stderr)
     print(f"  {'total (with export)':<17} {total * 1000:9.1f}", file=sys.stderr)
 
 

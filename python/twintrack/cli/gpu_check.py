@@ -1,5 +1,4 @@
-"""tools/gpu_check.py ARTIFACT... --out DIR: numerics, speed and memory of GPU
-artifacts against eager PyTorch, in one run on the GPU machine."""
+"""tools/gpu_check.py ARTIFACT... --out DIR: see DESCRIPTION (its --help)."""
 
 from __future__ import annotations
 
@@ -10,27 +9,39 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import add_debug_flag, progress, run_main
+from .common import CommandParser, add_debug_flag, output_directory, progress, run_main, write_whole
 
 if TYPE_CHECKING:  # imported where used: torch loads only once a check starts
     from ..checked_run import ArtifactTrack, CheckedRun, Track
 
+DESCRIPTION = """\
+Check the numerics, speed and memory of twintrack GPU artifacts against eager
+PyTorch, in one run on the GPU machine. It needs torch, cuda-bindings and a
+GPU but no MLIR: put python/ on PYTHONPATH there.
+"""
+
 EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
 with NaN first), the median time of twintrack (plain, and replayed as one
-CUDA graph) and of eager PyTorch (CUDA events, 20 runs after warm-up), each
-kernel's median device time (CUPTI through torch.profiler, L2 flushed), and
-the peak device memory each needs beyond its weights and inputs (torch's
-allocator; the runtime allocates nothing else). Writes DIR/gpu-check.json and
-DIR/gpu-check.md and prints the table. Exit 1 if any check fails.
+CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
+runs after warm-up), each kernel's median device time (CUPTI through
+torch.profiler, L2 flushed), and the peak device memory each needs beyond its
+weights and inputs (torch's allocator; the runtime allocates nothing else).
+An artifact that cannot be checked becomes a row with its error. Writes
+DIR/gpu-check.json and DIR/gpu-check.md and prints the table.
+
+Exit codes: 0 when every check passed, 1 when one failed, 2 for an error (no
+GPU, an output directory that cannot be written), printed in one line.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpu_check.py", description=__doc__.splitlines()[0],
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("artifacts", nargs="+", type=Path, metavar="ARTIFACT")
-    parser.add_argument("--out", type=Path, required=True, help="directory for the JSON and markdown results")
+    parser = CommandParser(prog="gpu_check.py", description=DESCRIPTION,
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("artifacts", nargs="+", type=Path, metavar="ARTIFACT",
+                        help="an OUTDIR of tools/compile.py MODEL --pipeline gpu (one or more)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="the directory for gpu-check.json and gpu-check.md (required; created if needed)")
     add_debug_flag(parser)
     return parser
 
@@ -138,6 +149,7 @@ def main(args: argparse.Namespace) -> int:
     from ..runtime.cuda_driver import require_gpu
 
     require_gpu()
+    output_directory(args.out)
     device = torch.cuda.get_device_name()
     rows = []
     for outdir in args.artifacts:
@@ -146,11 +158,10 @@ def main(args: argparse.Namespace) -> int:
             rows.append(check_one(outdir))
         except (TwintrackError, RuntimeError, OSError) as e:  # OSError: a file of the artifact missing or unreadable
             rows.append({"artifact": outdir.name, "error": " ".join(str(e).split())[:300], "ok": False})
-    args.out.mkdir(parents=True, exist_ok=True)
     result = {"date": date.today().isoformat(), "device": device, "torch": torch.__version__, "rows": rows}
-    (args.out / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_whole(args.out / "gpu-check.json", json.dumps(result, indent=1) + "\n")
     table = markdown(rows, device) + slowest_kernels(rows)
-    (args.out / "gpu-check.md").write_text(table)
+    write_whole(args.out / "gpu-check.md", table)
     print(table)
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import add_debug_flag, progress, run_main
+from .common import CommandParser, add_debug_flag, progress, run_main
 
 EPILOG = """\
 The model is rebuilt from the MODEL recorded in the manifest (zoo models are
@@ -14,15 +14,19 @@ deterministic from their seed) to supply the parameters, so artifacts carry
 no weights. --check feeds fresh random inputs to the compiled model and to a
 float64 eager copy of the model and prints ||y - ref|| / ||ref|| per output
 (fp32 passes under 1e-5, fp16/bf16 under 1e-2). The timing is the median of
-20 runs after warm-up (CUDA events on the GPU). A GPU artifact runs on a
-machine with only torch and cuda-bindings: put python/ on PYTHONPATH.
+at least 20 runs and 0.5 s of runs, after warm-up runs (CUDA events on the
+GPU), with its spread (p10 to p90) and torch's thread count; a spread over
+20% of the median is marked noisy. A GPU artifact runs on a machine with
+only torch and cuda-bindings: put python/ on PYTHONPATH. The manifest names
+the model with an absolute path (zoo models by name), so OUTDIR runs from any
+working directory.
 Exit codes: 0 ok, 1 numerical mismatch, 2 error.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run.py", description="Run a compiled twintrack artifact.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="run.py", description="Run a compiled twintrack artifact.",
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("outdir", metavar="OUTDIR", type=Path, help="artifact directory from tools/compile.py")
     parser.add_argument("--check", action="store_true", help="compare with eager PyTorch in float64")
     parser.add_argument("--seed", type=int, default=1234, help="seed for the random inputs (default 1234)")
@@ -34,42 +38,65 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
 
-    from ..api import load
     from ..artifact import read_manifest, specs
-    from ..errors import UsageError
-    from ..frontend import load_model, model_state
+    from ..errors import UsageError, user_code
+    from ..frontend import model_state
+    from ..model_spec import load_user_model
     from ..numerics import compare, float64_reference, random_inputs
-    from ..timing import median_ms
+    from ..timing import measure
 
     manifest = read_manifest(args.outdir)
     device = args.device or ("cuda" if manifest["pipeline"] == "gpu" else "cpu")
     if (device == "cuda") != (manifest["pipeline"] == "gpu"):
         raise UsageError(f"a '{manifest['pipeline']}' artifact cannot run on --device {device}")
-    executable = load(args.outdir)
+    executable = load_executable(args.outdir, manifest)
     if device == "cuda":
         from ..runtime.cuda_driver import require_gpu
         require_gpu()
     progress(f"rebuilding {manifest['model']} for its parameters")
-    source = load_model(manifest["model"], manifest.get("dtype"))
+    source = load_user_model(manifest["model"], manifest.get("dtype"))
     state = [] if manifest["frozen"] else list(model_state(source.module).values())
     inputs = random_inputs(specs(manifest, "inputs"), args.seed)
     arguments = [t.to(device) for t in state + inputs]
     executable.poison_outputs = True  # outputs start as NaN: an unwritten element fails the check
-    outputs = [y.cpu() for y in executable(*arguments)]
+    outputs = [y.cpu() for y in executable.flat(*arguments)]
     executable.poison_outputs = False
-    milliseconds = median_ms(lambda: executable(*arguments), device)
-    print(f"{manifest['model']}: {milliseconds:.3f} ms per call on {device} (median of 20)")
+    output_specs = executable.calling.flat_specs(specs(manifest, "outputs"), specs(manifest, "arguments"))
+    timing = measure(lambda: executable(*arguments), device)
+    print(f"{manifest['model']}: {timing.median_ms:.3f} ms per call on {device} ({timing.details()})")
     if not args.check:
-        for spec, y in zip(manifest["outputs"], outputs):
-            print(f"  {spec['name']}: {spec['dtype']}{list(y.shape)}")
+        for spec, y in zip(output_specs, outputs):
+            print(f"  {spec.name}: {spec.dtype}{list(y.shape)}")
         return 0
-    checks = compare(outputs, float64_reference(source.module, inputs), specs(manifest, "outputs"),
-                     manifest.get("allow_tf32", False))
+    with user_code(f"{manifest['model']}: the float64 eager reference failed"):
+        reference = float64_reference(source.module, inputs)
+    checks = compare(outputs, reference, output_specs, manifest.get("allow_tf32", False))
     for c in checks:
         print(f"  {c.name:<10} {c.dtype:<8} rel_error {c.rel_error:.3e}  tol {c.tolerance:.0e}  {'ok' if c.ok else 'MISMATCH'}")
     ok = all(c.ok for c in checks)
     print("check: " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def load_executable(outdir: Path, manifest: dict):
+    """api.load, with a CPU executable that cannot be read, parsed or JIT-compiled
+    (a truncated or overwritten executable.mlir) named as a damaged artifact."""
+    from ..api import load
+    from ..errors import ArtifactError, TwintrackError, brief_exception
+
+    if manifest["pipeline"] == "gpu" or not manifest.get("executable"):
+        return load(outdir)  # the GPU runtime names its own failures
+    path = outdir / manifest["executable"]
+    try:
+        return load(outdir)
+    except ArtifactError as e:
+        if str(path) in str(e):
+            raise
+        raise ArtifactError(f"{path}: {e.one_line()}") from None
+    except TwintrackError:
+        raise
+    except Exception as e:  # MLIR's parse error, or the ExecutionEngine's
+        raise ArtifactError(f"{path}: damaged executable, compile the model again ({brief_exception(e)})") from None
 
 
 def entry(argv=None) -> int:

@@ -1,9 +1,4 @@
-"""tools/tune.py TUNING_DIR...: time every tuning variant of a model on the
-GPU and record the fastest tile of each matmul in the tuning cache.
-
-`tools/compile.py MODEL --pipeline gpu --autotune -o OUT` writes the variants
-to OUT/tuning/ (one artifact per candidate rank). This command needs torch
-and a GPU but no MLIR, so it runs on a GPU machine that cannot compile."""
+"""tools/tune.py TUNING_DIR... [--cache FILE]: see DESCRIPTION (its --help)."""
 
 from __future__ import annotations
 
@@ -12,7 +7,15 @@ import json
 import time
 from pathlib import Path
 
-from .common import add_debug_flag, progress, run_main, write_whole
+from .common import CommandParser, add_debug_flag, progress, run_main, write_whole
+
+DESCRIPTION = """\
+Time every tuning variant of a model on the GPU and record the fastest tile
+of each matmul in the tuning cache. `tools/compile.py MODEL --pipeline gpu
+--autotune -o OUT` writes the variants to OUT/tuning/ (one artifact per
+candidate rank). This command needs torch and a GPU but no MLIR, so it runs
+on a GPU machine that cannot compile (put python/ on PYTHONPATH there).
+"""
 
 EPILOG = """\
 Each variant is first checked against float64 on fresh random inputs (its
@@ -20,19 +23,35 @@ outputs poisoned with NaN first); a variant that fails is reported and left
 out. Then every kernel is timed (its device time from CUPTI, median of 20
 runs, L2 flushed). For each matmul (its tuning key: op, shapes, dtypes, arch,
 compiler version) the fastest tile wins and goes into the cache with every
-time measured. Compile again with --autotune --tuning-cache FILE to use it.
+time measured; TUNING_DIR/tuning-report.json records the run. Compile again
+with --autotune --tuning-cache FILE to use it.
+
+Exit codes: 0 when every variant passed its check, 1 when one failed (it is
+left out), 2 for an error (no GPU, a TUNING_DIR that is not one, a corrupt
+cache), printed in one line.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tune.py", description=__doc__.splitlines()[0],
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="tune.py", description=DESCRIPTION,
+                           epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tuning_dirs", nargs="+", type=Path, metavar="TUNING_DIR",
-                        help="OUT/tuning of a compile with --autotune")
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="tuning cache to update (default: $TWINTRACK_TUNING_CACHE or ~/.cache/twintrack/tuning.json)")
+                        help="the OUT/tuning directory of a compile with --autotune (one or more)")
+    parser.add_argument("--cache", type=Path, default=None, metavar="FILE",
+                        help="the tuning cache to update (default: $TWINTRACK_TUNING_CACHE, else "
+                             "~/.cache/twintrack/tuning.json)")
     add_debug_flag(parser)
     return parser
+
+
+def check_tuning_dirs(tuning_dirs: list[Path]) -> None:
+    """Each TUNING_DIR a directory holding at least one variant."""
+    from ..errors import UsageError
+    for tuning_dir in tuning_dirs:
+        if not tuning_dir.is_dir():
+            raise UsageError(f"{tuning_dir}: not a directory (expected OUT/tuning of a compile with --autotune)")
+        if not any((p / "manifest.json").exists() for p in tuning_dir.iterdir()):
+            raise UsageError(f"{tuning_dir}: holds no tuning variant (expected OUT/tuning of a compile with --autotune)")
 
 
 def time_variant(artifact: Path) -> tuple[bool, float, list[dict]]:
@@ -95,8 +114,14 @@ def main(args: argparse.Namespace) -> int:
     from ..autotune import TuningCache, default_cache_path
     from ..runtime.cuda_driver import require_gpu
 
+    from ..errors import UsageError
+
+    check_tuning_dirs(args.tuning_dirs)
     require_gpu()
-    cache = TuningCache.load(args.cache or default_cache_path())
+    try:
+        cache = TuningCache.load(args.cache or default_cache_path())
+    except ValueError as e:  # a corrupt cache
+        raise UsageError(str(e)) from None
     results, failed, seconds = tune(args.tuning_dirs, cache)
     print(_report(results, failed, seconds, torch.cuda.get_device_name(), cache.path))
     return 1 if failed else 0

@@ -19,9 +19,10 @@ from typing import Callable
 
 import torch
 
-from ..checked_run import COMPARE_SEED, CheckedRun, eager_track, use_exact_float32
+from ..checked_run import CheckedRun, eager_track, use_exact_float32
 from ..numerics import float32_matmuls, tolerance
-from .comparison import compare_timing, inductor_track
+from ..timing import NOISY_FOOTNOTE, NOISY_MARK
+from .comparison import checked_run, compare_timing, inductor_track, timing_summary
 from .twintrack_track import scratch_directory, twintrack_track
 
 SCHEMA_VERSION = 1
@@ -80,6 +81,7 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
         "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
         "torch": torch.__version__, "triton": _triton_version(), "repeat": request.repeat,
         "modes": list(request.modes), "total_seconds": round(seconds, 1),
+        "timing": timing_summary(request.repeat, [track for r in rows for track in _measured(r)]),
         "complete": len(rows) == len(request.entries),
         "geomean": {mode: geomean([r["ratio_vs_inductor"].get(mode) for r in rows]) for mode in request.modes},
         "graph_geomean": {mode: geomean([r.get("ratio_graph_vs_inductor", {}).get(mode) for r in rows])
@@ -89,8 +91,7 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
 
 
 def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
-    run = CheckedRun.load(entry.model, entry.dtype, device=request.device, seed=COMPARE_SEED,
-                          timing=compare_timing(request.repeat))
+    run = checked_run(entry.model, entry.dtype, request.device, compare_timing(request.repeat))
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
            "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32, "inductor": {}}
     with float32_matmuls(entry.allow_tf32):
@@ -106,6 +107,12 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
     tracks = [row["eager"], row["twintrack"], *row["inductor"].values(), *([graph] if graph else [])]
     row["ok"] = all(_within(track, row["tolerance"]) for track in tracks)
     return row
+
+
+def _measured(row: dict) -> list[dict]:
+    """Every track's measurement of a row."""
+    return [row["eager"], row["twintrack"], *row["inductor"].values(), *([row["twintrack_graph"]]
+                                                                          if "twintrack_graph" in row else [])]
 
 
 def _ratios_vs_inductor(row: dict, track: dict) -> dict:
@@ -162,7 +169,8 @@ def markdown_summary(result: dict) -> str:
     modes = result["modes"]
     ratio_columns = [f"twintrack/inductor {m}" for m in modes] + [f"graph/inductor {m}" for m in modes]
     lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']})", "",
-             f"Median of {result['repeat']} runs per track (CUDA events, L2 flushed before each run on the GPU); "
+             f"Latency: {_method(result)} per track (CUDA events, L2 flushed before each run on the GPU), "
+             f"{_threads(result)} thread(s); a cell shows the median and its p10–p90 spread. "
              "errors against float64 eager; float32 is exact (TF32 off) except in rows compiled with "
              f"--allow-tf32, where every track uses TF32. Whole run: {result['total_seconds']} s, compiles included"
              f"{'' if result['complete'] else ' (cut short: not every model ran)'}. "
@@ -182,6 +190,8 @@ def markdown_summary(result: dict) -> str:
     lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | | "
                  + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | "
                  + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | |")
+    if result.get("timing", {}).get("noisy"):
+        lines += ["", NOISY_FOOTNOTE + "."]
     failures = [f"- {r['name']} {track}: {info['error']}" for r in result["models"]
                 for track, info in [("twintrack", r["twintrack"])] + [(f"inductor {m}", r["inductor"][m]) for m in modes]
                 if "error" in info]
@@ -193,7 +203,19 @@ def _ms(track: dict | None) -> str:
         return "—"
     if "error" in track:
         return "failed"
-    return f"{track['latency_ms']:.4f}"
+    mark = NOISY_MARK if track.get("latency_noisy") else ""
+    spread = (f" ({track['latency_p10_ms']:.4g}–{track['latency_p90_ms']:.4g})"
+              if track.get("latency_p10_ms") is not None else "")
+    return f"{track['latency_ms']:.4f}{mark}{spread}"
+
+
+def _method(result: dict) -> str:
+    timing = result.get("timing") or {}
+    return timing.get("method") or f"median of {result['repeat']} runs"
+
+
+def _threads(result: dict):
+    return (result.get("timing") or {}).get("threads", "?")
 
 
 def _x(ratio: float | None) -> str:

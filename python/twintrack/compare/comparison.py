@@ -12,8 +12,10 @@ from pathlib import Path
 import torch
 
 from ..checked_run import COMPARE_SEED, CheckedRun, Timing, eager_track, flat_outputs, use_exact_float32
+from ..errors import user_code
+from ..model_spec import load_user_model
 from ..recipes import target_roofline
-from ..timing import median_ms
+from ..timing import MIN_SECONDS, NOISY_FOOTNOTE, NOISY_SPREAD, WARMUP_SECONDS, median_ms
 from .matching import kernel_groups, op_graph
 from .twintrack_track import scratch_directory, twintrack_track
 
@@ -31,8 +33,7 @@ class CompareRequest:
 def run_comparison(request: CompareRequest, progress: Callable[[str], None] = lambda _: None) -> dict:
     if request.device == "cuda":
         use_exact_float32()
-    run = CheckedRun.load(request.model, request.dtype, device=request.device, seed=COMPARE_SEED,
-                          timing=compare_timing(request.repeat))
+    run = checked_run(request.model, request.dtype, request.device, compare_timing(request.repeat))
 
     progress("eager")
     eager = {"compile_seconds": None, "kernel_count": None, "error": None,
@@ -52,10 +53,31 @@ def run_comparison(request: CompareRequest, progress: Callable[[str], None] = la
         "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
         "date": date.today().isoformat(), "torch": torch.__version__, "ceilings": ceilings,
         "tracks": {"eager": eager, "inductor": inductor, "twintrack": twintrack},
+        "timing": timing_summary(request.repeat, [eager, inductor, twintrack]),
         "kernels": kernels, "groups": kernel_groups(kernels),
         "graph": op_graph(program, kernels) if program is not None else {"nodes": [], "edges": []},
         "notes": _notes(request, kernels, {"inductor": inductor, "twintrack": twintrack}),
     }
+
+
+def checked_run(model: str, dtype: str | None, device: str, timing: Timing) -> CheckedRun:
+    """CheckedRun.load, with the user's code failing (the factory, the
+    model's float64 forward) reported in one line."""
+    source = load_user_model(model, dtype)
+    with user_code(f"{model}: the float64 eager reference failed"):
+        return CheckedRun.of(source, device, COMPARE_SEED, timing=timing)
+
+
+def timing_summary(repeat: int, tracks: list[dict]) -> dict:
+    """How the latencies were measured, for the report's footnotes: the
+    method, the threads, and whether any measurement is flagged noisy."""
+    threads = sorted({t["threads"] for t in tracks if t.get("threads")}) or [torch.get_num_threads()]
+    noisy = any(t.get("latency_noisy") or t.get("graph_latency_noisy") for t in tracks)
+    warmup = compare_timing(repeat).warmup
+    return {"threads": threads[0] if len(threads) == 1 else threads, "noisy": noisy, "noisy_spread": NOISY_SPREAD,
+            "method": f"median of at least {repeat} runs and {MIN_SECONDS:g} s of them, after at least {warmup} "
+                      f"warm-up runs and {WARMUP_SECONDS:g} s of them; spread: p10 to p90",
+            "footnote": NOISY_FOOTNOTE}
 
 
 def compare_timing(repeat: int) -> Timing:
@@ -136,7 +158,7 @@ def _twintrack_track(request: CompareRequest, run: CheckedRun) -> tuple[dict, li
         kernels = _kernel_times(run, track.run, track.kernels, lambda k: k["name"])
         if track.graph_run is not None:
             graphed = run.check_and_time(track.graph_run)
-            figures.update(graph_latency_ms=graphed.latency_ms, graph_rel_error=graphed.rel_error)
+            figures.update(graphed.timing.figures("graph_latency"), graph_rel_error=graphed.rel_error)
     return figures, kernels, track.program
 
 
@@ -170,11 +192,15 @@ def _roofline_fraction(kernel: dict, ceilings: dict) -> float | None:
 def _notes(request: CompareRequest, kernels: dict, tracks: dict) -> list[str]:
     notes = ["Each twintrack kernel sits beside the Inductor kernel that computes the same torch ops at the same "
              "model lines (else the one whose model lines are most alike), in launch order."]
+    timing = timing_summary(request.repeat, [tracks["inductor"], tracks["twintrack"]])
+    clock = "CUDA events, L2 flushed before each run" if request.device == "cuda" else "perf_counter"
+    notes.append(f"End-to-end: {timing['method']} ({clock}), torch with {timing['threads']} thread(s) "
+                 f"(torch.get_num_threads()).")
     if request.device != "cuda":
         notes.append("Per-kernel times are measured on the GPU only; on the CPU the table shows the kernels and totals.")
         return notes
-    notes.append(f"End-to-end: median of {request.repeat} runs, CUDA events, L2 flushed before each run. "
-                 f"Per kernel: median of {request.repeat} profiled runs, each kernel's device time (CUPTI), L2 flushed before each run.")
+    notes.append(f"Per kernel: median of {request.repeat} profiled runs, each kernel's device time (CUPTI), "
+                 f"L2 flushed before each run.")
     notes.append("float32 is exact float32 on every track (TF32 off for cuDNN and cuBLAS).")
     for name, track in tracks.items():
         total = sum(k["ms"] or 0 for k in kernels[name])

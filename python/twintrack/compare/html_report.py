@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from html import escape
 
+from ..timing import NOISY_FOOTNOTE, NOISY_MARK
 from .table import clip
 
 TRACKS = ("twintrack", "inductor")
@@ -106,10 +107,10 @@ def _summary(report: dict) -> str:
     for name in ("eager", "inductor", "twintrack"):
         t = tracks.get(name) or {"error": "missing from report"}
         if t.get("error"):
-            cells = f'<td colspan="4" class="err">{escape(t["error"])}</td>'
+            cells = f'<td colspan="5" class="err">{escape(t["error"])}</td>'
         else:
             cells = "".join(f'<td class="num">{v}</td>' for v in (
-                _fmt(t.get("latency_ms"), ".4g"), _fmt(t.get("compile_seconds"), ".1f"),
+                _latency(t), _spread(t), _fmt(t.get("compile_seconds"), ".1f"),
                 _fmt(t.get("kernel_count"), "d"), _fmt(t.get("rel_error"), ".1e")))
         rows.append(f"<tr><th>{escape(name)}</th>{cells}</tr>")
     tt, ind = tracks.get("twintrack") or {}, tracks.get("inductor") or {}
@@ -125,10 +126,33 @@ def _summary(report: dict) -> str:
     return (
         '<section id="summary"><h1>twintrack vs Inductor: ' + escape(str(report.get("model"))) + "</h1>"
         + "<table>" + "".join(f"<tr><th>{k}</th><td>{escape(str(v))}</td></tr>" for k, v in meta) + "</table>"
-        + "<h2>Totals</h2><table><tr><th>track</th><th>latency ms</th><th>compile s</th><th>kernels</th>"
-        + "<th>rel. error vs float64</th></tr>" + "".join(rows) + "</table>"
+        + "<h2>Totals</h2><table><tr><th>track</th><th>latency ms</th><th>p10–p90 ms</th><th>compile s</th>"
+        + "<th>kernels</th><th>rel. error vs float64</th></tr>" + "".join(rows) + "</table>"
+        + _timing_note(report.get("timing"))
         + f'<p>twintrack / inductor latency: <b id="latency-ratio">{_fmt(ratio, ".2f", "×")}</b></p>'
         + (f"<ul class='caption'>{notes}</ul>" if notes else "") + "</section>")
+
+
+def _latency(track: dict) -> str:
+    """The median, marked (with its spread in a tooltip) where the measurement is noisy."""
+    text = escape(_fmt(track.get("latency_ms"), ".4g"))
+    if not track.get("latency_noisy"):
+        return text
+    return f'{text}<sup class="noisy" title="spread over the threshold: see the note below">{NOISY_MARK}</sup>'
+
+
+def _spread(track: dict) -> str:
+    low, high = track.get("latency_p10_ms"), track.get("latency_p90_ms")
+    return DASH if low is None or high is None else f"{low:.4g}–{high:.4g}"
+
+
+def _timing_note(timing: dict | None) -> str:
+    """How the latencies were measured (threads included), and the noisy marker's footnote."""
+    if not timing:
+        return ""
+    footnote = f" {escape(timing.get('footnote', NOISY_FOOTNOTE))}." if timing.get("noisy") else ""
+    return (f'<p class="caption" id="timing-note">Latency: {escape(timing["method"])}; '
+            f'{escape(str(timing["threads"]))} thread(s).{footnote}</p>')
 
 
 def _time_bars(track: str, kernels: list[dict], max_ms: float) -> str:

@@ -3,6 +3,8 @@ both tracks side by side, group by group."""
 
 from __future__ import annotations
 
+from ..timing import NOISY_FOOTNOTE, NOISY_MARK
+
 TRACK_ORDER = ("eager", "inductor", "twintrack")
 _SIDE = "{name:<30} {ops:<24} {kib:>9} {mflop:>9} {regs:>9} {ms:>8} {roof:>5}"
 _DASH = "—"
@@ -16,14 +18,23 @@ def _totals(report: dict) -> list[str]:
     tracks = report["tracks"]
     lines = [f"{report['model']} on {report['device_name']} ({report['dtype']}), torch {report['torch']}, {report['date']}",
              f"{'':<16}" + "".join(f"{t:>14}" for t in TRACK_ORDER)]
-    for label, key, fmt in (("latency ms", "latency_ms", "{:.4f}"), ("compile s", "compile_seconds", "{:.1f}"),
+    lines.append(f"{'latency ms':<16}" + "".join(f"{latency_cell(tracks[t]):>14}" for t in TRACK_ORDER))
+    lines.append(f"{'  p10-p90 ms':<16}" + "".join(f"{spread_cell(tracks[t]):>14}" for t in TRACK_ORDER))
+    for label, key, fmt in (("compile s", "compile_seconds", "{:.1f}"),
                             ("kernels", "kernel_count", "{}"), ("rel. error", "rel_error", "{:.1e}")):
         lines.append(f"{label:<16}" + "".join(f"{_cell(tracks[t], key, fmt):>14}" for t in TRACK_ORDER))
     for name in TRACK_ORDER:
         if tracks[name].get("error"):
             lines.append(f"{name} failed: {tracks[name]['error']}")
     if tracks["twintrack"].get("graph_latency_ms"):
-        lines.append(f"{'  as CUDA graph':<16}{'':>28}{tracks['twintrack']['graph_latency_ms']:>14.4f}")
+        graph = latency_cell(tracks["twintrack"], "graph_latency")
+        lines.append(f"{'  as CUDA graph':<16}{'':>28}{graph:>14}  (p10-p90 "
+                     f"{spread_cell(tracks['twintrack'], 'graph_latency')})")
+    timing = report.get("timing")
+    if timing:
+        lines.append(f"timing: {timing['method']}; {timing['threads']} thread(s)")
+        if timing.get("noisy"):
+            lines.append(timing.get("footnote", NOISY_FOOTNOTE))
     ratio = latency_ratio(tracks)
     if ratio is not None:
         lines.append(f"twintrack/inductor latency: {ratio:.2f}   twintrack/eager: "
@@ -34,6 +45,22 @@ def _totals(report: dict) -> list[str]:
 def latency_ratio(tracks: dict) -> float | None:
     twintrack, inductor = tracks["twintrack"].get("latency_ms"), tracks["inductor"].get("latency_ms")
     return twintrack / inductor if twintrack and inductor else None
+
+
+def latency_cell(track: dict, prefix: str = "latency") -> str:
+    """'0.4123', or '0.4123~' where the measurement's spread flags it noisy."""
+    value = track.get(f"{prefix}_ms")
+    if value is None or track.get("error"):
+        return _DASH
+    return f"{value:.4f}{NOISY_MARK if track.get(f'{prefix}_noisy') else ''}"
+
+
+def spread_cell(track: dict, prefix: str = "latency") -> str:
+    """'0.401-0.433': the measurement's p10 to p90."""
+    low, high = track.get(f"{prefix}_p10_ms"), track.get(f"{prefix}_p90_ms")
+    if low is None or high is None or track.get("error"):
+        return _DASH
+    return f"{low:.4g}-{high:.4g}"
 
 
 def _cell(track: dict, key: str, fmt: str) -> str:

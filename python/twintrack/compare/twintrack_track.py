@@ -69,9 +69,10 @@ def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path, with_pr
 
 def _check_artifact_matches(manifest: dict, source: ModelSource, artifact: Path) -> None:
     from ..errors import ArtifactError
+    from ..model_spec import absolute_model_spec
     if manifest.get("pipeline") != "gpu":
         raise ArtifactError(f"{artifact}: a '{manifest.get('pipeline')}' artifact; compile MODEL with --pipeline gpu")
-    if manifest.get("model") != source.spec:
+    if absolute_model_spec(manifest.get("model") or "") != absolute_model_spec(source.spec):
         raise ArtifactError(f"{artifact}: compiled from {manifest.get('model')}, not {source.spec}")
     dtype = str(next(iter(source.module.parameters()), torch.empty(0)).dtype).removeprefix("torch.")
     if (manifest.get("dtype") or "float32") != dtype:

@@ -17,17 +17,22 @@ from .drop_asserts import DropRuntimeAsserts
 from .fold_widening import FoldMatmulWidening
 from .forward_init_fills import ForwardInitFills
 from .gpu_attention_kernels import GpuAttentionKernels
+from .distinct_results import DistinctResults
 from .gpu_coarsen import GpuCoarsen
 from .gpu_distribute import GpuDistribute
+from .gpu_full_reductions import GpuFullReductions
 from .gpu_matmul_kernels import GpuMatmulKernels
 from .gpu_row_kernels import GpuRowKernels
+from .gpu_serial_kernels import GpuSerialKernels
+from .lower_scatters import LowerScatters
+from .largest_buffer import LargestBuffer
 from .reductions_innermost import ReductionsInnermost
 from .reuse_dead_inputs import ReuseDeadInputs
 from .scalarize_accumulators import ScalarizeAccumulators
 from .split_fills import SplitFills
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuMatmulKernels, GpuRowKernels, FoldMatmulWidening, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DistinctResults, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuFullReductions, GpuMatmulKernels, GpuRowKernels, GpuSerialKernels, FoldMatmulWidening, LargestBuffer, LowerScatters, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SplitFills, WidenBoolBuffers)}
 
 
 def pass_name(spec: str) -> str:

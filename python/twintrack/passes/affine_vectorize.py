@@ -59,13 +59,45 @@ def _unsafe_access(op: ir.Operation) -> bool:
     return any(c not in (0, 1) and _is_loop_iv(indices[d]) for d, c in coefficients.items())
 
 
-def unsafe_reason(func: ir.Operation) -> str | None:
+def _constant_trip_count(loop: ir.Operation) -> int | None:
+    bounds = [ir.AffineMapAttr(loop.attributes[k]).value for k in ("lowerBoundMap", "upperBoundMap")]
+    if not all(len(m.results) == 1 and isinstance(m.results[0], ir.AffineConstantExpr) for m in bounds):
+        return None
+    step = ir.IntegerAttr(loop.attributes["step"]).value
+    return max(0, -(-(bounds[1].results[0].value - bounds[0].results[0].value) // step))
+
+
+def _narrow_masked_store(loop: ir.Operation, vector_size: int) -> bool:
+    """An innermost loop with a remainder that stores elements narrower than
+    32 bits: the pinned LLVM lowering of the masked remainder store corrupts
+    the heap there (int64 -> int8 of a 3x33 tensor)."""
+    trip = _constant_trip_count(loop)
+    if trip is None or trip % vector_size == 0:
+        return False
+    seen = {"loops": 0, "narrow stores": 0}
+
+    def visit(op: ir.Operation):
+        if op.name == "affine.for":
+            seen["loops"] += 1
+        elif op.name in ("affine.store", "memref.store"):
+            element = ir.MemRefType(op.operands[1].type).element_type
+            seen["narrow stores"] += isinstance(element, ir.IntegerType) and element.width < 32
+        return ir.WalkResult.ADVANCE
+
+    loop.walk(visit)
+    return seen["loops"] == 1 and seen["narrow stores"] > 0  # innermost: the walk counts the loop itself
+
+
+def unsafe_reason(func: ir.Operation, vector_size: int = 8) -> str | None:
     reason = None
 
     def visit(op: ir.Operation):
         nonlocal reason
         if op.name in _ACCESSES and _unsafe_access(op):
             reason = f"non-unit-stride access at {short_location(op.location)}"
+            return ir.WalkResult.INTERRUPT
+        if op.name == "affine.for" and _narrow_masked_store(op, vector_size):
+            reason = f"a remainder loop storing narrow integers at {short_location(op.location)}"
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
@@ -82,7 +114,7 @@ class AffineVectorize(PythonPass):
         functions = [op.operation for op in module.regions[0].blocks[0].operations
                      if op.operation.name == "func.func" and op.operation.regions[0].blocks]
         for func in functions:
-            reason = unsafe_reason(func)
+            reason = unsafe_reason(func, self.vector_size)
             if reason is None:
                 func, reason = self._vectorize_in_child(func)
             note = "vectorized" if reason is None else f"scalar: {reason}"

@@ -92,7 +92,7 @@ def _active_threads(kernel: ir.Operation, launched: int) -> int:
         if op.name == "arith.cmpi" and op.attributes["predicate"] == ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6):
             bound = _constant(op.operands[1])
             if bound is not None:
-                return bound
+                return min(bound, launched)  # a comparison of the kernel's own (a serial kernel's) bounds nothing
     return launched
 
 

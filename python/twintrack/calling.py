@@ -1,0 +1,214 @@
+"""The calling convention: how the compiled function's flat tensor results
+become what the module returned, and how its input mutations reach the
+caller's tensors.
+
+torch.export functionalizes a module: an in-place update of an input (or, in
+train mode, of a buffer: our state is passed as inputs) becomes an extra
+output, and the output node lists every leaf of the module's result, which
+may hold the same tensor twice, an input itself, None or a Python number.
+The compiled function returns each computed tensor once; this convention
+records the rest:
+
+- `leaves`: each leaf of the module's output, in pytree order: a result of
+  the compiled function, one of its arguments (the module returned an input,
+  or an input it updated in place: eager returns that very tensor), or a
+  constant;
+- `mutations`: which result is copied into which argument after the call;
+- `out_spec`: the pytree structure the leaves go back into.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+                                          TensorArgument)
+
+from .errors import ArtifactError, IndexOutOfRange, ModelLoadError, ProgramCheckFailed
+
+JSON_CONSTANTS = (type(None), bool, int, float, str)
+
+
+@dataclass(frozen=True)
+class OutputLeaf:
+    kind: str            # 'result', 'argument' or 'constant'
+    index: int = 0       # the result's or the argument's position
+    value: object = None  # a constant leaf's value
+
+    def resolve(self, results: list, arguments: list):
+        if self.kind == "result":
+            return results[self.index]
+        if self.kind == "argument":
+            return arguments[self.index]
+        return self.value
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "index": self.index, "value": self.value}
+
+
+@dataclass(frozen=True)
+class Mutation:
+    result: int     # the result holding the updated value
+    argument: int   # the argument it is written into
+
+
+@dataclass(frozen=True)
+class Guard:
+    result: int     # a 0-d bool result: the check failed (guards.py)
+    kind: str       # 'division' or 'index'
+    message: str
+
+    def raise_if_violated(self, results: list[torch.Tensor]) -> None:
+        if bool(results[self.result]):
+            raise (IndexOutOfRange if self.kind == "index" else ProgramCheckFailed)(self.message)
+
+
+@dataclass
+class CallingConvention:
+    out_spec: pytree.TreeSpec                       # the module's output structure
+    leaves: list[OutputLeaf]
+    mutations: list[Mutation] = field(default_factory=list)
+    guards: list[Guard] = field(default_factory=list)
+
+    def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):
+        """Check the guards, apply the mutations to `arguments` (the caller's
+        tensors) and return the module's output structure."""
+        for guard in self.guards:
+            guard.raise_if_violated(results)
+        for mutation in self.mutations:
+            target = arguments[mutation.argument]
+            with torch.no_grad():
+                target.copy_(results[mutation.result].to(target.device))
+        leaves = [leaf.resolve(results, arguments) for leaf in self.leaves]
+        return pytree.tree_unflatten(leaves, self.out_spec)
+
+    def flat_outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The output's tensors in pytree order, as eager's would be flattened."""
+        return [t for t in pytree.tree_leaves(self.outputs(results, arguments)) if isinstance(t, torch.Tensor)]
+
+    def flat_specs(self, result_specs: list, argument_specs: list) -> list:
+        """The specs of `flat_outputs`' tensors, in its order."""
+        return [result_specs[leaf.index] if leaf.kind == "result" else argument_specs[leaf.index]
+                for leaf in self.leaves if leaf.kind != "constant"]
+
+    def to_json(self) -> dict:
+        return {"out_spec": _dumps(self.out_spec), "leaves": [leaf.to_json() for leaf in self.leaves],
+                "mutations": [[m.result, m.argument] for m in self.mutations],
+                "guards": [[g.result, g.kind, g.message] for g in self.guards]}
+
+    @staticmethod
+    def from_json(data: dict, where: str) -> "CallingConvention":
+        try:
+            leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value")) for d in data["leaves"]]
+            mutations = [Mutation(int(r), int(a)) for r, a in data["mutations"]]
+            guards = [Guard(int(r), str(kind), str(message)) for r, kind, message in data.get("guards", [])]
+            out_spec = pytree.treespec_loads(data["out_spec"])
+        except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+            raise ArtifactError(f"{where}: damaged 'calling' section ({type(e).__name__}: {e})") from None
+        return CallingConvention(out_spec, leaves, mutations, guards)
+
+    def check_against(self, results: int, arguments: int, where: str) -> None:
+        """Refuse a convention that points past the results or the arguments."""
+        bad = [leaf for leaf in self.leaves if leaf.kind not in ("result", "argument", "constant")
+               or (leaf.kind == "result" and not 0 <= leaf.index < results)
+               or (leaf.kind == "argument" and not 0 <= leaf.index < arguments)]
+        bad += [m for m in self.mutations if not (0 <= m.result < results and 0 <= m.argument < arguments)]
+        bad += [g for g in self.guards if not 0 <= g.result < results]
+        if bad:
+            raise ArtifactError(f"{where}: 'calling' refers to {bad[0]}, outside the "
+                                f"{results} outputs and {arguments} arguments")
+
+    @staticmethod
+    def flat(results: int) -> "CallingConvention":
+        """A tuple of the results as they are (artifacts from before the convention)."""
+        spec = pytree.tree_structure(tuple(range(results)))
+        return CallingConvention(spec, [OutputLeaf("result", i) for i in range(results)])
+
+
+def functional_results(program: torch.export.ExportedProgram, where: str,
+                       violations: list | None = None) -> CallingConvention:
+    """Rewrite `program` (in place) to return each computed tensor once, the
+    updated inputs first and the guards' flags (`violations`, guards.py)
+    last, with no mutation left in its signature; return the convention
+    that rebuilds the module's outputs from those results."""
+    signature = program.graph_signature
+    arguments = signature.user_inputs
+    output_node = program.graph.output_node()
+    values = list(output_node.args[0])
+    results: list[torch.fx.Node] = []
+
+    def result_of(node: torch.fx.Node) -> int:
+        if node not in results:
+            results.append(node)
+        return results.index(node)
+
+    mutations, written = [], {}
+    for spec, value in zip(signature.output_specs, values):
+        if spec.kind == OutputKind.USER_INPUT_MUTATION:
+            mutations.append(Mutation(result_of(value), arguments.index(spec.target)))
+            written[value] = mutations[-1].argument
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            raise ModelLoadError(f"{where}: the model updates buffer '{spec.target}' (train mode?), "
+                                 f"which a frozen compile cannot write back; compile without --freeze")
+        elif spec.kind != OutputKind.USER_OUTPUT:
+            raise ModelLoadError(f"{where}: unsupported output kind {spec.kind.name} of torch.export")
+    leaves = [_leaf(value, arguments, written, result_of, where)
+              for spec, value in zip(signature.output_specs, values) if spec.kind == OutputKind.USER_OUTPUT]
+    guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
+    out_spec = program.call_spec.out_spec
+    _return_only(program, results)
+    return CallingConvention(out_spec, leaves, mutations, guards)
+
+
+def _leaf(value, arguments: list[str], written: dict, result_of, where: str) -> OutputLeaf:
+    if isinstance(value, torch.fx.Node):
+        if value.op == "placeholder" and value.name in arguments:
+            return OutputLeaf("argument", arguments.index(value.name))
+        if value in written:  # an in-place update returned: eager returns the input itself
+            return OutputLeaf("argument", written[value])
+        if not isinstance(value.meta.get("val"), torch.Tensor):
+            raise ModelLoadError(f"{where}: output {value.name} is a {type(value.meta.get('val')).__name__}, "
+                                 f"not a tensor (symbolic outputs are not supported)")
+        return OutputLeaf("result", result_of(value))
+    if not isinstance(value, JSON_CONSTANTS):
+        raise ModelLoadError(f"{where}: the model returns a {type(value).__name__} constant; "
+                             f"only tensors, None, bools, numbers and strings are supported")
+    return OutputLeaf("constant", value=value)
+
+
+def _return_only(program: torch.export.ExportedProgram, results: list[torch.fx.Node]) -> None:
+    """The program's output: `results`, each a plain user output."""
+    output_node = program.graph.output_node()
+    output_node.args = (tuple(results),)
+    program.graph_module.recompile()
+    specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None) for node in results]
+    program._graph_signature = ExportGraphSignature(list(program.graph_signature.input_specs), specs)
+    entry = program._module_call_graph[0].signature
+    if entry is not None:
+        entry.out_spec = pytree.tree_structure(tuple(range(len(results))))
+
+
+def _dumps(spec: pytree.TreeSpec) -> str:
+    """The structure as JSON; torch's named result tuples (torch.return_types,
+    which pytree cannot serialize) saved as plain tuples: an artifact loaded
+    later returns (values, indices) where the module returned sort's
+    named pair."""
+    try:
+        return pytree.treespec_dumps(spec)
+    except (NotImplementedError, TypeError, ValueError):
+        placeholder = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        return pytree.treespec_dumps(pytree.tree_structure(_plain_tuples(placeholder)))
+
+
+def _plain_tuples(value):
+    """`value` with every tuple (named ones too), list and dict rebuilt as the plain type."""
+    if isinstance(value, tuple):
+        return tuple(_plain_tuples(v) for v in value)
+    if isinstance(value, list):
+        return [_plain_tuples(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain_tuples(v) for k, v in value.items()}
+    return value

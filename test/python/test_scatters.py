@@ -1,0 +1,247 @@
+"""The scatter family on the CPU route against eager: scatter (src, value),
+scatter_add, scatter_reduce (every reduction, with and without self),
+index_put (accumulating or not, one or two index tensors, negative indices,
+a bool mask) and index_add.
+
+torch-mlir lowers them to `tm_tensor.scatter`, which the lower-scatters pass
+turns into loops; a bool-mask index_put becomes a `where`
+(decompose_scatters.py). Each model is compiled with one set of inputs and
+run on a fresh one (new indices, duplicates among them), so nothing about
+the indices is baked in. Floats are compared with eager in float64 (a
+duplicate's additions may round in another order), integers and bools
+exactly with eager in their own dtype.
+"""
+
+from __future__ import annotations
+
+
+import pytest
+import torch
+
+import twintrack
+
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+INTS = (torch.int64, torch.int32)
+ALL = FLOATS + INTS + (torch.bool,)
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def cases(dtypes, shapes):
+    """Every dtype on the first shape, then the other shapes in float32 and
+    int64 only: each dtype's arithmetic, each shape's indexing, without
+    their product (a compile takes seconds)."""
+    first = [(dtype, *shapes[0]) for dtype in dtypes]
+    return first + [(dtype, *shape) for shape in shapes[1:] for dtype in (torch.float32, torch.int64)]
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs):
+        return self.fn(*inputs)
+
+
+def values(shape, dtype, generator, low=-8, high=8, positive=False):
+    """Random values of `dtype`: normal floats (in [0.5, 1.5] when
+    `positive`, for products), integers in [low, high), or bools."""
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if dtype.is_floating_point:
+        if positive:
+            return (torch.rand(shape, generator=generator) + 0.5).to(dtype)
+        return torch.randn(shape, generator=generator).to(dtype)
+    return torch.randint(low, high, shape, generator=generator, dtype=dtype)
+
+
+def check(fn, make_inputs, seed: int = 0):
+    """Compile `fn` on one draw of `make_inputs(generator)`, run it on a
+    fresh draw, compare with eager: float64 with a tolerance for floats,
+    exact otherwise. The inputs must keep their values (no scatter writes
+    into its argument)."""
+    generator = torch.Generator().manual_seed(seed)
+    compiled = twintrack.compile(Fn(fn), make_inputs(generator))
+    inputs = make_inputs(generator)
+    kept = [x.clone() for x in inputs]
+    out = compiled(*inputs)
+    for before, after in zip(kept, inputs):
+        assert torch.equal(before, after), "an input was overwritten"
+    expected = fn(*inputs)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    if expected.dtype.is_floating_point:
+        reference = fn(*[x.double() if x.is_floating_point() else x for x in inputs])
+        tolerance = TOLERANCE[expected.dtype] * max(1.0, reference.abs().max().item())
+        torch.testing.assert_close(out.double(), reference, rtol=TOLERANCE[expected.dtype], atol=tolerance,
+                                   equal_nan=True)
+    else:
+        assert torch.equal(out, expected), f"{out}\n!=\n{expected}"
+
+
+def unique_index(shape, dim, size, generator):
+    """An index for scatter (no reduction) with distinct targets along
+    `dim` for each position of the other dims, as eager leaves the winner
+    of duplicates unspecified: the first `shape[dim]` of a permutation."""
+    moved = list(shape)
+    moved.append(moved.pop(dim))
+    columns = torch.stack([torch.randperm(size, generator=generator)[:moved[-1]]
+                           for _ in range(torch.Size(moved[:-1]).numel())])
+    return columns.reshape(moved).movedim(-1, dim).contiguous()
+
+
+# ------------------------------------------------------------------ scatter
+
+SCATTER_CASES = [((5, 3), (4, 3), 0), ((5, 7), (5, 4), 1), ((3, 6, 4), (2, 5, 3), -1), ((6,), (4,), 0)]
+
+
+@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(ALL, SCATTER_CASES))
+def test_scatter_src(dtype, shape, index_shape, dim):
+    def inputs(g):
+        return (values(shape, dtype, g), unique_index(index_shape, dim, shape[dim], g),
+                values(index_shape, dtype, g))
+    check(lambda x, i, s: x.scatter(dim, i, s), inputs)
+
+
+@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(ALL, SCATTER_CASES[:3]))
+def test_scatter_value(dtype, shape, index_shape, dim):
+    value = True if dtype == torch.bool else 3
+
+    def inputs(g):
+        return values(shape, dtype, g), unique_index(index_shape, dim, shape[dim], g)
+    check(lambda x, i: x.scatter(dim, i, value), inputs)
+
+
+def duplicate_index(index_shape, size, generator):
+    """Indices in [0, size) drawn with replacement: duplicates abound."""
+    return torch.randint(0, size, index_shape, generator=generator)
+
+
+@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(FLOATS + INTS, SCATTER_CASES))
+def test_scatter_add(dtype, shape, index_shape, dim):
+    def inputs(g):
+        return values(shape, dtype, g), duplicate_index(index_shape, shape[dim], g), values(index_shape, dtype, g)
+    check(lambda x, i, s: x.scatter_add(dim, i, s), inputs)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(FLOATS + INTS, SCATTER_CASES[:1]))
+def test_scatter_reduce(dtype, reduce, include_self, shape, index_shape, dim):
+    positive = reduce == "prod"
+    low, high = (-3, 4) if positive else (-20, 20)
+
+    def inputs(g):
+        return (values(shape, dtype, g, low, high, positive), duplicate_index(index_shape, shape[dim], g),
+                values(index_shape, dtype, g, low, high, positive))
+    check(lambda x, i, s: x.scatter_reduce(dim, i, s, reduce, include_self=include_self), inputs)
+
+
+# ---------------------------------------------------------------- index_put
+
+@pytest.mark.parametrize("accumulate", [True, False])
+@pytest.mark.parametrize("dtype,shape,count", cases(FLOATS + INTS, [((5, 3), 7), ((6,), 9), ((4, 3, 2), 5)]))
+def test_index_put_one_index(dtype, accumulate, shape, count):
+    """Duplicates only where accumulating (else eager's winner is
+    unspecified); negative indices wrap as eager's."""
+    def inputs(g):
+        if accumulate:
+            index = torch.randint(-shape[0], shape[0], (count,), generator=g)
+        else:
+            index = torch.randperm(shape[0], generator=g)[:min(count, shape[0])] - shape[0] // 2
+        return values(shape, dtype, g), index, values((len(index),) + shape[1:], dtype, g)
+    check(lambda x, i, v: torch.index_put(x, (i,), v, accumulate=accumulate), inputs)
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.int32))
+def test_index_put_two_indices(dtype, accumulate):
+    shape, count = (5, 4, 3), 8
+
+    def inputs(g):
+        if accumulate:
+            rows, columns = torch.randint(0, 5, (count,), generator=g), torch.randint(-4, 4, (count,), generator=g)
+        else:
+            flat = torch.randperm(20, generator=g)[:count]
+            rows, columns = flat // 4, flat % 4 - 4
+        return values(shape, dtype, g), rows, columns, values((count, 3), dtype, g)
+    check(lambda x, i, j, v: torch.index_put(x, (i, j), v, accumulate=accumulate), inputs)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.int64))
+def test_index_put_broadcast_value_int32_index(dtype):
+    """One value broadcast over the selected rows; int32 indices."""
+    def inputs(g):
+        index = torch.randint(0, 6, (5,), generator=g, dtype=torch.int32)
+        return values((6, 4), dtype, g), index, values((4,), dtype, g)
+    check(lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), inputs)
+
+
+def test_index_put_bool_values():
+    def inputs(g):
+        return values((6, 3), torch.bool, g), torch.randperm(6, generator=g)[:4], values((4, 3), torch.bool, g)
+    check(lambda x, i, v: torch.index_put(x, (i,), v), inputs)
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+@pytest.mark.parametrize("dtype,shape,mask_dims", cases(ALL, [((5, 3), 2), ((5, 3), 1), ((4, 3, 2), 1)]))
+def test_index_put_bool_mask(dtype, accumulate, shape, mask_dims):
+    if dtype == torch.bool and accumulate:
+        pytest.skip("eager adds bools only as a logical or; not a case models use")
+
+    def inputs(g):
+        return values(shape, dtype, g), torch.rand(shape[:mask_dims], generator=g) > 0.5, \
+            values(shape[mask_dims:], dtype, g)
+    check(lambda x, m, v: torch.index_put(x, (m,), v, accumulate=accumulate), inputs)
+
+
+def test_masked_setitem_scalar():
+    """x[mask] = 0.5 as a model writes it (index_put_ on a copy)."""
+    def fn(x, m):
+        y = x.clone()
+        y[m] = 0.5
+        return y
+
+    def inputs(g):
+        return values((4, 5), torch.float32, g), torch.rand(4, 5, generator=g) > 0.5
+    check(fn, inputs)
+
+
+# ---------------------------------------------------------------- index_add
+
+INDEX_ADD_CASES = [((5, 3), 0, 7), ((4, 6), 1, 9), ((3, 4, 2), -2, 6), ((5,), 0, 8)]
+
+
+@pytest.mark.parametrize("alpha", [1, 2])
+@pytest.mark.parametrize("dtype,shape,dim,count", cases(FLOATS + INTS, INDEX_ADD_CASES))
+def test_index_add(dtype, alpha, shape, dim, count):
+    source_shape = list(shape)
+    source_shape[dim] = count
+
+    def inputs(g):
+        return values(shape, dtype, g), duplicate_index((count,), shape[dim], g), values(tuple(source_shape), dtype, g)
+    check(lambda x, i, s: x.index_add(dim, i, s, alpha=alpha), inputs)
+
+
+def test_scatter_after_other_ops():
+    """A scatter between ordinary ops: its destination is a temporary (no
+    copy), its result feeds an elementwise op."""
+    def fn(x, i, s):
+        return (torch.zeros_like(x).scatter_add(0, i, s * 2) + x).relu()
+
+    def inputs(g):
+        return values((6, 4), torch.float32, g), duplicate_index((9, 4), 6, g), values((9, 4), torch.float32, g)
+    check(fn, inputs)
+
+
+@pytest.mark.parametrize("op", ["scatter_add", "index_put", "scatter_reduce_amax"])
+def test_gpu_route_lowers_scatters(op):
+    """The GPU recipe takes the loops through bufferization to its loop
+    stage: one sequential scf.for per scatter, left for the host-loop
+    handling (serial kernels) after it."""
+    fns = {"scatter_add": lambda x, i, s: x.scatter_add(0, i, s),
+           "index_put": lambda x, i, s: torch.index_put(x, (i[:, 0],), s, accumulate=True),
+           "scatter_reduce_amax": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False)}
+    g = torch.Generator().manual_seed(1)
+    inputs = values((6, 4), torch.float32, g), duplicate_index((9, 4), 6, g), values((9, 4), torch.float32, g)
+    text = twintrack.export(Fn(fns[op]), inputs).lower(to="parallel-loops", target="gpu").as_text()
+    assert "tm_tensor" not in text and "scf.for" in text and "memref.store" in text
