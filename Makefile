@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lit pytest clean gpu-artifacts
+.PHONY: demo test test-all lit pytest pytest-all clean gpu-artifacts
 
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 BUILT := $(VENV)/.built
@@ -37,6 +37,10 @@ lit: $(BUILT)
 	$(VENV)/bin/lit -q test
 
 pytest: $(BUILT) $(CHROMIUM)
+	$(PY) -m pytest -q -m "not slow" test/python
+
+# Every case of the op-family grids too (about an hour on two cores).
+pytest-all: $(BUILT) $(CHROMIUM)
 	$(PY) -m pytest -q test/python
 
 # Headless Chromium renders the HTML report in its test (Debian's package;
@@ -48,6 +52,8 @@ $(CHROMIUM):
 	else echo "chromium not installed (apt-get install chromium as root): the HTML report test will skip"; fi
 
 test: lit pytest
+
+test-all: lit pytest-all
 
 # GPU artifacts at benchmark size (bench/gpu_models.txt), for tools/gpu_check.py on a GPU machine.
 gpu-artifacts: $(BUILT)

@@ -107,10 +107,12 @@ class Compiled:
         return model.calling.outputs(self._executable(*arguments), arguments)
 
 
-def export(model: torch.nn.Module, example_inputs, freeze: bool = False) -> Exported:
+def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks: bool = True) -> Exported:
     """The model as it is: in train mode, dropout stays on and batch norm
     updates its running statistics (in place, as eager). Python scalar
-    inputs (int, float, bool) are compiled in as constants."""
+    inputs (int, float, bool) are compiled in as constants. `checks`: the
+    run-time guards (integer division by zero, indices out of range raise
+    as in eager; guards.py)."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     scalars = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
@@ -120,7 +122,7 @@ def export(model: torch.nn.Module, example_inputs, freeze: bool = False) -> Expo
                              f"inputs are tensors or Python int/float/bool")
     _warn_about_autograd(model, tensors)
     source = ModelSource(f"<{type(model).__name__}>", model, tensors, scalars)
-    return Exported(source, export_model(source, freeze=freeze))
+    return Exported(source, export_model(source, freeze=freeze, checks=checks))
 
 
 def scalar_checked(inputs: tuple, scalars: dict, tensor_count: int) -> list:
@@ -143,8 +145,12 @@ def _warn_about_autograd(model: torch.nn.Module, inputs: tuple) -> None:
                       "(no backward through compiled code)", stacklevel=3)
 
 
-def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False) -> Compiled:
-    return export(model, example_inputs, freeze=freeze).compile(target)
+def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False,
+            checks: bool | None = None) -> Compiled:
+    """`checks`: the run-time guards; default on for the CPU, off for the GPU
+    (where each costs a reduction kernel and a synchronization)."""
+    checks = target == "cpu" if checks is None else checks
+    return export(model, example_inputs, freeze=freeze, checks=checks).compile(target)
 
 
 def load(outdir: str | Path) -> "LoadedArtifact":

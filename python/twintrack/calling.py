@@ -20,11 +20,12 @@ records the rest:
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
-from torch.export.graph_signature import (ExportGraphSignature, OutputKind, OutputSpec,
+from torch.export.graph_signature import (ExportGraphSignature, InputKind, OutputKind, OutputSpec,
                                           TensorArgument)
 
 from .errors import ArtifactError, IndexOutOfRange, ModelLoadError, ProgramCheckFailed
@@ -134,6 +135,7 @@ def functional_results(program: torch.export.ExportedProgram, where: str,
     updated inputs first and the guards' flags (`violations`, guards.py)
     last, with no mutation left in its signature; return the convention
     that rebuilds the module's outputs from those results."""
+    _drop_effect_tokens(program, where)
     signature = program.graph_signature
     arguments = signature.user_inputs
     output_node = program.graph.output_node()
@@ -161,6 +163,38 @@ def functional_results(program: torch.export.ExportedProgram, where: str,
     out_spec = program.call_spec.out_spec
     _return_only(program, results)
     return CallingConvention(out_spec, leaves, mutations, guards)
+
+
+def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> None:
+    """Remove torch.export's effect tokens (in place): the TOKEN input and
+    output and each `with_effects` node threading it. Tokens order ops with
+    side effects; the ones export makes here are error checks
+    (aten._linalg_check_errors after linalg.inv, cholesky, lu_factor) whose
+    only result is the token, so dropping them drops the check and nothing
+    else. An effectful op whose own results are used is refused."""
+    graph = program.graph
+    effects = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.with_effects]
+    if not effects and all(s.kind != OutputKind.TOKEN for s in program.graph_signature.output_specs):
+        return
+    for node in effects:
+        if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
+            raise ModelLoadError(f"{where}: side-effect op {node.args[1]} whose results are used is not supported")
+    output_node = graph.output_node()
+    specs = program.graph_signature.output_specs
+    kept = [(s, v) for s, v in zip(specs, output_node.args[0]) if s.kind != OutputKind.TOKEN]
+    output_node.args = (tuple(v for _, v in kept),)
+    for node in reversed(effects):
+        for user in list(node.users):
+            graph.erase_node(user)
+        graph.erase_node(node)
+    tokens = [s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.TOKEN]
+    for node in [n for n in graph.nodes if n.op == "placeholder" and n.name in tokens]:
+        if node.users:
+            raise ModelLoadError(f"{where}: effect token used outside with_effects is not supported")
+        graph.erase_node(node)
+    inputs = [s for s in program.graph_signature.input_specs if s.kind != InputKind.TOKEN]
+    program._graph_signature = ExportGraphSignature(inputs, [s for s, _ in kept])
+    program.graph_module.recompile()
 
 
 def _leaf(value, arguments: list[str], written: dict, result_of, where: str) -> OutputLeaf:

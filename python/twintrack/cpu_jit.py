@@ -129,7 +129,7 @@ def _check_signature(module, arguments: list[TensorSpec], outputs: list[TensorSp
     attrs = module.operation.attributes
     recorded = ir.StringAttr(attrs[SIGNATURE_ATTR]).value if SIGNATURE_ATTR in attrs else None
     expected = signature(arguments, outputs)
-    if recorded != expected:
+    if recorded is not None and recorded != expected:  # None: a module built in memory, not an artifact
         raise ArtifactError(f"the manifest's arguments and outputs ({expected or 'none'}) are not what the "
                             f"executable takes ({recorded or 'unrecorded'}); recompile the model")
 

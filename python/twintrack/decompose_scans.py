@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from .decompositions import _falling_back
+from .decompositions import falling_back
 
 aten = torch.ops.aten
 
@@ -155,4 +155,4 @@ def decompositions(table: dict) -> dict:
     """Entries to add to the frontend's decomposition table (`table`: the
     table so far). Each scan replaces the table's entry for its op, falling
     back to it only where the scan declines (complex inputs)."""
-    return {op: _falling_back(fn, table.get(op)) for op, fn in SCANS.items()}
+    return {op: falling_back(fn, table.get(op)) for op, fn in SCANS.items()}

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import _falling_back
+from .decompositions import falling_back
 
 aten = torch.ops.aten
 
@@ -106,10 +106,10 @@ DIM_OPS = (aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatt
            aten.scatter_add.default, aten.scatter_reduce.two, aten.index_add.default)
 
 SCATTERS = {aten.index_put.default: masked_index_put, **{op: _with_positive_dim(op) for op in DIM_OPS}}
-SCATTERS[aten.scatter_reduce.two] = _falling_back(_with_positive_dim(aten.scatter_reduce.two), scatter_mean)
+SCATTERS[aten.scatter_reduce.two] = falling_back(_with_positive_dim(aten.scatter_reduce.two), scatter_mean)
 
 
 def decompositions(table: dict) -> dict:
     """Entries for the frontend's decomposition table (`table`: the table so
     far); each falls back to the table's own entry where it declines."""
-    return {op: _falling_back(fn, table.get(op)) for op, fn in SCATTERS.items()}
+    return {op: falling_back(fn, table.get(op)) for op, fn in SCATTERS.items()}

@@ -50,7 +50,7 @@ def _moments_in_float32(input, dim, correction, keepdim):
     own var computes in float64, which GPU cores run at a fraction of the f32
     rate.)"""
     x = input.float()
-    dims = list(range(x.dim())) if not dim else list(dim)  # None or []: every dimension
+    dims = _reduced_dims(x, dim)
     count = math.prod(x.shape[d] for d in dims)
     mean = x.mean(dims, keepdim=True)
     centered = x - mean
@@ -58,6 +58,15 @@ def _moments_in_float32(input, dim, correction, keepdim):
     # count <= correction divides by zero (NaN or inf), as eager does
     variance = (centered * centered).sum(dims, keepdim=keepdim) / max(0, count - correction)
     return variance, mean if keepdim else mean.squeeze(dims)
+
+
+def _reduced_dims(x: torch.Tensor, dim) -> list[int]:
+    """The dimensions a var/std over `dim` reduces: every one for None or
+    [], none for a 0-d tensor (eager accepts dim 0 or -1 there and counts
+    its one element)."""
+    if x.dim() == 0:
+        return []
+    return list(range(x.dim())) if not dim else list(dim)
 
 
 def _statistic(square_root: bool, with_mean: bool):
@@ -71,9 +80,10 @@ def _statistic(square_root: bool, with_mean: bool):
     return decomposition
 
 
-def _falling_back(decomposition, previous):
+def falling_back(decomposition, previous):
     """`decomposition`, or where it declines (NotImplemented) the table's
-    earlier entry for the op (std over float32: PyTorch's own)."""
+    earlier entry for the op, if any (std over float32: PyTorch's own). Every
+    provider of the frontend's table chains its entries through this."""
     if previous is None:
         return decomposition
 
@@ -94,4 +104,4 @@ def with_half_reductions_in_float32(table: dict) -> dict:
         aten.var_mean.correction: _statistic(square_root=False, with_mean=True),
         aten.std_mean.correction: _statistic(square_root=True, with_mean=True),
     })
-    return {**table, **{op: _falling_back(fn, table.get(op)) for op, fn in ours.items()}}
+    return {**table, **{op: falling_back(fn, table.get(op)) for op, fn in ours.items()}}

@@ -1,6 +1,515 @@
-"""(being written)"""
+"""Decompositions that keep eager PyTorch's semantics where torch-mlir's
+lowering of an ATen op departs from them, and a refusal of what it cannot
+lower at all.
 
+Where the lowering departs, and why each fix is general:
+
+* NaN. Eager's clamp, hardtanh, maximum, minimum and the max/min/arg
+  reductions propagate NaN: a NaN input gives a NaN result (for argmax/argmin
+  the index of the first NaN). torch-mlir lowers the elementwise ones to a
+  compare-and-select whose predicate is unordered (clamp: `cmpf ult` then
+  `select` the bound, so a NaN takes the bound) or ordered on the wrong side
+  (maximum: `select(a > b, a, b)` drops a NaN `a`), and tracks the index of
+  max.dim/argmax with `cmpf ogt` against the running maximum, which is never
+  true for a NaN. Here they become selects whose ordered comparisons only
+  ever replace a value by a non-NaN one, and an index reduction that takes
+  the first position holding the maximum or a NaN. (fmax/fmin, which ignore
+  NaN, and amax/amin/max/min, lowered to `maximumf`/`minimumf`, are right.)
+* `eq.Tensor(x, x)`: torch-mlir folds it to `true`, which is wrong for NaN.
+  PyTorch's isfinite decomposes to `(x == x) & (abs(x) != inf)`, so
+  isfinite(NaN) came out true. It becomes `not (x != x)`.
+* threshold_backward: the decomposition returns the gradient's dtype; eager
+  promotes the gradient's and the input's.
+* 8-bit integers: torch-mlir converts scalars to `i8` (signless: int8 or
+  uint8) only when told the original torch dtype, and its arange,
+  matmul-family and convolution lowerings don't tell it: the conversion
+  yields nothing and the 'linalg' stage dies with SIGSEGV (floor division
+  reports "dstOriginalDtype has to be passed"). torch.eye builds a uint8
+  arange, whatever its dtype. These ops run in int32 here and are cast
+  back: integer arithmetic is exact modulo 2^32, so the result modulo 2^8 is
+  eager's wraparound. uint8 sums are widened first: torch-mlir sign-extends
+  the unsigned bytes.
+* Mixed dtypes. torch-mlir converts the operands of a comparison or a
+  where itself, and wrongly: a bool to 8 bits gets no original dtype
+  (SIGSEGV at 'linalg'), uint8 is sign-extended, a number is converted to
+  a bool tensor's dtype (`bool > -1` compared with True), a clamp of
+  bools compares i1 with i64. These ops get their operands converted
+  explicitly to eager's promoted dtype (8-bit comparisons in int32, a
+  number wrapped as eager converts it); so do add/mul/sub/remainder with
+  an 8-bit operand (8-bit results in int32: `uint8 * 3` was a SIGSEGV,
+  uint8 remainder signed). abs of uint8 is the identity
+  (torch-mlir's takes the byte as signed); bitwise or/xor/and with a
+  number, which torch-mlir does not lower, use the Tensor overloads.
+* 0-d tensors. Eager reduces, normalizes and flips a 0-d tensor over dim
+  0 or -1; torch-mlir's softmax never finishes on one, and log_softmax,
+  prod.dim_int and flip fail to legalize: they run on the 1-element
+  vector here.
+* Complex dtypes have no lowering (an MLIR assertion aborts the process at
+  'fusion'): `refuse_unsupported` says so before any MLIR pass runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from .decompositions import falling_back
+from .errors import UsageError
+
+aten = torch.ops.aten
+
+BYTE_DTYPES = (torch.int8, torch.uint8)
+WIDE_INTEGER = torch.int32  # 8-bit integer ops compute in this dtype (torch-mlir lowers it)
+
+
+# ---------------------------------------------------------------- NaN-propagating selects
+
+def _is_nan(value):
+    """A boolean mask (tensor) or bool (Python number): where `value` is NaN."""
+    if isinstance(value, torch.Tensor):
+        return value != value  # ne.Tensor(x, x) is not folded; eq.Tensor(x, x) is
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _upper(a: torch.Tensor, b):
+    """max(a, b) with NaN winning, as eager's maximum and clamp_min: `b`
+    where it is larger or NaN, else `a` (a NaN `a` stays, since a NaN is
+    never less than `b`)."""
+    if not isinstance(b, torch.Tensor):
+        return torch.full_like(a, math.nan) if _is_nan(b) else torch.where(a < b, b, a)
+    return torch.where((a < b) | _is_nan(b), b, a)
+
+
+def _lower(a: torch.Tensor, b):
+    """min(a, b) with NaN winning, as eager's minimum and clamp_max."""
+    if not isinstance(b, torch.Tensor):
+        return torch.full_like(a, math.nan) if _is_nan(b) else torch.where(b < a, b, a)
+    return torch.where((b < a) | _is_nan(b), b, a)
+
+
+def _result_dtype(input: torch.Tensor, *others) -> torch.dtype:
+    """The dtype eager computes `input` with `others` (tensors, numbers or None) in."""
+    dtype = input.dtype
+    for other in others:
+        if other is not None:
+            dtype = torch.promote_types(dtype, torch.result_type(input, other))
+    return dtype
+
+
+def _float_result(input: torch.Tensor, *others) -> torch.dtype | None:
+    """The dtype eager computes `input` with `others` in, if floating (NaN
+    is possible); else None."""
+    dtype = _result_dtype(input, *others)
+    return dtype if dtype.is_floating_point else None
+
+
+def _as(value, dtype):
+    """A tensor operand converted to `dtype`; a Python number as it is."""
+    return value.to(dtype) if isinstance(value, torch.Tensor) else value
+
+
+def _bounded(input, lower=None, upper=None):
+    """clamp(input, lower, upper) propagating a NaN from the input or from a
+    bound, as eager does; NotImplemented (torch-mlir's own lowering) for
+    integers, which hold no NaN. The upper bound is applied last, so with
+    lower > upper every element is `upper`, as in eager."""
+    dtype = _float_result(input, lower, upper)
+    if dtype is None:
+        return _integer_bounded(input, lower, upper)
+    result = input.to(dtype)
+    if lower is not None:
+        result = _upper(result, _as(lower, dtype))
+    if upper is not None:
+        result = _lower(result, _as(upper, dtype))
+    return result
+
+
+def _integer_bounded(input, lower, upper):
+    """clamp of integers or bools in the dtype eager promotes the operands
+    to (a bool clamped by ints is int64). torch-mlir compares the input in
+    its own dtype against bounds of another (`arith.cmpi` of i1 and i64
+    fails to verify), so every operand is converted first; with one dtype
+    throughout, NotImplemented keeps torch-mlir's lowering."""
+    dtype = _result_dtype(input, lower, upper)
+    if all(not isinstance(v, torch.Tensor) or v.dtype == dtype for v in (input, lower, upper)):
+        return NotImplemented
+    return aten.clamp.Tensor(input.to(dtype), *(_as_tensor(v, dtype, input.device) for v in (lower, upper)))
+
+
+def _as_tensor(value, dtype, device):
+    """A clamp bound as a tensor of `dtype` (None stays None)."""
+    if value is None or isinstance(value, torch.Tensor):
+        return _as(value, dtype)
+    return torch.full((), value, dtype=dtype, device=device)
+
+
+def _clamp(input, min=None, max=None):
+    return _bounded(input, min, max)
+
+
+def _clamp_min(input, min):
+    return _bounded(input, lower=min)
+
+
+def _clamp_max(input, max):
+    return _bounded(input, upper=max)
+
+
+def _hardtanh(input, min_val=-1.0, max_val=1.0):
+    return _bounded(input, min_val, max_val)
+
+
+def _maximum(input, other):
+    dtype = _float_result(input, other)
+    return NotImplemented if dtype is None else _upper(input.to(dtype), other.to(dtype))
+
+
+def _minimum(input, other):
+    dtype = _float_result(input, other)
+    return NotImplemented if dtype is None else _lower(input.to(dtype), other.to(dtype))
+
+
+def _equal(input, other):
+    """eq.Tensor: `x == x` as `not (x != x)`, because torch-mlir folds the
+    former to true (wrong at NaN); every other comparison is left alone."""
+    if input is other and input.is_floating_point():
+        return torch.logical_not(input != input)
+    return NotImplemented
+
+
+# ---------------------------------------------------------------- NaN-aware max/min reductions
+
+def _first_index_of_extreme(x: torch.Tensor, dim: int, keepdim: bool, extreme) -> tuple[torch.Tensor, torch.Tensor]:
+    """(value, index) of the maximum (extreme=torch.amax) or minimum along
+    `dim`, as eager's max.dim/argmax: a NaN is the extreme, the first
+    occurrence wins. amax/amin are lowered to maximumf/minimumf, which
+    propagate NaN, so the extreme is NaN exactly when the row holds one;
+    the index is the smallest position equal to it, or holding a NaN."""
+    dim = dim % x.dim()
+    best = extreme(x, dim, keepdim=True)
+    hit = (x == best) | _is_nan(x)
+    length = x.shape[dim]
+    positions = torch.arange(length, device=x.device).reshape([length if d == dim else 1 for d in range(x.dim())])
+    index = torch.where(hit, positions, length).amin(dim, keepdim=keepdim)
+    return (best if keepdim else best.squeeze(dim)), index
+
+
+def _reduced(x: torch.Tensor, dim, keepdim: bool, extreme):
+    """`_first_index_of_extreme` over `dim`, or the flattened tensor when dim is None."""
+    if dim is not None and x.dim() > 0:
+        return _first_index_of_extreme(x, dim, keepdim, extreme)
+    value, index = _first_index_of_extreme(x.reshape(-1), 0, False, extreme)
+    if keepdim:
+        shape = [1] * x.dim()
+        value, index = value.reshape(shape), index.reshape(shape)
+    return value, index
+
+
+def _extreme_with_index(extreme):
+    """max.dim (extreme=torch.amax) or min.dim: values and indices."""
+    def decomposition(input, dim, keepdim=False):
+        if not input.is_floating_point():
+            return NotImplemented
+        return _reduced(input, dim, keepdim, extreme)
+    return decomposition
+
+
+def _arg_extreme(extreme):
+    """argmax (extreme=torch.amax) or argmin: the index of the first NaN, else of the first extreme."""
+    def decomposition(input, dim=None, keepdim=False):
+        if not input.is_floating_point():
+            return NotImplemented
+        return _reduced(input, dim, keepdim, extreme)[1]
+    return decomposition
+
+
+# ---------------------------------------------------------------- dtype promotion
+
+def _threshold_backward(grad_output, self, threshold):
+    """Zero where `self <= threshold`, else the gradient, in the dtype
+    eager promotes the two to (the core decomposition keeps the gradient's:
+    int64 for an integer gradient of a float input)."""
+    dtype = torch.result_type(grad_output, self)
+    grad = grad_output.to(dtype)
+    return torch.where(self <= threshold, torch.zeros((), dtype=dtype, device=grad.device), grad)
+
+
+# ---------------------------------------------------------------- mixed dtypes: promoted explicitly
+
+def _promoted_explicitly(value, dtype):
+    """A comparison operand in the dtype eager compares in: a tensor
+    converted (an explicit conversion, which torch-mlir lowers knowing both
+    dtypes), a number wrapped into an 8-bit dtype as eager converts it
+    (-1 compared with uint8 is 255). 8-bit operands are then widened to
+    int32, whose signed comparison orders uint8 correctly."""
+    if isinstance(value, torch.Tensor):
+        value = value.to(dtype)
+        return value.to(WIDE_INTEGER) if dtype in BYTE_DTYPES else value
+    if dtype in BYTE_DTYPES:
+        low = torch.iinfo(dtype).min
+        return (int(value) - low) % 256 + low
+    return value
+
+
+def _needs_explicit_promotion(dtype, *operands) -> bool:
+    """Whether torch-mlir would convert an operand itself: a tensor of
+    another dtype than `dtype` (its implicit conversion sign-extends uint8,
+    crashes on bool to 8 bits, and turns a scalar into the tensor's dtype:
+    `bool > -1` compared with True), or a number against 8-bit integers."""
+    return any(v.dtype != dtype if isinstance(v, torch.Tensor) else dtype in BYTE_DTYPES for v in operands)
+
+
+def _compared(op):
+    """A comparison (eq/ne/lt/le/gt/ge, Tensor or Scalar) over operands of
+    mixed dtypes, or 8-bit integers against a number, computed in eager's
+    promoted dtype with the conversions made explicit."""
+    def decomposition(input, other):
+        dtype = torch.result_type(input, other)
+        if not _needs_explicit_promotion(dtype, input, other):
+            return NotImplemented
+        return op(_promoted_explicitly(input, dtype), _promoted_explicitly(other, dtype))
+    return decomposition
+
+
+def _byte_arithmetic(op, signed_only=False):
+    """add/mul/sub/remainder with an 8-bit operand computed from explicitly
+    converted operands. Where eager's result is int8 or uint8 and an
+    operand needs converting (a number, a bool, another dtype), in int32,
+    cast back: torch-mlir's own conversion into `i8` gets no original dtype
+    and the 'linalg' stage dies with SIGSEGV (`uint8 * 3`, `int8 % 7`,
+    `int8 * bool`); the low 8 bits of the int32 result are eager's
+    wraparound. `signed_only` ops (remainder) are computed so for uint8
+    operands of one dtype too: torch-mlir's is a signed remainder. A uint8
+    operand of a wider result is converted explicitly: torch-mlir's
+    conversion sign-extends it."""
+    def decomposition(input, other, *args, **kwargs):
+        dtype = torch.result_type(input, other)
+        converts = _needs_explicit_promotion(dtype, input, other)
+        if dtype in BYTE_DTYPES and (converts or (signed_only and dtype == torch.uint8)):
+            wide = op(_promoted_explicitly(input, dtype), _promoted_explicitly(other, dtype), *args, **kwargs)
+            return wide.to(dtype)
+        if converts and any(_is_byte(v) for v in (input, other)):
+            return op(_as(input, dtype), _as(other, dtype), *args, **kwargs)
+        return NotImplemented
+    return decomposition
+
+
+BYTE_ARITHMETIC = (aten.add.Tensor, aten.add.Scalar, aten.mul.Tensor, aten.mul.Scalar,
+                   aten.sub.Tensor, aten.sub.Scalar)
+BYTE_SIGNED_ONLY = (aten.remainder.Tensor, aten.remainder.Scalar)
+
+
+def _where(condition, input, other):
+    """where.self over branches of two dtypes, converted explicitly to the
+    promoted one (torch-mlir's select converts them itself: SIGSEGV for a
+    bool branch beside uint8, a sign-extended uint8 beside int32)."""
+    dtype = torch.result_type(input, other)
+    if input.dtype == dtype and other.dtype == dtype:
+        return NotImplemented
+    return aten.where.self(condition, input.to(dtype), other.to(dtype))
+
+
+def _unsigned_abs(input):
+    """abs of uint8 is the input (eager); torch-mlir's integer abs treats
+    the byte as signed (254 became 2)."""
+    return input.clone() if input.dtype == torch.uint8 else NotImplemented
+
+
+def _zero_dim_as_one_dim(op):
+    """`op` over a 0-d input (dim 0 or -1, which eager accepts there) run on
+    the input as a 1-element vector, its result reshaped back to 0-d (with
+    or without keepdim, eager's result is 0-d). torch-mlir's lowerings
+    assume a dimension to reduce or reverse: 0-d softmax never finishes the
+    'torch' stage, log_softmax stays backend illegal, flip and prod.dim_int
+    fail to legalize."""
+    def decomposition(input, *args, **kwargs):
+        if input.dim() != 0:
+            return NotImplemented
+        return op(input.reshape(1), *args, **kwargs).reshape(())
+    return decomposition
+
+
+ZERO_DIM_REDUCTIONS = (aten._softmax.default, aten._log_softmax.default, aten.prod.dim_int, aten.flip.default)
+
+
+def _bitwise_with_tensor(tensor_op):
+    """bitwise and/or/xor with a number as the Tensor overload with a 0-d
+    tensor of eager's promoted dtype: torch-mlir has no lowering of the
+    Scalar overloads (or, xor) at all."""
+    def decomposition(input, other):
+        dtype = torch.result_type(input, other)
+        return tensor_op(input.to(dtype), torch.full((), other, dtype=dtype, device=input.device))
+    return decomposition
+
+
+BITWISE_WITH_NUMBER = {aten.bitwise_or.Scalar: aten.bitwise_or.Tensor, aten.bitwise_xor.Scalar: aten.bitwise_xor.Tensor,
+                       aten.bitwise_and.Scalar: aten.bitwise_and.Tensor}
+
+
+COMPARISONS = tuple(getattr(getattr(aten, name), overload)
+                    for name in ("eq", "ne", "lt", "le", "gt", "ge") for overload in ("Tensor", "Scalar"))
+
+
+# ---------------------------------------------------------------- 8-bit integers
+
+def _is_byte(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype in BYTE_DTYPES
+
+
+def _in_wide_integers(op):
+    """`op` over int8/uint8 tensors computed in int32, its result cast back
+    to the 8-bit dtype (the low 8 bits: eager's wraparound). Other dtypes:
+    NotImplemented, torch-mlir lowers them."""
+    def decomposition(*args, **kwargs):
+        if not any(_is_byte(a) for a in args):
+            return NotImplemented
+        byte_dtype = next(a.dtype for a in args if _is_byte(a))
+        wide = [a.to(WIDE_INTEGER) if _is_byte(a) else a for a in args]
+        return op(*wide, **kwargs).to(byte_dtype)
+    return decomposition
+
+
+def _arange(op):
+    """arange of an 8-bit dtype as an int64 arange cast to it."""
+    def decomposition(*args, dtype=None, **kwargs):
+        if dtype not in BYTE_DTYPES:
+            return NotImplemented
+        return op(*args, dtype=torch.int64, **kwargs).to(dtype)
+    return decomposition
+
+
+def _unsigned_sum(op):
+    """sum over uint8 (or bool, also unsigned) widened to int64 before
+    torch-mlir sees it: its lowering sign-extends the bytes (200 counts as
+    -56). The result's dtype is unchanged (int64 unless `dtype` says)."""
+    def decomposition(input, *args, dtype=None, **kwargs):
+        if input.dtype not in (torch.uint8, torch.bool):
+            return NotImplemented
+        return op(input.to(torch.int64), *args, dtype=dtype or torch.int64, **kwargs)
+    return decomposition
+
+
+def _integer_addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """addmm over integers as a matmul and an add: torch-mlir's own
+    decomposition of it covers floats only, so an integer addmm stays
+    "backend illegal" (any width). (An 8-bit mm then runs in int32.)"""
+    if mat1.is_floating_point() or mat1.is_complex():
+        return NotImplemented
+    product = torch.mm(mat1, mat2)
+    product = product if alpha == 1 else product * alpha
+    return product + (input if beta == 1 else input * beta)
+
+
+BYTE_COMPUTATIONS = (
+    aten.mm.default, aten.bmm.default, aten.baddbmm.default, aten.dot.default,
+    aten.convolution.default, aten.div.Tensor_mode, aten.floor_divide.default,
+)
+ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
+
+
+# ---------------------------------------------------------------- the table
 
 def decompositions(table: dict) -> dict:
-    """Entries to add to the frontend's decomposition table (`table`: the table so far)."""
-    return {}
+    """Entries to add to the frontend's decomposition table (`table`: the
+    table so far). Each returns NotImplemented where torch-mlir's own
+    lowering is right (integers for the NaN fixes, other dtypes for the
+    8-bit ones), which keeps the op as it is."""
+    ours = {
+        aten.clamp.default: _clamp, aten.clamp.Tensor: _clamp,
+        aten.clamp_min.default: _clamp_min, aten.clamp_min.Tensor: _clamp_min,
+        aten.clamp_max.default: _clamp_max, aten.clamp_max.Tensor: _clamp_max,
+        aten.hardtanh.default: _hardtanh,
+        aten.maximum.default: _maximum, aten.minimum.default: _minimum,
+        aten.max.dim: _extreme_with_index(torch.amax), aten.min.dim: _extreme_with_index(torch.amin),
+        aten.argmax.default: _arg_extreme(torch.amax), aten.argmin.default: _arg_extreme(torch.amin),
+        aten.where.self: _where,
+        aten.abs.default: _unsigned_abs,
+        aten.threshold_backward.default: _threshold_backward,
+        aten.addmm.default: _integer_addmm,
+        aten.sum.default: _unsigned_sum(aten.sum.default), aten.sum.dim_IntList: _unsigned_sum(aten.sum.dim_IntList),
+    }
+    ours.update({op: _in_wide_integers(op) for op in BYTE_COMPUTATIONS})
+    ours.update({op: _arange(op) for op in ARANGES})
+    ours.update({op: _compared(op) for op in COMPARISONS})
+    ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})
+    ours.update({op: _byte_arithmetic(op, signed_only=True) for op in BYTE_SIGNED_ONLY})
+    ours.update({op: _zero_dim_as_one_dim(op) for op in ZERO_DIM_REDUCTIONS})
+    ours.update({op: _bitwise_with_tensor(tensor_op) for op, tensor_op in BITWISE_WITH_NUMBER.items()})
+    ours[aten.eq.Tensor] = falling_back(_equal, ours[aten.eq.Tensor])
+    return {op: falling_back(fn, table.get(op)) for op, fn in ours.items()}
+
+
+# ---------------------------------------------------------------- refusals
+
+COMPLEX_DTYPES = (torch.complex32, torch.complex64, torch.complex128)
+
+
+def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
+    """Raise UsageError for what torch-mlir takes in but cannot lower,
+    where it would kill the process instead of failing, naming the first op
+    concerned and the model line it comes from:
+    - complex numbers: torch-mlir imports complex tensors, but no stage
+      after it lowers them (MLIR asserts in Type::getIntOrFloatBitWidth and
+      the process aborts at 'fusion');
+    - shapes that depend on the data (nonzero, masked_select): the static
+      pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
+    - a reshaping view of a zero-size tensor: torch-mlir divides by the
+      zero extent (SIGFPE at 'linalg')."""
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        problem = _unsupported(node)
+        if problem:
+            raise UsageError(f"{problem} are not supported: {_op_name(node)} at {_model_line(node)}")
+
+
+RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.as_strided.default,
+                   aten.unfold.default, aten.im2col.default)
+
+
+def _unsupported(node) -> str | None:
+    values = [n.meta.get("val") for n in [node, *node.all_input_nodes]]
+    if any(_holds_complex(v) for v in values):
+        return "complex dtypes"
+    if any(_data_dependent(v) for v in values):
+        return "shapes that depend on the data"
+    if node.target in RESHAPING_VIEWS and any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in values):
+        return "reshaping views of zero-size tensors"
+    return None
+
+
+def _data_dependent(value) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_data_dependent(v) for v in value)
+    return isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
+
+
+def _holds_complex(value) -> bool:
+    """Whether an FX node's value (a tensor, or a tuple/list of them) is complex."""
+    if isinstance(value, (tuple, list)):
+        return any(_holds_complex(v) for v in value)
+    return isinstance(value, torch.Tensor) and value.dtype in COMPLEX_DTYPES
+
+
+def _op_name(node) -> str:
+    """'aten.view_as_complex' for the node's ATen op (or the op it was decomposed from)."""
+    target = node.meta.get("original_aten") or node.target
+    name = target.name() if hasattr(target, "name") else str(target)
+    return name.replace("::", ".").split(".default")[0]
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def _model_line(node) -> str:
+    """'model.py:12', the innermost frame of the node's stack trace that is
+    not an op marker (see frontend._name_ops_in_locations)."""
+    from .locations import OP_FRAME_PREFIX
+    frames = [(path, line) for path, line in _FRAME.findall(node.meta.get("stack_trace") or "")
+              if not path.startswith(OP_FRAME_PREFIX)]
+    if not frames:
+        return "an unknown location"
+    path, line = frames[-1]
+    return f"{path.rsplit('/', 1)[-1]}:{line}"

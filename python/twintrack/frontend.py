@@ -27,6 +27,7 @@ import torch.utils._pytree as pytree
 
 from .calling import CallingConvention, functional_results
 from .errors import ModelLoadError, user_code
+from .eager_semantics import refuse_unsupported
 from .guards import add_guards
 from .locations import OP_FRAME_PREFIX
 
@@ -261,12 +262,12 @@ def _base_decompositions() -> dict:
     from torch._decomp import decomposition_table
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from . import decompose_scans, decompose_scatters, decompose_sorts, eager_semantics
+    from . import decompose_scans, decompose_scatters, decompose_sorts, decompose_views, eager_semantics
     from .decompositions import with_half_reductions_in_float32
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
-    for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics):
+    for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics, decompose_views):
         table.update(provider.decompositions(table))
     for op, decomposition in get_decomposition_table().items():
         table.setdefault(op, decomposition)
@@ -282,7 +283,7 @@ def _layer_norm_in_float32(input, normalized_shape, weight, bias, eps):
     row. (mean and rstd, rarely used, come back in the input's dtype, as
     PyTorch's CPU kernel returns them.)"""
     dims = list(range(input.dim() - len(normalized_shape), input.dim()))
-    x = input.float()
+    x = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input  # float64 stays float64
     mean = x.mean(dims, keepdim=True)
     centered = x - mean
     rstd = torch.rsqrt((centered * centered).mean(dims, keepdim=True) + eps)
@@ -341,7 +342,10 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
     return output.permute(layout).contiguous().permute(inverse)
 
 
-def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
+def export_model(source: ModelSource, freeze: bool = False, checks: bool = True) -> ExportedModel:
+    """torch.export with the frontend's decompositions, its calling
+    convention, and (with `checks`) the run-time guards of guards.py: on by
+    default, and for the CPU; the GPU takes them with --check-indices."""
     state = model_state(source.module)
     state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
     if freeze:
@@ -349,7 +353,8 @@ def export_model(source: ModelSource, freeze: bool = False) -> ExportedModel:
     else:
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
-    violations = add_guards(program)
+    refuse_unsupported(program)
+    violations = add_guards(program) if checks else []
     _name_ops_in_locations(program)
     calling = functional_results(program, source.spec, violations)
     return ExportedModel(

@@ -39,12 +39,12 @@ def test_op_no_stage_can_lower(run_tool, tmp_path):
     (tmp_path / "scan.py").write_text(
         "import torch\n"
         "class M(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return torch.cumprod(x, 0) + 1\n"
+        "    def forward(self, x, mask):\n"
+        "        return x.masked_scatter(mask, x * 2) + 1\n"
         "def make():\n"
-        "    return M(), (torch.randn(8, 4),)\n")
+        "    return M(), (torch.randn(8, 4), torch.rand(8, 4) > 0.5)\n")
     result = run_tool("compile", f"{tmp_path / 'scan.py'}:make", "-o", tmp_path / "o")
-    assert_clean_error(result, "tm_tensor.scan", "aten.cumprod at ", "scan.py:4", "cannot be lowered")
+    assert_clean_error(result, "tm_tensor.scan", "aten.masked_scatter at ", "scan.py:4", "cannot be lowered")
 
 
 def test_unwritable_output_directory(run_tool, tmp_path):

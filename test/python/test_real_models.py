@@ -13,9 +13,6 @@ pytest.importorskip("transformers")
 
 FACTORIES = Path(__file__).with_name("real_models.py")
 
-# frontend._layer_norm_in_float32 computes a float64 layer norm in float32 (input.float()): ~1e-7 against tol 1e-12
-F64_LAYER_NORM = pytest.mark.xfail(reason="float64 LayerNorm narrowed to float32 by the frontend's decomposition")
-
 
 @pytest.mark.parametrize("name", [
     "bert",
@@ -23,14 +20,12 @@ F64_LAYER_NORM = pytest.mark.xfail(reason="float64 LayerNorm narrowed to float32
     "resnet",
     "gpt2",  # its attention's decomposition must keep the traced layout (frontend._attention_layout)
     "vit",  # 16 patches and a [CLS] token: sequence length 17
-    pytest.param("vit?f64=1", marks=F64_LAYER_NORM),
+    "vit?f64=1",
     "whisper_encoder",
-    pytest.param("whisper_encoder?f64=1", marks=F64_LAYER_NORM),
+    "whisper_encoder?f64=1",
     "mistral",  # sliding window 8 < sequence 16
     "mixtral?batched_mm=1",  # topk routing, expert weights gathered by index, bmm
-    pytest.param("mixtral", marks=pytest.mark.xfail(
-        reason="transformers' default grouped_mm experts: aten.histc and aten.empty_permuted have no lowering, "
-               "and in float32 the grouped matmuls are an opaque custom op (transformers::grouped_mm_fallback)")),
+    # (transformers' default grouped_mm experts are refused: aten.histc, and an opaque custom op, grouped_mm_fallback)
     "mobilenet_v3",  # hardswish, squeeze-excite with a hardsigmoid gate, depthwise 3x3 and 5x5
     "efficientnet",  # MBConv: SiLU, squeeze-excite with a sigmoid gate
     "convnext",  # depthwise 7x7, LayerNorm over channels, GELU, layer scale

@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a fast-path kernel that fails to build (a compiler bug) fails the compile; by default "
                              "its site takes the generic path with a warning and OUTDIR/repro/KERNEL/ replays it "
                              "(default: on when $TWINTRACK_STRICT_KERNELS is set, as the tests do)")
+    parser.add_argument("--check-indices", action=argparse.BooleanOptionalAction, default=None,
+                        help="run-time guards: an index out of range (embedding, gather, index_select, x[idx]) "
+                             "raises IndexError and an integer division by zero raises, as in eager, and no read "
+                             "leaves its tensor (default: on for the CPU, off for the GPU, where each guard costs "
+                             "a reduction kernel)")
     parser.add_argument("--autotune", action="store_true",
                         help="GPU: take each matmul's tile from the tuning cache, and where it has none, write "
                              "tuning variants to OUTDIR/tuning (timed here when a GPU is present, else by "
@@ -122,7 +127,8 @@ def main(args: argparse.Namespace) -> int:
     say(f"loading {args.model}")
     source = load_user_model(args.model, args.dtype)
     say("torch.export")
-    exported = export_model(source, freeze=args.freeze)
+    checks = args.pipeline == "cpu" if args.check_indices is None else args.check_indices
+    exported = export_model(source, freeze=args.freeze, checks=checks)
 
     def on_stage(dump):
         say(f"stage {dump.index:02d} {dump.name:<14} {dump.seconds * 1000:8.1f} ms")

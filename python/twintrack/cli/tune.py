@@ -44,13 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_tuning_dirs(tuning_dirs: list[Path]) -> None:
-    """Each TUNING_DIR a directory holding at least one variant."""
+def check_tuning_dirs(tuning_dirs: list[Path], holding_variants: bool = True) -> None:
+    """Each TUNING_DIR a directory (holding at least one variant)."""
     from ..errors import UsageError
     for tuning_dir in tuning_dirs:
         if not tuning_dir.is_dir():
             raise UsageError(f"{tuning_dir}: not a directory (expected OUT/tuning of a compile with --autotune)")
-        if not any((p / "manifest.json").exists() for p in tuning_dir.iterdir()):
+        if holding_variants and not any((p / "manifest.json").exists() for p in tuning_dir.iterdir()):
             raise UsageError(f"{tuning_dir}: holds no tuning variant (expected OUT/tuning of a compile with --autotune)")
 
 
@@ -116,8 +116,9 @@ def main(args: argparse.Namespace) -> int:
 
     from ..errors import UsageError
 
+    check_tuning_dirs(args.tuning_dirs, holding_variants=False)
+    require_gpu()  # before the variants: without a GPU none of them can be timed
     check_tuning_dirs(args.tuning_dirs)
-    require_gpu()
     try:
         cache = TuningCache.load(args.cache or default_cache_path())
     except ValueError as e:  # a corrupt cache

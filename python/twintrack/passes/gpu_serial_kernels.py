@@ -14,7 +14,8 @@ slow for big loops, but right, and the kernel report names its path
 `serial-fallback` so that a user sees where a real mapping is missing.
 
 Constants, static allocations and views among a run's ops move before it
-and stay on the host (the outline stage sinks constants into the kernel). A scalar a run computes and a later op reads (the dropout's
+and stay on the host (the outline stage sinks constants into the kernel).
+A scalar a run computes and a later op reads (the dropout's
 advanced seed, read by the elementwise kernel) travels through a 0-d buffer
 of its own: the run stores it, each later reader loads it.
 """
@@ -56,7 +57,12 @@ def movable(op: ir.Operation) -> bool:
     allocation (its buffer just lives a little longer), a global, a view."""
     if op.name in ("memref.alloc", "memref.alloca"):
         return not len(op.operands)
-    return op.name in ("arith.constant", "memref.get_global", *VIEW_OPS)
+    return op.name in (*_CONSTANTS, "memref.get_global", *VIEW_OPS)
+
+
+# Constants the kernel generators hoist before their launches (the wgmma
+# accumulator's zero struct): outlining sinks them into the kernel.
+_CONSTANTS = ("arith.constant", "llvm.mlir.zero", "llvm.mlir.undef", "llvm.mlir.constant", "ub.poison")
 
 
 def first_run(block: ir.Block) -> list[ir.Operation]:

@@ -5,11 +5,16 @@ Bool tensors are common (attention masks, the -inf guard in SDPA's
 decomposition), so after bufferization every memref<...xi1> becomes
 memref<...xi8>: loads are followed by arith.trunci and stores preceded by
 arith.extui. A torch bool is one byte, so bool inputs keep their layout.
+Constant bool buffers (memref.global, e.g. isfinite of an integer tensor:
+all true) are widened with their initial values, so their get_global
+users, widened with every other i1 memref, still match them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from mlir import ir
 from mlir.dialects import arith
@@ -54,6 +59,30 @@ def _fix_store(op: ir.Operation) -> None:
     op.operands[0] = wide
 
 
+def _byte_values(value: ir.Attribute, shape) -> ir.Attribute:
+    """A global's i1 initial value as the same values in i8 (anything else, e.g.
+    the unit attribute of an uninitialized global, as it is)."""
+    if not isinstance(value, ir.DenseIntElementsAttr):
+        return value
+    dense = ir.DenseIntElementsAttr(value)
+    byte = ir.IntegerType.get_signless(8)
+    if dense.is_splat:
+        return ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get(shape, byte),
+                                              ir.IntegerAttr.get(byte, int(bool(dense.get_splat_value().value))))
+    values = np.array([int(bool(dense[i])) for i in range(len(dense))], dtype=np.int8).reshape(shape)
+    return ir.DenseElementsAttr.get(values, type=byte)
+
+
+def _widen_global(op: ir.Operation) -> None:
+    """A memref.global of i1 becomes one of i8 holding the same values."""
+    memref = ir.TypeAttr(op.attributes["type"]).value
+    if not _is_bool_memref(memref):
+        return
+    op.attributes["type"] = ir.TypeAttr.get(_byte_memref(memref))
+    if "initial_value" in op.attributes:
+        op.attributes["initial_value"] = _byte_values(op.attributes["initial_value"], memref.shape)
+
+
 def _widen_function_type(func: ir.Operation) -> None:
     entry = func.regions[0].blocks[0]
     old = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
@@ -82,6 +111,8 @@ class WidenBoolBuffers(PythonPass):
                 stores.append(op)
             elif op.name == "func.func":
                 funcs.append(op)
+            elif op.name == "memref.global":
+                _widen_global(op)
             return ir.WalkResult.ADVANCE
 
         with module.location:

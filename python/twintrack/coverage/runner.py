@@ -1,0 +1,206 @@
+"""One coverage case, in this process: its samples exported, compiled and
+checked against eager. `pool` runs this in worker subprocesses; the test
+and a debugging session can call it directly.
+
+Per sample, the status is one of
+- pass: the compiled outputs match eager (see `outputs`);
+- fail: a mismatch, a compile error, an error running the compiled code, or
+  an internal (non-twintrack) exception; `reason` says which in one line;
+- unsupported: twintrack refused it cleanly, with an error that says so;
+- export: torch.export itself rejects the module, strict=False and
+  strict=True both (not twintrack's fault, not counted against it);
+- skip: eager PyTorch itself fails on the sample.
+A case's status is its worst sample's (fail > unsupported > pass > export > skip).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import torch
+
+from . import cases as case_lib
+from .outputs import compare_outputs, tensor_leaves
+
+STATUS_ORDER = ("fail", "unsupported", "pass", "export", "skip")
+UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented", re.IGNORECASE)
+
+
+def first_line(text: str, limit: int = 200) -> str:
+    """The first non-empty line of an error, clipped: what a table row can hold."""
+    line = next((l.strip() for l in str(text).splitlines() if l.strip()), "")
+    line = " ".join(line.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def exception_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {first_line(error)}"
+
+
+def torch_export_rejects(module, inputs) -> str | None:
+    """Why torch.export rejects the module in both modes, or None when one accepts it."""
+    reasons = []
+    for strict in (False, True):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.export.export(module, inputs, strict=strict)
+            return None
+        except Exception as e:  # torch raises many types here
+            reasons.append(exception_line(e))
+    return reasons[0]
+
+
+def _strict_program_module(module, inputs):
+    """The module as strict torch.export traces it, for a module only strict mode accepts."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.export.export(module, inputs, strict=True).module()
+
+
+def _clone(inputs: tuple) -> tuple:
+    return tuple(t.clone() for t in inputs)
+
+
+def twintrack_export(module, inputs):
+    """twintrack.export, or the status of a sample it cannot export:
+    (exported, None) or (None, (status, reason))."""
+    import twintrack
+    from twintrack.errors import ModelLoadError, TwintrackError
+    try:
+        return twintrack.export(module, inputs), None
+    except TwintrackError as e:
+        line = first_line(e.one_line())
+        if not (isinstance(e, ModelLoadError) and "torch.export failed" in line):
+            return None, ("unsupported" if UNSUPPORTED.search(line) else "fail", f"export: {line}")
+        rejected = torch_export_rejects(module, inputs)
+        if rejected is not None:
+            return None, ("export", rejected)
+    except Exception as e:
+        line = exception_line(e)
+        return None, ("unsupported" if UNSUPPORTED.search(line) else "fail", f"export internal: {line}")
+    try:  # torch.export takes it in one of its modes: export that trace
+        return twintrack.export(_strict_program_module(module, inputs), inputs), None
+    except Exception as e:
+        return None, ("fail", f"export: {first_line(str(e))}")
+
+
+def compile_error_status(error: BaseException) -> tuple[str, str]:
+    """(status, reason) for an exception out of twintrack's compile."""
+    from twintrack.errors import TwintrackError
+    if isinstance(error, TwintrackError):
+        line = first_line(error.one_line())
+        return ("unsupported" if UNSUPPORTED.search(line) else "fail"), f"compile: {line}"
+    return "fail", f"compile internal: {exception_line(error)}"
+
+
+def run_sample(case: case_lib.Case, sample: case_lib.Sample, target: str = "cpu",
+               artifact_dir: Path | None = None) -> dict:
+    """Export, compile and check one sample; a dict for the report."""
+    record = {"sample": sample.description, "status": "pass", "reason": "", "compile_s": None}
+    try:
+        with torch.no_grad():
+            eager = sample.module(*_clone(sample.inputs))
+    except Exception as e:
+        return {**record, "status": "skip", "reason": f"eager: {exception_line(e)}"}
+    exported, failure = twintrack_export(sample.module, sample.inputs)
+    if failure:
+        return {**record, "status": failure[0], "reason": failure[1]}
+    started = time.perf_counter()
+    try:
+        if target == "cpu":
+            compiled = exported.compile("cpu")
+        else:
+            lowered = exported.lower(to=None, target="gpu")
+    except Exception as e:
+        status, reason = compile_error_status(e)
+        return {**record, "status": status, "reason": reason, "compile_s": time.perf_counter() - started}
+    record["compile_s"] = round(time.perf_counter() - started, 3)
+    if target != "cpu":
+        if artifact_dir is not None:
+            save_gpu_artifact(lowered, sample, eager, artifact_dir, case.shape_only)
+        return record
+    return {**record, **check_compiled(case, sample, compiled, eager)}
+
+
+def check_compiled(case: case_lib.Case, sample: case_lib.Sample, compiled, eager) -> dict:
+    """Run the compiled sample and compare it with eager (float64 where there is one)."""
+    try:
+        with torch.no_grad():
+            actual = compiled(*_clone(sample.inputs))
+    except Exception as e:
+        return {"status": "fail", "reason": f"run: {exception_line(e)}"}
+    if case.shape_only:
+        eager = [torch.zeros_like(t) for t in tensor_leaves(eager)]
+        actual = [torch.zeros_like(t) for t in tensor_leaves(actual)]
+    verdict = compare_outputs(actual, eager, float64_outputs(sample))
+    return {"status": "pass" if verdict.ok else "fail", "reason": verdict.reason,
+            "max_abs_error": verdict.max_abs_error}
+
+
+def float64_outputs(sample: case_lib.Sample):
+    """The float64 eager outputs, or None where the op has none (or it fails)."""
+    if sample.module64 is None:
+        return None
+    try:
+        with torch.no_grad():
+            return sample.module64(*_clone(sample.inputs64))
+    except Exception:
+        return None
+
+
+def save_gpu_artifact(lowered, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False) -> None:
+    """The GPU artifact plus what checks it without MLIR: the sample's
+    inputs, eager's outputs and the float64 ones (tools/coverage.py
+    --check-gpu-artifacts reads them on the GPU machine)."""
+    from twintrack.frontend import model_state
+    lowered.save(outdir)
+    reference = float64_outputs(sample)
+    state = [] if lowered.exported.exported.frozen else list(model_state(lowered.exported.source.module).values())
+    torch.save({"shape_only": shape_only, "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
+                "reference": tensor_leaves(reference) if reference is not None else None},
+               outdir / "coverage-sample.pt")
+
+
+def aggregate(samples: list[dict]) -> tuple[str, str]:
+    """A case's status and reason: its worst sample's."""
+    if not samples:
+        return "skip", "no samples"
+    worst = min(samples, key=lambda s: STATUS_ORDER.index(s["status"]))
+    return worst["status"], worst["reason"]
+
+
+def run_case(case_id: str, limit: int = 2, target: str = "cpu", artifact_root: str | None = None) -> dict:
+    """Every sample of one case (at most `limit`); the case's report entry."""
+    case = case_lib.Case.parse(case_id)
+    started = time.perf_counter()
+    try:
+        sample_list = case_lib.samples(case, limit)
+    except Exception as e:
+        return {"id": case_id, "status": "skip", "reason": f"samples: {exception_line(e)}", "samples": []}
+    records = []
+    for index, sample in enumerate(sample_list):
+        artifact_dir = _artifact_dir(artifact_root, case_id, index)
+        try:
+            records.append(run_sample(case, sample, target, artifact_dir))
+        except Exception as e:  # a bug here must not hide the other cases
+            records.append({"sample": sample.description, "status": "fail",
+                            "reason": f"internal: {exception_line(e)}", "trace": traceback.format_exc()[-800:]})
+    status, reason = aggregate(records)
+    times = [r["compile_s"] for r in records if r.get("compile_s") is not None]
+    return {"id": case_id, "status": status, "reason": reason, "samples": records,
+            "compile_s": round(sum(times), 3) if times else None,
+            "wall_s": round(time.perf_counter() - started, 3)}
+
+
+def artifact_name(case_id: str, index: int) -> str:
+    """A directory name for a case's sample: no characters a shell minds."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", case_id) + f"-s{index}"
+
+
+def _artifact_dir(root: str | None, case_id: str, index: int) -> Path | None:
+    return None if root is None else Path(root) / artifact_name(case_id, index)

@@ -1,0 +1,76 @@
+"""One fuzzed graph, checked in this process (a coverage worker calls this,
+so a crash only kills the worker): the source is executed, the module
+exported and compiled by twintrack, and its outputs compared with eager's
+exactly as the coverage suite compares them (float64 reference for floats,
+exact for integers and bools, same NaN pattern).
+
+The result's `kind` says what failed (mismatch, compile, run, export-fail,
+internal); the fuzzer shrinks each kind separately.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import sys
+import time
+import types
+
+import torch
+
+from twintrack.coverage.cases import widened
+from twintrack.coverage.outputs import compare_outputs
+from twintrack.coverage.runner import compile_error_status, exception_line, twintrack_export
+
+
+def load_source(source: str):
+    """(module, inputs) of a fuzzer script. It becomes a real (registered)
+    module with its text in linecache: torch.export and twintrack's source
+    locations look both up."""
+    name = f"twintrack_fuzzed_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+    filename = f"<fuzzed graph {name[-12:]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - the fuzzer's own text
+    return module.Fuzzed(), module.make_inputs()
+
+
+def check_source(source: str, target: str = "cpu") -> dict:
+    """{'status', 'kind', 'reason', 'compile_s'} for one graph; status as in the coverage suite."""
+    module, inputs = load_source(source)
+    try:
+        with torch.no_grad():
+            eager = module(*[x.clone() for x in inputs])
+    except Exception as e:
+        return {"status": "skip", "kind": "eager", "reason": f"eager: {exception_line(e)}"}
+    exported, failure = twintrack_export(module, inputs)
+    if failure:
+        return {"status": failure[0], "kind": "export", "reason": failure[1]}
+    started = time.perf_counter()
+    try:
+        compiled = exported.compile("cpu") if target == "cpu" else exported.lower(to=None, target="gpu")
+    except Exception as e:
+        status, reason = compile_error_status(e)
+        return {"status": status, "kind": "compile", "reason": reason}
+    seconds = round(time.perf_counter() - started, 3)
+    if target != "cpu":
+        return {"status": "pass", "kind": "", "reason": "", "compile_s": seconds}
+    return {**_run_and_compare(module, inputs, compiled, eager), "compile_s": seconds}
+
+
+def _run_and_compare(module, inputs, compiled, eager) -> dict:
+    try:
+        with torch.no_grad():
+            actual = compiled(*[x.clone() for x in inputs])
+    except Exception as e:
+        return {"status": "fail", "kind": "run", "reason": f"run: {exception_line(e)}"}
+    try:
+        with torch.no_grad():
+            reference = module(*widened(tuple(x.clone() for x in inputs)))
+    except Exception:
+        reference = None
+    verdict = compare_outputs(actual, eager, reference)
+    return {"status": "pass" if verdict.ok else "fail", "kind": "" if verdict.ok else "mismatch",
+            "reason": verdict.reason}

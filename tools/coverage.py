@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""tools/coverage.py: PyTorch's OpInfo (and ModuleInfo) suite through twintrack.
+
+Every OpInfo of torch.testing._internal.common_methods_invocations.op_db at
+float32, float16, bfloat16, int64, int32, uint8 and bool (the dtypes it
+supports on the CPU) becomes a small module per sample: the sample's tensors
+are its inputs, its other arguments are baked in. Each is exported, compiled
+for the CPU and checked against eager: against a float64 eager run where the
+op has one (with the dtype's tolerance, and no worse than eager's own
+error), exactly for integer and bool outputs, with the same NaN pattern.
+
+Each case runs in a worker subprocess, so a segfault is recorded as
+'crash (SIGSEGV)' and a hang as a timeout, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+EPILOG = """\
+modes (default: the CPU suite):
+  --gpu-compile          compile each case that passes on the CPU for the GPU
+                         (compile only, no GPU needed): opinfo-gpu.{json,md}
+  --gpu-artifacts DIR    the same, and save each GPU artifact with its sample's
+                         inputs and eager/float64 outputs in DIR/<case>-sN/
+  --check-gpu-artifacts DIR
+                         on the GPU machine (torch + cuda-bindings, no MLIR):
+                         run each artifact of DIR on its saved inputs and check
+                         it as the CPU suite does; DIR/gpu-numerics.{json,md}
+  --sample               only the fixed sample of test_coverage_sample.py
+  --update-expected      run the sample and rewrite test/python/coverage_expected.json
+
+statuses: pass; fail (mismatch with its max error, a compile error's first
+line, a run error, 'crash (SIGSEGV)', 'timeout'); unsupported (a twintrack
+error that says so); export (torch.export rejects the module, strict=False
+and strict=True: not counted against twintrack); skip (eager itself fails).
+
+examples:
+  nice -n 19 .venv/bin/python tools/coverage.py --jobs 1 > /tmp/coverage.log 2>&1 &
+  .venv/bin/python tools/coverage.py --ops '^(add|mul)$' --dtypes float32 int64 --out-dir /tmp/cov
+  .venv/bin/python tools/coverage.py --retry fail          # re-run the failures only
+  .venv/bin/python tools/coverage.py --modules --ops BatchNorm
+  .venv/bin/python tools/coverage.py --gpu-artifacts out/cov-gpu --limit 200
+  python3 tools/coverage.py --check-gpu-artifacts out/cov-gpu     # on the H200
+
+A run resumes by default: cases already in the JSON are kept and skipped
+(--fresh starts over). The JSON and markdown are rewritten as results come,
+so a stopped run leaves a report marked PARTIAL.
+"""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "coverage",
+                        help="where opinfo.json and opinfo.md go (default: bench/coverage)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="samples per (op, dtype) (default 2; 1 for --sample and --update-expected)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per case before its worker is killed (default 300)")
+    parser.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
+                        help="subset of float32 float16 bfloat16 int64 int32 uint8 bool")
+    parser.add_argument("--ops", default=None, metavar="REGEX", help="only ops (or modules) whose name matches")
+    parser.add_argument("--cases", nargs="+", default=None, metavar="ID", help="explicit case ids (abs:float32 ...)")
+    parser.add_argument("--modules", action="store_true", help="add common_modules.module_db (training modes included)")
+    parser.add_argument("--only-modules", action="store_true", help="module_db only")
+    parser.add_argument("--order", choices=("dtype", "op"), default="dtype",
+                        help="dtype-major (every op at float32 first; default) or op-major")
+    parser.add_argument("--limit", type=int, default=None, help="run at most this many (new) cases")
+    parser.add_argument("--fresh", action="store_true", help="ignore the existing JSON; start over")
+    parser.add_argument("--retry", nargs="+", default=(), metavar="STATUS",
+                        help="re-run stored cases with these statuses (e.g. fail unsupported)")
+    parser.add_argument("--recycle", type=int, default=100, help="restart a worker after this many cases (default 100)")
+    parser.add_argument("--worker-log", type=Path, default=None, help="append the workers' stderr to this file")
+    parser.add_argument("--quiet", action="store_true", help="no line per case, only a summary")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: rewrite the markdown (and totals) from the JSON")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--gpu-compile", action="store_true", help="GPU compile-only status of each CPU pass")
+    mode.add_argument("--gpu-artifacts", type=Path, default=None, metavar="DIR",
+                      help="GPU compile of each CPU pass, artifacts (with inputs and references) saved in DIR")
+    mode.add_argument("--check-gpu-artifacts", type=Path, default=None, metavar="DIR",
+                      help="on a GPU machine: run and check the artifacts of DIR")
+    mode.add_argument("--sample", action="store_true", help="only the fixed sample of test_coverage_sample.py")
+    mode.add_argument("--update-expected", action="store_true",
+                      help="run the sample and rewrite test/python/coverage_expected.json")
+    return parser.parse_args(argv)
+
+
+def select_cases(args) -> list[str]:
+    """The case ids the options name, in run order."""
+    from twintrack.coverage import cases, sample
+    if args.sample or args.update_expected:
+        return list(sample.SAMPLE_CASES)
+    if args.cases:
+        return list(args.cases)
+    dtypes = tuple(args.dtypes or cases.DTYPES)
+    unknown = set(dtypes) - set(cases.DTYPES)
+    if unknown:
+        raise SystemExit(f"unknown dtypes: {', '.join(sorted(unknown))}")
+    chosen = cases.all_cases(dtypes, with_modules=args.modules or args.only_modules, order=args.order)
+    if args.only_modules:
+        chosen = [c for c in chosen if c.kind == "module"]
+    if args.ops:
+        pattern = re.compile(args.ops)
+        chosen = [c for c in chosen if pattern.search(c.name)]
+    return [c.id for c in chosen]
+
+
+def store_paths(args) -> tuple[Path, Path, str]:
+    """(json, md, title) for the mode."""
+    if args.gpu_compile or args.gpu_artifacts:
+        return args.out_dir / "opinfo-gpu.json", args.out_dir / "opinfo-gpu.md", "OpInfo coverage: GPU compile-only"
+    if args.sample or args.update_expected:
+        return Path("/dev/null"), Path("/dev/null"), "sample"
+    return args.out_dir / "opinfo.json", args.out_dir / "opinfo.md", "OpInfo coverage: CPU"
+
+
+def cpu_passes(args) -> set[str]:
+    """The cases the CPU report says pass: what the GPU modes compile."""
+    from twintrack.coverage.report import Store
+    store = Store.load(args.out_dir / "opinfo.json")
+    if not store.cases:
+        raise SystemExit(f"no CPU report in {args.out_dir}/opinfo.json: run the CPU suite first")
+    return {i for i, r in store.cases.items() if r["status"] == "pass"}
+
+
+class Progress:
+    """One line per finished case, with a running count and an ETA."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.done, self.started = total, quiet, 0, time.monotonic()
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, result: dict) -> None:
+        self.done += 1
+        self.counts[result["status"]] = self.counts.get(result["status"], 0) + 1
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        if not self.quiet or self.done == self.total:
+            reason = f"  {result['reason'][:150]}" if result["status"] != "pass" else ""
+            print(f"[{self.done}/{self.total} {elapsed / 60:.0f}m eta {eta / 60:.0f}m] {result['id']}: "
+                  f"{result['status']} ({result.get('wall_s') or 0:.1f}s){reason}", flush=True)
+
+    def summary(self) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+
+
+def run_cases(ids: list[str], args, target: str, artifact_root: Path | None, on_result) -> None:
+    from twintrack.coverage.pool import Pool
+    log = open(args.worker_log, "ab") if args.worker_log else None
+    pool = Pool(args.jobs, args.timeout, args.recycle, stderr=log)
+    requests = [{"case": i, "samples": args.samples, "target": target,
+                 "artifacts": str(artifact_root) if artifact_root else None} for i in ids]
+    try:
+        pool.run(requests, on_result)
+    finally:
+        if log:
+            log.close()
+
+
+def suite(args) -> int:
+    """The CPU suite or a GPU compile mode: select, resume, run, report."""
+    from twintrack.coverage.report import Store, markdown
+    json_path, md_path, title = store_paths(args)
+    store = Store(json_path) if args.fresh else Store.load(json_path)
+    ids = select_cases(args)
+    if args.gpu_compile or args.gpu_artifacts:
+        passing = cpu_passes(args)
+        ids = [i for i in ids if i in passing]
+    retry = set(args.retry)
+    todo = [i for i in ids if i not in store.cases or store.cases[i]["status"] in retry]
+    todo = todo[:args.limit] if args.limit is not None else todo
+    todo = [] if args.report_only else todo
+    if not args.report_only:
+        store.meta.update(samples=args.samples, jobs=args.jobs, timeout_s=args.timeout,
+                          selected=len(ids), torch=_torch_version())
+    print(f"{len(ids)} cases selected, {len(ids) - len(todo)} already done, {len(todo)} to run", flush=True)
+    progress, last_save = Progress(len(todo), args.quiet), [time.monotonic()]
+
+    def on_result(result: dict) -> None:
+        store.add(result)
+        progress(result)
+        if time.monotonic() - last_save[0] > 30:
+            _save(store, md_path, title, complete=False)
+            last_save[0] = time.monotonic()
+
+    complete = False
+    try:
+        target = "gpu" if (args.gpu_compile or args.gpu_artifacts) else "cpu"
+        run_cases(todo, args, target, args.gpu_artifacts, on_result)
+        complete = all(i in store.cases for i in ids) if not args.report_only else bool(store.meta.get("complete"))
+    except KeyboardInterrupt:
+        print("interrupted: writing a partial report", flush=True)
+    _save(store, md_path, title, complete)
+    print(f"done: {progress.summary()}; report {md_path}", flush=True)
+    return 0
+
+
+def _save(store, md_path: Path, title: str, complete: bool) -> None:
+    from twintrack.coverage.report import markdown
+    store.save(complete)
+    md_path.write_text(markdown(store, title))
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+def sample_mode(args) -> int:
+    """The fixed sample: compare with (or rewrite) the expected file."""
+    from twintrack.coverage import sample
+    results: dict[str, dict] = {}
+    progress = Progress(len(sample.SAMPLE_CASES), args.quiet)
+
+    def on_result(result):
+        results[result["id"]] = result
+        progress(result)
+
+    run_cases(list(sample.SAMPLE_CASES), args, "cpu", None, on_result)
+    if args.update_expected:
+        sample.write_expected({i: r["status"] for i, r in results.items()})
+        print(f"wrote {sample.EXPECTED_FILE}")
+        return 0
+    regressions, improvements = sample.compare_with_expected(results, sample.load_expected())
+    for line in improvements:
+        print(f"improved: {line}")
+    for line in regressions:
+        print(f"REGRESSION: {line}")
+    return 1 if regressions else 0
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: a background run (where SIGINT is ignored) stopped
+    with `kill PID` still writes its partial report."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    _stop_on_sigterm()
+    if args.samples is None:
+        args.samples = 1 if (args.sample or args.update_expected) else 2
+    if args.check_gpu_artifacts:
+        from twintrack.coverage.gpu_numerics import check_directory
+        return check_directory(args.check_gpu_artifacts)
+    if args.sample or args.update_expected:
+        return sample_mode(args)
+    return suite(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
