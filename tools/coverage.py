@@ -238,19 +238,10 @@ def sample_mode(args) -> int:
     return 1 if regressions else 0
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM as Ctrl-C: a background run (where SIGINT is ignored) stopped
-    with `kill PID` still writes its partial report."""
-    import signal
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    _stop_on_sigterm()
+    from twintrack.cli.common import sigterm_as_interrupt
+    sigterm_as_interrupt()
     if args.samples is None:
         args.samples = 1 if (args.sample or args.update_expected) else 2
     if args.check_gpu_artifacts:

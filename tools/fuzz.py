@@ -61,19 +61,10 @@ def pool_checker(pool, target: str):
     return check
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM as Ctrl-C: a background run (where SIGINT is ignored) stopped
-    with `kill PID` still writes its partial report."""
-    import signal
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
-    _stop_on_sigterm()
+    from twintrack.cli.common import sigterm_as_interrupt
+    sigterm_as_interrupt()
     from twintrack.coverage.pool import Pool
     from twintrack.fuzz.campaign import Campaign, write_report
     log = open(args.worker_log, "ab") if args.worker_log else None

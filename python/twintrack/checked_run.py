@@ -211,7 +211,10 @@ class ArtifactTrack:
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         arguments = [*self.state, *inputs]
-        return self._calling.flat_outputs(self.executable(*arguments), arguments)
+        results = self.executable(*arguments)
+        if "calling" not in self.manifest:  # a manifest made by hand (tests): the results as they are
+            return results
+        return self._calling.flat_outputs(results, arguments)
 
     @property
     def _calling(self):

@@ -42,8 +42,8 @@ Where the lowering departs, and why each fix is general:
   number, which torch-mlir does not lower, use the Tensor overloads.
 * 0-d tensors. Eager reduces, normalizes and flips a 0-d tensor over dim
   0 or -1; torch-mlir's softmax never finishes on one, and log_softmax,
-  prod.dim_int and flip fail to legalize: they run on the 1-element
-  vector here.
+  prod.dim_int, any.dim (all) and flip fail to legalize: they run on
+  the 1-element vector here.
 * Complex dtypes have no lowering (an MLIR assertion aborts the process at
   'fusion'): `refuse_unsupported` says so before any MLIR pass runs.
 """
@@ -322,8 +322,8 @@ def _zero_dim_as_one_dim(op):
     the input as a 1-element vector, its result reshaped back to 0-d (with
     or without keepdim, eager's result is 0-d). torch-mlir's lowerings
     assume a dimension to reduce or reverse: 0-d softmax never finishes the
-    'torch' stage, log_softmax stays backend illegal, flip and prod.dim_int
-    fail to legalize."""
+    'torch' stage, log_softmax stays backend illegal, flip, prod.dim_int
+    and any.dim fail to legalize."""
     def decomposition(input, *args, **kwargs):
         if input.dim() != 0:
             return NotImplemented
@@ -331,7 +331,8 @@ def _zero_dim_as_one_dim(op):
     return decomposition
 
 
-ZERO_DIM_REDUCTIONS = (aten._softmax.default, aten._log_softmax.default, aten.prod.dim_int, aten.flip.default)
+ZERO_DIM_REDUCTIONS = (aten._softmax.default, aten._log_softmax.default, aten.prod.dim_int, aten.flip.default,
+                       aten.any.dim, aten.all.dim)
 
 
 def _bitwise_with_tensor(tensor_op):

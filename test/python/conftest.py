@@ -34,7 +34,7 @@ def copies_read_through(kernel_path: str) -> int:
 # cover each lowering once, so it stays within CI's time. For the sorts the
 # first (float32) case holds every edge shape and takes a minute and more:
 # their float64 cases (two shapes) and the GPU compiles stand in.
-GRID_FILES = {"test_sorts.py": re.compile(r"float64|test_gpu_compiles\[(sort|topk)"),
+GRID_FILES = {"test_sorts.py": re.compile(r"test_(sort|topk|kthvalue)\[torch.float64|test_gpu_compiles\[(sort|topk)\]"),
               "test_scans.py": 3, "test_scatters.py": 3, "test_eager_semantics.py": 4}
 
 

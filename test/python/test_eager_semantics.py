@@ -264,9 +264,11 @@ MIXED = {
     "clamp_bool": (lambda x: torch.clamp(x, min=0, max=1), (BOOLS,)),
     "clamp_min_bool": (lambda x: torch.clamp_min(x, 0), (BOOLS,)),
     "clamp_bool_tensor_bound": (lambda x, b: torch.clamp(x, min=b), (BOOLS, torch.arange(-2, 3))),
-    "clamp_int32_int64_bound": (lambda x, b: torch.clamp(x, max=b), (torch.arange(5, dtype=torch.int32), torch.arange(5).flip(0))),
+    "clamp_int32_int64_bound": (lambda x, b: torch.clamp(x, max=b),
+                                (torch.arange(5, dtype=torch.int32), torch.arange(5).flip(0))),
     "abs_uint8": (torch.abs, (BYTES,)),
-    "negative_float_to_uint8_then_abs": (lambda x: torch.abs(x.to(torch.uint8)), (torch.tensor([-2.0, -1.5, 3.7, -200.0]),)),
+    "negative_float_to_uint8_then_abs": (lambda x: torch.abs(x.to(torch.uint8)),
+                                         (torch.tensor([-2.0, -1.5, 3.7, -200.0]),)),
     "bitwise_or_number": (lambda x: torch.bitwise_or(x, 5), (torch.arange(-3, 3, dtype=torch.int32),)),
     "bitwise_xor_number": (lambda x: torch.bitwise_xor(x, 6), (torch.arange(-3, 3),)),
     "bitwise_or_bool_number": (lambda x: x | 2, (BOOLS,)),
@@ -286,6 +288,8 @@ ZERO_DIM = {
     "prod_dim_uint8": (lambda x: torch.prod(x, dim=-1), (torch.tensor(3, dtype=torch.uint8),)),
     "prod_dim_int32_keepdim": (lambda x: torch.prod(x, dim=0, keepdim=True), (torch.tensor(-4, dtype=torch.int32),)),
     "flip": (lambda x: torch.flip(x, (-1,)), (torch.tensor(3, dtype=torch.int32),)),
+    "all_dim_keepdim": (lambda x: torch.all(-torch.relu(x), dim=-1, keepdim=True), (torch.tensor(0.5),)),
+    "any_dim": (lambda x: torch.any(x, dim=0), (torch.tensor(0.0),)),
 }
 
 

@@ -20,13 +20,13 @@ FACTORIES = Path(__file__).with_name("real_models.py")
     "resnet",
     "gpt2",  # its attention's decomposition must keep the traced layout (frontend._attention_layout)
     "vit",  # 16 patches and a [CLS] token: sequence length 17
-    "vit?f64=1",
+    pytest.param("vit?f64=1", marks=pytest.mark.slow),
     "whisper_encoder",
-    "whisper_encoder?f64=1",
+    pytest.param("whisper_encoder?f64=1", marks=pytest.mark.slow),
     "mistral",  # sliding window 8 < sequence 16
     "mixtral?batched_mm=1",  # topk routing, expert weights gathered by index, bmm
     # (transformers' default grouped_mm experts are refused: aten.histc, and an opaque custom op, grouped_mm_fallback)
-    "mobilenet_v3",  # hardswish, squeeze-excite with a hardsigmoid gate, depthwise 3x3 and 5x5
+    pytest.param("mobilenet_v3", marks=pytest.mark.slow),  # hardswish, squeeze-excite with a hardsigmoid gate, depthwise 3x3 and 5x5
     "efficientnet",  # MBConv: SiLU, squeeze-excite with a sigmoid gate
     "convnext",  # depthwise 7x7, LayerNorm over channels, GELU, layer scale
 ])

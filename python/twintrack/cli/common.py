@@ -72,6 +72,12 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def sigterm_as_interrupt() -> None:
+    """SIGTERM as Ctrl-C: a background run (where SIGINT is ignored)
+    stopped with `kill PID` still runs its cleanups and writes its partial report."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def progress(message: str) -> None:
     print(f"[twintrack] {message}", file=sys.stderr, flush=True)
 

@@ -1,12 +1,20 @@
-"""Run one Python pass on an MLIR file: python -m twintrack.passes NAME FILE."""
+"""Run Python passes on an MLIR file: python -m twintrack.passes NAME[,NAME...] FILE.
+
+The file is parsed in the bindings the passes run in: upstream MLIR's, or
+torch-mlir's for a pass that declares `binding = "torch_mlir"` (it runs in a
+stage before `legalize`, on the torch and tm_tensor dialects)."""
 
 import sys
 
-from mlir import ir
-from mlir.passmanager import PassManager
-
-from ..bindings import new_context
+from ..bindings import bindings, new_context
 from . import REGISTRY, instantiate, pass_name
+
+
+def _binding(names: list[str]) -> str:
+    kinds = {getattr(REGISTRY[pass_name(n)], "binding", "mlir") for n in names}
+    if len(kinds) > 1:
+        raise SystemExit("python -m twintrack.passes: these passes run in different bindings; run them one by one")
+    return kinds.pop()
 
 
 def main(argv: list[str]) -> int:
@@ -15,10 +23,14 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m twintrack.passes NAME[{{option=value ...}}][,NAME...] FILE.mlir"
               f"  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
         return 2
-    path = argv[1]
-    with new_context("mlir"), ir.Location.unknown():
-        module = ir.Module.parse(open(path).read())
-        pm = PassManager()
+    package = _binding(names)
+    ir, passmanager = bindings(package).ir, bindings(package).passmanager
+    with new_context(package), ir.Location.unknown():
+        if package == "torch_mlir":
+            from .lower_scatters import load_tm_tensor
+            load_tm_tensor(ir)
+        module = ir.Module.parse(open(argv[1]).read())
+        pm = passmanager.PassManager()
         for name in names:
             instantiate(name).add_to(pm)
         pm.run(module.operation)

@@ -30,7 +30,6 @@ place. On the GPU route the loop stays on the host.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from .ir_helpers import PythonPass
@@ -201,28 +200,3 @@ def load_tm_tensor(ir) -> None:
     dialect, but running one of its passes (on an empty module) loads it."""
     from torch_mlir.passmanager import PassManager
     PassManager.parse("builtin.module(func.func(convert-torch-to-tmtensor))").run(ir.Module.create().operation)
-
-
-def main(argv: list[str]) -> int:
-    """python -m twintrack.passes.lower_scatters FILE.mlir: the pass on a file,
-    parsed in torch-mlir's bindings (`python -m twintrack.passes` parses in
-    upstream's, which do not know tm_tensor)."""
-    from torch_mlir.passmanager import PassManager
-
-    from ..bindings import new_context
-    ir = _mlir()[0]
-    if len(argv) != 1:
-        print("usage: python -m twintrack.passes.lower_scatters FILE.mlir", file=sys.stderr)
-        return 2
-    with new_context("torch_mlir"), ir.Location.unknown():
-        load_tm_tensor(ir)
-        module = ir.Module.parse(open(argv[0]).read())
-        pm = PassManager()
-        LowerScatters().add_to(pm)
-        pm.run(module.operation)
-        print(module)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

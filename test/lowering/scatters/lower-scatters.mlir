@@ -1,6 +1,6 @@
-// RUN: %PYTHON -m twintrack.passes.lower_scatters %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes.lower_scatters %s | FileCheck %s --check-prefix=GONE
-// RUN: %PYTHON -m twintrack.passes.lower_scatters %s | %mlir-opt --pass-pipeline="builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map})" | FileCheck %s --check-prefix=BUFFERS
+// RUN: %PYTHON -m twintrack.passes lower-scatters %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.passes lower-scatters %s | FileCheck %s --check-prefix=GONE
+// RUN: %PYTHON -m twintrack.passes lower-scatters %s | %mlir-opt --pass-pipeline="builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map})" | FileCheck %s --check-prefix=BUFFERS
 
 // The scatters stage (Python pass lower-scatters, in torch-mlir's bindings)
 // turns each tm_tensor.scatter into an scf.for nest over tensors: extract
