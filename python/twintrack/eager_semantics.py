@@ -297,7 +297,8 @@ def _byte_arithmetic(op, signed_only=False):
 
 
 BYTE_ARITHMETIC = (aten.add.Tensor, aten.add.Scalar, aten.mul.Tensor, aten.mul.Scalar,
-                   aten.sub.Tensor, aten.sub.Scalar)
+                   aten.sub.Tensor, aten.sub.Scalar,
+                   aten.bitwise_and.Tensor, aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor)
 BYTE_SIGNED_ONLY = (aten.remainder.Tensor, aten.remainder.Scalar)
 
 

@@ -29,13 +29,14 @@ def copies_read_through(kernel_path: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-# The op-family grids (every dtype × shape of an op) run whole in
-# `make test-all`; `make test` takes the first cases of each test, which
-# cover each lowering once, so it stays within CI's time. For the sorts the
+# The op-family grids (every dtype × shape of an op), the CLI error cases
+# and the GPU-loop modules run whole in `make test-all`; `make test` takes
+# the first case of each test, so it stays within CI's time. For the sorts the
 # first (float32) case holds every edge shape and takes a minute and more:
 # their float64 cases (two shapes) and the GPU compiles stand in.
 GRID_FILES = {"test_sorts.py": re.compile(r"test_(sort|topk|kthvalue)\[torch.float64|test_gpu_compiles\[(sort|topk)\]"),
-              "test_scans.py": 3, "test_scatters.py": 3, "test_eager_semantics.py": 4}
+              "test_scans.py": 1, "test_scatters.py": 1, "test_eager_semantics.py": 1, "test_opinfo_fixes.py": 1,
+              "test_gpu_every_loop.py": 1, "test_user_errors.py": 1}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -302,6 +302,8 @@ def test_fuzzer_finding_matches_eager(name):
 # SIGSEGV at 'linalg' (where of a bool branch beside uint8, 8-bit arithmetic with a number or a bool);
 # 0-d softmax never left the 'torch' stage.
 FUZZED_CRASHES = {
+    "bitwise_or_bool_with_uint8": ("uint8", "function = lambda x, c: torch.bitwise_or(c, x) ^ x; "
+                                           "inputs = (ints(4, 3), torch.tensor([True, False, True]))"),
     "where_bool_beside_uint8_then_eq": ("uint8", "function = lambda x, c: torch.eq(torch.where(c, x, c), c); "
                                                  "inputs = (ints(5), torch.tensor([True, False, True, True, False]))"),
     "where_bool_beside_uint8_0d": ("uint8", "function = lambda x, c: torch.where(c, x, c); "
