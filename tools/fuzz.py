@@ -27,6 +27,8 @@ EPILOG = """\
 examples:
   .venv/bin/python tools/fuzz.py --examples 300 --seed 1
   .venv/bin/python tools/fuzz.py --examples 50 --target gpu-compile --out-dir out/fuzz-gpu
+  .venv/bin/python tools/fuzz.py --examples 300 --target gpu-compile --gpu-artifacts out/fuzz-gpu/artifacts
+  python3 tools/coverage.py --check-gpu-artifacts out/fuzz-gpu/artifacts      # on the GPU machine
 
 Writes OUT_DIR/report.json (every minimal failing graph's full script) and
 OUT_DIR/report.md; rewritten after each shrunk failure, so a stopped
@@ -42,6 +44,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target", choices=("cpu", "gpu-compile"), default="cpu",
                         help="cpu: compile, run and compare; gpu-compile: GPU compile only (default cpu)")
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "fuzz", help="default: bench/fuzz")
+    parser.add_argument("--gpu-artifacts", type=Path, default=None, metavar="DIR",
+                        help="with --target gpu-compile: save each compiled graph's artifact, inputs and "
+                             "references in DIR/fuzz-<hash>/, for `tools/coverage.py --check-gpu-artifacts DIR` "
+                             "on the GPU machine")
     parser.add_argument("--min-ops", type=int, default=3)
     parser.add_argument("--max-ops", type=int, default=12)
     parser.add_argument("--shrink-budget", type=int, default=40, help="compiles per shrink (default 40)")
@@ -51,13 +57,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def pool_checker(pool, target: str):
+def pool_checker(pool, target: str, artifacts: Path | None = None):
     """source -> result, through a worker subprocess."""
     counter = iter(range(1 << 62))
 
     def check(source: str) -> dict:
         return pool.call({"case": f"fuzz:{next(counter)}", "fuzz": source,
-                          "target": "cpu" if target == "cpu" else "gpu"})
+                          "target": "cpu" if target == "cpu" else "gpu",
+                          "artifacts": str(artifacts) if artifacts else None})
     return check
 
 
@@ -76,7 +83,10 @@ def main(argv=None) -> int:
             reason = f"  {result['reason'][:140]}" if result["status"] != "pass" else ""
             print(f"[{result['n']}/{args.examples}] {result['status']}{reason}", flush=True)
 
-    campaign = Campaign(pool_checker(pool, args.target), args.examples, args.seed, args.min_ops, args.max_ops,
+    if args.gpu_artifacts and args.target != "gpu-compile":
+        print("fuzz.py: error: --gpu-artifacts needs --target gpu-compile", file=sys.stderr)
+        return 2
+    campaign = Campaign(pool_checker(pool, args.target, args.gpu_artifacts.resolve() if args.gpu_artifacts else None), args.examples, args.seed, args.min_ops, args.max_ops,
                         args.shrink_budget, on_example)
     campaign.after_round = lambda c: write_report(c.report(args.target, False, round(time.monotonic() - started, 1)),
                                                   args.out_dir)

@@ -43,6 +43,26 @@ bool fusesNoContraction(OpOperand *operand) {
   return !touchesContraction(producer) && !touchesContraction(consumer);
 }
 
+/// Fusing a producer that has other users copies its payload into the
+/// consumer and keeps the producer too. Each copy is small, but copies of
+/// copies compound: in a chain where every value feeds two later ops
+/// (square-and-multiply), the merged op holds 2^n copies of the first ones
+/// before CSE can share them, and compile time explodes. A fusion whose
+/// merged payload would pass this bound is declined: both ops stay kernels.
+constexpr size_t kMaxFusedPayloadOps = 256;
+
+size_t payloadOps(Operation *op) {
+  if (!op || op->getNumRegions() != 1 || op->getRegion(0).empty())
+    return 0;
+  return op->getRegion(0).front().getOperations().size();
+}
+
+bool staysBounded(OpOperand *operand) {
+  return payloadOps(operand->get().getDefiningOp()) + payloadOps(operand->getOwner()) <= kMaxFusedPayloadOps;
+}
+
+bool fusesInDispatch(OpOperand *operand) { return fusesNoContraction(operand) && staysBounded(operand); }
+
 /// The op producing `value`, looking through reshapes (reshape propagation
 /// moves them out of the way once the ops around them are generics).
 Operation *producerThroughReshapes(Value value) {
@@ -74,7 +94,7 @@ struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseI
   void runOnOperation() override {
     getOperation()->walk([](DispatchOp dispatch) { generalizeTransposesBesideGenerics(dispatch); });
     RewritePatternSet patterns(&getContext());
-    linalg::populateElementwiseOpsFusionPatterns(patterns, fusesNoContraction);
+    linalg::populateElementwiseOpsFusionPatterns(patterns, fusesInDispatch);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, fusesNoContraction);
     FrozenRewritePatternSet frozen(std::move(patterns));
     getOperation()->walk([&](DispatchOp dispatch) {

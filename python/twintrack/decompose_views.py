@@ -165,6 +165,17 @@ def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_me
     return torch.empty(list(size), dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
 
 
+def _empty_like(input, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """empty_like as empty of the input's shape (memory formats mean nothing
+    under value semantics; torch-mlir's empty_like does not lower)."""
+    return torch.empty(list(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+
+
+def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """empty_permuted as empty: the physical layout means nothing under value semantics."""
+    return torch.empty(list(size), dtype=dtype, device=device)
+
+
 OURS = {
     aten.as_strided_copy.default: _as_strided_copy,
     aten.as_strided_scatter.default: _as_strided_scatter,
@@ -182,6 +193,8 @@ OURS = {
     aten.amin.default: _extreme_of_scalar,
     aten.addbmm.default: _addbmm,
     aten.empty_strided.default: _empty_strided,
+    aten.empty_like.default: _empty_like,
+    aten.empty_permuted.default: _empty_permuted,
 }
 
 

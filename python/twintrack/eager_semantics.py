@@ -50,18 +50,22 @@ Where the lowering departs, and why each fix is general:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
 import torch
+import torch.utils._pytree as pytree
 
 from .decompositions import falling_back
 from .errors import UsageError
+from .guards import NodeBuilder
 
 aten = torch.ops.aten
 
 BYTE_DTYPES = (torch.int8, torch.uint8)
 WIDE_INTEGER = torch.int32  # 8-bit integer ops compute in this dtype (torch-mlir lowers it)
+NARROW_INTEGERS = (torch.int8, torch.uint8, torch.int16)
 
 
 # ---------------------------------------------------------------- NaN-propagating selects
@@ -163,12 +167,26 @@ def _hardtanh(input, min_val=-1.0, max_val=1.0):
 
 def _maximum(input, other):
     dtype = _float_result(input, other)
-    return NotImplemented if dtype is None else _upper(input.to(dtype), other.to(dtype))
+    if dtype is None:
+        return _integer_extreme(aten.maximum.default, input, other)
+    return _upper(input.to(dtype), other.to(dtype))
 
 
 def _minimum(input, other):
     dtype = _float_result(input, other)
-    return NotImplemented if dtype is None else _lower(input.to(dtype), other.to(dtype))
+    if dtype is None:
+        return _integer_extreme(aten.minimum.default, input, other)
+    return _lower(input.to(dtype), other.to(dtype))
+
+
+def _integer_extreme(op, input, other):
+    """maximum/minimum of integers or bools of two dtypes, converted
+    explicitly to the promoted one (torch-mlir's own conversion of a bool
+    beside uint8 has no original dtype: SIGSEGV at 'linalg')."""
+    dtype = torch.result_type(input, other)
+    if input.dtype == dtype and other.dtype == dtype:
+        return NotImplemented
+    return op(input.to(dtype), other.to(dtype))
 
 
 def _equal(input, other):
@@ -219,6 +237,8 @@ def _extreme_with_index(extreme):
 def _arg_extreme(extreme):
     """argmax (extreme=torch.amax) or argmin: the index of the first NaN, else of the first extreme."""
     def decomposition(input, dim=None, keepdim=False):
+        if input.dim() == 0:  # the one element's index, whatever the dtype
+            return torch.zeros((), dtype=torch.int64, device=input.device)
         if not input.is_floating_point():
             return NotImplemented
         return _reduced(input, dim, keepdim, extreme)[1]
@@ -250,15 +270,18 @@ def _promoted_explicitly(value, dtype):
     if dtype in BYTE_DTYPES:
         low = torch.iinfo(dtype).min
         return (int(value) - low) % 256 + low
-    return value
+    return float(value) if dtype.is_floating_point else value
 
 
 def _needs_explicit_promotion(dtype, *operands) -> bool:
     """Whether torch-mlir would convert an operand itself: a tensor of
     another dtype than `dtype` (its implicit conversion sign-extends uint8,
     crashes on bool to 8 bits, and turns a scalar into the tensor's dtype:
-    `bool > -1` compared with True), or a number against 8-bit integers."""
-    return any(v.dtype != dtype if isinstance(v, torch.Tensor) else dtype in BYTE_DTYPES for v in operands)
+    `bool > -1` compared with True), a number against 8-bit integers, or an
+    integer number against floats (torch-mlir's folder compares a float
+    splat with an integer wrongly: zeros(3) > 0 folded to true)."""
+    return any(v.dtype != dtype if isinstance(v, torch.Tensor) else
+               dtype in BYTE_DTYPES or (dtype.is_floating_point and isinstance(v, int)) for v in operands)
 
 
 def _compared(op):
@@ -303,13 +326,42 @@ BYTE_SIGNED_ONLY = (aten.remainder.Tensor, aten.remainder.Scalar)
 
 
 def _where(condition, input, other):
-    """where.self over branches of two dtypes, converted explicitly to the
-    promoted one (torch-mlir's select converts them itself: SIGSEGV for a
-    bool branch beside uint8, a sign-extended uint8 beside int32)."""
+    """where.self with its branches converted explicitly to the promoted
+    dtype (torch-mlir's select converts them itself: SIGSEGV for a bool
+    branch beside uint8, a sign-extended uint8 beside int32) and expanded to
+    the broadcast shape (a 0-d branch beside a 1-d condition left an
+    unresolved materialization at the 'torch' stage)."""
     dtype = torch.result_type(input, other)
-    if input.dtype == dtype and other.dtype == dtype:
+    shape = torch.broadcast_shapes(condition.shape, input.shape, other.shape)
+    operands = (condition, input, other)
+    if input.dtype == dtype and other.dtype == dtype and all(t.shape == shape for t in operands):
         return NotImplemented
-    return aten.where.self(condition, input.to(dtype), other.to(dtype))
+    return aten.where.self(condition.expand(shape), input.to(dtype).expand(shape), other.to(dtype).expand(shape))
+
+
+def _cat(tensors, dim=0):
+    """cat of tensors of several dtypes, each converted explicitly to the
+    promoted one (torch-mlir converts them itself, and a bool beside uint8
+    got no original dtype: SIGSEGV at 'linalg')."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) < 2:
+        return NotImplemented
+    dtype = functools.reduce(torch.promote_types, dtypes)
+    return aten.cat.default([t.to(dtype) for t in tensors], dim)
+
+
+def _truth_of_bytes(op):
+    """any/all over uint8, which eager answers in uint8: computed over
+    `input != 0` and cast back (torch-mlir's reduction or-s the i1 result
+    into the 8-bit input type)."""
+    def decomposition(input, *args, **kwargs):
+        if input.dtype != torch.uint8:
+            return NotImplemented
+        return op(input != 0, *args, **kwargs).to(torch.uint8)
+    return decomposition
+
+
+TRUTH_REDUCTIONS = (aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims)
 
 
 def _unsigned_abs(input):
@@ -369,7 +421,8 @@ def _in_wide_integers(op):
             return NotImplemented
         byte_dtype = next(a.dtype for a in args if _is_byte(a))
         wide = [a.to(WIDE_INTEGER) if _is_byte(a) else a for a in args]
-        return op(*wide, **kwargs).to(byte_dtype)
+        # indices (int64) stay as they are
+        return pytree.tree_map(lambda r: r.to(byte_dtype) if r.dtype == WIDE_INTEGER else r, op(*wide, **kwargs))
     return decomposition
 
 
@@ -393,6 +446,89 @@ def _unsigned_sum(op):
     return decomposition
 
 
+def _narrow_integer_cast(input, *, dtype=None, **kwargs):
+    """A float converted to an 8- or 16-bit integer as eager's CPU kernel
+    converts it: to int32 first (out of range, and NaN, give INT_MIN), then
+    the low bits (-3.0 to uint8 is 253). torch-mlir converts straight to
+    the narrow type, where out-of-range values are undefined (0 here)."""
+    if dtype not in NARROW_INTEGERS or not input.is_floating_point():
+        return NotImplemented
+    return aten._to_copy.default(aten._to_copy.default(input, dtype=torch.int32, **kwargs), dtype=dtype, **kwargs)
+
+
+def _integer_power(base: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
+    """base ** exponent over integers by square-and-multiply, with eager's
+    wraparound, for every exponent bit of the dtype (no data-dependent
+    loop). A negative exponent gives 0, except for base 1 (1) and base -1
+    (±1 by parity), as eager's integer pow."""
+    result = torch.ones_like(base)
+    square = base
+    remaining = exponent.clamp(min=0)
+    for _ in range(_exponent_bits(exponent)):
+        result = torch.where((remaining & 1) == 1, result * square, result)
+        square = square * square
+        remaining = remaining >> 1
+    negative = exponent < 0
+    odd = (exponent & 1) == 1
+    at_negative = torch.where(base == 1, 1, torch.where(base == -1, torch.where(odd, -1, 1), 0)).to(base.dtype)
+    return torch.where(negative, at_negative, result)
+
+
+def _exponent_bits(exponent: torch.Tensor) -> int:
+    """The exponent bits square-and-multiply has to visit: every value bit
+    of the exponent's dtype (the sign excluded)."""
+    return 8 if exponent.dtype == torch.uint8 else torch.iinfo(exponent.dtype).bits - 1
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex())
+
+
+def _power_tensor_tensor(input, exponent):
+    """pow of an integer tensor by an integer tensor (torch-mlir lowers
+    floats only); 8-bit ones computed in int32 and cast back. With a float
+    result, the integer or bool operand is converted explicitly first
+    (torch-mlir handed `math.powf` an i1)."""
+    dtype = torch.result_type(input, exponent)
+    if dtype.is_floating_point and (_is_integer(input) or _is_integer(exponent)):  # convert explicitly
+        return aten.pow.Tensor_Tensor(input.to(dtype), exponent.to(dtype))
+    if not (_is_integer(input) and _is_integer(exponent)) or dtype == torch.bool:
+        return NotImplemented
+    computed = WIDE_INTEGER if dtype in BYTE_DTYPES else dtype
+    shape = torch.broadcast_shapes(input.shape, exponent.shape)
+    base = input.to(computed).expand(shape)
+    return _integer_power(base, exponent.to(computed).expand(shape)).to(dtype)
+
+
+def _power_tensor_scalar(input, exponent):
+    """pow of an integer tensor by a non-negative integer number, unrolled
+    over the number's bits (eager refuses a negative one); by a float
+    number, the tensor converted explicitly to the float result."""
+    if _is_integer(input) and isinstance(exponent, float):  # a float result: convert explicitly
+        return aten.pow.Tensor_Scalar(input.to(torch.result_type(input, exponent)), exponent)
+    if not _is_integer(input) or isinstance(exponent, (bool, float)) or exponent < 0:
+        return NotImplemented
+    dtype = torch.result_type(input, exponent)  # a bool base: int64
+    computed = WIDE_INTEGER if dtype in BYTE_DTYPES else dtype
+    # the ones derive from the input: torch-mlir folds a constant of ones cast
+    # to uint8 into a literal of the wrong signedness ('linalg' fails)
+    result, square, remaining = input.to(computed) * 0 + 1, input.to(computed), int(exponent)
+    while remaining:
+        if remaining & 1:
+            result = result * square
+        remaining >>= 1
+        if remaining:
+            square = square * square
+    return result.to(dtype)
+
+
+def _power_scalar(base, exponent):
+    """pow of an integer number by an integer tensor."""
+    if not _is_integer(exponent) or exponent.dtype == torch.bool or isinstance(base, (bool, float)):
+        return NotImplemented
+    return _power_tensor_tensor(torch.full((), base, dtype=exponent.dtype, device=exponent.device), exponent)
+
+
 def _integer_addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """addmm over integers as a matmul and an add: torch-mlir's own
     decomposition of it covers floats only, so an integer addmm stays
@@ -408,6 +544,24 @@ BYTE_COMPUTATIONS = (
     aten.mm.default, aten.bmm.default, aten.baddbmm.default, aten.dot.default,
     aten.convolution.default, aten.div.Tensor_mode, aten.floor_divide.default,
 )
+# reductions that select a value: exact in int32; torch-mlir's 8-bit
+# initial value has no original dtype (SIGSEGV at 'linalg')
+BYTE_SELECTIONS = (
+    aten.max.default, aten.min.default, aten.amax.default, aten.amin.default, aten.max.dim, aten.min.dim,
+)
+MAX_POOLS = (aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+
+
+def _integer_pool_in_float64(op):
+    """Max pooling of integers in float64 (exact below 2**53), the values
+    cast back: torch-mlir's pooling compares with `cmpf` whatever the dtype
+    ('arith.cmpf' rejects integers; SIGSEGV for 8-bit ones)."""
+    def decomposition(input, *args, **kwargs):
+        if input.is_floating_point() or input.is_complex():
+            return NotImplemented
+        values, indices = op(input.to(torch.float64), *args, **kwargs)
+        return values.to(input.dtype), indices
+    return decomposition
 ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
 
 
@@ -426,21 +580,53 @@ def decompositions(table: dict) -> dict:
         aten.maximum.default: _maximum, aten.minimum.default: _minimum,
         aten.max.dim: _extreme_with_index(torch.amax), aten.min.dim: _extreme_with_index(torch.amin),
         aten.argmax.default: _arg_extreme(torch.amax), aten.argmin.default: _arg_extreme(torch.amin),
-        aten.where.self: _where,
+        aten.where.self: _where, aten.cat.default: _cat,
         aten.abs.default: _unsigned_abs,
         aten.threshold_backward.default: _threshold_backward,
         aten.addmm.default: _integer_addmm,
         aten.sum.default: _unsigned_sum(aten.sum.default), aten.sum.dim_IntList: _unsigned_sum(aten.sum.dim_IntList),
+        aten._to_copy.default: _narrow_integer_cast,
+        aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
+        aten.pow.Scalar: _power_scalar,
     }
     ours.update({op: _in_wide_integers(op) for op in BYTE_COMPUTATIONS})
+    ours.update({op: falling_back(_in_wide_integers(op), ours.get(op)) for op in BYTE_SELECTIONS})
+    ours.update({op: _integer_pool_in_float64(op) for op in MAX_POOLS})
     ours.update({op: _arange(op) for op in ARANGES})
     ours.update({op: _compared(op) for op in COMPARISONS})
     ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})
     ours.update({op: _byte_arithmetic(op, signed_only=True) for op in BYTE_SIGNED_ONLY})
     ours.update({op: _zero_dim_as_one_dim(op) for op in ZERO_DIM_REDUCTIONS})
+    ours.update({op: falling_back(_truth_of_bytes(op), ours.get(op)) for op in TRUTH_REDUCTIONS})
     ours.update({op: _bitwise_with_tensor(tensor_op) for op, tensor_op in BITWISE_WITH_NUMBER.items()})
     ours[aten.eq.Tensor] = falling_back(_equal, ours[aten.eq.Tensor])
     return {op: falling_back(fn, table.get(op)) for op, fn in ours.items()}
+
+
+# ---------------------------------------------------------------- unsigned operands
+
+def convert_unsigned_operands(program: torch.export.ExportedProgram) -> None:
+    """Give every pointwise op with a float result and a uint8 operand an
+    explicit conversion of that operand (in place). torch-mlir promotes the
+    operands of a pointwise op itself, and converts uint8 as signed:
+    atan2(uint8 253, x) computed with -3. The explicit conversion knows
+    the source dtype and is right."""
+    graph = program.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function" or torch.Tag.pointwise not in getattr(node.target, "tags", ()):
+            continue
+        result = node.meta.get("val")
+        if not isinstance(result, torch.Tensor) or not result.is_floating_point():
+            continue
+        new = NodeBuilder(graph, node)
+        node.args = tuple(new(torch.ops.prims.convert_element_type.default, a, result.dtype) if _unsigned_node(a) else a
+                          for a in node.args)
+    graph.lint()
+    program.graph_module.recompile()
+
+
+def _unsigned_node(value) -> bool:
+    return isinstance(value, torch.fx.Node) and getattr(value.meta.get("val"), "dtype", None) == torch.uint8
 
 
 # ---------------------------------------------------------------- refusals

@@ -27,7 +27,7 @@ import torch.utils._pytree as pytree
 
 from .calling import CallingConvention, functional_results
 from .errors import ModelLoadError, user_code
-from .eager_semantics import refuse_unsupported
+from .eager_semantics import convert_unsigned_operands, refuse_unsupported
 from .guards import add_guards
 from .locations import OP_FRAME_PREFIX
 
@@ -248,9 +248,11 @@ def _decompositions(program: torch.export.ExportedProgram):
 @functools.cache
 def _base_decompositions() -> dict:
     """The core ATen table, plus ops whose torch-mlir lowering is inexact,
-    the providers' ops (scans, sorts, eager's NaN and dtype semantics), and
-    last torch-mlir's own table for ops none of these name, so that its
-    importer needs no second decomposition run (import_to_torch_mlir). Built
+    the providers' ops (scans, sorts, scatters, eager's NaN and dtype
+    semantics, views, special functions, dense linear algebra, indexing), and
+    torch-mlir's own table for ops none of these name, so that its
+    importer needs no second decomposition run (import_to_torch_mlir), and
+    last PyTorch's full table for ops torch-mlir has no op for. Built
     once per process: materializing the core table alone takes 0.4 s.
 
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
@@ -262,16 +264,50 @@ def _base_decompositions() -> dict:
     from torch._decomp import decomposition_table
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from . import decompose_scans, decompose_scatters, decompose_sorts, decompose_views, eager_semantics
+    from . import (decompose_indexing, decompose_linalg, decompose_scans, decompose_scatters, decompose_sorts,
+                   decompose_special, decompose_views, eager_semantics)
     from .decompositions import with_half_reductions_in_float32
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
-    for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics, decompose_views):
+    for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics, decompose_views,
+                     decompose_special, decompose_linalg, decompose_indexing):
         table.update(provider.decompositions(table))
     for op, decomposition in get_decomposition_table().items():
         table.setdefault(op, decomposition)
+    table.update(_decompositions_of_unknown_ops(table))
     return table
+
+
+def _decompositions_of_unknown_ops(table: dict) -> dict:
+    """PyTorch's own decomposition (its full table, not only the core-ATen
+    one) of every op that torch-mlir has no op for and nothing above
+    decomposes: torch-mlir would import it as an opaque `torch.operator`,
+    which no stage lowers (addmv, std_mean, logsumexp, block_diag, the
+    random distributions, ...). Whether the decomposition then lowers is
+    up to its own ops; the op could not have lowered as it was. An entry
+    of ours that declines (std_mean over float32) falls back to it."""
+    from torch._decomp import decomposition_table
+
+    from .decompositions import falling_back
+    known = _torch_mlir_op_names()
+    return {op: falling_back(table[op], decomposition) if op in table else decomposition
+            for op, decomposition in decomposition_table.items()
+            if isinstance(op, torch._ops.OpOverload) and _torch_mlir_name(op) not in known}
+
+
+def _torch_mlir_op_names() -> set[str]:
+    """The ops torch-mlir's torch dialect defines ('torch.aten.addmm', ...)."""
+    from .bindings import bindings
+    bindings("torch_mlir")  # upstream MLIR's library first (bindings.py says why)
+    from torch_mlir.dialects import _torch_ops_gen
+    return {cls.OPERATION_NAME for cls in vars(_torch_ops_gen).values() if hasattr(cls, "OPERATION_NAME")}
+
+
+def _torch_mlir_name(op: torch._ops.OpOverload) -> str:
+    """The op name torch-mlir's importer gives `op` (aten::add.Tensor is torch.aten.add.Tensor)."""
+    name = op._schema.name.replace("::", ".")
+    return f"torch.{name}.{op._schema.overload_name}" if op._schema.overload_name else f"torch.{name}"
 
 
 def _layer_norm_in_float32(input, normalized_shape, weight, bias, eps):
@@ -354,6 +390,7 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
     refuse_unsupported(program)
+    convert_unsigned_operands(program)
     violations = add_guards(program) if checks else []
     _name_ops_in_locations(program)
     calling = functional_results(program, source.spec, violations)

@@ -34,7 +34,7 @@ class Violation:
     message: str       # "aten.embedding at model.py:12: index out of range"
 
 
-class _Builder:
+class NodeBuilder:
     """New FX nodes before `anchor`, each with its fake value and the anchor's stack trace."""
 
     def __init__(self, graph: fx.Graph, anchor: fx.Node):
@@ -61,7 +61,7 @@ def _guard_division(graph: fx.Graph, node: fx.Node) -> Violation | None:
     dividend, divisor = node.args[:2]
     if not (_integer(node) and _integer(divisor)):
         return None
-    new = _Builder(graph, node)
+    new = NodeBuilder(graph, node)
     zero = new(aten.eq.Scalar, divisor, 0)
     minus_one = new(aten.eq.Scalar, divisor, -1)
     safe_divisor = new(aten.masked_fill.Scalar, divisor, new(aten.logical_or.default, zero, minus_one), 1)
@@ -97,7 +97,7 @@ def _guard_index(graph: fx.Graph, node: fx.Node, index: fx.Node, size: int, wrap
     if not _integer(index) or size == 0:
         return None
     low = -size if wraps else 0
-    new = _Builder(graph, node)
+    new = NodeBuilder(graph, node)
     outside = new(aten.logical_or.default, new(aten.lt.Scalar, index, low), new(aten.ge.Scalar, index, size))
     replace(new(aten.clamp.default, index, low, size - 1))
     return Violation(new(aten.any.default, outside), "index", f"{_where(node)}: index out of range")

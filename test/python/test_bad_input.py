@@ -36,15 +36,15 @@ def test_unknown_pipeline(run_tool, tmp_path):
 
 
 def test_op_no_stage_can_lower(run_tool, tmp_path):
-    (tmp_path / "scan.py").write_text(
+    (tmp_path / "sample.py").write_text(
         "import torch\n"
         "class M(torch.nn.Module):\n"
-        "    def forward(self, x, mask):\n"
-        "        return x.masked_scatter(mask, x * 2) + 1\n"
+        "    def forward(self, x, grid):\n"
+        "        return torch.nn.functional.grid_sample(x, grid, align_corners=False) + 1\n"
         "def make():\n"
-        "    return M(), (torch.randn(8, 4), torch.rand(8, 4) > 0.5)\n")
-    result = run_tool("compile", f"{tmp_path / 'scan.py'}:make", "-o", tmp_path / "o")
-    assert_clean_error(result, "tm_tensor.scan", "aten.masked_scatter at ", "scan.py:4", "cannot be lowered")
+        "    return M(), (torch.randn(1, 2, 3, 4, 5), torch.rand(1, 2, 3, 4, 3) * 2 - 1)\n")
+    result = run_tool("compile", f"{tmp_path / 'sample.py'}:make", "-o", tmp_path / "o")
+    assert_clean_error(result, "stage 'torch' failed", "aten.grid_sampler_3d at ", "sample.py:4", "failed to legalize")
 
 
 def test_unwritable_output_directory(run_tool, tmp_path):

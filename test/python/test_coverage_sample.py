@@ -1,4 +1,4 @@
-"""The OpInfo coverage suite on a fixed breadth sample (about forty (op,
+"""The OpInfo coverage suite on a fixed breadth sample (about fifty (op,
 dtype) cases, python/twintrack/coverage/sample.py), against the statuses
 committed in coverage_expected.json: a case expected to pass that does not
 is a regression and fails the test; a case that newly passes is only

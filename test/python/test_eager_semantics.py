@@ -22,17 +22,10 @@ from twintrack import eager_semantics
 from twintrack.errors import TwintrackError
 from twintrack.tooling import find_libdevice, find_tool
 
+from function_module import FunctionModule
+
 NAN, INF = math.nan, math.inf
 F = torch.nn.functional
-
-
-class Function(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, *inputs):
-        return self.function(*inputs)
 
 
 def _as_tuple(outputs):
@@ -52,7 +45,7 @@ def assert_as_eager(output: torch.Tensor, expected: torch.Tensor):
 
 
 def compiled_matches_eager(function, inputs):
-    compiled = twintrack.compile(Function(function), inputs)
+    compiled = twintrack.compile(FunctionModule(function), inputs)
     outputs, expected = _as_tuple(compiled(*inputs)), _as_tuple(function(*inputs))
     assert len(outputs) == len(expected)
     for output, reference in zip(outputs, expected):
@@ -215,14 +208,14 @@ def ints(*shape):
     info = torch.iinfo(dtype) if not dtype.is_floating_point else None
     low, high = (info.min, info.max) if info else (-100, 100)
     return torch.randint(max(low, -1000), min(high, 1000) + 1, shape, generator=generator).to(dtype)
-class Function(torch.nn.Module):
+class FunctionModule(torch.nn.Module):
     def __init__(self, function):
         super().__init__()
         self.function = function
     def forward(self, *inputs):
         return self.function(*inputs)
 {body}
-compiled = twintrack.compile(Function(function), inputs)
+compiled = twintrack.compile(FunctionModule(function), inputs)
 output, expected = compiled(*inputs), function(*inputs)
 assert output.dtype == expected.dtype, (output.dtype, expected.dtype)
 assert torch.equal(output, expected), (output, expected)
@@ -341,13 +334,13 @@ THIS_FILE = __file__.rsplit("/", 1)[-1]
 @pytest.mark.parametrize("name", list(COMPLEX))
 def test_refuse_unsupported_names_the_complex_op_and_its_line(name):
     op, function, inputs = COMPLEX[name]
-    program = torch.export.export(Function(function), inputs)
+    program = torch.export.export(FunctionModule(function), inputs)
     with pytest.raises(TwintrackError, match=rf"complex dtypes are not supported: {op} at {THIS_FILE}:\d+"):
         eager_semantics.refuse_unsupported(program)
 
 
 def test_refuse_unsupported_accepts_real_programs():
-    eager_semantics.refuse_unsupported(torch.export.export(Function(torch.clamp_min), (X, B)))
+    eager_semantics.refuse_unsupported(torch.export.export(FunctionModule(torch.clamp_min), (X, B)))
 
 
 @pytest.mark.parametrize("name", list(COMPLEX))
@@ -356,7 +349,7 @@ def test_export_refuses_complex_before_any_mlir_pass(name):
     fails here with DID NOT RAISE rather than aborting pytest at 'fusion')."""
     op, function, inputs = COMPLEX[name]
     with pytest.raises(TwintrackError, match=rf"complex dtypes are not supported: {op} at {THIS_FILE}:\d+"):
-        twintrack.export(Function(function), inputs)
+        twintrack.export(FunctionModule(function), inputs)
 
 
 # ---------------------------------------------------------------- the GPU track compiles the NaN fixes
@@ -371,8 +364,57 @@ GPU_CASES = ["clamp_tensor_bounds", "hardtanh", "maximum", "minimum", "argmax", 
 @pytest.mark.parametrize("name", GPU_CASES)
 def test_gpu_compiles_nan_fix_to_cubins(name, tmp_path):
     function, inputs = ALL_CASES[name]
-    lowered = twintrack.export(Function(function), inputs).lower(to=None, target="gpu")
+    lowered = twintrack.export(FunctionModule(function), inputs).lower(to=None, target="gpu")
     manifest = lowered.save(tmp_path / name)
     assert manifest["kernels"]
     for kernel in manifest["kernels"]:
         assert (tmp_path / name / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_integer_conversions_and_powers_as_eager():
+    """Floats converted to 8/16-bit integers wrap as eager's (through int32:
+    -3.0 to uint8 is 253); a uint8 operand of a float op is unsigned (atan2);
+    integer pow, by a number and by a tensor (negative exponents included),
+    wraps as eager's; where broadcasts a 0-d branch."""
+    x = torch.tensor([-3.0, 300.0, -0.5, -200.7, 1e10, 255.9, 7.0, -1.0])
+    base = torch.tensor([2, -3, 0, 1, -1, 7, 3, -2], dtype=torch.int16)
+    exponent = torch.tensor([3, 2, -1, -2, -3, 9, 0, 15], dtype=torch.int16)
+
+    def function(x, base, exponent):
+        unsigned = (-x).to(torch.uint8)
+        return (x.to(torch.uint8), x.to(torch.int8), x.to(torch.int16), torch.atan2(unsigned, x),
+                torch.pow(base, exponent), torch.pow(base, 3), torch.pow(base.to(torch.uint8), 3), torch.pow(3, exponent),
+                torch.where(x > 0, x.sum(), x[:1].sum()))
+    compiled_matches_eager(function, (x, base, exponent))
+
+
+def test_byte_selections_and_integer_pooling_as_eager():
+    """max/min/amax over uint8 and int8 (a SIGSEGV at 'linalg' before), max
+    pooling of integers (cmpf on integers before), any/all over uint8
+    (uint8 results) and uint8 ** 0, exactly as eager."""
+    u = torch.randint(0, 256, (4, 6), dtype=torch.uint8)
+    i = torch.randint(-128, 128, (4, 6), dtype=torch.int8)
+    images = torch.randint(-1000, 1000, (1, 2, 6, 6), dtype=torch.int32)
+
+    def function(u, i, images):
+        return (u.max(), i.min(), u.amax(1), torch.max(i, 0)[0], torch.max(u, 1)[1],
+                F.max_pool2d(images, 2), F.max_pool2d(u.reshape(1, 1, 4, 6), 2, return_indices=True)[1],
+                torch.any(u, 1), torch.all(u), torch.any(u[0, 0], dim=0, keepdim=True), torch.pow(u, 0))
+    compiled_matches_eager(function, (u, i, images))
+
+
+def test_comparisons_of_constant_floats_with_integers_fold_right():
+    """torch-mlir folds a comparison of a float splat with an integer number
+    wrongly (zeros(3) > 0 became true, full(1) > 0 false): the number is
+    compared as a float. Also argmin of a 0-d tensor, pow of bools and
+    integers by floats, and cat/minimum over bool beside uint8 (SIGSEGV)."""
+    x = torch.randn(3)
+
+    def function(x):
+        zeros, ones = torch.zeros_like(x), torch.ones_like(x)
+        return (zeros > 0, ones > 0, -ones > 0, zeros == 0, zeros >= 1,
+                torch.where(zeros > 0, 2.0, zeros), torch.argmin(x[0], dim=0), torch.pow(x > 0, 2), torch.pow(x > 0, 0.5),
+                torch.pow((x * 4).to(torch.int32), torch.full_like(x, 0.5)),
+                torch.cat([(x > 0).to(torch.uint8), x > 1]),
+                torch.minimum(x > 0, (x * 3).to(torch.uint8).clamp(min=-1, max=1)))
+    compiled_matches_eager(function, (x,))

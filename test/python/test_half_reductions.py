@@ -14,16 +14,9 @@ import twintrack
 from twintrack import numerics
 from twintrack.tooling import find_libdevice, find_tool
 
+from function_module import FunctionModule
+
 HALF_DTYPES = [torch.float16, torch.bfloat16]
-
-
-class Reduction(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, x):
-        return self.function(x)
 
 
 MIDDLE = 8192  # the reduced middle dimension's length
@@ -64,7 +57,7 @@ def _as_tuple(outputs):
 @pytest.mark.parametrize("name", list(LAST_DIM) + list(MIDDLE_DIM_KEEPDIM))
 def test_cpu_half_reduction_matches_float64(name, dtype):
     function = {**LAST_DIM, **MIDDLE_DIM_KEEPDIM}[name]
-    compiled = twintrack.compile(Reduction(function), (_uniform(CPU_SHAPE, dtype, seed=0),))
+    compiled = twintrack.compile(FunctionModule(function), (_uniform(CPU_SHAPE, dtype, seed=0),))
     x = _uniform(CPU_SHAPE, dtype, seed=1)  # fresh inputs, not the traced example
     outputs, references = _as_tuple(compiled(x)), _as_tuple(function(x.double()))
     tolerance = numerics.tolerance(str(dtype).removeprefix("torch."))
@@ -78,7 +71,7 @@ def test_explicit_dtype_is_kept():
     """sum(dtype=float32) over float16 already accumulates and returns float32."""
     function = lambda x: torch.sum(x, dim=-1, dtype=torch.float32)  # noqa: E731
     x = _uniform(CPU_SHAPE, torch.float16, seed=2)
-    output = twintrack.compile(Reduction(function), (x,))(x)
+    output = twintrack.compile(FunctionModule(function), (x,))(x)
     assert output.dtype == torch.float32
     assert numerics.relative_error(output, function(x.double())) <= 1e-5
 
@@ -111,7 +104,7 @@ def _all_reduce_types(ir_text: str) -> set[str]:
 @pytest.mark.parametrize("name,dtype", _gpu_params())
 def test_gpu_half_reduction_compiles_with_f32_block_reductions(name, dtype, tmp_path):
     x = torch.empty(GPU_SHAPE, dtype=dtype)  # values do not matter to the compile
-    lowered = twintrack.export(Reduction(GPU_CASES[name]), (x,)).lower(to=None, target="gpu")
+    lowered = twintrack.export(FunctionModule(GPU_CASES[name]), (x,)).lower(to=None, target="gpu")
     block_reductions = _all_reduce_types(lowered.as_text("outline"))
     assert block_reductions <= {"f32"}
     if "middle" not in name:  # rows reduce a block each (row kernel or generic): one all_reduce or more

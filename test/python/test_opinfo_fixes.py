@@ -16,20 +16,13 @@ import torch
 
 import twintrack
 
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
+from function_module import FunctionModule
 
 
 def _check(fn, *inputs, exact=True):
     """Compile `fn` over `inputs` and compare with eager: bit-exactly, or
     (exact=False) with float64 eager at float32's tolerance."""
-    got = twintrack.compile(_Fn(fn), inputs)(*inputs)
+    got = twintrack.compile(FunctionModule(fn), inputs)(*inputs)
     if exact:
         want = fn(*inputs)
     else:
@@ -79,7 +72,7 @@ def test_effect_tokens_dropped():
     it, leaving no TOKEN input or output and no with_effects node (the
     program then reaches torch-mlir's importer)."""
     x = torch.randn(4, 4) + 4 * torch.eye(4)
-    program = twintrack.export(_Fn(lambda a: torch.linalg.inv(a)), (x,)).exported.program
+    program = twintrack.export(FunctionModule(lambda a: torch.linalg.inv(a)), (x,)).exported.program
     signature = program.graph_signature
     kinds = {spec.kind.name for spec in [*signature.input_specs, *signature.output_specs]}
     assert "TOKEN" not in kinds

@@ -20,6 +20,8 @@ import torch
 
 import twintrack
 
+from function_module import FunctionModule
+
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 INTS = (torch.int64, torch.int32)
 ALL = FLOATS + INTS + (torch.bool,)
@@ -32,15 +34,6 @@ def cases(dtypes, shapes):
     their product (a compile takes seconds)."""
     first = [(dtype, *shapes[0]) for dtype in dtypes]
     return first + [(dtype, *shape) for shape in shapes[1:] for dtype in (torch.float32, torch.int64)]
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *inputs):
-        return self.fn(*inputs)
 
 
 def values(shape, dtype, generator, low=-8, high=8, positive=False):
@@ -61,7 +54,7 @@ def check(fn, make_inputs, seed: int = 0):
     exact otherwise. The inputs must keep their values (no scatter writes
     into its argument)."""
     generator = torch.Generator().manual_seed(seed)
-    compiled = twintrack.compile(Fn(fn), make_inputs(generator))
+    compiled = twintrack.compile(FunctionModule(fn), make_inputs(generator))
     inputs = make_inputs(generator)
     kept = [x.clone() for x in inputs]
     out = compiled(*inputs)
@@ -243,5 +236,5 @@ def test_gpu_route_lowers_scatters(op):
            "scatter_reduce_amax": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False)}
     g = torch.Generator().manual_seed(1)
     inputs = values((6, 4), torch.float32, g), duplicate_index((9, 4), 6, g), values((9, 4), torch.float32, g)
-    text = twintrack.export(Fn(fns[op]), inputs).lower(to="parallel-loops", target="gpu").as_text()
+    text = twintrack.export(FunctionModule(fns[op]), inputs).lower(to="parallel-loops", target="gpu").as_text()
     assert "tm_tensor" not in text and "scf.for" in text and "memref.store" in text

@@ -18,6 +18,8 @@ import torch
 
 import twintrack
 
+from function_module import FunctionModule
+
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
           torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
 NO_BOOL = [d for d in DTYPES if d != torch.bool]
@@ -262,18 +264,9 @@ GPU_CASES = {
 }
 
 
-class _One(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, x):
-        return self.function(x)
-
-
 @pytest.mark.parametrize("name", list(GPU_CASES))
 def test_gpu_compiles(name):
     """Compile-only: the networks lower through the GPU pipeline."""
     x = torch.randn(4, 37)
-    lowered = twintrack.export(_One(GPU_CASES[name]), (x,)).lower(to=None, target="gpu")
+    lowered = twintrack.export(FunctionModule(GPU_CASES[name]), (x,)).lower(to=None, target="gpu")
     assert "tm_tensor" not in lowered.as_text()

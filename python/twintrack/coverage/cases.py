@@ -39,6 +39,13 @@ NONDETERMINISTIC = (
 )
 
 
+# Ops that return the indices of their values, where eager leaves the order
+# of equal values unspecified (sort without stable=True, topk, kthvalue,
+# mode): (position of `dim` among the arguments, whether a `keepdim`
+# argument can drop it). Any index that addresses the right value is right.
+UNORDERED_TIES = {"sort": 1, "argsort": 1, "topk": 2, "kthvalue": 2, "mode": 1}
+
+
 @dataclass(frozen=True)
 class Case:
     kind: str          # 'op' or 'module'
@@ -61,6 +68,10 @@ class Case:
     def shape_only(self) -> bool:
         """Random or uninitialized outputs: compare shapes and dtypes only."""
         return self.name.startswith(NONDETERMINISTIC)
+
+    @property
+    def ties_unordered(self) -> bool:
+        return self.kind == "op" and self.name in UNORDERED_TIES
 
     @staticmethod
     def parse(case_id: str) -> "Case":
@@ -125,12 +136,41 @@ class SampleModule(torch.nn.Module):
         super().__init__()
         self.fn, self.spec, self.constants, self.tensor_slots = fn, spec, constants, tensor_slots
 
-    def forward(self, *tensors):
+    def arguments(self, *tensors) -> tuple[tuple, dict]:
+        """The call's (args, kwargs) with `tensors` in their slots."""
         leaves = list(self.constants)
         for slot, tensor in zip(self.tensor_slots, tensors):
             leaves[slot] = tensor
-        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return pytree.tree_unflatten(leaves, self.spec)
+
+    def forward(self, *tensors):
+        args, kwargs = self.arguments(*tensors)
         return plain_structure(self.fn(*args, **kwargs))
+
+
+def addressed_values(case: Case, sample: "Sample", indices: torch.Tensor) -> torch.Tensor:
+    """The values `indices` (an unordered-ties op's index output) pick out of
+    the sample's input along the op's dim, shaped as the indices."""
+    args, kwargs = sample.module.arguments(*sample.inputs)
+    source, position = args[0], UNORDERED_TIES[case.name]
+    dim = kwargs.get("dim", args[position] if len(args) > position else -1)
+    if source.dim() == 0:
+        return source.expand(indices.shape)
+    if indices.dim() < source.dim():  # keepdim=False
+        return source.gather(dim, indices.unsqueeze(dim)).squeeze(dim)
+    return source.gather(dim, indices)
+
+
+def indices_address_values(case: Case, sample: "Sample", indices: torch.Tensor, values: torch.Tensor) -> bool:
+    """Whether `indices` pick `values` out of the sample's input: true for
+    every order of equal values (NaN addresses NaN)."""
+    if indices.shape != values.shape or indices.dtype != torch.int64:
+        return False
+    picked = addressed_values(case, sample, indices)
+    same = picked == values
+    if values.is_floating_point():
+        same = same | (picked.isnan() & values.isnan())
+    return bool(same.all())
 
 
 class TrainingWrapper(torch.nn.Module):

@@ -1,7 +1,7 @@
 """The fixed breadth sample that `make test` runs (test_coverage_sample.py),
 and its comparison with the committed expected statuses.
 
-About forty (op, dtype) cases, picked to touch every kind of lowering at
+About fifty (op, dtype) cases, picked to touch every kind of lowering at
 least once (elementwise at each dtype, reductions, scans, matmuls, convs,
 views, concatenation, gathers, masks, casts) while staying cheap to compile.
 A case that was expected to pass and does not is a regression; a case that
@@ -23,6 +23,8 @@ SAMPLE_CASES = (
     "nn.functional.layer_norm:float32", "mm:bfloat16", "bmm:float32", "nn.functional.conv2d:float32",
     "nn.functional.gelu:float32", "cat:bool", "stack:int64", "reshape:float32", "permute:uint8",
     "transpose:float16", "narrow:float32", "index_select:float32", "gather:float32", "masked_fill:float32",
+    "sort:uint8", "pow:int64", "std_mean:float32", "max.reduction_no_dim:uint8", "digamma:float32",
+    "linalg.inv:float32", "index_reduce.amax:float32", "searchsorted:int64",
 )
 
 EXPECTED_FILE = Path(__file__).resolve().parents[3] / "test" / "python" / "coverage_expected.json"

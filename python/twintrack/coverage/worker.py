@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def _protocol_stream():
@@ -47,7 +48,8 @@ def main() -> None:
         if "fuzz" in request:  # a fuzzer's graph, as Python source
             from twintrack.fuzz.check import check_source
             try:
-                result = {"id": request["case"], **check_source(request["fuzz"], request.get("target", "cpu"))}
+                result = {"id": request["case"], **check_source(request["fuzz"], request.get("target", "cpu"),
+                                                                Path(request["artifacts"]) if request.get("artifacts") else None)}
             except Exception as e:  # the fuzzer's own bug: report it, keep the worker
                 result = {"id": request["case"], "status": "fail", "kind": "internal",
                           "reason": f"internal: {type(e).__name__}: {e}"}

@@ -15,12 +15,13 @@ import linecache
 import sys
 import time
 import types
+from pathlib import Path
 
 import torch
 
-from twintrack.coverage.cases import widened
+from twintrack.coverage.cases import Sample, widened
 from twintrack.coverage.outputs import compare_outputs
-from twintrack.coverage.runner import compile_error_status, exception_line, twintrack_export
+from twintrack.coverage.runner import compile_error_status, exception_line, save_gpu_artifact, twintrack_export
 
 
 def load_source(source: str):
@@ -37,8 +38,11 @@ def load_source(source: str):
     return module.Fuzzed(), module.make_inputs()
 
 
-def check_source(source: str, target: str = "cpu") -> dict:
-    """{'status', 'kind', 'reason', 'compile_s'} for one graph; status as in the coverage suite."""
+def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = None) -> dict:
+    """{'status', 'kind', 'reason', 'compile_s'} for one graph; status as in
+    the coverage suite. A GPU compile with `artifact_dir` saves the artifact
+    there with the graph's inputs and references, as the coverage suite's
+    --gpu-artifacts does, so the GPU machine checks both the same way."""
     module, inputs = load_source(source)
     try:
         with torch.no_grad():
@@ -56,8 +60,17 @@ def check_source(source: str, target: str = "cpu") -> dict:
         return {"status": status, "kind": "compile", "reason": reason}
     seconds = round(time.perf_counter() - started, 3)
     if target != "cpu":
+        if artifact_dir is not None:
+            _save_for_the_gpu(compiled, module, inputs, eager, source, artifact_dir)
         return {"status": "pass", "kind": "", "reason": "", "compile_s": seconds}
     return {**_run_and_compare(module, inputs, compiled, eager), "compile_s": seconds}
+
+
+def _save_for_the_gpu(lowered, module, inputs, eager, source: str, artifact_dir: Path) -> None:
+    sample = Sample(module, tuple(inputs), module, widened(tuple(inputs)), "fuzzed graph")
+    directory = artifact_dir / f"fuzz-{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+    save_gpu_artifact(lowered, sample, eager, directory)
+    (directory / "graph.py").write_text(source)
 
 
 def _run_and_compare(module, inputs, compiled, eager) -> dict:

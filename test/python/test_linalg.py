@@ -1,0 +1,94 @@
+"""Dense linear algebra compiles as the unrolled decompositions of
+decompose_linalg.py on the CPU track and matches a float64 eager run within
+the OpInfo checker's tolerances (coverage/outputs.py): Cholesky, LU (pivots
+and info exactly as eager's: a tie, a singular matrix), solves, inverse,
+determinants and QR in float32 and float64; Jacobi eigenvalues, a pinv
+through the one-sided Jacobi SVD and matrix_exp in float32. Each group is
+its own module: compile time (LLVM's above all) grows faster than the
+unrolled program, so one large module costs more than several small ones."""
+
+import pytest
+import torch
+
+import twintrack
+from twintrack import decompose_linalg
+from twintrack.coverage.outputs import compare_outputs
+
+# Each compile unrolls a long elementwise program: `make test-all` runs these;
+# `make test` checks the ops through the coverage sample (digamma, linalg.inv).
+pytestmark = pytest.mark.slow
+
+
+class Call(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs):
+        return self.fn(*inputs)
+
+
+def _cholesky(S, B):
+    L, info = torch.linalg.cholesky_ex(S)
+    return L, info, torch.cholesky_solve(B, L), torch.linalg.solve_triangular(L, B, upper=False)
+
+
+def _lu(A, Z):
+    return torch.linalg.lu_factor_ex(A), torch.linalg.lu_factor_ex(Z), torch.linalg.det(Z), torch.linalg.slogdet(A)
+
+
+def _solves(A, B):
+    return torch.linalg.solve_ex(A, B), torch.linalg.inv_ex(A), torch.linalg.qr(A)
+
+
+def _spd(batch, n, generator, dtype):
+    X = torch.randn(*batch, n, n, generator=generator, dtype=torch.float64)
+    return (X @ X.mT + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def _direct_inputs(dtype):
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    A[1] = torch.tensor([[1., 2, 3], [-1, 5, 1], [1, 0, 2]])  # |1| = |-1| = |1|: the first one pivots
+    Z = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    Z[0, :, 2] = Z[0, :, 0] - Z[0, :, 1]  # singular: pivots and info from getrf's own roundings
+    Z[1, :, 1] = 0  # an exact zero pivot: info 2, det 0
+    B = torch.randn(2, 3, 2, generator=g, dtype=torch.float64)
+    return {"S": _spd((2,), 3, g, dtype), "A": A.to(dtype), "Z": Z.to(dtype), "B": B.to(dtype)}
+
+
+def _check(fn, inputs):
+    """Compile fn for `inputs`, run it on them, compare with eager in their
+    dtype and in float64."""
+    module = Call(fn)
+    compiled = twintrack.compile(module, inputs)
+    wide = tuple(x.double() for x in inputs)
+    verdict = compare_outputs(compiled(*inputs), module(*inputs), module(*wide))
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("fn, names", [(_cholesky, "SB"), (_lu, "AZ"), (_solves, "AB")],
+                         ids=["cholesky", "lu", "solves"])
+def test_direct_methods_match_float64(fn, names, dtype):
+    inputs = _direct_inputs(dtype)
+    _check(fn, tuple(inputs[name] for name in names))
+
+
+def test_spectral_match_float64():
+    g = torch.Generator().manual_seed(1)
+    S = _spd((2,), 3, g, torch.float32)
+    _check(torch.linalg.eigvalsh, (S,))
+    _check(torch.linalg.pinv, (torch.randn(2, 4, 3, generator=g),))
+    _check(torch.linalg.matrix_exp, (S / 2,))
+
+
+def test_large_matrices_are_declined():
+    """Beyond the unrolling bounds the op stays as it is (and fails to lower,
+    as before) rather than unrolling thousands of steps; so do dtypes that
+    eager's CPU kernels reject."""
+    big = torch.randn(decompose_linalg.MAX_ORDER + 1, decompose_linalg.MAX_ORDER + 1)
+    assert decompose_linalg.linalg_lu_factor_ex(big) is NotImplemented
+    iterative = decompose_linalg.MAX_ITERATIVE_ORDER + 1
+    assert decompose_linalg._linalg_eigh(big[:iterative, :iterative]) is NotImplemented
+    assert decompose_linalg.linalg_lu_factor_ex(big[:4, :4].half()) is NotImplemented
