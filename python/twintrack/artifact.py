@@ -215,9 +215,6 @@ def specs(manifest: dict, key: str) -> list[TensorSpec]:
 
 
 def calling_convention(manifest: dict):
-    """The manifest's calling convention; a manifest built without one
-    (by hand, in tests) returns its outputs as a flat tuple."""
+    """The manifest's calling convention (CallingConvention.of_manifest)."""
     from .calling import CallingConvention
-    if "calling" not in manifest:
-        return CallingConvention.flat(len(manifest["outputs"]))
-    return CallingConvention.from_json(manifest["calling"], manifest.get("model", "artifact"))
+    return CallingConvention.of_manifest(manifest)

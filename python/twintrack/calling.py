@@ -128,6 +128,14 @@ class CallingConvention:
         spec = pytree.tree_structure(tuple(range(results)))
         return CallingConvention(spec, [OutputLeaf("result", i) for i in range(results)])
 
+    @staticmethod
+    def of_manifest(manifest: dict) -> "CallingConvention":
+        """An artifact manifest's convention; a manifest built without one
+        (by hand, in tests) returns its outputs as a flat tuple."""
+        if "calling" not in manifest:
+            return CallingConvention.flat(len(manifest["outputs"]))
+        return CallingConvention.from_json(manifest["calling"], manifest.get("model", "artifact"))
+
 
 def functional_results(program: torch.export.ExportedProgram, where: str,
                        violations: list | None = None) -> CallingConvention:

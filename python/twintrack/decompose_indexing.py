@@ -49,7 +49,7 @@ import math
 import torch
 
 from .decompose_scans import _normalized_dim, _shifted
-from .decompositions import falling_back
+from .decompositions import chained_over
 
 aten = torch.ops.aten
 
@@ -449,4 +449,4 @@ OURS = {
 def decompositions(table: dict) -> dict:
     """Entries for the frontend's decomposition table (`table`: the table so
     far); each falls back to the table's own entry where it declines."""
-    return {op: falling_back(fn, table.get(op)) for op, fn in OURS.items()}
+    return chained_over(OURS, table)

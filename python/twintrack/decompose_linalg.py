@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import falling_back
+from .decompositions import chained_over
 
 aten = torch.ops.aten
 
@@ -68,7 +68,7 @@ OURS: dict = {}
 def decompositions(table: dict) -> dict:
     """Entries for the frontend's decomposition table (`table`: the table so
     far); each falls back to the table's own entry where it declines."""
-    return {op: falling_back(fn, table.get(op)) for op, fn in OURS.items()}
+    return chained_over(OURS, table)
 
 
 def _register(*ops):

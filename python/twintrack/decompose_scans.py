@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from .decompositions import falling_back
+from .decompositions import chained_over
 
 aten = torch.ops.aten
 
@@ -155,4 +155,4 @@ def decompositions(table: dict) -> dict:
     """Entries to add to the frontend's decomposition table (`table`: the
     table so far). Each scan replaces the table's entry for its op, falling
     back to it only where the scan declines (complex inputs)."""
-    return {op: falling_back(fn, table.get(op)) for op, fn in SCANS.items()}
+    return chained_over(SCANS, table)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import falling_back
+from .decompositions import chained_over, falling_back
 
 aten = torch.ops.aten
 
@@ -112,4 +112,4 @@ SCATTERS[aten.scatter_reduce.two] = falling_back(_with_positive_dim(aten.scatter
 def decompositions(table: dict) -> dict:
     """Entries for the frontend's decomposition table (`table`: the table so
     far); each falls back to the table's own entry where it declines."""
-    return {op: falling_back(fn, table.get(op)) for op, fn in SCATTERS.items()}
+    return chained_over(SCATTERS, table)

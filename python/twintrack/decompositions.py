@@ -93,6 +93,12 @@ def falling_back(decomposition, previous):
     return chained
 
 
+def chained_over(ours: dict, table: dict) -> dict:
+    """A provider's entries for the frontend's table (`table`: the table so
+    far), each falling back to the table's own entry where it declines."""
+    return {op: falling_back(fn, table.get(op)) for op, fn in ours.items()}
+
+
 def with_half_reductions_in_float32(table: dict) -> dict:
     """`table` with each floating reduction over float16 or bfloat16
     accumulating in float32. (sum.default and the ops the core table rewrites
@@ -104,4 +110,4 @@ def with_half_reductions_in_float32(table: dict) -> dict:
         aten.var_mean.correction: _statistic(square_root=False, with_mean=True),
         aten.std_mean.correction: _statistic(square_root=True, with_mean=True),
     })
-    return {**table, **{op: falling_back(fn, table.get(op)) for op, fn in ours.items()}}
+    return {**table, **chained_over(ours, table)}

@@ -57,7 +57,7 @@ import re
 import torch
 import torch.utils._pytree as pytree
 
-from .decompositions import falling_back
+from .decompositions import chained_over, falling_back
 from .errors import UsageError
 from .guards import NodeBuilder
 
@@ -600,7 +600,7 @@ def decompositions(table: dict) -> dict:
     ours.update({op: falling_back(_truth_of_bytes(op), ours.get(op)) for op in TRUTH_REDUCTIONS})
     ours.update({op: _bitwise_with_tensor(tensor_op) for op, tensor_op in BITWISE_WITH_NUMBER.items()})
     ours[aten.eq.Tensor] = falling_back(_equal, ours[aten.eq.Tensor])
-    return {op: falling_back(fn, table.get(op)) for op, fn in ours.items()}
+    return chained_over(ours, table)
 
 
 # ---------------------------------------------------------------- unsigned operands
@@ -612,17 +612,17 @@ def convert_unsigned_operands(program: torch.export.ExportedProgram) -> None:
     atan2(uint8 253, x) computed with -3. The explicit conversion knows
     the source dtype and is right."""
     graph = program.graph
-    for node in list(graph.nodes):
-        if node.op != "call_function" or torch.Tag.pointwise not in getattr(node.target, "tags", ()):
-            continue
-        result = node.meta.get("val")
-        if not isinstance(result, torch.Tensor) or not result.is_floating_point():
-            continue
-        new = NodeBuilder(graph, node)
-        node.args = tuple(new(torch.ops.prims.convert_element_type.default, a, result.dtype) if _unsigned_node(a) else a
+    sites = [node for node in graph.nodes if node.op == "call_function"
+             and torch.Tag.pointwise in getattr(node.target, "tags", ())
+             and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].is_floating_point()
+             and any(_unsigned_node(a) for a in node.args)]
+    for node in sites:
+        new, dtype = NodeBuilder(graph, node), node.meta["val"].dtype
+        node.args = tuple(new(torch.ops.prims.convert_element_type.default, a, dtype) if _unsigned_node(a) else a
                           for a in node.args)
-    graph.lint()
-    program.graph_module.recompile()
+    if sites:
+        graph.lint()
+        program.graph_module.recompile()
 
 
 def _unsigned_node(value) -> bool:

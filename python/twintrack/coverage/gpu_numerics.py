@@ -46,10 +46,7 @@ def _calling_convention(directory: Path):
     results become the model's outputs, in eager's order, with the outputs
     that are inputs (or that alias each other) in place."""
     from twintrack.calling import CallingConvention
-    manifest = json.loads((directory / "manifest.json").read_text())
-    if "calling" not in manifest:
-        return CallingConvention.flat(len(manifest["outputs"]))
-    return CallingConvention.from_json(manifest["calling"], manifest.get("model", directory.name))
+    return CallingConvention.of_manifest(json.loads((directory / "manifest.json").read_text()))
 
 
 def check_directory(root: Path) -> int:
