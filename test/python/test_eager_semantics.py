@@ -324,7 +324,7 @@ COMPLEX = {
     "complex_mul": ("aten.view_as_complex",
                     lambda x: torch.view_as_real(torch.view_as_complex(x) * torch.view_as_complex(x)),
                     (torch.randn(4, 2),)),
-    "complex_input": ("aten.view_as_real", torch.view_as_real, (torch.randn(4, dtype=torch.complex64),)),
+    "complex_input": ("aten.view_as_real", lambda z: torch.view_as_real(z), (torch.randn(4, dtype=torch.complex64),)),
     "cat_of_complex": ("aten.view_as_complex",
                        lambda x: torch.view_as_real(torch.cat([torch.view_as_complex(x)] * 2)), (torch.randn(4, 2),)),
 }
