@@ -14,7 +14,7 @@ def test_stop_after_prints_that_stage(run_tool, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "linalg.matmul" in result.stdout and "torch.aten" not in result.stdout
     manifest = json.loads((tmp_path / "g" / "manifest.json").read_text())
-    assert [s["name"] for s in manifest["stages"]] == ["fx", "torch", "linalg"]
+    assert [s["name"] for s in manifest["stages"]] == ["fx", "torch", "unsigned-literals", "linalg"]
     assert manifest["executable"] is None
 
 

@@ -13,7 +13,7 @@ def test_zoo_model_compiles_and_matches_float64(name, run_tool, tmp_path):
     compiled = run_tool("compile", f"zoo:{name}", "-o", outdir, "-q")
     assert compiled.returncode == 0, compiled.stderr
     manifest = json.loads((outdir / "manifest.json").read_text())
-    assert [s["name"] for s in manifest["stages"]][:3] == ["fx", "torch", "linalg"]
+    assert [s["name"] for s in manifest["stages"]][:4] == ["fx", "torch", "unsigned-literals", "linalg"]
     assert manifest["executable"] and manifest["outputs"]
     checked = run_tool("run", outdir, "--check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
