@@ -37,6 +37,8 @@ branches on a tensor's values, so every shape is static:
 * mode: a stable sort, then the longest run of equal values.
 * segment_reduce: each element's segment from a count of the segment ends
   before it, then scatter_reduce.
+* embedding_bag: each index's bag from a cumsum of marks at the offsets,
+  the weight rows gathered, index_add (sum, mean) or scatter_reduce (max).
 
 Where eager takes floats only (histc, cdist, pdist, segment_reduce) other
 dtypes are declined; the table's earlier entry, if any, stays.
@@ -427,6 +429,82 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
     return out.to(data.dtype)
 
 
+# ---------------------------------------------------------------- embedding_bag
+
+BAG_SUM, BAG_MEAN, BAG_MAX = 0, 1, 2
+
+
+def _bag_of_each_index(indices, offsets, include_last_offset: bool):
+    """(bag, taken, bags): each index position's bag, whether a bag takes it
+    (with include_last_offset, positions from the last offset on belong to
+    none), and the number of bags. A bag starts at each offset, so a
+    position's bag is the count of starts at or before it, less one: an
+    index_add of ones at the starts, then a cumsum (linear in the indices
+    and the bags, where a broadcast comparison would be their product)."""
+    count = indices.numel()
+    starts = offsets[:-1] if include_last_offset else offsets
+    bags = starts.numel()
+    device = indices.device
+    marks = aten.index_add.default(torch.zeros(count + 1, dtype=torch.int64, device=device), 0,
+                                   torch.clamp(starts.to(torch.int64), 0, count),
+                                   torch.ones(bags, dtype=torch.int64, device=device))
+    bag = torch.cumsum(marks, 0)[:count] - 1
+    taken = bag >= 0
+    if include_last_offset:
+        taken = taken & (torch.arange(count, dtype=torch.int64, device=device) < offsets[-1])
+    return torch.clamp(bag, 0, max(bags - 1, 0)), taken, bags
+
+
+def _bag_maxima(rows, bag, kept, indices, bags: int):
+    """Each bag's column maxima (0 in an empty bag, as eager) and the
+    weight row each came from (the first position holding it)."""
+    width, positions = rows.shape[1], rows.shape[0]
+    candidates = torch.where(kept.unsqueeze(1), rows, -math.inf)
+    per_bag = bag.unsqueeze(1).expand(-1, width)
+    lowest = torch.full((bags, width), -math.inf, dtype=rows.dtype, device=rows.device)
+    maxima = aten.scatter_reduce.two(lowest, 0, per_bag, candidates, "amax")
+    position = torch.arange(positions, dtype=torch.int64, device=rows.device).unsqueeze(1).expand(-1, width)
+    holds = kept.unsqueeze(1) & (candidates == torch.gather(maxima, 0, per_bag))
+    nowhere = torch.full((bags, width), positions, dtype=torch.int64, device=rows.device)
+    first = aten.scatter_reduce.two(nowhere, 0, per_bag, torch.where(holds, position, positions), "amin")
+    row_of = torch.cat([indices.to(torch.int64), torch.zeros(1, dtype=torch.int64, device=rows.device)])
+    empty = first == positions
+    return torch.where(empty, 0.0, maxima), torch.where(empty, 0, row_of[first])
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=BAG_SUM, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """embedding_bag (export gives it 1-D indices and offsets, a 2-D input
+    becoming one bag per row) as a gather of the rows and an index_add
+    (sum, mean) or scatter_reduce (max) per bag. torch-mlir's lowering gave
+    wrong bags. A position at padding_idx joins no bag; an empty bag is
+    zeros; half precision accumulates in float32, rounded once. Of the
+    other outputs, which only the backward pass reads, offset2bag is each
+    position's bag, bag_size the count per bag and max_indices the weight
+    row of each maximum (the count in mean mode, zeros in sum mode), where
+    eager's CPU kernel leaves some of them empty or zero depending on its
+    fast path. (_embedding_bag's padding_idx -1 is none.)"""
+    if indices.dim() != 1 or offsets is None or mode not in (BAG_SUM, BAG_MEAN, BAG_MAX):
+        return NotImplemented
+    bag, taken, bags = _bag_of_each_index(indices, offsets, include_last_offset)
+    kept = taken if padding_idx is None or padding_idx < 0 else taken & (indices != padding_idx)
+    compute = torch.float32 if weight.dtype in HALF_DTYPES else weight.dtype
+    rows = aten.index_select.default(weight, 0, indices).to(compute)
+    sizes = aten.index_add.default(torch.zeros(bags, dtype=torch.int64, device=weight.device), 0, bag,
+                                   kept.to(torch.int64))
+    if mode == BAG_MAX:
+        out, max_indices = _bag_maxima(rows, bag, kept, indices, bags)
+    else:
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.to(compute).unsqueeze(1)
+        zeros = torch.zeros((bags, weight.shape[1]), dtype=compute, device=weight.device)
+        out = aten.index_add.default(zeros, 0, bag, torch.where(kept.unsqueeze(1), rows, 0.0))
+        if mode == BAG_MEAN:
+            out = out / torch.clamp(sizes, min=1).unsqueeze(1).to(compute)
+        max_indices = sizes.clone() if mode == BAG_MEAN else torch.zeros_like(sizes)
+    return out.to(weight.dtype), bag, sizes, max_indices
+
+
 OURS = {
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
@@ -443,6 +521,8 @@ OURS = {
     aten._pdist_forward.default: _pdist_forward,
     aten.mode.default: _mode,
     aten.segment_reduce.default: _segment_reduce,
+    aten.embedding_bag.padding_idx: _embedding_bag,
+    aten._embedding_bag.default: _embedding_bag,
 }
 
 

@@ -8,8 +8,11 @@ the upstream `mlir` bindings. IR crosses between them as generic-form text.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -151,7 +154,8 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
         pm = _pass_manager(stage, bindings)
         handler = module.context.attach_diagnostic_handler(_remark_collector(bindings, remarks))
         try:
-            pm.run(module.operation)
+            with _interrupts_held(bool(stage.python_passes)):
+                pm.run(module.operation)
             module.operation.verify()
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
@@ -162,6 +166,26 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
     if stage.python_passes:
         _collect_fallbacks(stage, module, input_ir, fallbacks, remarks)
     return module
+
+
+@contextmanager
+def _interrupts_held(hold: bool):
+    """A Ctrl-C (or SIGTERM) that arrives while MLIR runs Python passes is
+    held and raised once the pass manager returns: raised inside a pass,
+    torch-mlir's bindings swallow it and the compile goes on."""
+    if not hold or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum)) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 def _collect_fallbacks(stage: StageRecipe, module, input_ir: str, fallbacks: list[KernelFallback] | None,

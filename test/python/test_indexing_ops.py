@@ -1,6 +1,6 @@
 """The ops of decompose_indexing.py against eager: index_reduce, put,
 masked_scatter, searchsorted / bucketize, histc, cummax / cummin,
-nonzero_static, cdist / pdist, mode and segment_reduce.
+nonzero_static, cdist / pdist, mode, segment_reduce and embedding_bag.
 
 First each decomposition is called directly, in eager, on the edges where
 eager's rules are easy to get wrong (NaN boundaries in searchsorted, the
@@ -72,6 +72,10 @@ EAGER_EDGES = {
     "index_reduce mean int": (ours._index_reduce, aten.index_reduce.default,
                               (torch.tensor([7, 5, 3]), 0, torch.tensor([0, 0, 1]), torch.tensor([-8, 0, 2]), "mean"),
                               {"include_self": True}),
+    "embedding_bag weighted sum": (lambda *args: ours._embedding_bag(*args)[0],  # the bags (eager's other
+                                   lambda *args: aten.embedding_bag.padding_idx(*args)[0],  # outputs: see ours)
+                                   (torch.arange(12.0).reshape(4, 3), torch.tensor([1, 2, 3, 0, 3]), torch.tensor([0, 2, 2]),
+                                    False, 0, False, torch.tensor([0.5, -1.0, 2.0, 1.0, 3.0]), False, None), {}),
     "segment mean empty": (ours._segment_reduce, aten.segment_reduce.default, (torch.arange(10.0).reshape(5, 2),
                            "mean"), {"lengths": torch.tensor([2, 0, 3])}),
     "segment offsets": (ours._segment_reduce, aten.segment_reduce.default, (torch.arange(10.0).reshape(5, 2), "max"),
@@ -187,4 +191,26 @@ def test_nonzero_static_and_segments():
                 *(torch.segment_reduce(data, reduce, lengths=lengths) for reduce in ("sum", "mean", "max")),
                 *(torch.segment_reduce(data, reduce, offsets=offsets, initial=2.0)
                   for reduce in ("prod", "min", "mean")))
+    check(fn, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_embedding_bag(dtype):
+    """embedding_bag's bags (output 0) in every mode: per-sample weights,
+    padding_idx, empty bags (offsets that repeat), include_last_offset (its
+    last offset the indices' size, as documented: past it eager's kernels
+    disagree with each other), and 2-D input (one bag per row)."""
+    offsets, closed = torch.tensor([0, 3, 3, 7]), torch.tensor([0, 2, 2, 9])  # closed: ends at the size
+
+    def inputs(g):
+        return (values((10, 4), dtype, g), torch.randint(0, 10, (9,), generator=g), offsets, closed,
+                values((9,), dtype, g), torch.randint(0, 10, (3, 4), generator=g))
+
+    def fn(weight, indices, offsets, closed, per_sample, rows):
+        bag = torch.nn.functional.embedding_bag
+        return (bag(indices, weight, offsets, mode="sum", per_sample_weights=per_sample),
+                bag(indices, weight, offsets, mode="mean", padding_idx=3),
+                bag(indices, weight, offsets, mode="max"),
+                bag(indices, weight, closed, mode="sum", include_last_offset=True, padding_idx=0),
+                bag(rows, weight, mode="mean"))
     check(fn, inputs)

@@ -178,7 +178,7 @@ def test_interrupted_compile_leaves_nothing(tmp_path):
     lines = []
     for line in process.stderr:
         lines.append(line)
-        if "stage 01" in line:  # mid-compile (a Ctrl-C inside a Python pass of torch-mlir's bindings is lost)
+        if "stage 01" in line:  # mid-compile: stage 02 runs Python passes in torch-mlir's bindings
             process.send_signal(signal.SIGINT)
             break
     rest = process.stderr.read()
