@@ -629,6 +629,36 @@ def _unsigned_node(value) -> bool:
     return isinstance(value, torch.fx.Node) and getattr(value.meta.get("val"), "dtype", None) == torch.uint8
 
 
+# ---------------------------------------------------------------- zero-size values
+
+def fold_zero_size_values(program: torch.export.ExportedProgram) -> None:
+    """Replace every op result with no elements by a `zeros` of its shape
+    and dtype (in place): it holds no values, so nothing downstream can
+    tell, and torch-mlir's lowerings of pooling, factorizations and
+    reshaping views over a zero extent fail or divide by it. Ops that
+    mutate are left as they are; what is then unused is dropped."""
+    graph = program.graph
+    sites = [node for node in graph.nodes if node.op == "call_function" and _zero_size(node.meta.get("val"))
+             and not getattr(getattr(node.target, "_schema", None), "is_mutable", True)
+             and node.target is not aten.zeros.default]
+    for node in sites:
+        value = node.meta["val"]
+        with graph.inserting_before(node):
+            zeros = graph.call_function(aten.zeros.default, (list(value.shape),),
+                                        {"dtype": value.dtype, "device": value.device})
+        zeros.meta = {**node.meta, "val": value.new_zeros(value.shape)}
+        node.replace_all_uses_with(zeros)
+    if sites:
+        graph.eliminate_dead_code()
+        graph.lint()
+        program.graph_module.recompile()
+
+
+def _zero_size(value) -> bool:
+    return (isinstance(value, torch.Tensor) and value.numel() == 0
+            and not any(isinstance(d, torch.SymInt) for d in value.shape))
+
+
 # ---------------------------------------------------------------- refusals
 
 COMPLEX_DTYPES = (torch.complex32, torch.complex64, torch.complex128)

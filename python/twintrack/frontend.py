@@ -27,7 +27,7 @@ import torch.utils._pytree as pytree
 
 from .calling import CallingConvention, functional_results
 from .errors import ModelLoadError, user_code
-from .eager_semantics import convert_unsigned_operands, refuse_unsupported
+from .eager_semantics import convert_unsigned_operands, fold_zero_size_values, refuse_unsupported
 from .guards import add_guards
 from .locations import OP_FRAME_PREFIX
 
@@ -389,6 +389,7 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
     else:
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
+    fold_zero_size_values(program)
     refuse_unsupported(program)
     convert_unsigned_operands(program)
     violations = add_guards(program) if checks else []

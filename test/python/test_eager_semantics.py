@@ -418,3 +418,15 @@ def test_comparisons_of_constant_floats_with_integers_fold_right():
                 torch.cat([(x > 0).to(torch.uint8), x > 1]),
                 torch.minimum(x > 0, (x * 3).to(torch.uint8).clamp(min=-1, max=1)))
     compiled_matches_eager(function, (x,))
+
+
+def test_zero_size_values_fold_to_zeros():
+    """Results with no elements are folded to zeros of their shape before
+    torch-mlir sees them: pooling a zero batch, the determinant of a 0x0
+    matrix (1), unfold and reshapes of zero-size tensors (once refused:
+    torch-mlir divided by the zero extent), and a sum over nothing."""
+    def function(batch, empty_matrix, images, x):
+        return (torch.nn.functional.adaptive_avg_pool3d(batch, (5, 7, 4)), torch.linalg.det(empty_matrix),
+                torch.nn.functional.unfold(images, 2), x.reshape(0, 3) + 1, x.sum(), x.amax(-1))
+    compiled_matches_eager(function, (torch.randn(0, 8, 8, 8, 8), torch.randn(0, 0), torch.randn(0, 2, 4, 4),
+                                      torch.randn(2, 0, 3)))
