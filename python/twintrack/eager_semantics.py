@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 
 import torch
@@ -639,8 +640,7 @@ def fold_zero_size_values(program: torch.export.ExportedProgram) -> None:
     mutate are left as they are; what is then unused is dropped."""
     graph = program.graph
     sites = [node for node in graph.nodes if node.op == "call_function" and _zero_size(node.meta.get("val"))
-             and not getattr(getattr(node.target, "_schema", None), "is_mutable", True)
-             and node.target is not aten.zeros.default]
+             and _pure(node.target) and node.target is not aten.zeros.default]
     for node in sites:
         value = node.meta["val"]
         with graph.inserting_before(node):
@@ -652,6 +652,11 @@ def fold_zero_size_values(program: torch.export.ExportedProgram) -> None:
         graph.eliminate_dead_code()
         graph.lint()
         program.graph_module.recompile()
+
+
+def _pure(target) -> bool:
+    """An ATen op that mutates nothing, or an output of a multi-output one."""
+    return target is operator.getitem or not getattr(getattr(target, "_schema", None), "is_mutable", True)
 
 
 def _zero_size(value) -> bool:

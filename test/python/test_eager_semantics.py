@@ -424,9 +424,11 @@ def test_zero_size_values_fold_to_zeros():
     """Results with no elements are folded to zeros of their shape before
     torch-mlir sees them: pooling a zero batch, the determinant of a 0x0
     matrix (1), unfold and reshapes of zero-size tensors (once refused:
-    torch-mlir divided by the zero extent), and a sum over nothing."""
+    torch-mlir divided by the zero extent), a sum over nothing, and the
+    outputs of multi-output ops (max with its indices, pooling with them)."""
     def function(batch, empty_matrix, images, x):
         return (torch.nn.functional.adaptive_avg_pool3d(batch, (5, 7, 4)), torch.linalg.det(empty_matrix),
-                torch.nn.functional.unfold(images, 2), x.reshape(0, 3) + 1, x.sum(), x.amax(-1))
+                torch.nn.functional.unfold(images, 2), x.reshape(0, 3) + 1, x.sum(), x.amax(-1),
+                *torch.max(x, 2), *torch.nn.functional.max_pool2d(images, 2, return_indices=True))
     compiled_matches_eager(function, (torch.randn(0, 8, 8, 8, 8), torch.randn(0, 0), torch.randn(0, 2, 4, 4),
                                       torch.randn(2, 0, 3)))
