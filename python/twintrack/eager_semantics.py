@@ -660,8 +660,7 @@ def _pure(target) -> bool:
 
 
 def _zero_size(value) -> bool:
-    return (isinstance(value, torch.Tensor) and value.numel() == 0
-            and not any(isinstance(d, torch.SymInt) for d in value.shape))
+    return isinstance(value, torch.Tensor) and not _data_dependent(value) and value.numel() == 0
 
 
 # ---------------------------------------------------------------- refusals

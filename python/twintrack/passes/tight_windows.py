@@ -21,10 +21,9 @@ from mlir.dialects import tensor
 from .ir_helpers import PythonPass, nested_ops
 
 
-def _loop_ranges(generic: ir.Operation) -> dict[int, int]:
+def _loop_ranges(generic: ir.Operation, maps: list[ir.AffineMap]) -> dict[int, int]:
     """Loop dimension -> trip count, from the operand dimensions it indexes alone."""
     ranges = {}
-    maps = [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
     for operand, indexing in zip(generic.operands, maps):
         shape = operand.type.shape if isinstance(operand.type, ir.RankedTensorType) else []
         for expr, size in zip(indexing.results, shape):
@@ -68,8 +67,8 @@ def _tightened_shape(operand: ir.Value, indexing: ir.AffineMap, ranges: dict[int
 
 
 def _tighten(generic: ir.Operation) -> None:
-    ranges = _loop_ranges(generic)
     maps = [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
+    ranges = _loop_ranges(generic, maps)
     inputs = len(generic.operands) - len(generic.results)
     for index in range(inputs):
         operand = generic.operands[index]
