@@ -38,16 +38,16 @@ class OutputLeaf:
     kind: str            # 'result', 'argument' or 'constant'
     index: int = 0       # the result's or the argument's position
     value: object = None  # a constant leaf's value
+    complex: bool = False  # a complex value, computed as its real pair (complex_pairs.py)
 
     def resolve(self, results: list, arguments: list):
-        if self.kind == "result":
-            return results[self.index]
-        if self.kind == "argument":
-            return arguments[self.index]
-        return self.value
+        if self.kind == "constant":
+            return self.value
+        tensor = results[self.index] if self.kind == "result" else arguments[self.index]
+        return torch.view_as_complex(tensor) if self.complex else tensor
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "index": self.index, "value": self.value}
+        return {"kind": self.kind, "index": self.index, "value": self.value, "complex": self.complex}
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,8 @@ class CallingConvention:
     @staticmethod
     def from_json(data: dict, where: str) -> "CallingConvention":
         try:
-            leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value")) for d in data["leaves"]]
+            leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value"), bool(d.get("complex", False)))
+                      for d in data["leaves"]]
             mutations = [Mutation(int(r), int(a)) for r, a in data["mutations"]]
             guards = [Guard(int(r), str(kind), str(message)) for r, kind, message in data.get("guards", [])]
             out_spec = pytree.treespec_loads(data["out_spec"])
@@ -138,11 +139,12 @@ class CallingConvention:
 
 
 def functional_results(program: torch.export.ExportedProgram, where: str,
-                       violations: list | None = None) -> CallingConvention:
+                       violations: list | None = None, complex_outputs: set[int] = frozenset()) -> CallingConvention:
     """Rewrite `program` (in place) to return each computed tensor once, the
     updated inputs first and the guards' flags (`violations`, guards.py)
     last, with no mutation left in its signature; return the convention
-    that rebuilds the module's outputs from those results."""
+    that rebuilds the module's outputs from those results. The outputs at
+    `complex_outputs` are real pairs of complex values (complex_pairs.py)."""
     _drop_effect_tokens(program, where)
     signature = program.graph_signature
     arguments = signature.user_inputs
@@ -165,8 +167,9 @@ def functional_results(program: torch.export.ExportedProgram, where: str,
                                  f"which a frozen compile cannot write back; compile without --freeze")
         elif spec.kind != OutputKind.USER_OUTPUT:
             raise ModelLoadError(f"{where}: unsupported output kind {spec.kind.name} of torch.export")
-    leaves = [_leaf(value, arguments, written, result_of, where)
-              for spec, value in zip(signature.output_specs, values) if spec.kind == OutputKind.USER_OUTPUT]
+    leaves = [_leaf(value, arguments, written, result_of, where, position in complex_outputs)
+              for position, (spec, value) in enumerate(zip(signature.output_specs, values))
+              if spec.kind == OutputKind.USER_OUTPUT]
     guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
     out_spec = program.call_spec.out_spec
     _return_only(program, results)
@@ -205,16 +208,16 @@ def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> No
     program.graph_module.recompile()
 
 
-def _leaf(value, arguments: list[str], written: dict, result_of, where: str) -> OutputLeaf:
+def _leaf(value, arguments: list[str], written: dict, result_of, where: str, is_complex: bool) -> OutputLeaf:
     if isinstance(value, torch.fx.Node):
         if value.op == "placeholder" and value.name in arguments:
-            return OutputLeaf("argument", arguments.index(value.name))
+            return OutputLeaf("argument", arguments.index(value.name), complex=is_complex)
         if value in written:  # an in-place update returned: eager returns the input itself
             return OutputLeaf("argument", written[value])
         if not isinstance(value.meta.get("val"), torch.Tensor):
             raise ModelLoadError(f"{where}: output {value.name} is a {type(value.meta.get('val')).__name__}, "
                                  f"not a tensor (symbolic outputs are not supported)")
-        return OutputLeaf("result", result_of(value))
+        return OutputLeaf("result", result_of(value), complex=is_complex)
     if not isinstance(value, JSON_CONSTANTS):
         raise ModelLoadError(f"{where}: the model returns a {type(value).__name__} constant; "
                              f"only tensors, None, bools, numbers and strings are supported")

@@ -26,6 +26,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .calling import CallingConvention, functional_results
+from .complex_pairs import carry_complex_as_pairs
 from .errors import ModelLoadError, user_code
 from .eager_semantics import convert_unsigned_operands, fold_zero_size_values, refuse_unsupported
 from .guards import add_guards
@@ -390,11 +391,12 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
     fold_zero_size_values(program)
+    complex_outputs = carry_complex_as_pairs(program, _base_decompositions())
     refuse_unsupported(program)
     convert_unsigned_operands(program)
     violations = add_guards(program) if checks else []
     _name_ops_in_locations(program)
-    calling = functional_results(program, source.spec, violations)
+    calling = functional_results(program, source.spec, violations, complex_outputs)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],

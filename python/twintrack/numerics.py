@@ -50,7 +50,9 @@ def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
     """||y - ref|| / ||ref|| in float64 over the elements where the
     reference is finite. A NaN or infinity must sit exactly where the
     reference has the same one (eager's NaN propagation); anywhere else, or
-    a shape that differs, gives NaN (never passes)."""
+    a shape that differs, gives NaN (never passes). Complex values count as
+    their real pairs."""
+    actual, reference = (torch.view_as_real(t.resolve_conj()) if t.is_complex() else t for t in (actual, reference))
     actual, reference = actual.double(), reference.double()
     if actual.shape != reference.shape:
         return math.nan

@@ -82,7 +82,8 @@ def compare_tensor(y: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor
         return Verdict(False, f"shape {tuple(y.shape)} != eager {tuple(eager.shape)}")
     if y.dtype != eager.dtype:
         return Verdict(False, f"dtype {_name(y.dtype)} != eager {_name(eager.dtype)}")
-    y, eager = y.detach().cpu(), eager.detach().cpu()
+    y, eager = y.detach().cpu().resolve_conj(), eager.detach().cpu().resolve_conj()
+    reference = reference.resolve_conj()
     if y.is_complex():
         y, eager = torch.view_as_real(y), torch.view_as_real(eager)
         reference = torch.view_as_real(reference) if reference.is_complex() else torch.view_as_real(eager)
