@@ -19,6 +19,7 @@ records the rest:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 from dataclasses import dataclass, field
@@ -39,15 +40,22 @@ class OutputLeaf:
     index: int = 0       # the result's or the argument's position
     value: object = None  # a constant leaf's value
     complex: bool = False  # a complex value, computed as its real pair (complex_pairs.py)
+    length: int | None = None  # the result holding how many of its rows are valid (bounded_outputs.py)
+    scalar: bool = False  # the module returned `.item()` of this one-element result
 
     def resolve(self, results: list, arguments: list):
         if self.kind == "constant":
             return self.value
         tensor = results[self.index] if self.kind == "result" else arguments[self.index]
+        if self.length is not None:
+            tensor = tensor.narrow(0, 0, int(results[self.length]))
+        if self.scalar:
+            return tensor.item()
         return torch.view_as_complex(tensor) if self.complex else tensor
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "index": self.index, "value": self.value, "complex": self.complex}
+        return {"kind": self.kind, "index": self.index, "value": self.value, "complex": self.complex,
+                "length": self.length, "scalar": self.scalar}
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,8 @@ class CallingConvention:
     @staticmethod
     def from_json(data: dict, where: str) -> "CallingConvention":
         try:
-            leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value"), bool(d.get("complex", False)))
+            leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value"), bool(d.get("complex", False)),
+                                 None if d.get("length") is None else int(d["length"]), bool(d.get("scalar", False)))
                       for d in data["leaves"]]
             mutations = [Mutation(int(r), int(a)) for r, a in data["mutations"]]
             guards = [Guard(int(r), str(kind), str(message)) for r, kind, message in data.get("guards", [])]
@@ -116,6 +125,7 @@ class CallingConvention:
         """Refuse a convention that points past the results or the arguments."""
         bad = [leaf for leaf in self.leaves if leaf.kind not in ("result", "argument", "constant")
                or (leaf.kind == "result" and not 0 <= leaf.index < results)
+               or (leaf.length is not None and not 0 <= leaf.length < results)
                or (leaf.kind == "argument" and not 0 <= leaf.index < arguments)]
         bad += [m for m in self.mutations if not (0 <= m.result < results and 0 <= m.argument < arguments)]
         bad += [g for g in self.guards if not 0 <= g.result < results]
@@ -138,13 +148,16 @@ class CallingConvention:
         return CallingConvention.from_json(manifest["calling"], manifest.get("model", "artifact"))
 
 
-def functional_results(program: torch.export.ExportedProgram, where: str,
-                       violations: list | None = None, complex_outputs: set[int] = frozenset()) -> CallingConvention:
+def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
+                       complex_outputs: set[int] = frozenset(), lengths: dict | None = None) -> CallingConvention:
     """Rewrite `program` (in place) to return each computed tensor once, the
     updated inputs first and the guards' flags (`violations`, guards.py)
     last, with no mutation left in its signature; return the convention
     that rebuilds the module's outputs from those results. The outputs at
-    `complex_outputs` are real pairs of complex values (complex_pairs.py)."""
+    `complex_outputs` are real pairs of complex values (complex_pairs.py);
+    each output in `lengths` is cut to the count its node holds
+    (bounded_outputs.py)."""
+    lengths = lengths or {}
     _drop_effect_tokens(program, where)
     signature = program.graph_signature
     arguments = signature.user_inputs
@@ -170,9 +183,13 @@ def functional_results(program: torch.export.ExportedProgram, where: str,
     leaves = [_leaf(value, arguments, written, result_of, where, position in complex_outputs)
               for position, (spec, value) in enumerate(zip(signature.output_specs, values))
               if spec.kind == OutputKind.USER_OUTPUT]
+    positions = [p for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+    leaves = [dataclasses.replace(leaf, length=result_of(lengths[p])) if p in lengths else leaf
+              for p, leaf in zip(positions, leaves)]
     guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
     out_spec = program.call_spec.out_spec
     _return_only(program, results)
+    _drop_unused_scalar_reads(program.graph)
     return CallingConvention(out_spec, leaves, mutations, guards)
 
 
@@ -208,7 +225,13 @@ def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> No
     program.graph_module.recompile()
 
 
+SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+
+
 def _leaf(value, arguments: list[str], written: dict, result_of, where: str, is_complex: bool) -> OutputLeaf:
+    if isinstance(value, torch.fx.Node) and value.target in SCALAR_READS and isinstance(value.args[0], torch.fx.Node):
+        tensor = _leaf(value.args[0], arguments, written, result_of, where, False)
+        return dataclasses.replace(tensor, scalar=True)  # `.item()` after the call
     if isinstance(value, torch.fx.Node):
         if value.op == "placeholder" and value.name in arguments:
             return OutputLeaf("argument", arguments.index(value.name), complex=is_complex)
@@ -222,6 +245,23 @@ def _leaf(value, arguments: list[str], written: dict, result_of, where: str, is_
         raise ModelLoadError(f"{where}: the model returns a {type(value).__name__} constant; "
                              f"only tensors, None, bools, numbers and strings are supported")
     return OutputLeaf("constant", value=value)
+
+
+def _drop_unused_scalar_reads(graph: torch.fx.Graph) -> None:
+    """Erase each `.item()` that now only feeds export's checks of its value
+    (u0 >= 0 ...), with those checks: the value is read after the call."""
+    for node in [n for n in graph.nodes if n.target in SCALAR_READS]:
+        descendants, frontier = [], [node]
+        while frontier:
+            for user in frontier.pop().users:
+                if user not in descendants:
+                    descendants.append(user)
+                    frontier.append(user)
+        if any(d.op == "output" or isinstance(d.meta.get("val"), torch.Tensor) for d in descendants):
+            continue
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        for dead in sorted(descendants + [node], key=order.get, reverse=True):
+            graph.erase_node(dead)
 
 
 def _return_only(program: torch.export.ExportedProgram, results: list[torch.fx.Node]) -> None:

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from .eager_semantics import _holds_complex, _model_line, _op_name
-from .errors import CompilerError, UsageError
+from .errors import UsageError
+from .fx_splice import located_at, splice_traced
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -521,7 +521,7 @@ def _touches_complex(node: fx.Node) -> bool:
 
 
 def _inline_rule(graph: fx.Graph, node: fx.Node, fn, pairs: set, decompositions: dict) -> tuple[fx.Node, bool]:
-    """Trace `fn` on the node's arguments (pairs wrapped) and splice its graph in before `node`."""
+    """`fn` on the node's arguments (pairs wrapped), spliced in before `node`."""
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
     slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, fx.Node)]
     expected = node.meta["val"]
@@ -531,40 +531,16 @@ def _inline_rule(graph: fx.Graph, node: fx.Node, fn, pairs: set, decompositions:
         for slot, tensor in zip(slots, tensors):
             values[slot] = Pair(tensor) if leaves[slot] in pairs else tensor
         args, kwargs = pytree.tree_unflatten(values, spec)
-        result = fn(*args, **kwargs)
-        return _as_expected(result, expected)
+        return _as_expected(fn(*args, **kwargs), expected)
 
-    fakes = [leaves[i].meta["val"] for i in slots]
-    try:
-        sub = make_fx(traced, tracing_mode="fake", decomposition_table=decompositions)(*fakes)
-    except Exception as e:  # a rule meeting arguments it was not written for: our bug, named
-        raise CompilerError("complex-pairs", [f"{_op_name(node)} at {_model_line(node)}: {type(e).__name__}: "
-                                              f"{' '.join(str(e).split())[:200]}"]) from e
-    env: dict[fx.Node, fx.Node] = {}
-    placeholders = iter(leaves[i] for i in slots)
-    result = None
-    with graph.inserting_before(node):
-        for inner in sub.graph.nodes:
-            if inner.op == "placeholder":
-                env[inner] = next(placeholders)
-            elif inner.op == "output":
-                result = env[inner.args[0]] if isinstance(inner.args[0], fx.Node) else inner.args[0]
-            elif inner.op == "get_attr":
-                raise CompilerError("complex-pairs", [f"the pair rule of {_op_name(node)} made a tensor constant"])
-            else:
-                env[inner] = graph.node_copy(inner, lambda n: env[n])
-                _located_at(env[inner], node)
-        is_pair = isinstance(expected, torch.Tensor) and expected.dtype in REAL_OF_COMPLEX
-        if result in leaves and (result in pairs) != is_pair:  # a view across: one node can't be both
+    result = splice_traced(graph, node, traced, [leaves[i] for i in slots], decompositions, "complex-pairs")
+    is_pair = isinstance(expected, torch.Tensor) and expected.dtype in REAL_OF_COMPLEX
+    if result in leaves and (result in pairs) != is_pair:  # a view across: one node can't be both
+        with graph.inserting_before(node):
             result = graph.call_function(aten.clone.default, (result,))
-            result.meta["val"] = result.args[0].meta["val"].clone()
-            _located_at(result, node)
+        result.meta["val"] = result.args[0].meta["val"].clone()
+        located_at(result, node)
     return result, is_pair
-
-
-def _located_at(new: fx.Node, node: fx.Node) -> None:
-    new.meta["stack_trace"] = node.meta.get("stack_trace")
-    new.meta["original_aten"] = node.meta.get("original_aten") or node.target
 
 
 def _as_expected(result, expected: torch.Tensor) -> torch.Tensor:

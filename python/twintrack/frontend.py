@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 import torch.utils._pytree as pytree
 
+from .bounded_outputs import bound_data_dependent_results
 from .calling import CallingConvention, functional_results
 from .complex_pairs import carry_complex_as_pairs
 from .errors import ModelLoadError, user_code
@@ -250,7 +251,8 @@ def _decompositions(program: torch.export.ExportedProgram):
 def _base_decompositions() -> dict:
     """The core ATen table, plus ops whose torch-mlir lowering is inexact,
     the providers' ops (scans, sorts, scatters, eager's NaN and dtype
-    semantics, views, special functions, dense linear algebra, indexing), and
+    semantics, views, special functions, dense linear algebra, indexing,
+    random ops), and
     torch-mlir's own table for ops none of these name, so that its
     importer needs no second decomposition run (import_to_torch_mlir), and
     last PyTorch's full table for ops torch-mlir has no op for. Built
@@ -265,14 +267,14 @@ def _base_decompositions() -> dict:
     from torch._decomp import decomposition_table
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from . import (decompose_indexing, decompose_linalg, decompose_scans, decompose_scatters, decompose_sorts,
-                   decompose_special, decompose_views, eager_semantics)
+    from . import (decompose_indexing, decompose_linalg, decompose_random, decompose_scans, decompose_scatters,
+                   decompose_sorts, decompose_special, decompose_views, eager_semantics)
     from .decompositions import with_half_reductions_in_float32
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
     for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics, decompose_views,
-                     decompose_special, decompose_linalg, decompose_indexing):
+                     decompose_special, decompose_linalg, decompose_indexing, decompose_random):
         table.update(provider.decompositions(table))
     for op, decomposition in get_decomposition_table().items():
         table.setdefault(op, decomposition)
@@ -392,11 +394,12 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
     program = _export(target, args, source.spec)
     fold_zero_size_values(program)
     complex_outputs = carry_complex_as_pairs(program, _base_decompositions())
+    lengths = bound_data_dependent_results(program, _base_decompositions())
     refuse_unsupported(program)
     convert_unsigned_operands(program)
     violations = add_guards(program) if checks else []
     _name_ops_in_locations(program)
-    calling = functional_results(program, source.spec, violations, complex_outputs)
+    calling = functional_results(program, source.spec, violations, complex_outputs, lengths)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],

@@ -74,6 +74,17 @@ def test_train_mode_batch_norm_updates_its_buffers():
         torch.testing.assert_close(getattr(ours, name), getattr(eager, name))
 
 
+@pytest.mark.parametrize("x", [torch.tensor(2.5), torch.tensor([-3]), torch.tensor(True)], ids=["float", "int", "bool"])
+def test_item_outputs_come_back_as_python_numbers(x):
+    """`.item()` returned: the tensor is computed, and read after the call."""
+    def fn(x):
+        return (x * 2).item(), x.item()
+    compiled = twintrack.compile(_module(fn), (x,))
+    fresh = x + 1 if x.dtype != torch.bool else ~x
+    got, expected = compiled(fresh), fn(fresh)
+    assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
+
+
 def test_python_scalar_inputs_are_compiled_in():
     def fn(x, n, scale, flag):
         return x * n + scale if flag else x

@@ -48,3 +48,48 @@ def test_rand_like_is_uniform_and_randn_like_is_normal():
     normal = _compiled(torch.randn_like, x)(x)
     assert _within(normal.mean().item(), 0.0, 1.0)
     assert abs(normal.std().item() - 1.0) < 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.uint8])
+def test_randint_like_draws_integers_uniformly(dtype):
+    """Every value an integer in [3, 10), each about as often (randint into
+    a float dtype drew non-integers through torch-mlir's lowering)."""
+    x = torch.zeros(N, dtype=dtype)
+    draw = _compiled(lambda x: torch.randint_like(x, 3, 10), x)(x)
+    assert draw.dtype == dtype and torch.equal(draw, draw.round())
+    counts = torch.bincount(draw.long(), minlength=10)
+    assert counts[:3].sum() == 0 and counts[3:].sum() == N
+    assert all(_within(c.item() / N, 1 / 7, math.sqrt(1 / 7 * 6 / 7)) for c in counts[3:])
+
+
+def test_normal_with_tensor_mean_and_std():
+    mean, std = torch.full((N,), 2.0), torch.full((N,), 0.5)
+    draw = _compiled(torch.normal, mean, std)(mean, std)
+    assert _within(draw.mean().item(), 2.0, 0.5)
+    assert abs(draw.std().item() - 0.5) < 0.025
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_geometric_mean_is_one_over_p(dtype):
+    x = torch.zeros(N, dtype=dtype)
+    draw = _compiled(lambda x: torch.ops.aten.geometric(x, 0.3), x)(x)
+    assert draw.dtype == dtype and draw.min().item() >= 1
+    assert _within(draw.double().mean().item(), 1 / 0.3, math.sqrt(0.7) / 0.3)
+
+
+def test_multinomial_frequencies_follow_the_weights():
+    weights = torch.tensor([1.0, 0.0, 6.0, 3.0])
+    draw = _compiled(lambda w: torch.multinomial(w, N, replacement=True), weights)(weights)
+    frequencies = torch.bincount(draw, minlength=4) / N
+    assert frequencies[1] == 0
+    assert all(_within(frequencies[i].item(), p, math.sqrt(p * (1 - p))) for i, p in ((0, 0.1), (2, 0.6), (3, 0.3)))
+
+
+def test_multinomial_without_replacement_draws_distinct_categories():
+    """Rows of two draws: never the zero-weight category, never one twice,
+    and the first draw as often as its weight."""
+    weights = torch.tensor([[1.0, 0.0, 6.0, 3.0]]).expand(N, 4).contiguous()
+    draw = _compiled(lambda w: torch.multinomial(w, 2), weights)(weights)
+    assert draw.shape == (N, 2) and (draw != 1).all() and (draw[:, 0] != draw[:, 1]).all()
+    first = torch.bincount(draw[:, 0], minlength=4) / N
+    assert _within(first[2].item(), 0.6, math.sqrt(0.24))
