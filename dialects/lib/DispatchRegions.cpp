@@ -46,10 +46,15 @@ bool fusesNoContraction(OpOperand *operand) {
 /// Fusing a producer that has other users copies its payload into the
 /// consumer and keeps the producer too. Each copy is small, but copies of
 /// copies compound: in a chain where every value feeds two later ops
-/// (square-and-multiply), the merged op holds 2^n copies of the first ones
-/// before CSE can share them, and compile time explodes. A fusion whose
-/// merged payload would pass this bound is declined: both ops stay kernels.
-constexpr size_t kMaxFusedPayloadOps = 256;
+/// (square-and-multiply, a polynomial recurrence), the merged ops hold 2^n
+/// copies of the first ones before CSE can share them. And the greedy
+/// driver's cost grows with the merged payloads, superlinearly: a 64-step
+/// recurrence (about 300 elementwise ops) took over 5 minutes in this pass
+/// with a 256-op bound, 40 s with these. A producer with other users is
+/// copied only while its payload is small, and no merged payload passes the
+/// second bound; a fusion past either is declined: both ops stay kernels.
+constexpr size_t kMaxCopiedPayloadOps = 64;
+constexpr size_t kMaxFusedPayloadOps = 96;
 
 size_t payloadOps(Operation *op) {
   if (!op || op->getNumRegions() != 1 || op->getRegion(0).empty())
@@ -58,7 +63,11 @@ size_t payloadOps(Operation *op) {
 }
 
 bool staysBounded(OpOperand *operand) {
-  return payloadOps(operand->get().getDefiningOp()) + payloadOps(operand->getOwner()) <= kMaxFusedPayloadOps;
+  Operation *producer = operand->get().getDefiningOp();
+  size_t produced = payloadOps(producer);
+  if (producer && !producer->hasOneUse() && produced > kMaxCopiedPayloadOps)
+    return false;
+  return produced + payloadOps(operand->getOwner()) <= kMaxFusedPayloadOps;
 }
 
 bool fusesInDispatch(OpOperand *operand) { return fusesNoContraction(operand) && staysBounded(operand); }
