@@ -152,7 +152,8 @@ def markdown(store: Store, title: str, dtypes=DTYPES) -> str:
 def _header_note(meta: dict) -> str:
     state = "complete" if meta.get("complete") else "**PARTIAL** (stopped before every case ran)"
     options = ", ".join(f"{k}={v}" for k, v in sorted(meta.items()) if k not in ("complete", "updated"))
-    return (f"Run {state}; updated {meta.get('updated', '?')}. Options: {options}. "
+    return (f"Last run {state}; updated {meta.get('updated', '?')}. Its options: {options}. The table holds "
+            "each case's latest result, from that run or an earlier one (`--retry` re-runs a subset). "
             "Statuses: pass, FAIL (mismatch / compile error / run error / crash / timeout), "
             "unsup (a twintrack error saying it is unsupported), export (torch.export rejects it, "
             "strict and non-strict: not counted), skip (eager fails, or no samples).")
