@@ -274,13 +274,18 @@ def _where(condition, a, b):
 
 @rule(aten.sum.dim_IntList, aten.sum.default)
 def _sum(x: Pair, dim=None, keepdim=False, dtype=None):
-    pair = Pair(torch.sum(x.t, _dims(dim, x.rank), keepdim))
-    return _to_copy(pair, dtype) if dtype is not None else pair
+    return _reduced(torch.sum, x, dim, keepdim, dtype)
 
 
 @rule(aten.mean.dim, aten.mean.default)
 def _mean(x: Pair, dim=None, keepdim=False, dtype=None):
-    pair = Pair(torch.mean(x.t, _dims(dim, x.rank), keepdim))
+    return _reduced(torch.mean, x, dim, keepdim, dtype)
+
+
+def _reduced(reduction, x: Pair, dim, keepdim, dtype):
+    """A sum or mean over the complex dims (never the pair's: a 0-d value is its own sum)."""
+    dims = _dims(dim, x.rank)
+    pair = Pair(reduction(x.t, dims, keepdim)) if dims else Pair(x.t.clone())
     return _to_copy(pair, dtype) if dtype is not None else pair
 
 

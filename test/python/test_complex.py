@@ -38,6 +38,8 @@ PROGRAMS = {
                                                                   torch.view_as_complex(x).flip(0).repeat(2)],
                                                                  -1)[1:5]), (randn(4, 2),)),
     "real_times_complex_sum": (lambda x, y: (x * torch.complex(y, -y)).sum(-1), (randn(3, 4), randn(3, 4))),
+    "sum_of_0d_and_mean": (lambda x: (torch.view_as_complex(x[0]).sum(), torch.view_as_complex(x).mean(0)),
+                           (randn(3, 2),)),
     "complex_matmul": (lambda a, b: torch.view_as_complex(a) @ torch.view_as_complex(b),
                        (randn(3, 4, 2), randn(4, 5, 2))),
     "rope": (_rope, (randn(2, 6, 8), randn(6, 4))),
