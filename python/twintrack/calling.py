@@ -85,18 +85,23 @@ class CallingConvention:
     def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):
         """Check the guards, apply the mutations to `arguments` (the caller's
         tensors) and return the module's output structure."""
+        return pytree.tree_unflatten(self._resolved(results, arguments), self.out_spec)
+
+    def flat_outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The output's tensors in pytree order, as eager's would be flattened,
+        an `.item()` output as a 0-d tensor (one per entry of flat_specs)."""
+        values = self._resolved(results, arguments)
+        return [torch.as_tensor(value) if leaf.scalar else value
+                for leaf, value in zip(self.leaves, values) if leaf.kind != "constant"]
+
+    def _resolved(self, results: list[torch.Tensor], arguments: list[torch.Tensor]) -> list:
         for guard in self.guards:
             guard.raise_if_violated(results)
         for mutation in self.mutations:
             target = arguments[mutation.argument]
             with torch.no_grad():
                 target.copy_(results[mutation.result].to(target.device))
-        leaves = [leaf.resolve(results, arguments) for leaf in self.leaves]
-        return pytree.tree_unflatten(leaves, self.out_spec)
-
-    def flat_outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The output's tensors in pytree order, as eager's would be flattened."""
-        return [t for t in pytree.tree_leaves(self.outputs(results, arguments)) if isinstance(t, torch.Tensor)]
+        return [leaf.resolve(results, arguments) for leaf in self.leaves]
 
     def flat_specs(self, result_specs: list, argument_specs: list) -> list:
         """The specs of `flat_outputs`' tensors, in its order."""

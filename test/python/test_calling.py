@@ -85,6 +85,15 @@ def test_item_outputs_come_back_as_python_numbers(x):
     assert got == expected and [type(v) for v in got] == [type(v) for v in expected]
 
 
+def test_item_outputs_flatten_as_tensors_beside_their_specs(tmp_path):
+    """The checkers' flat view: one 0-d tensor per `.item()`, one spec each."""
+    x = torch.tensor([1.5, -2.0])
+    twintrack.compile(_module(lambda x: (x.sum().item(), x * 2)), (x,)).save(tmp_path / "item")
+    loaded = twintrack.load(tmp_path / "item")
+    flat = loaded.flat(x)
+    assert len(flat) == 2 and torch.equal(flat[0], torch.tensor(-0.5)) and torch.equal(flat[1], x * 2)
+
+
 def test_python_scalar_inputs_are_compiled_in():
     def fn(x, n, scale, flag):
         return x * n + scale if flag else x
