@@ -211,5 +211,7 @@ def _keeps_rows(node: fx.Node) -> bool:
         return dim % rank != 0 and all(_bounded_by(t) is not None for t in node.args[0])
     if node.target not in ROW_KEEPING and torch.Tag.pointwise not in getattr(node.target, "tags", ()):
         return False
+    bounded = [a.meta["val"] for a in node.all_input_nodes if _bounded_by(a) is not None]
     others = [a.meta["val"] for a in node.all_input_nodes if _bounded_by(a) is None]
-    return all(t.dim() < rank or t.shape[0] == 1 for t in others)
+    # rows stay at dimension 0 only if no operand broadcasts the bounded one to a higher rank
+    return all(t.dim() == rank for t in bounded) and all(t.dim() < rank or t.shape[0] == 1 for t in others)

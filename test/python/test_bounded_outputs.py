@@ -58,8 +58,9 @@ THIS_FILE = __file__.rsplit("/", 1)[-1]
 
 
 @pytest.mark.parametrize("function", [lambda x: torch.nonzero(x).sum(), lambda x: torch.unique(x)[:2],
-                                      lambda x: torch.zeros(torch.nonzero(x).shape[0])],
-                         ids=["sum", "slice", "size_read"])
+                                      lambda x: torch.zeros(torch.nonzero(x).shape[0]),
+                                      lambda x: torch.masked_select(x, x > 0) + torch.ones(1, 1)],
+                         ids=["sum", "slice", "size_read", "broadcast_to_a_higher_rank"])
 def test_mixing_the_rows_is_refused_with_the_op_and_line(function):
     with pytest.raises(TwintrackError, match=rf"shapes that depend on the data are not supported: aten\.[\w.]+ at "
                                              rf"{THIS_FILE}:\d+"):
