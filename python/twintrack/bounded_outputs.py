@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch._guards import detect_fake_mode
 
-from .eager_semantics import _model_line, _op_name
+from .eager_semantics import _data_dependent, _model_line, _op_name
 from .errors import UsageError
 from .fx_splice import splice_traced
 
@@ -91,7 +91,7 @@ def bound_data_dependent_results(program: torch.export.ExportedProgram, decompos
     counts: dict = {}   # unbacked symbol -> its count node
     for node in list(graph.nodes):
         if node.op == "call_function" and (node.target in SINGLE or node.target in UNIQUES) \
-                and node.args and _unbacked(node.meta.get("val")) and _supported_call(node):
+                and node.args and _data_dependent(node.meta.get("val")) and _supported_call(node):
             _bound(graph, node, counts, decompositions)
     if not counts:
         return {}
@@ -125,7 +125,7 @@ def _bound(graph: fx.Graph, node: fx.Node, counts: dict, decompositions: dict) -
                                        decompositions, "bounded-outputs")
         counts[_symbol(expected[0])] = count
         for result, value in zip(results, expected):
-            if _unbacked(value):
+            if _data_dependent(value):
                 result.meta["bounded_by"] = _symbol(value)
         for user in list(node.users):
             user.replace_all_uses_with(results[user.args[1]])
@@ -137,17 +137,9 @@ def _symbol(value: torch.Tensor):
     return next(d.node.expr for d in value.shape if isinstance(d, torch.SymInt))
 
 
-def _unbacked(value) -> bool:
-    if isinstance(value, (tuple, list)):
-        return any(_unbacked(v) for v in value)
-    return isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
-
-
 def _symbols_of(node: fx.Node) -> set:
     value = node.meta.get("val")
-    if isinstance(value, torch.SymInt):
-        return set(value.node.expr.free_symbols)
-    if isinstance(value, (torch.SymBool, torch.SymFloat)):
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
         return set(value.node.expr.free_symbols)
     if isinstance(value, torch.Tensor):
         return {s for d in value.shape if isinstance(d, torch.SymInt) for s in d.node.expr.free_symbols}
