@@ -38,33 +38,44 @@ modes (default: the CPU suite):
   --update-expected      run the sample and rewrite test/python/coverage_expected.json
 
 statuses: pass; fail (mismatch with its max error, a compile error's first
-line, a run error, 'crash (SIGSEGV)', 'timeout'); unsupported (a twintrack
-error that says so); export (torch.export rejects the module, strict=False
-and strict=True: not counted against twintrack); skip (eager itself fails).
+line, a run error, 'crash (SIGSEGV)', 'timeout after N s'); unsupported (a
+twintrack error that says so); export (torch.export rejects the module,
+strict=False and strict=True: not counted against twintrack); skip (eager
+itself fails). Each case is compiled as users compile: twintrack.compile.
+
+the committed table (bench/coverage) comes from one run at one commit:
+  .venv/bin/python tools/coverage.py --commit HEAD --jobs 2 --limit 500
+runs in a git worktree of the commit (out/worktrees/<sha>), so edits made
+meanwhile don't leak in; run it again (same --commit sha) for the next
+chunk: cases already in the table are skipped. The table records the
+commit and the options, and refuses rows of another commit or other
+options (--fresh starts over). Without --commit, runs go to out/coverage.
 
 examples:
-  nice -n 19 .venv/bin/python tools/coverage.py --jobs 1 > /tmp/coverage.log 2>&1 &
-  .venv/bin/python tools/coverage.py --ops '^(add|mul)$' --dtypes float32 int64 --out-dir /tmp/cov
-  .venv/bin/python tools/coverage.py --retry fail          # re-run the failures only
+  .venv/bin/python tools/coverage.py --ops '^(add|mul)$' --dtypes float32 int64
+  .venv/bin/python tools/coverage.py --retry fail          # local: re-run out/coverage's failures
   .venv/bin/python tools/coverage.py --modules --ops BatchNorm
-  .venv/bin/python tools/coverage.py --gpu-artifacts out/cov-gpu --limit 200
+  .venv/bin/python tools/coverage.py --commit HEAD --gpu-artifacts out/cov-gpu --limit 200
   python3 tools/coverage.py --check-gpu-artifacts out/cov-gpu     # on the H200
 
-A run resumes by default: cases already in the JSON are kept and skipped
-(--fresh starts over). The JSON and markdown are rewritten as results come,
-so a stopped run leaves a report marked PARTIAL.
+The JSON and markdown are rewritten as results come (every 30 s), so a
+stopped run leaves a report marked PARTIAL that the next chunk resumes.
 """
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "coverage",
-                        help="where opinfo.json and opinfo.md go (default: bench/coverage)")
+    parser.add_argument("--commit", default=None, metavar="REV",
+                        help="run at this commit, from a worktree of it: what writes bench/coverage")
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="where opinfo.json and opinfo.md go (default: bench/coverage with --commit, "
+                             "else out/coverage)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--samples", type=int, default=None,
                         help="samples per (op, dtype) (default 2; 1 for --sample and --update-expected)")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per case before its worker is killed (default 300)")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds per case before its worker is killed: a timeout (default 120)")
     parser.add_argument("--dtypes", nargs="+", default=None, metavar="DTYPE",
                         help="subset of float32 float16 bfloat16 int64 int32 uint8 bool")
     parser.add_argument("--ops", default=None, metavar="REGEX", help="only ops (or modules) whose name matches")
@@ -76,7 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="run at most this many (new) cases")
     parser.add_argument("--fresh", action="store_true", help="ignore the existing JSON; start over")
     parser.add_argument("--retry", nargs="+", default=(), metavar="STATUS",
-                        help="re-run stored cases with these statuses (e.g. fail unsupported)")
+                        help="local work: re-run stored cases with these statuses (e.g. fail unsupported); "
+                             "the table is then marked mixed, and bench/coverage refuses it")
     parser.add_argument("--recycle", type=int, default=100, help="restart a worker after this many cases (default 100)")
     parser.add_argument("--worker-log", type=Path, default=None, help="append the workers' stderr to this file")
     parser.add_argument("--quiet", action="store_true", help="no line per case, only a summary")
@@ -118,36 +130,53 @@ def store_paths(args) -> tuple[Path, Path, str]:
     """(json, md, title) for the mode."""
     if args.gpu_compile or args.gpu_artifacts:
         return args.out_dir / "opinfo-gpu.json", args.out_dir / "opinfo-gpu.md", "OpInfo coverage: GPU compile-only"
-    if args.sample or args.update_expected:
-        return Path("/dev/null"), Path("/dev/null"), "sample"
     return args.out_dir / "opinfo.json", args.out_dir / "opinfo.md", "OpInfo coverage: CPU"
 
 
-def cpu_passes(args) -> set[str]:
-    """The cases the CPU report says pass: what the GPU modes compile."""
+def cpu_passes(args, run: dict) -> set[str]:
+    """The cases the CPU report of the same commit says pass: what the GPU modes compile."""
     from twintrack.coverage.report import Store
     store = Store.load(args.out_dir / "opinfo.json")
     if not store.cases:
         raise SystemExit(f"no CPU report in {args.out_dir}/opinfo.json: run the CPU suite first")
+    if store.meta.get("commit") != run["commit"]:
+        raise SystemExit(f"the CPU report is of {store.meta.get('commit')}, this run of {run['commit']}")
     return {i for i, r in store.cases.items() if r["status"] == "pass"}
 
 
-class Progress:
-    """One line per finished case, with a running count and an ETA."""
+def run_identity(args, source: dict) -> dict:
+    """What makes chunks one run (report.RUN_KEYS): the source and the options."""
+    import torch
+    target = "gpu-compile" if (args.gpu_compile or args.gpu_artifacts) else "cpu"
+    selection = {"dtypes": args.dtypes, "ops": args.ops, "cases": args.cases,
+                 "modules": args.modules or args.only_modules, "only_modules": args.only_modules}
+    return {**source, "torch": torch.__version__, "target": target, "samples": args.samples,
+            "timeout_s": args.timeout, "selection": {k: v for k, v in selection.items() if v}}
 
-    def __init__(self, total: int, quiet: bool):
-        self.total, self.quiet, self.done, self.started = total, quiet, 0, time.monotonic()
+
+class Progress:
+    """One line per finished case, with the rate, and ETAs for this chunk and
+    for every case of the selection still to run."""
+
+    def __init__(self, total: int, left: int, quiet: bool):
+        self.total, self.left, self.quiet = total, left, quiet
+        self.done, self.started = 0, time.monotonic()
         self.counts: dict[str, int] = {}
 
     def __call__(self, result: dict) -> None:
         self.done += 1
         self.counts[result["status"]] = self.counts.get(result["status"], 0) + 1
-        elapsed = time.monotonic() - self.started
-        eta = elapsed / self.done * (self.total - self.done)
         if not self.quiet or self.done == self.total:
             reason = f"  {result['reason'][:150]}" if result["status"] != "pass" else ""
-            print(f"[{self.done}/{self.total} {elapsed / 60:.0f}m eta {eta / 60:.0f}m] {result['id']}: "
-                  f"{result['status']} ({result.get('wall_s') or 0:.1f}s){reason}", flush=True)
+            print(f"[{self.line()}] {result['id']}: {result['status']} ({result.get('wall_s') or 0:.1f}s){reason}",
+                  flush=True)
+
+    def line(self) -> str:
+        minutes = (time.monotonic() - self.started) / 60
+        rate = self.done / minutes if minutes else 0.0
+        eta = (lambda n: f"{n / rate:.0f}m" if rate else "?")
+        return (f"{self.done}/{self.total} {minutes:.0f}m {rate:.1f}/min eta {eta(self.total - self.done)}, "
+                f"all {eta(self.left - self.done)}")
 
     def summary(self) -> str:
         return ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
@@ -166,90 +195,112 @@ def run_cases(ids: list[str], args, target: str, artifact_root: Path | None, on_
             log.close()
 
 
-def suite(args) -> int:
-    """The CPU suite or a GPU compile mode: select, resume, run, report."""
-    from twintrack.coverage.report import Store, markdown
-    json_path, md_path, title = store_paths(args)
+def open_store(args, run: dict):
+    """The table this run writes; rows of another run refused (--retry takes them, marked)."""
+    from twintrack.coverage.report import Store
+    json_path, _, _ = store_paths(args)
     store = Store(json_path) if args.fresh else Store.load(json_path)
+    if not args.report_only:
+        store.claim(run, retry=bool(args.retry))
+    return store
+
+
+def suite(args, source: dict) -> int:
+    """The CPU suite or a GPU compile mode: select, resume, run, report."""
+    run = run_identity(args, source)
+    store = open_store(args, run)
+    json_path, md_path, title = store_paths(args)
     ids = select_cases(args)
     if args.gpu_compile or args.gpu_artifacts:
-        passing = cpu_passes(args)
+        passing = cpu_passes(args, run)
         ids = [i for i in ids if i in passing]
     retry = set(args.retry)
-    todo = [i for i in ids if i not in store.cases or store.cases[i]["status"] in retry]
-    todo = todo[:args.limit] if args.limit is not None else todo
-    todo = [] if args.report_only else todo
-    if not args.report_only:
-        store.meta.update(samples=args.samples, jobs=args.jobs, timeout_s=args.timeout,
-                          selected=len(ids), torch=_torch_version())
-    print(f"{len(ids)} cases selected, {len(ids) - len(todo)} already done, {len(todo)} to run", flush=True)
-    progress, last_save = Progress(len(todo), args.quiet), [time.monotonic()]
+    left = [i for i in ids if i not in store.cases or store.cases[i]["status"] in retry]
+    todo = [] if args.report_only else left[:args.limit] if args.limit is not None else left
+    store.meta["selected"] = len(ids)
+    print(f"{len(ids)} cases selected, {len(ids) - len(left)} already done, {len(todo)} to run now "
+          f"({len(left)} left)", flush=True)
+    progress, last_save = Progress(len(todo), len(left), args.quiet), [time.monotonic()]
 
     def on_result(result: dict) -> None:
         store.add(result)
         progress(result)
         if time.monotonic() - last_save[0] > 30:
-            _save(store, md_path, title, complete=False)
+            _save(store, md_path, title, ids)
             last_save[0] = time.monotonic()
 
-    complete = False
+    started = time.monotonic()
     try:
         target = "gpu" if (args.gpu_compile or args.gpu_artifacts) else "cpu"
         run_cases(todo, args, target, args.gpu_artifacts, on_result)
-        complete = all(i in store.cases for i in ids) if not args.report_only else bool(store.meta.get("complete"))
     except KeyboardInterrupt:
         print("interrupted: writing a partial report", flush=True)
-    _save(store, md_path, title, complete)
+    if todo:
+        store.add_chunk({"jobs": args.jobs, "cases": progress.done, "seconds": round(time.monotonic() - started, 1)})
+    _save(store, md_path, title, ids)
     print(f"done: {progress.summary()}; report {md_path}", flush=True)
     return 0
 
 
-def _save(store, md_path: Path, title: str, complete: bool) -> None:
+def _save(store, md_path: Path, title: str, ids: list[str]) -> None:
     from twintrack.coverage.report import markdown
-    store.save(complete)
+    store.save(all(i in store.cases for i in ids))
     md_path.write_text(markdown(store, title))
 
 
-def _torch_version() -> str:
-    import torch
-    return torch.__version__
-
-
 def sample_mode(args) -> int:
-    """The fixed sample: compare with (or rewrite) the expected file."""
+    """The fixed sample: compare with the expected file, or record it (never a downgrade)."""
     from twintrack.coverage import sample
     results: dict[str, dict] = {}
-    progress = Progress(len(sample.SAMPLE_CASES), args.quiet)
+    progress = Progress(len(sample.SAMPLE_CASES), len(sample.SAMPLE_CASES), args.quiet)
 
     def on_result(result):
         results[result["id"]] = result
         progress(result)
 
     run_cases(list(sample.SAMPLE_CASES), args, "cpu", None, on_result)
-    if args.update_expected:
-        sample.write_expected({i: r["status"] for i, r in results.items()})
-        print(f"wrote {sample.EXPECTED_FILE}")
-        return 0
-    regressions, improvements = sample.compare_with_expected(results, sample.load_expected())
+    expected = sample.load_expected()
+    regressions, improvements = sample.compare_with_expected(results, expected)
     for line in improvements:
         print(f"improved: {line}")
+    if args.update_expected:
+        sample.write_expected(sample.updated_expected(results, expected))
+        print(f"wrote {sample.EXPECTED_FILE}")
+        return 0
     for line in regressions:
         print(f"REGRESSION: {line}")
     return 1 if regressions else 0
 
 
+def source_of_run(args, argv: list[str]) -> dict:
+    """This run's source stamp (and out-dir); with --commit, this process
+    first becomes the run from the commit's worktree."""
+    from twintrack.coverage.at_commit import run_source
+    if args.commit and (args.sample or args.update_expected or args.retry):
+        raise SystemExit("coverage.py: --commit is for whole runs: not with --sample, --update-expected or --retry")
+    source, args.out_dir = run_source(REPO, args.commit, "tools/coverage.py", argv, args.out_dir,
+                                      REPO / "bench" / "coverage")
+    return source
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     from twintrack.cli.common import sigterm_as_interrupt
+    from twintrack.coverage.at_commit import Refused
     sigterm_as_interrupt()
     if args.samples is None:
         args.samples = 1 if (args.sample or args.update_expected) else 2
     if args.check_gpu_artifacts:
         from twintrack.coverage.gpu_numerics import check_directory
         return check_directory(args.check_gpu_artifacts)
-    if args.sample or args.update_expected:
-        return sample_mode(args)
-    return suite(args)
+    try:
+        if args.sample or args.update_expected:
+            return sample_mode(args)
+        return suite(args, source_of_run(args, argv))
+    except Refused as refusal:
+        print(f"coverage.py: refused: {refusal}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,22 +1,27 @@
 """The OpInfo coverage suite on a fixed breadth sample (about fifty (op,
 dtype) cases, python/twintrack/coverage/sample.py), against the statuses
 committed in coverage_expected.json: a case expected to pass that does not
-is a regression and fails the test; a case that newly passes is only
-reported (refresh the file with `tools/coverage.py --update-expected`).
+is a regression; a case that newly passes must be recorded (with
+`tools/coverage.py --update-expected`, which refuses a regression).
 
-The comparison rules themselves are tested here too, without compiling.
+The rules around it are tested here too, without compiling: the comparison
+of outputs, the worker pool's crashes and timeouts, and a table that holds
+one run at one commit.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from twintrack.coverage import cases, outputs, sample
+from twintrack.coverage import at_commit, cases, outputs, sample
+from twintrack.coverage.at_commit import Refused
 from twintrack.coverage.pool import Pool
+from twintrack.coverage.report import Store
 
 
 def test_sample_matches_expected_statuses():
@@ -27,9 +32,83 @@ def test_sample_matches_expected_statuses():
                                     lambda r: results.__setitem__(r["id"], r))
     assert set(results) == set(sample.SAMPLE_CASES)
     regressions, improvements = sample.compare_with_expected(results, expected)
-    for line in improvements:
-        warnings.warn(f"coverage sample improved: {line} (tools/coverage.py --update-expected)")
     assert not regressions, "\n".join(regressions)
+    assert not improvements, "record them with tools/coverage.py --update-expected:\n" + "\n".join(improvements)
+
+
+def _results(**statuses) -> dict[str, dict]:
+    return {case: {"id": case, "status": status, "reason": "r"} for case, status in statuses.items()}
+
+
+def test_update_expected_records_improvements_and_refuses_a_downgrade():
+    expected = {"a": "pass", "b": "fail"}
+    assert sample.updated_expected(_results(a="pass", b="pass", c="fail"), expected) == {"a": "pass", "b": "pass",
+                                                                                       "c": "fail"}
+    with pytest.raises(Refused, match="downgrade"):
+        sample.updated_expected(_results(a="fail", b="pass"), expected)
+
+
+RUN = {"commit": "a" * 40, "dirty": False, "at_commit": True, "torch": "2.13.0+cpu", "target": "cpu",
+       "samples": 2, "timeout_s": 120, "selection": {}}
+
+
+def _table(tmp_path) -> Store:
+    store = Store(tmp_path / "opinfo.json")
+    store.claim(RUN)
+    store.add({"id": "abs:float32", "status": "pass", "reason": "", "samples": []})
+    store.save(complete=False)
+    return Store.load(tmp_path / "opinfo.json")
+
+
+def test_a_table_resumes_only_its_own_run(tmp_path):
+    _table(tmp_path).claim(dict(RUN))  # the next chunk of the same run
+    for other in ({**RUN, "commit": "b" * 40}, {**RUN, "dirty": True}, {**RUN, "samples": 1},
+                  {**RUN, "selection": {"ops": "abs"}}):
+        with pytest.raises(Refused, match="another run"):
+            _table(tmp_path).claim(other)
+
+
+def test_retry_marks_the_table_mixed(tmp_path):
+    store = _table(tmp_path)
+    store.claim(dict(RUN), retry=True)
+    assert store.meta["retried"] and not store.meta["mixed"]
+    store.claim({**RUN, "commit": "b" * 40}, retry=True)
+    assert store.meta["mixed"] and store.meta["commit"] == "b" * 40
+
+
+def test_committed_tables_come_only_from_a_run_at_a_commit(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "c"], check=True)
+    with pytest.raises(Refused, match="--commit"):
+        at_commit.run_source(repo, None, "tools/coverage.py", [], repo / "bench" / "coverage", repo / "bench" / "coverage")
+    stamp, out_dir = at_commit.run_source(repo, None, "tools/coverage.py", [], None, repo / "bench" / "coverage")
+    assert out_dir == repo / "out" / "coverage" and stamp == {"commit": at_commit.resolve(repo, "HEAD"),
+                                                              "dirty": False, "at_commit": False}
+    (repo / "new.py").write_text("")
+    assert at_commit.stamp(repo)["dirty"]
+
+
+FAKE_WORKER = """
+import json, os, signal, sys, time
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    case = json.loads(line)["case"]
+    if case == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if case == "hang":
+        time.sleep(60)
+    print(json.dumps({"id": case, "status": "pass", "reason": ""}), flush=True)
+"""
+
+
+def test_a_crash_or_a_hang_is_that_case_s_result_and_the_run_goes_on():
+    results = {}
+    pool = Pool(jobs=2, timeout_s=3, command=(sys.executable, "-c", FAKE_WORKER))
+    pool.run([{"case": c} for c in ("a", "crash", "b", "hang", "c")], lambda r: results.__setitem__(r["id"], r))
+    assert {c: r["reason"] or r["status"] for c, r in results.items()} == {
+        "a": "pass", "b": "pass", "c": "pass", "crash": "crash (SIGSEGV)", "hang": "timeout after 3 s"}
 
 
 def test_case_ids_round_trip():

@@ -44,10 +44,7 @@ class Worker:
         self.process.wait()
 
 
-def _spawn(stderr) -> Worker:
-    process = subprocess.Popen([sys.executable, "-m", "twintrack.coverage.worker"],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-    return Worker(process)
+WORKER = (sys.executable, "-m", "twintrack.coverage.worker")
 
 
 def death_reason(returncode: int) -> str:
@@ -63,14 +60,17 @@ def death_reason(returncode: int) -> str:
 class Pool:
     """Runs case requests on `jobs` workers; `run` yields results as they come."""
 
-    def __init__(self, jobs: int = 1, timeout_s: float = 300.0, recycle_after: int = 100, stderr=None):
+    def __init__(self, jobs: int = 1, timeout_s: float = 300.0, recycle_after: int = 100, stderr=None,
+                 command: tuple[str, ...] = WORKER):
         self.jobs, self.timeout_s, self.recycle_after = max(1, jobs), timeout_s, recycle_after
         self.stderr = stderr if stderr is not None else subprocess.DEVNULL
+        self.command = command  # a worker speaking worker.py's protocol
         self.selector = selectors.DefaultSelector()
         self.workers: list[Worker] = []
 
     def _start(self) -> Worker:
-        worker = _spawn(self.stderr)
+        process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+        worker = Worker(process)
         self.selector.register(worker.process.stdout, selectors.EVENT_READ, worker)
         self.workers.append(worker)
         return worker

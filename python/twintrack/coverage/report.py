@@ -3,7 +3,10 @@ resumed run reads back), the totals, the failures grouped by reason, and
 the markdown table of op x dtype.
 
 The JSON is rewritten atomically as results arrive, so a run that is
-stopped (or dies) leaves a report of what it did, marked partial.
+stopped (or dies) leaves a report of what it did, marked partial, and the
+next chunk of the same run resumes it. A table holds one run: its meta
+names the run (RUN_KEYS: the commit, the options), and rows of another run
+are refused, except by `--retry`, which marks the table as mixed.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from .at_commit import Refused
 from .cases import DTYPES, Case
 
 SYMBOL = {"pass": "pass", "fail": "FAIL", "unsupported": "unsup", "export": "export", "skip": "skip"}
+# What makes two chunks one run: the source and every option a result depends on.
+RUN_KEYS = ("commit", "dirty", "at_commit", "torch", "target", "samples", "timeout_s", "selection")
 
 
 class Store:
@@ -37,6 +43,19 @@ class Store:
             store.meta, store.cases = data.get("meta", {}), data.get("cases", {})
         return store
 
+    def claim(self, run: dict, retry: bool = False) -> None:
+        """Make this table `run`'s (a dict holding RUN_KEYS). Rows of another
+        run are refused; `retry` takes them and marks the table mixed."""
+        differ = [k for k in RUN_KEYS if self.cases and self.meta.get(k) != run.get(k)]
+        if not retry:
+            refuse_other_run(self.meta if self.cases else run, run, RUN_KEYS, str(self.path))
+        mixed = self.meta.get("mixed", False) or bool(differ)
+        self.meta.update({k: run.get(k) for k in RUN_KEYS}, mixed=mixed, retried=self.meta.get("retried", False) or retry)
+
+    def add_chunk(self, chunk: dict) -> None:
+        """One invocation's share of the run: its jobs, cases and seconds."""
+        self.meta.setdefault("chunks", []).append(chunk)
+
     def add(self, result: dict) -> None:
         self.cases[result["id"]] = result
 
@@ -48,6 +67,20 @@ class Store:
         staging = self.path.with_suffix(".json.tmp")
         staging.write_text(scrub_paths(json.dumps(data, indent=1, default=str)) + "\n")
         os.replace(staging, self.path)
+
+
+def refuse_other_run(theirs: dict, ours: dict, keys, what: str) -> None:
+    """Refused unless the run that wrote `what` (its meta `theirs`) is this one (`ours`)."""
+    differ = [k for k in keys if theirs.get(k) != ours.get(k)]
+    if differ:
+        detail = "; ".join(f"{k}: {_short(theirs.get(k))} there, {_short(ours.get(k))} here" for k in differ)
+        raise Refused(f"{what} holds results of another run ({detail}): continue it with the same commit "
+                      "and options, or start over (--fresh)")
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else text[:80]
 
 
 def scrub_paths(text: str) -> str:
@@ -65,7 +98,8 @@ def percentile(values: list[float], fraction: float) -> float | None:
 
 def totals(results) -> dict:
     """Counts of cases and samples by status, the pass rate over the samples
-    torch.export accepts (skips aside), crashes, and compile times per case."""
+    torch.export accepts (skips aside), crashes, timeouts, and the compile
+    times of the samples that finished (twintrack.compile, export included)."""
     results = list(results)
     by_case = Counter(r["status"] for r in results)
     by_sample = Counter(s["status"] for r in results for s in r.get("samples", []))
@@ -73,7 +107,7 @@ def totals(results) -> dict:
         if not r.get("samples"):
             by_sample[r["status"]] += 1
     judged = by_sample["pass"] + by_sample["fail"] + by_sample["unsupported"]
-    times = [r["compile_s"] for r in results if r.get("compile_s") is not None]
+    times = [s["compile_s"] for r in results for s in r.get("samples", []) if s.get("compile_s") is not None]
     return {
         "cases": len(results),
         "case_status": dict(by_case),
@@ -142,21 +176,40 @@ def markdown(store: Store, title: str, dtypes=DTYPES) -> str:
               f"- **sample pass rate** (over samples torch.export accepts, skips aside): "
               f"{_percent(t['sample_pass_rate'])}",
               f"- crashes: {t['crashes']}, timeouts: {t['timeouts']}",
-              f"- compile time per case (s): p50 {t['compile_s']['p50']}, p90 {t['compile_s']['p90']}, "
-              f"max {t['compile_s']['max']}", ""]
-    lines += _groups_section(results) + _families_section(results) + _table_section(results, dtypes)
+              f"- compile time per sample (s; twintrack.compile, export included; timeouts not counted): "
+              f"p50 {t['compile_s']['p50']}, p90 {t['compile_s']['p90']}, max {t['compile_s']['max']}",
+              f"- run time: {_run_time(store.meta)}", ""]
+    lines += _slowest_section(results) + _groups_section(results) + _families_section(results)
+    lines += _table_section(results, dtypes)
     lines += _reasons_section(results)
     return scrub_paths("\n".join(lines) + "\n")
 
 
 def _header_note(meta: dict) -> str:
     state = "complete" if meta.get("complete") else "**PARTIAL** (stopped before every case ran)"
-    options = ", ".join(f"{k}={v}" for k, v in sorted(meta.items()) if k not in ("complete", "updated"))
-    return (f"Last run {state}; updated {meta.get('updated', '?')}. Its options: {options}. The table holds "
-            "each case's latest result, from that run or an earlier one (`--retry` re-runs a subset). "
+    source = f"commit {_short(meta.get('commit'))}" + (" with uncommitted changes" if meta.get("dirty") else "")
+    source += " (from a worktree of it)" if meta.get("at_commit") else " (from a live checkout)"
+    mixed = (" **Rows of several runs** (`--retry`): not one run's figures." if meta.get("mixed")
+             else " Some rows re-run by `--retry`." if meta.get("retried") else " Every row from this one run.")
+    options = ", ".join(f"{k}={meta.get(k)}" for k in RUN_KEYS if k not in ("commit", "dirty", "at_commit"))
+    return (f"Run {state} at {source}; updated {meta.get('updated', '?')}. Options: {options}.{mixed} "
             "Statuses: pass, FAIL (mismatch / compile error / run error / crash / timeout), "
             "unsup (a twintrack error saying it is unsupported), export (torch.export rejects it, "
             "strict and non-strict: not counted), skip (eager fails, or no samples).")
+
+
+def _run_time(meta: dict) -> str:
+    chunks = meta.get("chunks", [])
+    seconds = sum(c["seconds"] for c in chunks)
+    jobs = sorted({c["jobs"] for c in chunks})
+    return f"{seconds / 60:.1f} min in {len(chunks)} chunk(s) at --jobs {'/'.join(map(str, jobs)) or '?'}"
+
+
+def _slowest_section(results, count: int = 10) -> list[str]:
+    timed = [(s["compile_s"], r["id"]) for r in results for s in r.get("samples", []) if s.get("compile_s")]
+    lines = ["## Slowest compiles", "", "| seconds | case |", "|---|---|"]
+    lines += [f"| {seconds:.2f} | {case} |" for seconds, case in sorted(timed, reverse=True)[:count]]
+    return lines + [""]
 
 
 def _counts(counter: dict) -> str:

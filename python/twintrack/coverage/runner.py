@@ -1,6 +1,7 @@
-"""One coverage case, in this process: its samples exported, compiled and
-checked against eager. `pool` runs this in worker subprocesses; the test
-and a debugging session can call it directly.
+"""One coverage case, in this process: its samples compiled as a user
+compiles them (`twintrack.compile`, nothing more lenient) and checked
+against eager. `pool` runs this in worker subprocesses; the test and a
+debugging session can call it directly.
 
 Per sample, the status is one of
 - pass: the compiled outputs match eager (see `outputs`);
@@ -11,6 +12,8 @@ Per sample, the status is one of
   strict=True both (not twintrack's fault, not counted against it);
 - skip: eager PyTorch itself fails on the sample.
 A case's status is its worst sample's (fail > unsupported > pass > export > skip).
+Each sample records its compile time (`twintrack.compile`, export
+included); a case, its slowest sample's.
 """
 
 from __future__ import annotations
@@ -55,38 +58,29 @@ def torch_export_rejects(module, inputs) -> str | None:
     return reasons[0]
 
 
-def _strict_program_module(module, inputs):
-    """The module as strict torch.export traces it, for a module only strict mode accepts."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return torch.export.export(module, inputs, strict=True).module()
-
-
 def _clone(inputs: tuple) -> tuple:
     return tuple(t.clone() for t in inputs)
 
 
-def twintrack_export(module, inputs):
-    """twintrack.export, or the status of a sample it cannot export:
-    (exported, None) or (None, (status, reason))."""
+def user_compile(module, inputs, target: str = "cpu"):
+    """What a user gets from `twintrack.compile(module, inputs, target=...)`,
+    timed (export included): (compiled, None, seconds), or (None, (status,
+    reason), seconds) for a sample it does not compile. A failure to export
+    is 'export' (not twintrack's) only when torch.export rejects the module
+    in both of its modes."""
     import twintrack
-    from twintrack.errors import ModelLoadError, TwintrackError
+    from twintrack.errors import ModelLoadError
+    started = time.perf_counter()
     try:
-        return twintrack.export(module, inputs), None
-    except TwintrackError as e:
-        line = first_line(e.one_line())
-        if not (isinstance(e, ModelLoadError) and "torch.export failed" in line):
-            return None, ("unsupported" if UNSUPPORTED.search(line) else "fail", f"export: {line}")
-        rejected = torch_export_rejects(module, inputs)
-        if rejected is not None:
-            return None, ("export", rejected)
+        compiled = twintrack.compile(module, inputs, target=target)
     except Exception as e:
-        line = exception_line(e)
-        return None, ("unsupported" if UNSUPPORTED.search(line) else "fail", f"export internal: {line}")
-    try:  # torch.export takes it in one of its modes: export that trace
-        return twintrack.export(_strict_program_module(module, inputs), inputs), None
-    except Exception as e:
-        return None, ("fail", f"export: {first_line(str(e))}")
+        seconds = round(time.perf_counter() - started, 3)
+        status, reason = compile_error_status(e)
+        if isinstance(e, ModelLoadError) and "torch.export failed" in reason:
+            rejected = torch_export_rejects(module, inputs)
+            status, reason = ("export", rejected) if rejected else (status, "export: " + first_line(e.one_line()))
+        return None, (status, reason), seconds
+    return compiled, None, round(time.perf_counter() - started, 3)
 
 
 def compile_error_status(error: BaseException) -> tuple[str, str]:
@@ -107,22 +101,12 @@ def run_sample(case: case_lib.Case, sample: case_lib.Sample, target: str = "cpu"
             eager = sample.module(*_clone(sample.inputs))
     except Exception as e:
         return {**record, "status": "skip", "reason": f"eager: {exception_line(e)}"}
-    exported, failure = twintrack_export(sample.module, sample.inputs)
+    compiled, failure, record["compile_s"] = user_compile(sample.module, sample.inputs, target)
     if failure:
         return {**record, "status": failure[0], "reason": failure[1]}
-    started = time.perf_counter()
-    try:
-        if target == "cpu":
-            compiled = exported.compile("cpu")
-        else:
-            lowered = exported.lower(to=None, target="gpu")
-    except Exception as e:
-        status, reason = compile_error_status(e)
-        return {**record, "status": status, "reason": reason, "compile_s": time.perf_counter() - started}
-    record["compile_s"] = round(time.perf_counter() - started, 3)
     if target != "cpu":
         if artifact_dir is not None:
-            save_gpu_artifact(lowered, sample, eager, artifact_dir, case.shape_only)
+            save_gpu_artifact(compiled, sample, eager, artifact_dir, case.shape_only)
         return record
     return {**record, **check_compiled(case, sample, compiled, eager)}
 
@@ -174,14 +158,14 @@ def float64_outputs(sample: case_lib.Sample):
         return None
 
 
-def save_gpu_artifact(lowered, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False) -> None:
+def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False) -> None:
     """The GPU artifact plus what checks it without MLIR: the sample's
     inputs, eager's outputs and the float64 ones (tools/coverage.py
     --check-gpu-artifacts reads them on the GPU machine)."""
     from twintrack.frontend import model_state
-    lowered.save(outdir)
+    compiled.save(outdir)
     reference = float64_outputs(sample)
-    state = [] if lowered.exported.exported.frozen else list(model_state(lowered.exported.source.module).values())
+    state = [] if compiled.exported.exported.frozen else list(model_state(compiled.exported.source.module).values())
     torch.save({"shape_only": shape_only, "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
                 "reference": tensor_leaves(reference) if reference is not None else None},
                outdir / "coverage-sample.pt")
@@ -214,7 +198,7 @@ def run_case(case_id: str, limit: int = 2, target: str = "cpu", artifact_root: s
     status, reason = aggregate(records)
     times = [r["compile_s"] for r in records if r.get("compile_s") is not None]
     return {"id": case_id, "status": status, "reason": reason, "samples": records,
-            "compile_s": round(sum(times), 3) if times else None,
+            "compile_s": max(times) if times else None,
             "wall_s": round(time.perf_counter() - started, 3)}
 
 

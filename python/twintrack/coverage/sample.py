@@ -5,14 +5,16 @@ About fifty (op, dtype) cases, picked to touch every kind of lowering at
 least once (elementwise at each dtype, reductions, scans, matmuls, convs,
 views, concatenation, gathers, masks, casts) while staying cheap to compile.
 A case that was expected to pass and does not is a regression; a case that
-passes and was not expected to is reported so the expected file can be
-refreshed with `tools/coverage.py --update-expected`.
+passes and was not expected to is an improvement, to be recorded with
+`tools/coverage.py --update-expected`, which refuses to record a regression.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from .at_commit import Refused
 
 SAMPLE_CASES = (
     "abs:float32", "neg:int64", "exp:float16", "log:float32", "sigmoid:bfloat16", "tanh:float32",
@@ -52,3 +54,13 @@ def compare_with_expected(results: dict[str, dict], expected: dict[str, str]) ->
         elif now == "pass" and was != "pass":
             improvements.append(f"{case_id}: now passes (expected {was or 'nothing'})")
     return regressions, improvements
+
+
+def updated_expected(results: dict[str, dict], expected: dict[str, str]) -> dict[str, str]:
+    """The statuses to record after a run of the sample; refused if a case
+    expected to pass does not (a downgrade is fixed, not recorded)."""
+    regressions, _ = compare_with_expected(results, expected)
+    if regressions:
+        raise Refused("refusing to record a downgrade (fix it; a case that cannot pass is taken out of "
+                      f"{EXPECTED_FILE.name} by hand, with the reason in the commit):\n  " + "\n  ".join(regressions))
+    return {case_id: result["status"] for case_id, result in results.items()}

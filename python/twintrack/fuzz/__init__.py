@@ -5,7 +5,9 @@
 - `check`: one graph exported, compiled and compared with eager (in a
   coverage worker subprocess, so crashes are results);
 - `campaign`: rounds of hypothesis with shrinking of each new failure
-  signature, and the JSON/markdown report.
+  signature; chunks (one seed each) added up to one campaign at one
+  commit, and its JSON/markdown report;
+- `chunk`: one chunk in a process of its own, so chunks run side by side.
 
 `tools/fuzz.py` is the command line.
 """

@@ -17,6 +17,7 @@ its mind).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -27,7 +28,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from twintrack.coverage.report import reason_signature
+from twintrack.coverage.at_commit import Refused
+from twintrack.coverage.report import percentile, reason_signature, refuse_other_run
 
 from .graphs import graph_sources
 
@@ -72,6 +74,7 @@ class Campaign:
     statuses: Counter = field(default_factory=Counter)
     seen: Counter = field(default_factory=Counter)          # signature -> examples failing with it
     failures: list[dict] = field(default_factory=list)      # the shrunk ones
+    compile_times: list[float] = field(default_factory=list)  # twintrack.compile of each explored graph
     explored: int = 0
 
     def run(self) -> "Campaign":
@@ -133,19 +136,20 @@ class Campaign:
         self.cache[source] = result
         if not state["shrinking"]:
             self.statuses[result["status"]] += 1
+            if result.get("compile_s") is not None:
+                self.compile_times.append(result["compile_s"])
             if failure_kind(result):
                 self.seen[signature(result)] += 1
             if self.on_example:
                 self.on_example({**result, "n": self.explored})
         return result
 
-    def report(self, target: str, complete: bool = True, seconds: float | None = None) -> dict:
-        return {"meta": {"examples": self.explored, "budget": self.examples, "seed": self.seed, "target": target,
-                         "ops": [self.min_ops, self.max_ops], "shrink_budget": self.shrink_budget,
-                         "complete": complete, "seconds": seconds, "updated": time.strftime("%Y-%m-%d %H:%M:%S")},
-                "statuses": dict(self.statuses),
-                "signatures": dict(self.seen.most_common()),
-                "failures": self.failures}
+    def chunk(self, complete: bool = True, seconds: float | None = None) -> dict:
+        """This campaign as one chunk of a larger one (merge_chunk)."""
+        return {"seed": self.seed, "examples": self.explored, "budget": self.examples, "complete": complete,
+                "seconds": seconds, "statuses": dict(self.statuses), "signatures": dict(self.seen.most_common()),
+                "compile_s": self.compile_times,
+                "failures": [{**f, "seed": self.seed} for f in self.failures]}
 
 
 def _forward_parts(source: str):
@@ -196,29 +200,92 @@ def source_ops(source: str) -> int:
     return sum(1 for line in source.splitlines() if line.strip().startswith("v") and " = " in line)
 
 
-def write_report(report: dict, out_dir: Path) -> tuple[Path, Path]:
-    """out_dir/report.json and report.md."""
+# What makes chunks one campaign: the source, and every option a result depends on.
+RUN_KEYS = ("commit", "dirty", "at_commit", "torch", "target", "ops", "shrink_budget", "timeout_s")
+
+
+def merge_chunk(report: dict | None, run: dict, chunk: dict) -> dict:
+    """The campaign `report` (None: a new one for `run`, a dict holding
+    RUN_KEYS) with `chunk` added. Refused for a chunk of another run or a
+    seed the campaign already holds complete; an incomplete chunk of the
+    seed (a stopped run) is replaced."""
+    report = report or {"meta": {k: run.get(k) for k in RUN_KEYS}, "chunks": []}
+    refuse_other_run(report["meta"], run, RUN_KEYS, "the fuzz campaign")
+    old = next((c for c in report["chunks"] if c["seed"] == chunk["seed"]), None)
+    if old and old["complete"]:
+        raise Refused(f"seed {chunk['seed']} is already in the campaign: each chunk takes a new seed")
+    chunks = [c for c in report["chunks"] if c["seed"] != chunk["seed"]] + [chunk]
+    return summarize(report["meta"], sorted(chunks, key=lambda c: c["seed"]))
+
+
+def summarize(meta: dict, chunks: list[dict]) -> dict:
+    """The campaign's totals over its chunks; a failure signature shrunk in
+    several chunks is kept once, from the first."""
+    statuses, signatures, failures = Counter(), Counter(), {}
+    for c in chunks:
+        statuses.update(c["statuses"])
+        signatures.update(c["signatures"])
+        for f in c["failures"]:
+            failures.setdefault(f["signature"], f)
+    times = [t for c in chunks for t in c["compile_s"]]
+    totals = {"examples": sum(c["examples"] for c in chunks), "seconds": round(sum(c["seconds"] or 0 for c in chunks), 1),
+              "compile_s": {"p50": percentile(times, 0.5), "p90": percentile(times, 0.9), "max": max(times, default=None)},
+              "updated": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {"meta": {**meta, **totals}, "chunks": chunks, "statuses": dict(statuses),
+            "signatures": dict(signatures.most_common()), "failures": list(failures.values())}
+
+
+def pending_chunks(report: dict | None, examples: int, size: int, first_seed: int = 0) -> list[tuple[int, int]]:
+    """(seed, graphs) of the chunks a campaign of `examples` graphs still
+    needs: chunk i has `size` graphs (the last one the rest) and seed
+    first_seed + i; the seeds the campaign holds complete are done."""
+    done = {c["seed"] for c in (report or {}).get("chunks", []) if c["complete"]}
+    plan = [(first_seed + i, min(size, examples - start)) for i, start in enumerate(range(0, examples, size))]
+    return [(seed, graphs) for seed, graphs in plan if seed not in done]
+
+
+def complete(report: dict, budget: int) -> bool:
+    """Whether every chunk finished and together they explored `budget` graphs."""
+    return all(c["complete"] for c in report["chunks"]) and report["meta"]["examples"] >= budget
+
+
+def load_report(out_dir: Path) -> dict | None:
+    path = out_dir / "report.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write_report(report: dict, out_dir: Path, budget: int) -> tuple[Path, Path]:
+    """out_dir/report.json and report.md, each written whole."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    report["meta"].update(budget=budget, complete=complete(report, budget))
     json_path, md_path = out_dir / "report.json", out_dir / "report.md"
-    json_path.write_text(json.dumps(report, indent=1) + "\n")
-    md_path.write_text(markdown(report))
+    for path, text in ((json_path, json.dumps(report, indent=1) + "\n"), (md_path, markdown(report))):
+        staging = path.with_suffix(path.suffix + ".tmp")
+        staging.write_text(text)
+        os.replace(staging, path)
     return json_path, md_path
 
 
 def markdown(report: dict) -> str:
-    meta = report["meta"]
+    meta, chunks = report["meta"], report["chunks"]
     state = "complete" if meta["complete"] else "**PARTIAL**"
+    seeds = ", ".join(f"{c['seed']}{'' if c['complete'] else ' (stopped)'}" for c in chunks)
+    source = f"commit {meta['commit'][:12]}" + (" with uncommitted changes" if meta["dirty"] else "")
+    source += " (from a worktree of it)" if meta["at_commit"] else " (from a live checkout)"
     lines = [f"# Differential fuzzing: twintrack vs eager ({meta['target']})", "",
-             f"{state}: {meta['examples']} examples (budget {meta['budget']}), seed {meta['seed']}, "
-             f"{meta['ops'][0]}-{meta['ops'][1]} ops per graph, {meta['seconds'] or 0:.0f} s; updated {meta['updated']}.",
+             f"{state}: {meta['examples']} examples (budget {meta['budget']}) at {source}, in {len(chunks)} "
+             f"chunk(s) of seeds {seeds}; {meta['ops'][0]}-{meta['ops'][1]} ops per graph, "
+             f"{meta['seconds'] / 60:.0f} min; updated {meta['updated']}.", "",
+             "Compile time per graph (s; twintrack.compile, export included): "
+             + ", ".join(f"{k} {v}" for k, v in meta["compile_s"].items()),
              "", "Statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(report["statuses"].items())), "",
              "## Failure signatures (examples failing with each)", "", "| examples | signature |", "|---|---|"]
     lines += [f"| {n} | {s.replace('|', '/')} |" for s, n in report["signatures"].items()]
     lines += ["", "## Minimal failing graphs (shrunk)", ""]
     for index, failure in enumerate(report["failures"], 1):
         lines += [f"### {index}. {failure['kind']}: {failure['reason'][:200]}", "",
-                  f"{failure['ops']} ops; found as `{failure['first_signature']}`", "", "```python",
-                  _forward_only(failure["source"]), "```", ""]
+                  f"{failure['ops']} ops; found as `{failure['first_signature']}` (seed {failure['seed']})", "",
+                  "```python", _forward_only(failure["source"]), "```", ""]
     return "\n".join(lines) + "\n"
 
 

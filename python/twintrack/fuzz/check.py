@@ -1,6 +1,6 @@
 """One fuzzed graph, checked in this process (a coverage worker calls this,
 so a crash only kills the worker): the source is executed, the module
-exported and compiled by twintrack, and its outputs compared with eager's
+compiled by `twintrack.compile`, as a user compiles it, and its outputs compared with eager's
 exactly as the coverage suite compares them (float64 reference for floats,
 exact for integers and bools, same NaN pattern).
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import linecache
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import torch
 
 from twintrack.coverage.cases import Sample, widened
 from twintrack.coverage.outputs import compare_outputs
-from twintrack.coverage.runner import compile_error_status, exception_line, save_gpu_artifact, twintrack_export
+from twintrack.coverage.runner import exception_line, save_gpu_artifact, user_compile
 
 
 def load_source(source: str):
@@ -49,16 +48,10 @@ def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = N
             eager = module(*[x.clone() for x in inputs])
     except Exception as e:
         return {"status": "skip", "kind": "eager", "reason": f"eager: {exception_line(e)}"}
-    exported, failure = twintrack_export(module, inputs)
+    compiled, failure, seconds = user_compile(module, inputs, "cpu" if target == "cpu" else "gpu")
     if failure:
-        return {"status": failure[0], "kind": "export", "reason": failure[1]}
-    started = time.perf_counter()
-    try:
-        compiled = exported.compile("cpu") if target == "cpu" else exported.lower(to=None, target="gpu")
-    except Exception as e:
-        status, reason = compile_error_status(e)
-        return {"status": status, "kind": "compile", "reason": reason}
-    seconds = round(time.perf_counter() - started, 3)
+        kind = "export" if failure[0] == "export" or failure[1].startswith("export:") else "compile"
+        return {"status": failure[0], "kind": kind, "reason": failure[1], "compile_s": seconds}
     if target != "cpu":
         if artifact_dir is not None:
             _save_for_the_gpu(compiled, module, inputs, eager, source, artifact_dir)
@@ -66,10 +59,10 @@ def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = N
     return {**_run_and_compare(module, inputs, compiled, eager), "compile_s": seconds}
 
 
-def _save_for_the_gpu(lowered, module, inputs, eager, source: str, artifact_dir: Path) -> None:
+def _save_for_the_gpu(compiled, module, inputs, eager, source: str, artifact_dir: Path) -> None:
     sample = Sample(module, tuple(inputs), module, widened(tuple(inputs)), "fuzzed graph")
     directory = artifact_dir / f"fuzz-{hashlib.sha1(source.encode()).hexdigest()[:12]}"
-    save_gpu_artifact(lowered, sample, eager, directory)
+    save_gpu_artifact(compiled, sample, eager, directory)
     (directory / "graph.py").write_text(source)
 
 
