@@ -170,7 +170,7 @@ def markdown(store: Store, title: str, dtypes=DTYPES) -> str:
     """The report as markdown: header, totals, groups, the op x dtype table, the reasons."""
     results = list(store.cases.values())
     t = totals(results)
-    lines = [f"# {title}", "", _header_note(store.meta), "", "## Totals", ""]
+    lines = [f"# {title}", "", _header_note(store.meta, len(results)), "", "## Totals", ""]
     lines += [f"- cases: {t['cases']} ({_counts(t['case_status'])})",
               f"- samples: {_counts(t['sample_status'])}",
               f"- **sample pass rate** (over samples torch.export accepts, skips aside): "
@@ -185,13 +185,15 @@ def markdown(store: Store, title: str, dtypes=DTYPES) -> str:
     return scrub_paths("\n".join(lines) + "\n")
 
 
-def _header_note(meta: dict) -> str:
-    state = "complete" if meta.get("complete") else "**PARTIAL** (stopped before every case ran)"
+def _header_note(meta: dict, cases: int) -> str:
+    state = "complete" if meta.get("complete") else f"**PARTIAL** ({cases} of {meta.get('selected', '?')} selected cases)"
     source = f"commit {_short(meta.get('commit'))}" + (" with uncommitted changes" if meta.get("dirty") else "")
     source += " (from a worktree of it)" if meta.get("at_commit") else " (from a live checkout)"
     mixed = (" **Rows of several runs** (`--retry`): not one run's figures." if meta.get("mixed")
              else " Some rows re-run by `--retry`." if meta.get("retried") else " Every row from this one run.")
-    options = ", ".join(f"{k}={meta.get(k)}" for k in RUN_KEYS if k not in ("commit", "dirty", "at_commit"))
+    shown = {**{k: meta.get(k) for k in RUN_KEYS if k not in ("commit", "dirty", "at_commit")},
+             "selection": meta.get("selection") or "all"}
+    options = ", ".join(f"{k}={v}" for k, v in shown.items())
     return (f"Run {state} at {source}; updated {meta.get('updated', '?')}. Options: {options}.{mixed} "
             "Statuses: pass, FAIL (mismatch / compile error / run error / crash / timeout), "
             "unsup (a twintrack error saying it is unsupported), export (torch.export rejects it, "
