@@ -29,25 +29,20 @@ Covered, and how:
   values are the contract); spherical_bessel_j0 and airy_ai as eager (airy's
   power series with a fixed 10 terms, enough for |x| < 2.09).
 * orthogonal polynomials (Chebyshev T/U/V/W and their shifted forms,
-  Hermite H/He, Laguerre, Legendre), every overload: eager's recurrences
-  and closed forms, its values at |x| = 1 and for n < 0. A Python degree
-  unrolls exactly n steps (up to MAX_SCALAR_DEGREE, else declined); a
-  tensor of degrees unrolls TENSOR_DEGREE_BOUND steps (Hermite: 128,
-  eager's float32 limit, past which eager returns NaN) and selects by n.
-  Past the bound the Chebyshev kinds take closed forms (cos/sin of
-  n acos t for |t| < 1, as eager; cosh/sinh of n acosh|t| for |t| > 1, NaN
-  where that overflows, where eager's recurrence gives inf for two degrees
-  first); Laguerre, Legendre and float64 Hermite give NaN past the bound,
-  where eager still recurs (Hermite to 512, mostly overflowing past ~265).
-  A NaN x gives NaN (eager's U/V/W and shifted kinds return an
-  uninitialized value there).
+  Hermite H/He, Laguerre, Legendre), every overload (a number becomes a
+  0-d tensor): eager's recurrences and closed forms, its values at |x| = 1
+  and for n < 0, Hermite's NaN past eager's limit degree (128 in float32,
+  512 in float64). The recurrence is a loop in which each element takes
+  its own n - 1 steps, so any degree gives eager's value. A NaN x gives NaN
+  (eager's U/V/W and shifted kinds return an uninitialized value there).
 * igamma/igammac: the power series for x < a + 1, Lentz's continued
-  fraction otherwise, with a fixed number of terms (40 for float32, 64 for
-  float64: accurate to about a = 50 and 150; eager switches to an
-  asymptotic expansion for large a ~ x, where these lose digits).
+  fraction otherwise, each a loop that stops per element once its terms
+  fall below the dtype's precision (at most 2000 terms, as eager; eager
+  switches to an asymptotic expansion for large a ~ x, where these need
+  more terms and lose digits).
 * hypot (scaled by the larger magnitude), nextafter and frexp (exact powers
   of two built from the exponent's bits: view.dtype does not lower), gcd
-  (Euclid unrolled as many steps as the dtype can need) and lcm, angle of
+  (Euclid's loop, each element as long as it needs) and lcm, angle of
   real inputs.
 
 Dtypes: as eager returns them (integers and bool give the default float
@@ -65,6 +60,7 @@ from fractions import Fraction
 import torch
 
 from .decompositions import chained_over
+from .loops import elementwise_while
 
 aten = torch.ops.aten
 
@@ -692,44 +688,24 @@ def _airy_ai(x):
 
 # ---------------------------------------------------------------- orthogonal polynomials
 
-TENSOR_DEGREE_BOUND = 64     # steps unrolled for a tensor of degrees
-MAX_SCALAR_DEGREE = 1024     # a Python degree beyond this is declined
 HERMITE_LIMIT = {torch.float32: 128, torch.float64: 512}  # eager: NaN past these degrees
-HERMITE_TENSOR_BOUND = 128   # steps for a tensor of Hermite degrees (float64's 512 take a minute to compile)
 
 
 def _whole_degree(n):
     """Eager's int64 cast of the degree: truncation; NaN and +-inf (which
-    the cast turns into INT64_MIN) become -1. A Python number stays Python."""
-    if isinstance(n, torch.Tensor):
-        return torch.where(torch.isfinite(n), torch.trunc(n), -1.0)
-    return int(n) if math.isfinite(n) else -1
+    the cast turns into INT64_MIN) become -1."""
+    return torch.where(torch.isfinite(n), torch.trunc(n), -1.0)
 
 
-def _recurrence(n, first, second, step, bound: int):
-    """P_n for P_0 = first, P_1 = second, P_(k+1) = step(k, P_k, P_(k-1)):
-    exactly n steps for a Python n, else `bound` steps with the value of
-    each element's n picked out (n outside 0..bound: left to the caller)."""
-    if not isinstance(n, torch.Tensor):
-        if n <= 0:
-            return first
-        previous, current = first, second
-        for k in range(1, n):
-            previous, current = current, step(k, current, previous)
-        return current
-    result = torch.where(n == 0, first, second)
-    previous, current = first, second
-    for k in range(1, bound):
-        previous, current = current, step(k, current, previous)
-        result = torch.where(n == k + 1, current, result)
-    return result
-
-
-def _where_degree(condition, value, result):
-    """torch.where for a condition that may be a Python bool (a Python degree)."""
-    if isinstance(condition, bool):
-        return value if condition else result
-    return torch.where(condition, value, result)
+def _recurrence(step, n, x, first, second, done):
+    """P_n for P_0 = first, P_1 = second, P_(k+1) = step(k, P_k, P_(k-1), x):
+    a loop in which each element takes its own n - 1 steps (none where
+    `done`, whose value the caller sets); `first` for n <= 0."""
+    def advance(k, current, previous, n, x):
+        return k + 1 < n, k + 1, step(k, current, previous, x), current
+    active = (n > 1) & ~done
+    current = elementwise_while(advance, active, (torch.ones_like(second), second, first), (n, x))[1]
+    return torch.where(n <= 0, first, current)
 
 
 def _chebyshev_closed(kind: str, shifted: bool, t, n):
@@ -754,21 +730,12 @@ def _chebyshev_closed(kind: str, shifted: bool, t, n):
     return torch.where(half_cos != 1, value, fallback)
 
 
-def _chebyshev_hyperbolic(kind: str, t, n):
-    """T/U/V/W at |t| > 1 through acosh: cosh(n a), sinh((n+1) a)/sinh a,
-    cosh((n+1/2) a)/cosh(a/2), sinh((n+1/2) a)/sinh(a/2) with a = acosh|t|;
-    at t < -1, (-1)^n times the same kind (V and W swap). NaN where it
-    overflows (eager's recurrence gives inf, then NaN)."""
-    a = torch.acosh(torch.clamp(torch.abs(t), min=1.0))
-    forms = {"t": torch.cosh(n * a), "u": torch.sinh((n + 1) * a) / torch.sinh(a),
-             "v": torch.cosh((n + 0.5) * a) / torch.cosh(a / 2), "w": torch.sinh((n + 0.5) * a) / torch.sinh(a / 2)}
-    mirrored = {"t": "t", "u": "u", "v": "w", "w": "v"}[kind]
-    value = torch.where(t < 0, _parity_sign(n) * forms[mirrored], forms[kind])
-    return torch.where(torch.abs(value) == INF, NAN, value)
-
-
 # (threshold degree past which |t| < 1 takes the closed form, plain / shifted)
 CHEBYSHEV_THRESHOLD = {"t": (6, 6), "u": (8, 6), "v": (8, 6), "w": (8, 4)}
+
+
+def _chebyshev_step(k, current, previous, t):
+    return (t + t) * current - previous
 
 
 def _chebyshev(kind: str, shifted: bool):
@@ -778,72 +745,70 @@ def _chebyshev(kind: str, shifted: bool):
     threshold = CHEBYSHEV_THRESHOLD[kind][shifted]
 
     def kernel(x, n):
-        n = _whole_degree(n)
         t = x + x - 1 if shifted else x
         two_t = t + t
         second = {"t": t, "u": two_t, "v": two_t - 1, "w": two_t + 1}[kind]
-        value = _recurrence(n, torch.ones_like(t), second, lambda k, q, p: two_t * q - p, TENSOR_DEGREE_BOUND)
-        inside = torch.abs(t) < 1
-        if isinstance(n, torch.Tensor):
-            value = torch.where(n > TENSOR_DEGREE_BOUND, _chebyshev_hyperbolic(kind, t, n), value)
-            value = torch.where((n > threshold) & inside, _chebyshev_closed(kind, shifted, t, n), value)
-        elif n > threshold:
-            value = torch.where(inside, _chebyshev_closed(kind, shifted, t, float(n)), value)
+        closed = (n > threshold) & (torch.abs(t) < 1)
+        value = _recurrence(_chebyshev_step, n, t, torch.ones_like(t), second, closed | (torch.abs(t) == 1))
+        value = torch.where(closed, _chebyshev_closed(kind, shifted, t, n), value)
         sign = _parity_sign(n)
         at_one = {"t": 1.0, "u": n + 1, "v": 1.0, "w": 2 * n + 1}[kind]
         at_minus_one = {"t": sign, "u": sign * (n + 1), "v": sign * (2 * n + 1), "w": sign}[kind]
         value = torch.where(t == 1, at_one, torch.where(t == -1, at_minus_one, value))
-        return _where_degree(n < 0, 0.0, value)
+        return torch.where(n < 0, 0.0, value)
     return kernel
 
 
 def _hermite(physicists: bool):
     """Hermite H (H_(k+1) = 2x H_k - 2k H_(k-1)) or He (He_(k+1) = x He_k -
-    k He_(k-1)), NaN past eager's limit (and past 128 for a tensor n); 0 for n < 0."""
+    k He_(k-1)) as eager: NaN past eager's limit degree; 0 for n < 0."""
+    scale = 2.0 if physicists else 1.0
+
+    def step(k, current, previous, x):
+        return scale * x * current - (scale * k) * previous
+
     def kernel(x, n):
-        n = _whole_degree(n)
-        limit = HERMITE_LIMIT.get(x.dtype, 128)
-        scale = 2.0 if physicists else 1.0
-        bound = min(limit, HERMITE_TENSOR_BOUND if isinstance(n, torch.Tensor) else MAX_SCALAR_DEGREE)
-        value = _recurrence(n if not isinstance(n, int) else min(n, bound), torch.ones_like(x), scale * x,
-                            lambda k, q, p: scale * x * q - (scale * k) * p, bound)
-        value = _where_degree(n > bound, NAN, value)
-        return _where_degree(n < 0, 0.0, value)
+        beyond = n > HERMITE_LIMIT.get(x.dtype, 128)
+        value = torch.where(beyond, NAN, _recurrence(step, n, x, torch.ones_like(x), scale * x, beyond))
+        return torch.where(n < 0, 0.0, value)
     return kernel
+
+
+def _laguerre_step(k, current, previous, x):
+    return ((2 * k + 1 - x) * current - k * previous) / (k + 1)
 
 
 def _laguerre(x, n):
     """Laguerre L (L_(k+1) = ((2k + 1 - x) L_k - k L_(k-1)) / (k+1)) as eager:
-    1 at x = 0, 0 for n < 0; NaN past the tensor bound."""
-    n = _whole_degree(n)
-    value = _recurrence(n, torch.ones_like(x), 1 - x, lambda k, q, p: ((2 * k + 1 - x) * q - k * p) / (k + 1), TENSOR_DEGREE_BOUND)
-    if isinstance(n, torch.Tensor):
-        value = torch.where(n > TENSOR_DEGREE_BOUND, NAN, value)
+    1 at x = 0, 0 for n < 0."""
+    value = _recurrence(_laguerre_step, n, x, torch.ones_like(x), 1 - x, x == 0)
     value = torch.where(x == 0, 1.0, value)
-    return _where_degree(n < 0, 0.0, value)
+    return torch.where(n < 0, 0.0, value)
+
+
+def _legendre_step(k, current, previous, x):
+    return ((2 * k + 1) * x * current - k * previous) / (k + 1)
 
 
 def _legendre(x, n):
     """Legendre P (P_(k+1) = ((2k+1) x P_k - k P_(k-1)) / (k+1)) as eager:
-    +-1 at x = +-1, 0 for n < 0; NaN past the tensor bound."""
-    n = _whole_degree(n)
-    value = _recurrence(n, torch.ones_like(x), x, lambda k, q, p: ((2 * k + 1) * x * q - k * p) / (k + 1), TENSOR_DEGREE_BOUND)
-    if isinstance(n, torch.Tensor):
-        value = torch.where(n > TENSOR_DEGREE_BOUND, NAN, value)
-    value = torch.where(torch.abs(x) == 1, torch.where(x > 0, 1.0, _parity_sign(n) * torch.ones_like(x)), value)
-    return _where_degree(n < 0, 0.0, value)
+    +-1 at x = +-1, 0 for n < 0."""
+    at_one = torch.abs(x) == 1
+    value = _recurrence(_legendre_step, n, x, torch.ones_like(x), x, at_one)
+    value = torch.where(at_one, torch.where(x > 0, 1.0, _parity_sign(n) * torch.ones_like(x)), value)
+    return torch.where(n < 0, 0.0, value)
 
 
 def _polynomial(kernel):
     """The three overloads of a polynomial op (x, n), (Scalar x, n), (x,
-    Scalar n), promoted as eager; a Python degree stays Python (unrolled
-    exactly), up to MAX_SCALAR_DEGREE."""
+    Scalar n), promoted as eager; `kernel` takes x and whole degrees in
+    the compute dtype."""
     def tensors(x, n):
         if _is_complex(x, n):
             return NotImplemented
         result = _float_result(torch.result_type(x, n))
         compute = _opmath(result)
-        return kernel(x.to(compute), n.to(compute)).to(result)
+        return kernel(x.to(compute), _whole_degree(n.to(compute))).to(result)
 
     def x_scalar(x, n):
         if _is_complex(n):
@@ -852,49 +817,66 @@ def _polynomial(kernel):
         return tensors(torch.full((), x, dtype=result, device=n.device), n)
 
     def n_scalar(x, n):
-        if _is_complex(x) or (math.isfinite(n) and abs(n) > MAX_SCALAR_DEGREE):
+        if _is_complex(x):
             return NotImplemented
         result = _float_result(torch.result_type(x, n))
-        out = kernel(x.to(_opmath(result)), n)
-        return (out if isinstance(out, torch.Tensor) else torch.full_like(x, out, dtype=_opmath(result))).to(result) \
-            .expand(x.shape)
+        compute = _opmath(result)
+        # eager's int64 cast, in Python: torch-mlir folds a constant's trunc wrongly
+        whole = int(n) if math.isfinite(n) else -1
+        return kernel(x.to(compute), torch.full_like(x, whole, dtype=compute)).to(result)
     return tensors, x_scalar, n_scalar
 
 
 # ---------------------------------------------------------------- incomplete gamma
 
-def _igamma_terms(dtype) -> int:
-    return 64 if dtype == torch.float64 else 40
+IGAMMA_MAX_TERMS = 2000  # eager's MAXITER; each element stops once its terms no longer count
+
+
+def _lentz_tiny(dtype) -> float:
+    """What Lentz's method puts in place of a vanishing denominator."""
+    return torch.finfo(dtype).tiny * 1e6
+
+
+def _away_from_zero(value, tiny: float):
+    return torch.where(torch.abs(value) < tiny, tiny, value)
+
+
+def _gamma_series_step(term, total, r, count, x):
+    """One term of sum x^k / ((a+1)...(a+k)); going on while it still counts."""
+    r = r + 1
+    term = term * x / r
+    total = total + term
+    going = (term > torch.finfo(term.dtype).eps * total) & (count < IGAMMA_MAX_TERMS)
+    return going, term, total, r, count + 1
+
+
+def _gamma_fraction_step(i, b, c, d, h, a):
+    """One level of Lentz's continued fraction; going on while it still moves h."""
+    tiny = _lentz_tiny(a.dtype)
+    an = -i * (i - a)
+    b = b + 2
+    d = 1 / _away_from_zero(an * d + b, tiny)
+    c = _away_from_zero(b + an / c, tiny)
+    h = h * d * c
+    going = (torch.abs(d * c - 1) >= torch.finfo(a.dtype).eps) & (i < IGAMMA_MAX_TERMS)
+    return going, i + 1, b, c, d, h
 
 
 def _regularized_gammas(a, x):
     """(P, Q) = the regularized lower and upper incomplete gamma functions:
     the series P = x^a e^-x / Gamma(a+1) sum x^k / ((a+1)...(a+k)) for
     x < a + 1, else Q = x^a e^-x / Gamma(a) times Lentz's continued fraction
-    1/(x+1-a- 1(1-a)/(x+3-a- 2(2-a)/(x+5-a- ...))). Each has a fixed number
-    of terms."""
-    terms = _igamma_terms(a.dtype)
-    tiny = torch.finfo(a.dtype).tiny * 1e6
+    1/(x+1-a- 1(1-a)/(x+3-a- 2(2-a)/(x+5-a- ...))). Each is a loop in which
+    an element stops once its next term is below the dtype's precision."""
     series = x < a + 1
     prefactor = torch.exp(a * torch.log(x) - x - _lgamma(a))
-    term, total, r = torch.ones_like(a), torch.ones_like(a), a
-    for _ in range(terms):
-        r = r + 1
-        term = term * x / r
-        total = total + term
+    ones = torch.ones_like(a)
+    total = elementwise_while(_gamma_series_step, series, (ones, ones, a, 0 * ones), (x,))[1]
     lower = prefactor * total / a
     b = x + 1 - a
-    c = torch.full_like(b, 1 / tiny)
-    d = 1 / torch.where(torch.abs(b) < tiny, tiny, b)
-    h = d
-    for i in range(1, terms + 1):
-        an = -i * (i - a)
-        b = b + 2
-        d = an * d + b
-        d = 1 / torch.where(torch.abs(d) < tiny, tiny, d)
-        c = b + an / c
-        c = torch.where(torch.abs(c) < tiny, tiny, c)
-        h = h * d * c
+    tiny = _lentz_tiny(a.dtype)
+    d = 1 / _away_from_zero(b, tiny)
+    h = elementwise_while(_gamma_fraction_step, ~series, (ones, b, ones / tiny, d, d), (a,))[4]
     upper = prefactor * h
     return torch.where(series, lower, 1 - upper), torch.where(series, 1 - lower, upper)
 
@@ -1006,22 +988,22 @@ def _frexp(self):
     return mantissa.to(grid), exponent.to(torch.int32)
 
 
-# Euclid's steps on a pair below 2^bits: at most 1 + log_phi(2^bits) (Lame)
-EUCLID_STEPS = {8: 14, 16: 25, 32: 48, 64: 94}
+def _euclid_step(a, b):
+    """(a, b) -> (b mod a, a), with C's remainder; a = 0 divides by 1 (the
+    tensor loop steps done elements too)."""
+    nonzero = a != 0
+    remainder = torch.where(nonzero, torch.fmod(b, torch.where(nonzero, a, 1)), 0)
+    return remainder != 0, remainder, a
 
 
-def _gcd_of(a, b, steps: int, dtype):
-    """gcd(|a|, |b|) by `steps` unrolled steps (a, b) -> (b mod a, a) while
-    a != 0, with C's remainder. |minimum integer| wraps to itself, as in
-    eager's `dtype` (so gcd(-128, 64) is 64 and gcd(-128, 0) is -128 in int8)."""
+def _gcd_of(a, b, dtype):
+    """gcd(|a|, |b|) by Euclid's loop, each element until its a is 0.
+    |minimum integer| wraps to itself, as in eager's `dtype` (so gcd(-128,
+    64) is 64 and gcd(-128, 0) is -128 in int8)."""
     a, b = torch.abs(a), torch.abs(b)
     if a.dtype != dtype:
         a, b = a.to(dtype).to(a.dtype), b.to(dtype).to(b.dtype)
-    for _ in range(steps):
-        nonzero = a != 0
-        remainder = torch.fmod(b, torch.where(nonzero, a, 1))
-        a, b = torch.where(nonzero, remainder, 0), torch.where(nonzero, a, b)
-    return b
+    return elementwise_while(_euclid_step, a != 0, (a, b))[1]
 
 
 def _integer_pair(op):
@@ -1033,14 +1015,13 @@ def _integer_pair(op):
         if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
             return NotImplemented
         compute = torch.int64 if dtype == torch.int64 else torch.int32
-        steps = EUCLID_STEPS[dtype.itemsize * 8]
-        return op(self.to(compute), other.to(compute), steps, dtype).to(dtype)
+        return op(self.to(compute), other.to(compute), dtype).to(dtype)
     return decomposition
 
 
-def _lcm_of(a, b, steps: int, dtype):
+def _lcm_of(a, b, dtype):
     """|a / gcd * b| (0 where gcd is 0), wrapping as eager's."""
-    g = _gcd_of(a, b, steps, dtype)
+    g = _gcd_of(a, b, dtype)
     safe = torch.where(g == 0, 1, g)
     return torch.where(g == 0, 0, torch.abs(torch.div(a, safe, rounding_mode="trunc") * b))
 

@@ -61,6 +61,7 @@ import torch.utils._pytree as pytree
 from .decompositions import chained_over, falling_back
 from .errors import UsageError
 from .guards import NodeBuilder
+from .loops import elementwise_while
 
 aten = torch.ops.aten
 
@@ -459,26 +460,22 @@ def _narrow_integer_cast(input, *, dtype=None, **kwargs):
 
 def _integer_power(base: torch.Tensor, exponent: torch.Tensor) -> torch.Tensor:
     """base ** exponent over integers by square-and-multiply, with eager's
-    wraparound, for every exponent bit of the dtype (no data-dependent
-    loop). A negative exponent gives 0, except for base 1 (1) and base -1
-    (±1 by parity), as eager's integer pow."""
-    result = torch.ones_like(base)
-    square = base
+    wraparound, each element looping over its exponent's bits only. A
+    negative exponent gives 0, except for base 1 (1) and base -1 (±1 by
+    parity), as eager's integer pow."""
     remaining = exponent.clamp(min=0)
-    for _ in range(_exponent_bits(exponent)):
-        result = torch.where((remaining & 1) == 1, result * square, result)
-        square = square * square
-        remaining = remaining >> 1
+    result = elementwise_while(_square_and_multiply, remaining != 0, (torch.ones_like(base), base, remaining))[0]
     negative = exponent < 0
     odd = (exponent & 1) == 1
     at_negative = torch.where(base == 1, 1, torch.where(base == -1, torch.where(odd, -1, 1), 0)).to(base.dtype)
     return torch.where(negative, at_negative, result)
 
 
-def _exponent_bits(exponent: torch.Tensor) -> int:
-    """The exponent bits square-and-multiply has to visit: every value bit
-    of the exponent's dtype (the sign excluded)."""
-    return 8 if exponent.dtype == torch.uint8 else torch.iinfo(exponent.dtype).bits - 1
+def _square_and_multiply(result, square, remaining):
+    """One step: multiply by the square where the exponent's low bit is set, square, shift."""
+    result = torch.where((remaining & 1) == 1, result * square, result)
+    remaining = remaining >> 1
+    return remaining != 0, result, square * square, remaining
 
 
 def _is_integer(value) -> bool:

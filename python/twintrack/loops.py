@@ -1,0 +1,59 @@
+"""Loops for the decompositions, built as torch's while_loop operator, so that
+an iterative algorithm (Euclid, square-and-multiply, a recurrence, a series,
+a matrix iteration) is one loop in the graph, not its steps unrolled at trace
+time: the graph stays small whatever the trip count, and the trip count may
+depend on the data.
+
+torch-mlir imports the operator as torch.prim.Loop and lowers it to an
+scf.while over tensors. A loop built by `elementwise_while` is then sunk
+into one linalg.generic whose payload runs each element's own scalar loop
+(passes/sink_elementwise_loops.py), on the CPU and the GPU alike.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._higher_order_ops.while_loop import while_loop_op
+
+
+def tensor_while(condition, body, state, inputs=()) -> tuple:
+    """`state` after `while condition(*state, *inputs): state = body(*state,
+    *inputs)`. `condition` returns a 0-d bool tensor; `body` a tuple of new
+    tensors (none of them an argument) with `state`'s shapes and dtypes;
+    `inputs` are tensors the loop reads and never changes (carried through
+    it unchanged: torch-mlir's importer takes no other operands, nor a loop
+    of one value, which gets a 0-d companion)."""
+    count, carried = len(state), (*state, *inputs)
+    padding = () if len(carried) > 1 else (carried[0].new_zeros(()),)
+
+    def loop_condition(*values):
+        return condition(*values[:len(carried)])
+
+    def loop_body(*values):
+        return (*body(*values[:len(carried)]), *(value.clone() for value in values[count:]))
+
+    return tuple(while_loop_op(loop_condition, loop_body, (*carried, *padding), ()))[:count]
+
+
+def elementwise_while(step, active: torch.Tensor, state, inputs=()) -> tuple:
+    """Per element: `while active: active, *state = step(*state, *inputs)`;
+    returns the final state. `step` must be elementwise (each result element
+    depends only on the same element of its arguments; `inputs` may
+    broadcast); state and mask are broadcast to one shape. As a tensor loop,
+    each step runs over every element while any is active and keeps its
+    results only where the element is active, so `step` must be safe (no
+    trap, such as an integer division by zero) on every element."""
+    shape = torch.broadcast_shapes(active.shape, *(s.shape for s in state))
+    active = active.expand(shape).contiguous()
+    state = tuple(s.expand(shape).contiguous() for s in state)
+    count = len(state)
+
+    def condition(active, *carried):
+        return active.any()
+
+    def body(active, *carried):
+        going, *new = step(*carried[:count], *carried[count:])
+        kept = (torch.where(active, value, old).to(old.dtype) for value, old in zip(new, carried[:count]))
+        return (active & going, *kept)
+
+    return tensor_while(condition, body, (active, *state), inputs)[1:]
