@@ -6,9 +6,11 @@ them away before the import. A complex tensor of shape S becomes a real
 tensor of shape S + (2,), real and imaginary parts last, which is
 torch.view_as_real's layout: view_as_real and view_as_complex become no-ops,
 arithmetic works on the two parts, views keep the last dimension out of
-their way, and the FFTs become DFTs as matrix products over each
-transformed dimension. A complex result of the program leaves as its pair,
-and the calling convention views it as complex again (calling.OutputLeaf).
+their way, and the FFTs become DFTs over each transformed dimension:
+matrix products, split into factors near the square root past 64 points
+(a prime length past PRIME_DFT_MAX is refused). A complex result of the
+program leaves as its pair, and the calling convention views it as
+complex again (calling.OutputLeaf).
 
 Each rule below is plain torch code on `Pair`s and real tensors. It is
 traced with make_fx on the nodes' fake values (through the frontend's
@@ -199,9 +201,23 @@ def _div(a, b):
     (ar, ai), (br, bi) = parts(a), parts(b)
     if _is_zero(bi):
         return Pair.of(ar / br, ai / br if not _is_zero(ai) else 0)
-    denominator = br * br + bi * bi
-    return Pair.of(_plus(_times(ar, br), _times(ai, bi)) / denominator,
-                   _plus(_times(ai, br), _times(ar, bi), -1) / denominator)
+    like = next(v for v in (br, bi, ar, ai) if isinstance(v, torch.Tensor))
+    c, d = (v if isinstance(v, torch.Tensor) else torch.full_like(like, v) for v in (br, bi))
+    return _smith_quotient(ar, ai, c, d)
+
+
+def _smith_quotient(a, b, c: torch.Tensor, d: torch.Tensor) -> Pair:
+    """(a + bi) / (c + di) by Smith's algorithm, as c10's complex division:
+    the divisor is scaled by its larger part, so c*c + d*d (which overflows
+    past sqrt(max) and underflows below sqrt(tiny)) is never formed. A zero
+    divisor gives a/|c| and b/|d|, as c10's does."""
+    c_larger = torch.abs(c) >= torch.abs(d)
+    ratio = torch.where(c_larger, d / c, c / d)
+    scale = 1 / torch.where(c_larger, c + d * ratio, d + c * ratio)
+    re = torch.where(c_larger, _plus(a, _times(b, ratio)), _plus(_times(a, ratio), b)) * scale
+    im = torch.where(c_larger, _plus(b, _times(a, ratio), -1), _plus(_times(b, ratio), a, -1)) * scale
+    zero = (c == 0) & (d == 0)
+    return Pair.of(torch.where(zero, a / torch.abs(c), re), torch.where(zero, b / torch.abs(d), im))
 
 
 @rule(aten.reciprocal.default)
@@ -416,6 +432,18 @@ def _full_like(x: Pair, value, **_):
 
 # ---------------------------------------------------------------- FFTs as DFTs
 
+# A length up to this is one DFT matrix product; a longer one is split
+# into two factors near its square root (Cooley-Tukey's four steps).
+DIRECT_DFT_MAX = 64
+# A prime length has no split: its DFT matrix (n x n, computed at run
+# time) is refused past this (at 4096, a CPU compile takes 8 s and 0.75 GB).
+PRIME_DFT_MAX = 4096
+
+
+class _Refused(UsageError):
+    """A rule declines its op's arguments; the rewrite names the op and its line."""
+
+
 def _dft_matrices(n_in: int, n_out: int, period: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of 2*pi*j*k/period for j < n_in, k < n_out; the angle
     reduced modulo the period in integers first, so large n lose nothing."""
@@ -425,17 +453,50 @@ def _dft_matrices(n_in: int, n_out: int, period: int, dtype, device) -> tuple[to
     return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
 
 
-def _dft(x, dim: int, n_out: int, sign: int):
-    """The DFT of `x` (a Pair or a real tensor) along `dim`: sum_j x[j] exp(sign*2*pi*i*j*k/n)."""
+def _dft(x, dim: int, n_out: int, sign: int) -> Pair:
+    """The first `n_out` bins of the DFT of `x` (a Pair or a real tensor)
+    along `dim`: sum_j x[j] exp(sign*2*pi*i*j*k/n)."""
     re, im = parts(x)
-    n = re.shape[dim]
-    cos, sin = _dft_matrices(n, n_out, n, re.dtype, re.device)
-    re = re.movedim(dim, -1)
-    im = 0 if _is_zero(im) else im.movedim(dim, -1)
-    # (re + i im)(cos + sign i sin)
+    re, im = _dft_last(re.movedim(dim, -1), im if _is_zero(im) else im.movedim(dim, -1), n_out, sign)
+    return Pair.of(re.movedim(-1, dim), im.movedim(-1, dim))
+
+
+def _dft_last(re, im, n_out: int, sign: int):
+    """The DFT along the last dimension (im may be the number 0), as parts.
+    A split length n = n1*n2 takes x[n2*j1 + j2] to X[k1 + n1*k2]: DFTs of
+    length n1, twiddles exp(sign*2*pi*i*j2*k1/n), DFTs of length n2."""
+    n = re.shape[-1]
+    split = _split(n)
+    if split is None:
+        return _direct_dft(re, im, n_out, sign)
+    n1, n2 = split
+    re, im = (p if _is_zero(p) else p.unflatten(-1, (n1, n2)).transpose(-1, -2) for p in (re, im))
+    re, im = _dft_last(re, im, n1, sign)  # [..., j2, k1]
+    cos, sin = _dft_matrices(n2, n1, n, re.dtype, re.device)
+    re, im = re * cos - sign * im * sin, sign * re * sin + im * cos
+    re, im = _dft_last(re.transpose(-1, -2), im.transpose(-1, -2), n2, sign)  # [..., k1, k2]
+    return tuple(p.transpose(-1, -2).flatten(-2)[..., :n_out] for p in (re, im))
+
+
+def _split(n: int) -> tuple[int, int] | None:
+    """n as n1*n2, n1 its largest divisor up to sqrt(n); None where one
+    matrix product takes it (n small, or a prime up to PRIME_DFT_MAX)."""
+    if n <= DIRECT_DFT_MAX:
+        return None
+    n1 = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
+    if n1 > 1:
+        return n1, n // n1
+    if n > PRIME_DFT_MAX:
+        raise _Refused(f"an FFT of prime length {n} (past {PRIME_DFT_MAX}) would take a {n}x{n} DFT matrix")
+    return None
+
+
+def _direct_dft(re, im, n_out: int, sign: int):
+    """The DFT along the last dimension as matrix products: (re + i im)(cos + sign i sin)."""
+    cos, sin = _dft_matrices(re.shape[-1], n_out, re.shape[-1], re.dtype, re.device)
     out_re = _plus(re @ cos, 0 if _is_zero(im) else im @ sin, -sign)
     out_im = _plus((re @ sin) * sign, 0 if _is_zero(im) else im @ cos)
-    return Pair.of(out_re.movedim(-1, dim), out_im.movedim(-1, dim))
+    return out_re, out_im
 
 
 def _normalized(pair_or_tensor, normalization: int, signal: int):
@@ -474,16 +535,24 @@ def _fft_c2r(x: Pair, dim, normalization, last_dim_size):
     for d in dims[:-1]:
         x = _dft(x, d, x.t.shape[d], 1)
     last, length = dims[-1], int(last_dim_size)
-    bins = min(x.t.shape[last], length // 2 + 1)
-    re, im = (p.narrow(last, 0, bins).movedim(last, -1) for p in (x.re, x.im))
-    cos, sin = _dft_matrices(bins, length, length, re.dtype, re.device)
-    # Hermitian symmetry: every bin but DC (and Nyquist, for an even length) stands for two.
-    k = torch.arange(bins, device=re.device).unsqueeze(1)
-    single = (k == 0) | (k == length // 2) if length % 2 == 0 else k == 0
-    weight = torch.where(single, 1.0, 2.0).to(re.dtype)
-    result = (re @ (cos * weight) - im @ (sin * weight)).movedim(-1, last)
+    result = _dft(_hermitian(x, last, length), last, length, 1).re
     signal = math.prod([*(x.t.shape[d] for d in dims[:-1]), length])
     return _normalized(result, normalization, signal)
+
+
+def _hermitian(x: Pair, dim: int, length: int) -> Pair:
+    """The full spectrum of a real signal of `length` from its first
+    length//2 + 1 bins along `dim` (cut or zero-padded to them): bin
+    length - k is the conjugate of bin k. The real part of its inverse DFT
+    ignores the imaginary parts of the DC and Nyquist bins, as eager's c2r."""
+    bins = length // 2 + 1
+    re, im = (p.movedim(dim, -1) for p in (x.re, x.im))
+    kept = min(re.shape[-1], bins)
+    re, im = (torch.constant_pad_nd(p.narrow(-1, 0, kept), [0, bins - kept]) for p in (re, im))
+    mirrored = slice(1, length - bins + 1)
+    re = torch.cat([re, re[..., mirrored].flip(-1)], -1)
+    im = torch.cat([im, -im[..., mirrored].flip(-1)], -1)
+    return Pair.of(re.movedim(-1, dim), im.movedim(-1, dim))
 
 
 # ---------------------------------------------------------------- the rewrite
@@ -509,7 +578,10 @@ def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions
         fn = RULES.get(node.target) or RULES.get(getattr(node.target, "overloadpacket", None))
         if fn is None:
             raise UsageError(f"complex dtypes are not supported: {_op_name(node)} at {_model_line(node)}")
-        replacement, is_pair = _inline_rule(graph, node, fn, pairs, decompositions)
+        try:
+            replacement, is_pair = _inline_rule(graph, node, fn, pairs, decompositions)
+        except _Refused as refusal:
+            raise UsageError(f"{_op_name(node)} at {_model_line(node)}: {refusal}") from None
         node.replace_all_uses_with(replacement)
         graph.erase_node(node)
         if is_pair:

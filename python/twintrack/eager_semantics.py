@@ -57,6 +57,7 @@ import re
 
 import torch
 import torch.utils._pytree as pytree
+from torch._meta_registrations import pooling_output_shape
 
 from .decompositions import chained_over, falling_back
 from .errors import UsageError
@@ -547,19 +548,57 @@ BYTE_COMPUTATIONS = (
 BYTE_SELECTIONS = (
     aten.max.default, aten.min.default, aten.amax.default, aten.amin.default, aten.max.dim, aten.min.dim,
 )
-MAX_POOLS = (aten.max_pool2d_with_indices.default, aten.max_pool3d_with_indices.default)
+MAX_POOLS = {aten.max_pool2d_with_indices.default: 2, aten.max_pool3d_with_indices.default: 3}
 
 
-def _integer_pool_in_float64(op):
-    """Max pooling of integers in float64 (exact below 2**53), the values
-    cast back: torch-mlir's pooling compares with `cmpf` whatever the dtype
-    ('arith.cmpf' rejects integers; SIGSEGV for 8-bit ones)."""
-    def decomposition(input, *args, **kwargs):
+def _integer_max_pool(spatial: int):
+    """Max pooling of integers over gathered windows, exact at every width:
+    torch-mlir's pooling compares with `cmpf` whatever the dtype ('arith.cmpf'
+    rejects integers; SIGSEGV for 8-bit ones), and float64 rounds int64 above
+    2**53. A tie takes the first position of its window (the smallest flat
+    index among the window's positions), as eager's scan does."""
+    def decomposition(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
         if input.is_floating_point() or input.is_complex():
             return NotImplemented
-        values, indices = op(input.to(torch.float64), *args, **kwargs)
-        return values.to(input.dtype), indices
+        geometry = [_per_dim(v, spatial) for v in (kernel_size, stride or kernel_size, padding, dilation)]
+        out_sizes, positions, inside = _window_positions(input.shape[-spatial:], *geometry, ceil_mode, input.device)
+        flat = input.flatten(-spatial)
+        windows = flat.index_select(-1, positions.flatten()).unflatten(-1, positions.shape)
+        windows = torch.where(inside, windows, torch.iinfo(input.dtype).min)
+        values = windows.amax(-1)
+        hit = (windows == values.unsqueeze(-1)) & inside
+        indices = torch.where(hit, positions, flat.shape[-1]).amin(-1)
+        return values.unflatten(-1, out_sizes), indices.unflatten(-1, out_sizes)
     return decomposition
+
+
+def _per_dim(value, spatial: int) -> list[int]:
+    """A pooling size argument (one int, or one per spatial dimension) as one per dimension."""
+    values = [value] if isinstance(value, int) else list(value)
+    return values * spatial if len(values) == 1 else values
+
+
+def _window_positions(sizes, kernel, stride, padding, dilation, ceil_mode, device):
+    """The output sizes, and for each output position (rows) and window
+    element (columns, row-major both) the flat input position it reads
+    (0 where it reads padding) and whether it lies inside the input."""
+    rank = len(sizes)
+    flat, inside, out_sizes = torch.zeros((), dtype=torch.int64, device=device), True, []
+    for d, size in enumerate(sizes):
+        out = pooling_output_shape(size, kernel[d], padding[d], stride[d], dilation[d], ceil_mode)
+        along = (torch.arange(out, device=device).unsqueeze(1) * stride[d] - padding[d]
+                 + torch.arange(kernel[d], device=device).unsqueeze(0) * dilation[d])
+        shape = [1] * (2 * rank)
+        shape[d], shape[rank + d] = out, kernel[d]
+        along = along.reshape(shape)
+        flat = flat * size + along
+        inside = inside & (along >= 0) & (along < size)
+        out_sizes.append(out)
+    count, window = math.prod(out_sizes), math.prod(kernel)
+    inside = inside.reshape(count, window)
+    return out_sizes, torch.where(inside, flat.reshape(count, window), 0), inside
+
+
 ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
 
 
@@ -589,7 +628,7 @@ def decompositions(table: dict) -> dict:
     }
     ours.update({op: _in_wide_integers(op) for op in BYTE_COMPUTATIONS})
     ours.update({op: falling_back(_in_wide_integers(op), ours.get(op)) for op in BYTE_SELECTIONS})
-    ours.update({op: _integer_pool_in_float64(op) for op in MAX_POOLS})
+    ours.update({op: _integer_max_pool(spatial) for op, spatial in MAX_POOLS.items()})
     ours.update({op: _arange(op) for op in ARANGES})
     ours.update({op: _compared(op) for op in COMPARISONS})
     ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})

@@ -16,7 +16,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .eager_semantics import _model_line, _op_name
-from .errors import CompilerError
+from .errors import CompilerError, TwintrackError
 
 fx = torch.fx
 
@@ -30,6 +30,8 @@ def splice_traced(graph: fx.Graph, anchor: fx.Node, fn: Callable, inputs: list[f
     try:
         traced = make_fx(fn, tracing_mode="fake", decomposition_table=decompositions)(
             *(node.meta["val"] for node in inputs))
+    except TwintrackError:  # a rewrite refusing its arguments: the user's to fix
+        raise
     except Exception as e:  # a rewrite meeting arguments it was not written for: our bug, named
         raise CompilerError(stage, [f"{_op_name(anchor)} at {_model_line(anchor)}: {type(e).__name__}: "
                                     f"{' '.join(str(e).split())[:200]}"]) from e

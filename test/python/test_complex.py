@@ -11,7 +11,7 @@ import torch
 
 import twintrack
 from function_module import FunctionModule
-from twintrack.complex_pairs import RULES
+from twintrack.complex_pairs import PRIME_DFT_MAX, RULES
 from twintrack.coverage.outputs import compare_outputs
 from twintrack.errors import TwintrackError
 from twintrack.tooling import find_libdevice, find_tool
@@ -84,7 +84,58 @@ def test_a_pair_and_its_real_view_are_two_values():
     assert torch.allclose(product, expected_product) and torch.equal(shifted, expected_shifted)
 
 
+def _pairs_at_scales(generator, scales: torch.Tensor) -> torch.Tensor:
+    """Random real pairs whose parts have magnitudes near 10**scales (±3 decades)."""
+    offsets = torch.randint(-3, 4, (*scales.shape, 2), generator=generator)
+    return torch.randn(*scales.shape, 2, generator=generator) * 10.0 ** (scales.unsqueeze(-1) + offsets)
+
+
+def test_complex_division_is_scaled_as_c10s():
+    """Parts past sqrt(float32 max) or below sqrt(tiny) divide without
+    overflow (|b|^2 would be inf or 0); a zero divisor gives eager's inf and NaN."""
+    function = lambda x, y: torch.view_as_real(torch.view_as_complex(x) / torch.view_as_complex(y))  # noqa: E731
+    draw = torch.Generator().manual_seed(5)
+    scales = torch.randint(-30, 31, (64,), generator=draw).float()
+    x, y = _pairs_at_scales(draw, scales), _pairs_at_scales(draw, scales)
+    y[:4] = torch.tensor([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [3.0, 0.0]])
+    x[:4] = torch.tensor([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0], [1e38, 1e38]])
+    quotient = twintrack.compile(FunctionModule(function), (x, y))(x, y)
+    expected = function(x, y)
+    assert torch.equal(quotient[:3].nan_to_num(7.0), expected[:3].nan_to_num(7.0)), (quotient[:3], expected[:3])
+    reference = function(x.double(), y.double())[3:]
+    error = (quotient[3:].double() - reference).norm(dim=-1) / reference.norm(dim=-1)
+    assert error.max() < 1e-6, error.max()
+
+
 THIS_FILE = __file__.rsplit("/", 1)[-1]
+
+
+def test_ffts_of_split_lengths_are_as_accurate_as_eagers():
+    """Lengths past 64 points split into factors: 4225 = 65 * 65 (65 = 5 * 13
+    splits again), 360 = 18 * 20, 130 = 10 * 13, 91 = 7 * 13, 70 = 7 * 10.
+    An FFT's error spreads over its outputs, so it is judged by norms (the
+    elementwise rule fails near-zero bins that eager's pocketfft happens to hit)."""
+    function = lambda x, y: (torch.fft.fft(x), torch.fft.irfft(torch.fft.rfft(y, n=360), n=130),  # noqa: E731
+                             torch.fft.ifft2(torch.fft.rfft2(y, s=(70, 91))))
+    draw = torch.Generator().manual_seed(3)
+    x, y = torch.randn(2, 4225, generator=draw), torch.randn(3, 300, generator=draw)
+    compiled = twintrack.compile(FunctionModule(function), (x, y))
+    x, y = torch.randn(2, 4225, generator=draw), torch.randn(3, 300, generator=draw)
+    outputs, eager, reference = compiled(x, y), function(x, y), function(x.double(), y.double())
+    assert len(outputs) == len(eager) == 3
+    for output, eager_output, exact in zip(outputs, eager, reference):
+        assert output.dtype == eager_output.dtype and output.shape == eager_output.shape
+        error, eager_error = (torch.linalg.vector_norm(v.to(exact.dtype) - exact) / torch.linalg.vector_norm(exact)
+                              for v in (output, eager_output))
+        assert error < 2 * eager_error + 1e-7, (error, eager_error)
+
+
+def test_fft_of_a_long_prime_length_is_refused_with_its_line():
+    """A prime length has no factored form: past PRIME_DFT_MAX its DFT matrix is refused."""
+    length = 4099
+    assert length > PRIME_DFT_MAX and all(length % d for d in range(2, 65))
+    with pytest.raises(TwintrackError, match=rf"aten._fft_r2c at {THIS_FILE}:\d+: an FFT of prime length 4099"):
+        twintrack.export(FunctionModule(lambda x: torch.fft.rfft(x).abs()), (torch.randn(2, length),))
 
 
 def test_complex_input_is_refused_naming_it():

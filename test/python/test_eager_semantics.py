@@ -396,6 +396,23 @@ def test_byte_selections_and_integer_pooling_as_eager():
     compiled_matches_eager(function, (u, i, images))
 
 
+def test_integer_max_pooling_is_exact_with_eagers_indices():
+    """int64 values above 2**53 (float64 rounded 2**60 + 1 to 2**60 before),
+    ties in int8 windows (the first position wins), padding, dilation and
+    ceil mode, 2-d and 3-d, batched and not."""
+    draw = torch.Generator().manual_seed(0)
+    big = torch.randint(-2**62, 2**62, (2, 3, 7, 9), generator=draw)
+    big[0, 0, :2, :2] = torch.tensor([[2**60, 2**60 + 1], [2**60 + 1, 3]])
+    small = torch.randint(-3, 3, (2, 5, 6, 7), generator=draw, dtype=torch.int8)
+
+    def function(big, small):
+        return (*F.max_pool2d(big, 2, return_indices=True),
+                *F.max_pool2d(big, (3, 2), (2, 1), (1, 1), (1, 2), ceil_mode=True, return_indices=True),
+                *F.max_pool3d(small, 2, 1, 1, return_indices=True),
+                *F.max_pool2d(small[0], 3, 2, 1, ceil_mode=True, return_indices=True))
+    compiled_matches_eager(function, (big, small))
+
+
 def test_comparisons_of_constant_floats_with_integers_fold_right():
     """torch-mlir folds a comparison of a float splat with an integer number
     wrongly (zeros(3) > 0 became true, full(1) > 0 false): the number is

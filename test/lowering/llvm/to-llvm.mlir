@@ -20,6 +20,7 @@
 // CHECK-DAG: llvm.func @malloc(i64) -> !llvm.ptr
 // CHECK-DAG: llvm.func @free(!llvm.ptr)
 // CHECK-DAG: llvm.func @erff(f32) -> f32
+// CHECK-DAG: llvm.func @log1pf(f32) -> f32
 
 // A vectorized function with a temporary buffer. Each memref argument is
 // expanded into its descriptor fields (allocated/aligned pointers, offset,
@@ -82,6 +83,22 @@ func.func @scalar_math(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
     %1 = math.tanh %0 : f32
     %2 = math.erf %1 : f32
     affine.store %2, %arg1[%i] : memref<4xf32>
+  }
+  return
+}
+
+// log1p is libm's, not LLVM's log(1 + x), which loses every digit of a
+// tiny x (log1p(1e-10) came out 0).
+// CHECK-LABEL: llvm.func @tiny_logs(
+// CHECK-NOT:     llvm.intr.log
+// CHECK:         llvm.call @log1pf(%{{.*}}) : (f32) -> f32
+// CHECK-NOT:     llvm.intr.log
+// CHECK:         llvm.return
+func.func @tiny_logs(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
+  affine.for %i = 0 to 4 {
+    %0 = affine.load %arg0[%i] : memref<4xf32>
+    %1 = math.log1p %0 : f32
+    affine.store %1, %arg1[%i] : memref<4xf32>
   }
   return
 }
