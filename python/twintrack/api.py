@@ -34,7 +34,7 @@ class Exported:
         return Lowered(self, compile_exported(self.exported, options))
 
     def compile(self, target: str = "cpu") -> "Compiled":
-        return self.lower(to=None, target=target).compile(target)
+        return Compiled(self, self.lower(to=None, target=target).compilation)  # nothing left to resume: no copy
 
 
 class Lowered:

@@ -13,11 +13,14 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
-from .driver import Compilation
 from .errors import ArtifactError, CompilerError
-from .frontend import TensorSpec
+
+if TYPE_CHECKING:  # torch is imported only where a compile or a load needs it: a cached repeat needs neither
+    from .driver import Compilation
+    from .frontend import TensorSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 2  # 2: the calling convention ('calling') and baked-in scalar inputs ('scalars')
@@ -211,6 +214,7 @@ def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
 
 
 def specs(manifest: dict, key: str) -> list[TensorSpec]:
+    from .frontend import TensorSpec
     return [TensorSpec(d["name"], tuple(d["shape"]), d["dtype"], d["kind"]) for d in manifest[key]]
 
 

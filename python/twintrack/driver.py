@@ -22,16 +22,27 @@ from .errors import CompilerError, UsageError
 from .frontend import ExportedModel, import_to_torch_mlir
 from .locations import short_location
 from .options import CompileOptions
+from .phases import phase
 from .recipes import PipelineVariables, Recipe, StageRecipe, load_recipe
 from .reproducer import Reproducer
 
 
 @dataclass
 class StageDump:
+    """The IR after one stage. Its text is rendered when first asked for:
+    rendering every stage of a large module took longer than running them."""
     index: int
     name: str
-    text: str
-    seconds: float
+    seconds: float              # the stage's own run time
+    snapshot: object = None     # a copy of the module after the stage
+    rendered: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self.rendered is None:
+            with phase("stage dumps (text)"):
+                self.rendered = readable_text(self.snapshot)
+        return self.rendered
 
     @property
     def file_name(self) -> str:
@@ -84,7 +95,7 @@ def compile_exported(exported: ExportedModel, options: CompileOptions,
                                   options.tuning_cache, options.tuning_variant)
     recipe = load_recipe(options.pipeline, options.lowering_dir, variables)
     result = Compilation(exported, recipe, options)
-    _record(result, "fx", exported.fx_text(), 0.0, on_stage)
+    _record(result, StageDump(0, "fx", 0.0, rendered=exported.fx_text()), on_stage)
     return resume(result, options.stop_after, on_stage)
 
 
@@ -97,17 +108,28 @@ def resume(result: Compilation, stop_after: str | None = None,
                          f"(stages: {', '.join(names)})")
     if stop_after is not None and names.index(stop_after) <= names.index(result.last_stage):
         return result
-    start = time.perf_counter()
-    module = result.module if result.module is not None else import_to_torch_mlir(result.exported)
+    if result.module is None:
+        with phase("torch-mlir import"):
+            result.module = import_to_torch_mlir(result.exported)
+    module, before = result.module, _snapshot(result.module)
     for stage in result.recipe.stages[names.index(result.last_stage):]:
-        if result.options.fast_kernels or not stage.fast_path:
-            module = run_stage(stage, module, result.remarks, result.fallbacks)
-        result.module = module
-        _record(result, stage.name, readable_text(module), time.perf_counter() - start, on_stage)
         start = time.perf_counter()
+        if result.options.fast_kernels or not stage.fast_path:
+            with phase(f"stage {stage.name}"):
+                module = run_stage(stage, module, result.remarks, result.fallbacks, before)
+        seconds = time.perf_counter() - start
+        result.module, before = module, _snapshot(module)
+        _record(result, StageDump(len(result.dumps), stage.name, seconds, before), on_stage)
         if stage.name == stop_after:
             break
     return result
+
+
+def _snapshot(module):
+    """A copy of `module`, kept as a stage's dump and the next stage's
+    reproducer input (copying takes a twentieth of rendering it)."""
+    with phase("stage dumps (copy)"):
+        return module.operation.clone()
 
 
 def readable_text(module) -> str:
@@ -124,8 +146,12 @@ def full_text(module) -> str:
     return module.operation.get_asm()
 
 
-def _record(result: Compilation, name: str, text: str, seconds: float, on_stage: ProgressFn | None) -> None:
-    dump = StageDump(len(result.dumps), name, text, seconds)
+def generic_text(module) -> str:
+    """The module as a reproducer's input: generic form, with locations."""
+    return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+
+
+def _record(result: Compilation, dump: StageDump, on_stage: ProgressFn | None) -> None:
     result.dumps.append(dump)
     if on_stage:
         on_stage(dump)
@@ -142,14 +168,20 @@ def copy_compilation(result: Compilation) -> Compilation:
 # ---------------------------------------------------------------- stages
 
 def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
-              fallbacks: list[KernelFallback] | None = None):
+              fallbacks: list[KernelFallback] | None = None, before=None):
     """Run one stage on `module`, moving it to the stage's bindings first.
     Remarks the passes emit (e.g. the fusion cost model's, with explain)
     are appended to `remarks` as 'location: message'; kernels that fell
-    back to the generic path (a warning each) to `fallbacks`."""
+    back to the generic path (a warning each) to `fallbacks`. `before`: a
+    copy of `module` (taken here if not given), rendered as the
+    reproducer's input only if the stage fails."""
     module = _in_bindings(module, stage.binding, stage.name)
     bindings = _bindings(stage.binding)
-    input_ir = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    before = module.operation.clone() if before is None else before
+
+    def input_ir() -> str:
+        return generic_text(before)
+
     with module.context:
         pm = _pass_manager(stage, bindings)
         handler = module.context.attach_diagnostic_handler(_remark_collector(bindings, remarks))
@@ -188,7 +220,7 @@ def _interrupts_held(hold: bool):
             signal.raise_signal(received[0])
 
 
-def _collect_fallbacks(stage: StageRecipe, module, input_ir: str, fallbacks: list[KernelFallback] | None,
+def _collect_fallbacks(stage: StageRecipe, module, input_ir: Callable[[], str], fallbacks: list[KernelFallback] | None,
                        remarks: list[str] | None) -> None:
     """Take the kernel passes' records off the module: a warning and a
     reproducer (the stage's passes, strict) for each kernel that failed to
@@ -202,7 +234,7 @@ def _collect_fallbacks(stage: StageRecipe, module, input_ir: str, fallbacks: lis
         warnings.warn(f"twintrack: {message}; the site takes the generic path", KernelFallbackWarning, stacklevel=2)
         if fallbacks is not None:
             fallbacks.append(KernelFallback(stage.name, kernel, message,
-                                            Reproducer.for_python_passes(stage.name, strict, input_ir, message)))
+                                            Reproducer.for_python_passes(stage.name, strict, input_ir(), message)))
 
 
 def _brief_error(error: Exception) -> str:
@@ -236,7 +268,8 @@ def _pass_manager(stage: StageRecipe, bindings):
         raise UsageError(f"stage '{stage.name}': bad pass pipeline in recipe: {' '.join(str(e).split())}") from None
 
 
-def _stage_error(stage: StageRecipe, error, input_ir: str) -> CompilerError:
+def _stage_error(stage: StageRecipe, error, input_ir: Callable[[], str]) -> CompilerError:
+    input_ir = input_ir()
     diagnostics = _format_diagnostics(error, input_ir, stage.binding)
     text = "\n".join(diagnostics)
     if stage.pipeline is not None:
@@ -275,9 +308,10 @@ def _in_bindings(module, binding: str, stage: str):
 
 def _reparse(module, binding: str):
     """`module` parsed into a fresh context of `binding`, via generic-form text."""
-    text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
-    with new_context(binding):
-        return _bindings(binding).ir.Module.parse(text)
+    with phase(f"move IR to {binding}"):
+        text = generic_text(module)
+        with new_context(binding):
+            return _bindings(binding).ir.Module.parse(text)
 
 
 def _reject_foreign_ops(module, context, stage: str) -> None:

@@ -16,6 +16,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import math
 import logging
 import warnings
@@ -28,10 +29,11 @@ import torch.utils._pytree as pytree
 from .bounded_outputs import bound_data_dependent_results
 from .calling import CallingConvention, functional_results
 from .complex_pairs import carry_complex_as_pairs
-from .errors import ModelLoadError, user_code
+from .errors import CompilerError, ModelLoadError, TwintrackError, user_code
 from .eager_semantics import convert_unsigned_operands, fold_zero_size_values, refuse_unsupported
 from .guards import add_guards
 from .locations import OP_FRAME_PREFIX
+from .phases import phase
 
 
 @dataclass
@@ -82,6 +84,28 @@ class ExportedModel:
 
     def fx_text(self) -> str:
         return self.program.graph_module.print_readable(print_output=False)
+
+    def fingerprint(self) -> str:
+        """Everything of this program a compile reads, as a key: the graph
+        with shapes, dtypes and strides, each op's source lines (kernel
+        reports and diagnostics name them), the constants' values, the
+        signature and the calling convention."""
+        from .compile_cache import digest
+        graph = self.program.graph_module.print_readable(print_output=False, include_stride=True, include_device=True)
+        traces = [node.meta.get("stack_trace") or "" for node in self.program.graph.nodes]
+        tensors = {**self.program.state_dict, **self.program.constants}
+        values = [f"{name}:{_tensor_digest(tensors[name])}" for name in sorted(tensors)
+                  if isinstance(tensors[name], torch.Tensor)]
+        specs = [spec.to_json() for spec in self.state + self.inputs + self.outputs]
+        return digest(graph, *traces, *values, str(self.program.graph_signature), repr(self.frozen),
+                      json.dumps([specs, sorted(self.scalars.items()), self.calling.to_json()], default=str))
+
+
+def _tensor_digest(tensor: torch.Tensor) -> str:
+    """A digest of a tensor's dtype, shape and values (any dtype, any layout)."""
+    from .compile_cache import digest
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return digest(f"{flat.dtype}{tuple(tensor.shape)}", flat.view(torch.uint8).numpy().tobytes())
 
 
 # ---------------------------------------------------------------- loading
@@ -240,7 +264,8 @@ def model_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 def _decompositions(program: torch.export.ExportedProgram):
     """The frontend's table (_base_decompositions), plus attention in its
     own dtype where that is safe for this program (_attention_in_its_dtype)."""
-    table = dict(_base_decompositions())
+    with phase("decomposition table (once per process)"):
+        table = dict(_base_decompositions())
     layout = _attention_layout(program)
     if layout is not None:
         table[torch.ops.aten.scaled_dot_product_attention.default] = functools.partial(_attention_in_its_dtype, layout)
@@ -385,6 +410,12 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
     """torch.export with the frontend's decompositions, its calling
     convention, and (with `checks`) the run-time guards of guards.py: on by
     default, and for the CPU; the GPU takes them with --check-indices."""
+    from .composite_ops import fast_composite_ops
+    with fast_composite_ops():
+        return _export_model(source, freeze, checks)
+
+
+def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedModel:
     state = model_state(source.module)
     state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
     if freeze:
@@ -392,14 +423,22 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
     else:
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
-    fold_zero_size_values(program)
-    complex_outputs = carry_complex_as_pairs(program, _base_decompositions())
-    lengths = bound_data_dependent_results(program, _base_decompositions())
-    refuse_unsupported(program)
-    convert_unsigned_operands(program)
-    violations = add_guards(program) if checks else []
-    _name_ops_in_locations(program)
-    calling = functional_results(program, source.spec, violations, complex_outputs, lengths)
+    with phase("fx: fold zero-size values"):
+        fold_zero_size_values(program)
+    with phase("fx: complex as pairs"):
+        complex_outputs = carry_complex_as_pairs(program, _base_decompositions())
+    with phase("fx: bound data-dependent results"):
+        lengths = bound_data_dependent_results(program, _base_decompositions())
+    with phase("fx: refuse unsupported"):
+        refuse_unsupported(program)
+    with phase("fx: unsigned operands"):
+        convert_unsigned_operands(program)
+    with phase("fx: guards"):
+        violations = add_guards(program) if checks else []
+    with phase("fx: name ops"):
+        _name_ops_in_locations(program)
+    with phase("fx: calling convention"):
+        calling = functional_results(program, source.spec, violations, complex_outputs, lengths)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
@@ -412,17 +451,30 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
 
 
 def _export(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.ExportedProgram:
-    """torch.export, non-strict first, then strict (each takes programs the
-    other refuses: strict traces `.item()` and int arithmetic through
-    Dynamo), then the frontend's decompositions."""
+    """torch.export, then the frontend's decompositions. A failure of the
+    first is the model's; of the second, twintrack's, and named so."""
+    traced = _trace(target, args, spec)
+    with phase("decompositions"), warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            return traced.run_decompositions(_decompositions(traced))
+        except TwintrackError:
+            raise  # a decomposition's own refusal, which names the op and its line
+        except Exception as e:
+            raise CompilerError("decompositions", [f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
+
+
+def _trace(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.ExportedProgram:
+    """torch.export, non-strict first, then strict: each takes programs the
+    other refuses (strict traces `.item()` and int arithmetic through
+    Dynamo)."""
     errors = []
     for strict in (False, True):
         try:
-            with warnings.catch_warnings(), _quiet_logger("torch._dynamo"), _quiet_logger("torch.export"):
+            with phase("torch.export"), warnings.catch_warnings(), \
+                    _quiet_logger("torch._dynamo"), _quiet_logger("torch.export"), torch.no_grad():
                 warnings.simplefilter("ignore")
-                with torch.no_grad():
-                    traced = torch.export.export(target, args, strict=strict)
-                    return traced.run_decompositions(_decompositions(traced))
+                return torch.export.export(target, args, strict=strict)
         except Exception as e:  # torch raises many types here; each is the model's problem
             errors.append(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
     raise ModelLoadError(f"{spec}: torch.export failed: {errors[0]}"

@@ -6,17 +6,22 @@ machine only needs twintrack.runtime."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import shlex
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlir import ir
 
+from . import compile_cache
 from .errors import CompilerError, UsageError
 from .host_plan import extract_plan
+from .phases import phase
 from .reproducer import Reproducer
 from .tooling import find_tool
 
@@ -44,19 +49,39 @@ def extract_ptx(module) -> dict[str, str]:
 
 
 def assemble(name: str, ptx: str, arch: str, directory: Path) -> Resources:
-    """ptxas PTX -> cubin in `directory`; a failure raises with a reproducer."""
+    """ptxas PTX -> cubin in `directory`, or the cubin of the same PTX from
+    the compile cache; a failure raises with a reproducer."""
     ptxas = find_tool("ptxas")
     if ptxas is None:
         raise UsageError(PTXAS_HINT)
     (directory / f"{name}.ptx").write_text(ptx)
     command = [ptxas, f"-arch={arch}", "-v", "-o", f"{name}.cubin", f"{name}.ptx"]
+    key = compile_cache.digest(ptx, *command[1:2], _ptxas_version(ptxas))
+    cached = compile_cache.find_cubin(key)
+    if cached is not None:
+        (directory / f"{name}.cubin").write_bytes(cached[0])
+        return parse_ptxas_report(cached[1])
     result = subprocess.run(command, cwd=directory, capture_output=True, text=True)
     if result.returncode != 0:
         first = next((line for line in result.stderr.splitlines() if line.strip()), "ptxas failed")
         repro = Reproducer("cubin", ptx, " ".join(shlex.quote(c) for c in command), result.stderr,
                            input_name=f"{name}.ptx")
         raise CompilerError("cubin", [f"{name}: {first}"], repro)
+    compile_cache.store_cubin(key, (directory / f"{name}.cubin").read_bytes(), result.stderr)
     return parse_ptxas_report(result.stderr)
+
+
+@functools.cache
+def _ptxas_version(ptxas: str) -> str:
+    return subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
+
+
+def assemble_all(ptx: dict[str, str], arch: str, directory: Path) -> dict[str, Resources]:
+    """Every kernel through ptxas, as many at once as there are cores (each
+    is a process of its own; a large wgmma kernel takes a second)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ptx), os.cpu_count() or 1))) as pool:
+        futures = {name: pool.submit(assemble, name, text, arch, directory) for name, text in ptx.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def parse_ptxas_report(text: str) -> Resources:
@@ -71,10 +96,13 @@ def package(compilation, directory: Path, arch: str) -> dict:
     """Write kernels/ and plan.json; return the manifest's GPU entries."""
     kernels_dir = directory / "kernels"
     kernels_dir.mkdir()
-    ptx = extract_ptx(compilation.module)
-    resources = {name: assemble(name, text, arch, kernels_dir) for name, text in ptx.items()}
+    with phase("extract PTX"):
+        ptx = extract_ptx(compilation.module)
+    with phase("ptxas"):
+        resources = assemble_all(ptx, arch, kernels_dir)
     try:
-        plan = extract_plan(compilation.module, compilation.exported, directory)
+        with phase("host plan"):
+            plan = extract_plan(compilation.module, compilation.exported, directory)
     except CompilerError:
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage

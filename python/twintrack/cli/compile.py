@@ -6,13 +6,16 @@ import argparse
 import re
 import shutil
 import sys
-import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from .. import compile_cache
 from ..locations import brief_source
+from ..model_spec import absolute_model_spec
+from ..phases import PhaseClock, phase, process_age, timing
 from ..recipes import DEFAULT_ARCH, available_pipelines
+from . import cached
 from .common import CommandParser, add_debug_flag, progress, run_main
 
 EPILOG = """\
@@ -56,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="stop after STAGE and print its IR to stdout, writing no artifact unless -o is given "
                              "(default: run every stage of the pipeline)")
     parser.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every stage to stdout")
-    parser.add_argument("--time-stages", action="store_true", help="print a table of per-stage compile times")
+    parser.add_argument("--time-stages", action="store_true", help="print where the compile's wall time went: start-up, loading, torch.export, "
+                             "the decompositions, each FX pass, the import, each stage, the IR dumps, ptxas, "
+                             "writing, and the time in none of these")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="cast the model's floating-point parameters and inputs first (default: as the model is)")
     parser.add_argument("--arch",
@@ -114,21 +119,41 @@ def default_outdir(model: str) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..driver import KernelFallbackWarning
-    from ..frontend import export_model
-    from ..model_spec import absolute_model_spec, load_user_model
-
-    warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
-
-    options = compile_options(args)
     outdir = args.output or default_outdir(args.model)
     say = (lambda m: None) if args.quiet else progress
-    start = time.perf_counter()
+    with timing(PhaseClock()) as clock:
+        request = cached.request_key(args) if cached.cacheable(args) else None
+        hit = cached.find_request(request) if request else None
+        if hit is not None:
+            manifest = cached.reuse(hit, outdir, absolute_model_spec(args.model), args.dtype, clock.elapsed)
+            _report(args, manifest, outdir, say, clock, "a cached repeat")
+            return 0
+        with phase("import torch and the compiler"):
+            options = compile_options(args)
+        return _compile(args, options, outdir, say, clock, request)
+
+
+def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, request: str | None) -> int:
+    with phase("import torch and the compiler"):
+        from ..driver import KernelFallbackWarning
+        from ..frontend import export_model
+        from ..model_spec import load_user_model
+
+    warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
     say(f"loading {args.model}")
-    source = load_user_model(args.model, args.dtype)
+    with phase("load model"), cached.files_read(args.model) as files:
+        source = load_user_model(args.model, args.dtype)
     say("torch.export")
     checks = args.pipeline == "cpu" if args.check_indices is None else args.check_indices
     exported = export_model(source, freeze=args.freeze, checks=checks)
+    model = absolute_model_spec(args.model)
+    artifact = cached.artifact_key(exported, options) if request else None
+    hit = compile_cache.artifact_path(artifact) if artifact else None
+    if hit is not None:
+        manifest = cached.reuse(hit, outdir, model, args.dtype, clock.elapsed)
+        cached.remember(request, artifact, outdir, files)
+        _report(args, manifest, outdir, say, clock, "a compile of the same graph, cached")
+        return 0
 
     def on_stage(dump):
         say(f"stage {dump.index:02d} {dump.name:<14} {dump.seconds * 1000:8.1f} ms")
@@ -142,26 +167,33 @@ def main(args: argparse.Namespace) -> int:
         if args.explain_fusion:
             print_fusion_decisions(compilation.remarks)
         if args.time_stages:
-            print_stage_times(compilation.dumps, time.perf_counter() - start)
+            print_phase_times(clock)
         return 0
-    manifest, compilation, untuned = _compile_artifact(exported, options, outdir, absolute_model_spec(args.model),
-                                                       args, on_stage, say, start)
-    total = manifest["compile_seconds"]
+    manifest, compilation, untuned = _compile_artifact(exported, options, outdir, model, args, on_stage, say,
+                                                       clock.elapsed)
+    if artifact:
+        cached.remember(request, artifact, outdir, files)
     if args.stop_after and not args.print_ir_after_all:
         print(compilation.text(args.stop_after))
     if args.explain_fusion:
         print_fusion_decisions(compilation.remarks)
-    if args.time_stages:
-        print_stage_times(compilation.dumps, total)
-    if manifest["pipeline"] == "gpu" and manifest["executable"]:
-        print_kernel_report(manifest["kernels"])
-    print_fallbacks(manifest["kernel_fallbacks"], outdir)
-    say(f"wrote {outdir} ({len(manifest['stages'])} stages, {total:.2f} s)")
+    _report(args, manifest, outdir, say, clock)
     if untuned:
         print(f"autotune: {len(untuned)} matmul(s) have no tuning entry and took the heuristic tile; "
               f"time the variants on a GPU machine with `tools/tune.py {outdir / 'tuning'} --cache FILE`, "
               f"then compile again with --autotune --tuning-cache FILE")
     return 0
+
+
+def _report(args: argparse.Namespace, manifest: dict, outdir: Path, say, clock, reused: str | None = None) -> None:
+    """The phase times (--time-stages), the kernel report, the fallbacks and the closing line."""
+    if args.time_stages:
+        print_phase_times(clock)
+    if manifest["pipeline"] == "gpu" and manifest["executable"]:
+        print_kernel_report(manifest["kernels"])
+    print_fallbacks(manifest["kernel_fallbacks"], outdir)
+    how = f"{reused}: {manifest['compile_seconds']:.2f} s" if reused else f"{manifest['compile_seconds']:.2f} s"
+    say(f"wrote {outdir} ({len(manifest['stages'])} stages, {how})")
 
 
 def check_gpu_options(args: argparse.Namespace) -> None:
@@ -201,9 +233,9 @@ def _compile_printing_only(exported, options, outdir: Path, on_stage):
             raise e
 
 
-def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stage, say, start: float):
+def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stage, say, elapsed):
     """Compile into OUTDIR, atomically: (manifest, compilation, untuned matmul
-    keys). The compile time recorded counts from `start` (loading the model)."""
+    keys). The compile time recorded is `elapsed()` (from loading the model)."""
     from ..artifact import atomic_directory, record_compile_time, write_artifact
     from ..driver import compile_exported
 
@@ -219,8 +251,9 @@ def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stag
                 tune([staging / "tuning"], TuningCache.load(options.tuning_cache), say)
                 compilation = compile_exported(exported, options)
                 untuned = []
-        manifest = write_artifact(staging, compilation, model, args.dtype)
-        record_compile_time(staging, manifest, time.perf_counter() - start)
+        with phase("write artifact"):
+            manifest = write_artifact(staging, compilation, model, args.dtype)
+        record_compile_time(staging, manifest, elapsed())
     return manifest, compilation, untuned
 
 
@@ -286,11 +319,20 @@ def print_fusion_decisions(remarks: list[str]) -> None:
         print(f"  {_brief(where):<34} {message}")
 
 
-def print_stage_times(dumps: list, total: float) -> None:
-    print("stage                  ms", file=sys.stderr)
-    for dump in dumps:
-        print(f"  {dump.index:02d}-{dump.name:<14} {dump.seconds * 1000:9.1f}", file=sys.stderr)
-    print(f"  {'total (with export)':<17} {total * 1000:9.1f}", file=sys.stderr)
+def print_phase_times(clock) -> None:
+    """Where the compile's wall time went: every phase (stages, export, each
+    FX pass, dumps, ptxas, writing), Python's start-up before them, and
+    the time in no phase, so that the column adds up to the wall time."""
+    rows = list(clock.seconds.items())
+    age = process_age()
+    if age is not None:
+        rows.insert(0, ("python start-up and imports", max(0.0, age - clock.elapsed())))
+    rows.append(("other (in no phase)", clock.unaccounted()))
+    width = max(len(name) for name, _ in rows)
+    print(f"{'phase':<{width}} {'ms':>9}", file=sys.stderr)
+    for name, seconds in rows:
+        print(f"  {name:<{width}} {seconds * 1000:9.1f}", file=sys.stderr)
+    print(f"  {'total (wall)':<{width}} {sum(s for _, s in rows) * 1000:9.1f}", file=sys.stderr)
 
 
 def _brief(source_op: str) -> str:

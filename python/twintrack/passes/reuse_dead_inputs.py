@@ -59,16 +59,23 @@ class ReuseDeadInputs(PythonPass):
                 self._reuse_in(func.operation.regions[0].blocks[0])
 
     def _reuse_in(self, block: ir.Block) -> None:
+        ops, position = _positions(block)
         index = 0
-        while index < len(ops := [op.operation for op in block.operations]):
+        while index < len(ops):
             op = ops[index]
-            # Positions are taken afresh: erasing an op gives the bindings'
-            # handles of the others new identities.
-            donor = _dead_input_for(op, index, {o: i for i, o in enumerate(ops)}) if op.name == "linalg.generic" else None
+            donor = _dead_input_for(op, index, position) if op.name == "linalg.generic" else None
             if donor is not None:
                 _write_into(op, donor)
+                # Positions are taken afresh: erasing an op gives the
+                # bindings' handles of the others new identities.
+                ops, position = _positions(block)
                 index -= 1  # the output's allocation, erased, came before it
             index += 1
+
+
+def _positions(block: ir.Block) -> tuple[list[ir.Operation], dict]:
+    ops = [op.operation for op in block.operations]
+    return ops, {op: i for i, op in enumerate(ops)}
 
 
 def _uses(value: ir.Value) -> list[ir.Operation]:

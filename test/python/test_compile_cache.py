@@ -1,0 +1,112 @@
+"""The persistent compile cache: a repeated tools/compile.py command is a
+hit without torch, a changed model file or option is a miss, a graph
+compiled before under another name is reused, and a cache that cannot be
+written never fails a compile."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from twintrack import compile_cache
+from twintrack.cli import compile as compile_cli
+
+FACTORY = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * {scale}
+
+def build():
+    return Model(), (torch.randn(4, 8),)
+"""
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("TWINTRACK_CACHE_DIR", str(directory))
+    monkeypatch.delenv("TWINTRACK_CACHE", raising=False)
+    return directory
+
+
+def _factory(tmp_path, scale: float = 2.0):
+    path = tmp_path / "model.py"
+    path.write_text(FACTORY.format(scale=scale))
+    return f"{path}:build"
+
+
+def _compile(model: str, outdir, *flags: str) -> dict:
+    assert compile_cli.entry([model, "-o", str(outdir), "-q", *flags]) == 0
+    return json.loads((outdir / "manifest.json").read_text())
+
+
+def test_a_repeat_is_a_hit_with_the_same_artifact(cache_dir, tmp_path):
+    model = _factory(tmp_path)
+    first = _compile(model, tmp_path / "a")
+    second = _compile(model, tmp_path / "b")
+    assert first.get("compile_cache") != "hit" and second["compile_cache"] == "hit"
+    assert (tmp_path / "a" / "executable.mlir").read_text() == (tmp_path / "b" / "executable.mlir").read_text()
+    assert sorted(p.name for p in (tmp_path / "a" / "stages").iterdir()) == \
+        sorted(p.name for p in (tmp_path / "b" / "stages").iterdir())
+
+
+def test_an_edited_model_or_another_option_is_a_miss(cache_dir, tmp_path):
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    assert _compile(model, tmp_path / "b", "--no-fusion").get("compile_cache") != "hit"
+    _factory(tmp_path, scale=3.0)
+    edited = _compile(model, tmp_path / "c")
+    assert edited.get("compile_cache") != "hit"
+    assert "3.0" in (tmp_path / "c" / "stages" / "00-fx.txt").read_text()
+
+
+def test_another_command_for_the_same_graph_reuses_its_artifact(cache_dir, tmp_path):
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    again = _compile(model, tmp_path / "b", "--dtype", "float32")  # the model's own dtype: the same graph
+    assert again["compile_cache"] == "hit" and again["dtype"] == "float32"
+
+
+def test_turned_off_it_neither_reads_nor_writes(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("TWINTRACK_CACHE", "0")
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    assert _compile(model, tmp_path / "b").get("compile_cache") != "hit"
+    assert not cache_dir.exists()
+
+
+def test_an_unwritable_cache_does_not_fail_the_compile(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TWINTRACK_CACHE_DIR", str(blocker / "cache"))
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    assert _compile(model, tmp_path / "b").get("compile_cache") != "hit"
+
+
+def test_a_hit_does_not_import_torch(cache_dir, tmp_path):
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    probe = textwrap.dedent(f"""
+        import sys
+        from twintrack.cli import compile as compile_cli
+        assert compile_cli.entry([{model!r}, "-o", {str(tmp_path / 'b')!r}, "-q"]) == 0
+        print("torch" in sys.modules)
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["compile_cache"] == "hit"
+
+
+def test_least_recently_used_entries_go_past_the_limit(cache_dir):
+    for index in range(3):
+        compile_cache.store_cubin(f"kernel{index}", b"x" * (400 << 10), "report")
+    assert compile_cache.evict_past_limit(limit_mb=1) == 1
+    assert compile_cache.find_cubin("kernel0") is None
+    assert compile_cache.find_cubin("kernel2") == (b"x" * (400 << 10), "report")
+    assert compile_cache.clear() == 2
