@@ -2,12 +2,15 @@
 decompositions) for small matrices, as fixed sequences of ATen ops that
 torch-mlir lowers. torch-mlir has no lowering for these ops at all.
 
-Every algorithm is unrolled at trace time over the matrix order n (a static
-Python int), and each step works on the whole matrix with masks (`where`
-against `arange`), so every step is a handful of batched elementwise ops,
-a rank-1 update or a small matmul, on any batch shape. No Python control
-flow looks at tensor values: pivots are chosen with argmax and applied with
-gather/where, failures are flags carried through the steps. An op declines
+The direct methods are unrolled at trace time over the matrix order n (a
+static Python int); the iterations whose count depends on the data
+(Jacobi's rounds, matrix_exp's squarings) are loops (twintrack.loops.
+bounded_while) that stop for each matrix once it is done. Each step works
+on the whole matrix with masks (`where` against `arange`), so every step is
+a handful of batched elementwise ops, a rank-1 update or a small matmul, on
+any batch shape. No Python control flow looks at tensor values: pivots are
+chosen with argmax and applied with gather/where, failures are flags
+carried through the steps. An op declines
 (NotImplemented, so the table's earlier entry or torch-mlir sees it) for
 dtypes other than float32/float64 (eager's CPU kernels reject half
 precision for all but cholesky and matrix_exp), for symbolic sizes, and
@@ -36,8 +39,9 @@ Coverage and methods:
                   and R equal eager's.
   Eigen, SVD      _linalg_eigh: two-sided Jacobi; _linalg_svd: one-sided
                   (Hestenes) Jacobi on the smaller dimension; both rotate
-                  round-robin pairs in parallel (one matmul per round) for a
-                  fixed number of sweeps (_sweeps); U is completed by
+                  round-robin pairs in parallel (one matmul per round) until
+                  every off-diagonal entry is negligible, within a fixed
+                  number of sweeps (_sweeps); U is completed by
                   Householder QR. Values equal eager's; vectors are only
                   defined up to sign (and within repeated values) and differ
                   from LAPACK's, their products (pinv, ...) do not.
@@ -45,9 +49,9 @@ Coverage and methods:
                   linalg_matrix_exp: scaling and squaring of a Taylor
                   polynomial (float16/bfloat16 through float32).
 
-Compile time grows with the unrolled program (a 5 x 5 eigh is about 1000
-ATen ops, 15 s to compile; an LU about 400, 2 s), LLVM's share faster than
-linearly in one module's size.
+Compile time grows with the unrolled program (an LU of order 5 is about 400
+ATen ops, 2 s to compile), LLVM's share faster than linearly in one
+module's size; a loop costs its body once.
 """
 
 from __future__ import annotations
@@ -55,11 +59,12 @@ from __future__ import annotations
 import torch
 
 from .decompositions import chained_over
+from .loops import bounded_while
 
 aten = torch.ops.aten
 
 MAX_ORDER = 64            # largest n unrolled by the direct methods (n steps)
-MAX_ITERATIVE_ORDER = 32  # largest min(m, n) for Jacobi (n rounds per sweep, up to 14 sweeps)
+MAX_ITERATIVE_ORDER = 32  # largest min(m, n) for Jacobi (_sweeps is measured up to it)
 FLOATS = (torch.float32, torch.float64)
 
 OURS: dict = {}
@@ -804,41 +809,36 @@ def _sweeps(n: int, dtype: torch.dtype) -> int:
 
 class _Schedule:
     """The circle method's round-robin over n indices, as masks built from
-    arange arithmetic (tensor literals do not survive export; index ops
-    would each take a run-time bounds guard). With N = n rounded up to even
-    and index N - 1 fixed, in round r index x meets (2r - x) mod (N - 1)
-    and r meets N - 1; every pair meets once in N - 1 rounds. For an odd n,
-    N - 1 is a dummy: its partner rests (its row of the masks is zero, so
-    its rotation is the identity)."""
+    arange arithmetic for round r (a 0-d tensor: the loop's step number
+    modulo the rounds). With N = n rounded up to even and index N - 1
+    fixed, in round r index x meets (2r - x) mod (N - 1) and r meets N - 1;
+    every pair meets once in N - 1 rounds. For an odd n, N - 1 is a dummy:
+    its partner rests (its row of the masks is zero, so its rotation is the
+    identity)."""
 
-    def __init__(self, n: int, like: torch.Tensor):
-        size = n + n % 2
-        self.rounds = size - 1 if n > 1 else 0
-        x = _index(n, like)
-        r = _index(max(self.rounds, 1), like).unsqueeze(-1)  # (rounds, 1)
-        partner = torch.remainder(2 * r - x, size - 1)
-        partner = torch.where(x == r, size - 1, partner)
-        partner = torch.where(x == size - 1, r, partner)  # (rounds, n); n means the dummy
-        meets = partner.unsqueeze(-1) == x  # [r, x, y]: x meets y
-        self.meets = meets.to(like.dtype)
-        self.direction = torch.where(x < partner, 1.0, -1.0).to(like.dtype)  # +1 at p, -1 at q
-        self.signed = torch.where(x.unsqueeze(-1) < x, self.meets, -self.meets)  # J's off-diagonal pattern
-        self.identity = _eye(n, n, like)
+    def __init__(self, n: int, dtype: torch.dtype):
+        self.n, self.size = n, n + n % 2
+        self.rounds = self.size - 1 if n > 1 else 0
+        self.most = self.rounds * _sweeps(n, dtype)  # rounds of the fixed sweeps: the loop's bound
 
-    def rotation_of(self, r: int, G: torch.Tensor) -> torch.Tensor:
-        """J for round r of the symmetric G (..., n, n): every pair's Jacobi
-        rotation (_rotation), from g_qq - g_pp and g_pq, the latter
+    def rotation_of(self, step: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+        """J (..., n, n) applying every pair's Jacobi rotation (_rotation) of
+        step's round to the symmetric G at once: J[p,p] = J[q,q] = c,
+        J[p,q] = s, J[q,p] = -s; from g_qq - g_pp and g_pq, the latter
         symmetrized so that both ends of a pair compute the same one."""
-        meets = self.meets[r]
+        r = step % self.rounds
+        x = _index(self.n, G)
+        partner = torch.remainder(2 * r - x, self.size - 1)
+        partner = torch.where(x == r, self.size - 1, partner)
+        partner = torch.where(x == self.size - 1, r, partner)  # n means the dummy
+        meets = (partner.unsqueeze(-1) == x).to(G.dtype)  # [x, y]: x meets y
+        direction = torch.where(x < partner, 1.0, -1.0).to(G.dtype)  # +1 at p, -1 at q
+        signed = torch.where(x.unsqueeze(-1) < x, meets, -meets)  # J's off-diagonal pattern
         d = G.diagonal(0, -2, -1)
         partner_d = (meets * d.unsqueeze(-2)).sum(-1)
         off = ((G + G.mT) * meets).sum(-1)  # 2 g_pq
-        return self.rotation(r, *_rotation((partner_d - d) * self.direction[r], off))
-
-    def rotation(self, r: int, c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        """J (..., n, n) applying every pair's rotation of round r at once:
-        J[p,p] = J[q,q] = c, J[p,q] = s, J[q,p] = -s."""
-        return self.identity * c.unsqueeze(-1) + self.signed[r] * s.unsqueeze(-1)
+        c, s = _rotation((partner_d - d) * direction, off)
+        return _eye(self.n, self.n, G) * c.unsqueeze(-1) + signed * s.unsqueeze(-1)
 
 
 def _rotation(difference: torch.Tensor, twice_off: torch.Tensor):
@@ -853,24 +853,38 @@ def _rotation(difference: torch.Tensor, twice_off: torch.Tensor):
     return c, t * c
 
 
+def _unconverged(G: torch.Tensor) -> torch.Tensor:
+    """(..., 1, 1): whether some off-diagonal g_pq of the symmetric G is
+    above eps sqrt(|g_pp g_qq|), its precision (each matrix's loop stops
+    once none is)."""
+    d = G.diagonal(0, -2, -1).abs()
+    scale = torch.finfo(G.dtype).eps * torch.sqrt(d.unsqueeze(-1) * d.unsqueeze(-2))
+    rows = _index(G.shape[-1], G)
+    off_diagonal = rows.unsqueeze(-1) != rows
+    return ((G.abs() > scale) & off_diagonal).any(-1, keepdim=True).any(-2, keepdim=True)
+
+
 def _jacobi_eigh(S: torch.Tensor, compute_v: bool):
     """(eigenvalues ascending, eigenvectors or None) of symmetric S by
-    two-sided Jacobi: S <- J^T S J over round-robin rounds."""
+    two-sided Jacobi, S <- J^T S J over round-robin rounds: a loop that
+    stops for each matrix once it is diagonal to precision, within the
+    fixed sweeps."""
     if S.numel() == 0:
         return S.new_zeros(S.shape[:-1]), (S.new_zeros(S.shape) if compute_v else None)
     n = S.shape[-1]
-    V = _eye(n, n, S).expand(S.shape) if compute_v else None
-    schedule = _Schedule(n, S)
-    for _ in range(_sweeps(n, S.dtype)):
-        for r in range(schedule.rounds):
-            J = schedule.rotation_of(r, S)
-            S = _matmul(_matmul(J.mT, S), J)
-            if compute_v:
-                V = _matmul(V, J)
+    schedule = _Schedule(n, S.dtype)
+    V = (_eye(n, n, S).expand(S.shape).contiguous(),) if compute_v else ()
+
+    def rotate(step, S, *V):
+        J = schedule.rotation_of(step, S)
+        S = _matmul(_matmul(J.mT, S), J)
+        return (_unconverged(S), S, *(_matmul(v, J) for v in V))
+    if schedule.most:
+        S, *V = bounded_while(rotate, _unconverged(S), (S, *V), most=schedule.most)
     values, order = torch.sort(S.diagonal(0, -2, -1), dim=-1)
     if not compute_v:
         return values, None
-    return values, torch.gather(V, -1, order.unsqueeze(-2).expand(V.shape))
+    return values, torch.gather(V[0], -1, order.unsqueeze(-2).expand(S.shape))
 
 
 def _symmetric(A: torch.Tensor, uplo: str) -> torch.Tensor:
@@ -892,16 +906,21 @@ def _linalg_eigh(A, UPLO="L", compute_v=True):
 
 def _jacobi_columns(W: torch.Tensor):
     """(W V, V) with the columns of W V orthogonal, by one-sided Jacobi:
-    each rotation is the two-sided one of the columns' Gram matrix."""
+    each rotation is the two-sided one of the columns' Gram matrix; a loop
+    that stops for each matrix once the Gram matrix is diagonal to
+    precision, within the fixed sweeps."""
     if W.numel() == 0:
         return W.new_zeros(W.shape), W.new_zeros(*W.shape[:-2], W.shape[-1], W.shape[-1])
     k = W.shape[-1]
-    V = _eye(k, k, W).expand(*W.shape[:-2], k, k)
-    schedule = _Schedule(k, W)
-    for _ in range(_sweeps(k, W.dtype)):
-        for r in range(schedule.rounds):
-            J = schedule.rotation_of(r, _matmul(W.mT, W))
-            W, V = _matmul(W, J), _matmul(V, J)
+    V = _eye(k, k, W).expand(*W.shape[:-2], k, k).contiguous()
+    schedule = _Schedule(k, W.dtype)
+
+    def rotate(step, W, V):
+        G = _matmul(W.mT, W)
+        J = schedule.rotation_of(step, G)
+        return _unconverged(G), _matmul(W, J), _matmul(V, J)
+    if schedule.most:
+        W, V = bounded_while(rotate, _unconverged(_matmul(W.mT, W)), (W, V), most=schedule.most)
     return W, V
 
 
@@ -1014,10 +1033,9 @@ def _taylor_exp(X: torch.Tensor, degree: int) -> torch.Tensor:
 def linalg_matrix_exp(A):
     """Scaling and squaring: exp(A) = exp(A / 2^s)^(2^s) with s the least
     making ||A / 2^s||_1 <= 1, a Taylor polynomial (degree 18 in float64,
-    12 in float32: its remainder is below the dtype's epsilon), then
-    MAX_SQUARINGS[dtype] squarings of which only the first s take effect (s is
-    data, so the loop is fixed and `where` picks). Half precision (which
-    eager takes here) computes in float32."""
+    12 in float32: its remainder is below the dtype's epsilon), then a loop
+    of squarings, each matrix its own s of them (at most MAX_SQUARINGS[dtype]).
+    Half precision (which eager takes here) computes in float32."""
     if A.dtype in (torch.float16, torch.bfloat16) and _fits(A.float()):
         return linalg_matrix_exp(A.float()).to(A.dtype)
     if not _fits(A):
@@ -1029,7 +1047,8 @@ def linalg_matrix_exp(A):
     most = MAX_SQUARINGS[A.dtype]
     s = torch.clamp(torch.ceil(torch.log2(torch.clamp(norm, min=tiny))), 0, most)
     T = _taylor_exp(A / torch.pow(2.0, s), 18 if A.dtype == torch.float64 else 12)
-    squares = (s > _index(most, A).to(A.dtype).reshape(-1, *[1] * A.dim())).expand(most, *A.shape)
-    for i in range(most):
-        T = torch.where(squares[i], _matmul(T, T), T)
-    return T
+    return bounded_while(_squaring, s > 0, (T,), (s,), most=most)[0]
+
+
+def _squaring(step, T, s):
+    return step + 1 < s, _matmul(T, T)

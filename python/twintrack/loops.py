@@ -12,6 +12,8 @@ into one linalg.generic whose payload runs each element's own scalar loop
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._higher_order_ops.while_loop import while_loop_op
 
@@ -46,14 +48,31 @@ def elementwise_while(step, active: torch.Tensor, state, inputs=()) -> tuple:
     shape = torch.broadcast_shapes(active.shape, *(s.shape for s in state))
     active = active.expand(shape).contiguous()
     state = tuple(s.expand(shape).contiguous() for s in state)
-    count = len(state)
+    return tensor_while(lambda active, *carried: active.any(), _masked(step, len(state)), (active, *state), inputs)[1:]
 
-    def condition(active, *carried):
-        return active.any()
 
+def bounded_while(step, active: torch.Tensor, state, inputs=(), *, most: int) -> tuple:
+    """Per batch element, at most `most` times: `while active: active,
+    *state = step(i, *state, *inputs)`, i the step's number (a 0-d int64
+    tensor, the same for every element); `active` broadcasts onto each
+    state tensor (a matrix iteration: one flag per matrix). The bound lets
+    a target whose host runs no loops unroll it (unroll-bounded-loops)."""
+    count = torch.zeros((), dtype=torch.int64, device=active.device)
+
+    def condition(i, active, *carried):
+        return active.any() & (i < most)
+
+    def body(i, *carried):
+        return (i + 1, *_masked(functools.partial(step, i), len(state))(*carried))
+
+    return tensor_while(condition, body, (count, active, *state), inputs)[2:]
+
+
+def _masked(step, count: int):
+    """The loop body of `step` over (active, *state, *inputs): each new
+    value kept only where active; the mask cleared where `step` is done."""
     def body(active, *carried):
-        going, *new = step(*carried[:count], *carried[count:])
+        going, *new = step(*carried)
         kept = (torch.where(active, value, old).to(old.dtype) for value, old in zip(new, carried[:count]))
         return (active & going, *kept)
-
-    return tensor_while(condition, body, (active, *state), inputs)[1:]
+    return body

@@ -62,7 +62,7 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 
 class PipelineVariables(Mapping):
     """Variables recipe pipelines may use, resolved only when used:
-    $arch, $tf32 and $strict (true or false), $lowering (the recipes' directory), $tuning (the
+    $arch, $target, $tf32 and $strict (true or false), $lowering (the recipes' directory), $tuning (the
     matmul pass's tuning_cache/tuning_variant options, or nothing), $libdevice, and $fusion (the options of twintrack-form-dispatches:
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
@@ -70,7 +70,8 @@ class PipelineVariables(Mapping):
     def __init__(self, arch: str = DEFAULT_ARCH, target: str = "cpu", fuse: bool = True, explain: bool = False,
                  lowering_dir: Path = DEFAULT_LOWERING_DIR, tf32: bool = False, strict: bool = False,
                  tuning_cache: Path | None = None, tuning_variant: int | None = None):
-        self._values = {"arch": lambda: arch, "tf32": lambda: str(tf32).lower(), "strict": lambda: str(strict).lower(),
+        self._values = {"arch": lambda: arch, "target": lambda: target,
+                        "tf32": lambda: str(tf32).lower(), "strict": lambda: str(strict).lower(),
                         "lowering": lambda: str(Path(lowering_dir).resolve()),
                         "tuning": lambda: _tuning_options(tuning_cache, tuning_variant),
                         "libdevice": _libdevice,

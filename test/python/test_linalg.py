@@ -1,4 +1,4 @@
-"""Dense linear algebra compiles as the unrolled decompositions of
+"""Dense linear algebra compiles as the decompositions of
 decompose_linalg.py on the CPU track and matches a float64 eager run within
 the OpInfo checker's tolerances (coverage/outputs.py): Cholesky, LU (pivots
 and info exactly as eager's: a tie, a singular matrix), solves, inverse,
@@ -13,10 +13,6 @@ import torch
 import twintrack
 from twintrack import decompose_linalg
 from twintrack.coverage.outputs import compare_outputs
-
-# Each compile unrolls a long elementwise program: `make test-all` runs these;
-# `make test` checks the ops through the coverage sample (digamma, linalg.inv).
-pytestmark = pytest.mark.slow
 
 
 class Call(torch.nn.Module):

@@ -25,17 +25,17 @@ from .gpu_matmul_kernels import GpuMatmulKernels
 from .gpu_row_kernels import GpuRowKernels
 from .gpu_serial_kernels import GpuSerialKernels
 from .lower_scatters import LowerScatters
+from .masked_loops import SinkElementwiseLoops, UnrollBoundedLoops
 from .largest_buffer import LargestBuffer
 from .reductions_innermost import ReductionsInnermost
 from .reuse_dead_inputs import ReuseDeadInputs
 from .scalarize_accumulators import ScalarizeAccumulators
-from .sink_elementwise_loops import SinkElementwiseLoops
 from .split_fills import SplitFills
 from .tight_windows import TightWindows
 from .unsigned_literals import UnsignedLiterals
 from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DistinctResults, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuFullReductions, GpuMatmulKernels, GpuRowKernels, GpuSerialKernels, FoldMatmulWidening, LargestBuffer, LowerScatters, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SinkElementwiseLoops, SplitFills, TightWindows, UnsignedLiterals, WidenBoolBuffers)}
+REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DistinctResults, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuFullReductions, GpuMatmulKernels, GpuRowKernels, GpuSerialKernels, FoldMatmulWidening, LargestBuffer, LowerScatters, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SinkElementwiseLoops, SplitFills, TightWindows, UnrollBoundedLoops, UnsignedLiterals, WidenBoolBuffers)}
 
 
 def pass_name(spec: str) -> str:

@@ -1,45 +1,54 @@
-"""sink-elementwise-loops: a loop over whole tensors whose body is elementwise
-becomes one linalg.generic whose payload holds the loop, per element.
+"""Passes over the masked loops of twintrack.loops, on tensors.
 
-The decompositions write iterative algorithms (Euclid, square-and-multiply,
-recurrences, series) with twintrack.loops.elementwise_while; torch-mlir turns
-that into this scf.while (`%active` an i1 tensor, `%state...` tensors of its
-shape, `%input...` tensors carried through unchanged):
+The decompositions write iterative algorithms with elementwise_while (Euclid,
+square-and-multiply, recurrences, series) and bounded_while (matrix
+squarings, Jacobi rounds). torch-mlir turns either into this scf.while:
 
-    scf.while (%go = any(%active0), %active = %active0, %state = %state0...,
-               %input = %input0...)
+    scf.while (%go, %active = %active0, %state = %state0..., %input = %input0...)
       before: scf.condition(%go) %active, %state..., %input...
-      after:  elementwise linalg.generics computing %active' and %state'...,
-              each kept only where %active was set (select(%active, new,
-              old); andi(%active, new) for the mask), then
-              scf.yield any(%active'), %active', %state'..., copies of %input...
+      after:  %active' = andi(%active, ...), and each %state' kept where
+              %active is clear (select(%active, new, %state)), then
+              scf.yield any(%active') [and %i' < bound], %active', %state'...,
+              %input... (or copies)
 
-Each iteration runs over every element and reads `any` back, and on the GPU
-the host cannot run it at all. Since an inactive element never changes, each
-element may run its own loop instead:
+`%active` is one flag per element (elementwise_while) or per matrix, read
+through a broadcast (bounded_while, which also carries a step counter %i).
+Once no flag is set, another step changes nothing: that is what both
+rewrites rely on, and they apply only where the IR shows it.
+
+sink-elementwise-loops: where the body is elementwise over the carried
+shape, each element runs its own loop instead, in one linalg.generic:
 
     linalg.generic ins(%active0, %state0..., the body's other operands)
       payload: scf.while (%a = active, %s = state...)
                  before: scf.condition(%a) %a, %s...
                  after:  the body's payloads, cloned in order, on scalars
 
-so every element stops as soon as it is done. The rewrite applies only where
-that holds: the mask structure above, and a body of elementwise generics over
-the carried shape (operands from outside the loop, and the unchanged inputs,
-may broadcast). Any other loop is left as it is.
+so every element stops as soon as it is done, without reading `any` back on
+the host; on the GPU it is one kernel.
+
+unroll-bounded-loops: on a target whose host runs no loops (the GPU: its
+host plan is a list of launches), a bounded loop becomes `bound` copies of
+its body; the extra steps after every flag cleared change nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import linalg, scf, tensor
+from mlir.dialects import arith, linalg, scf, tensor
 
 from .ir_helpers import PythonPass, defining_op, nested_ops
 
+# targets whose host runs no loops: the GPU's host plan is a list of launches (host_plan.py)
+HOSTS_WITHOUT_LOOPS = ("gpu",)
+SIGNED_LESS = 2  # arith.cmpi's slt
 
-def _generic_parts(generic: ir.Operation):
+
+# ---------------------------------------------------------------- small readers
+
+def _parts(generic: ir.Operation):
     """(payload block, its terminator, number of inputs, indexing maps)."""
     block = generic.regions[0].blocks[0]
     maps = [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
@@ -49,6 +58,11 @@ def _generic_parts(generic: ir.Operation):
 def _iterators(generic: ir.Operation) -> list[str]:
     return [str(it).removeprefix("#linalg.iterator_type<").removesuffix(">")
             for it in ir.ArrayAttr(generic.attributes["iterator_types"])]
+
+
+def _payload(generic: ir.Operation) -> list[ir.Operation]:
+    """The payload's ops before its yield."""
+    return [op.operation for op in generic.regions[0].blocks[0].operations][:-1]
 
 
 def _identity(affine_map, rank: int) -> bool:
@@ -63,79 +77,125 @@ def _defined_in(block: ir.Block, value: ir.Value) -> bool:
     return owner is not None and owner.block == block
 
 
-def _read_operand(generic: ir.Operation, value: ir.Value):
+def _operand_of(generic: ir.Operation, value: ir.Value):
     """(operand, map) of the generic that payload argument `value` stands for; else None."""
-    block, _, _, maps = _generic_parts(generic)
+    block, _, _, maps = _parts(generic)
     if isinstance(value, ir.BlockArgument) and value.owner == block:
         return generic.operands[value.arg_number], maps[value.arg_number]
     return None
 
 
-def _is_false(value: ir.Value) -> bool:
+def _generic(value: ir.Value) -> ir.Operation | None:
     owner = defining_op(value)
-    return owner is not None and owner.name == "arith.constant" and str(owner.attributes["value"]) == "false"
+    return owner if owner is not None and owner.name == "linalg.generic" else None
 
 
-def _is_any(reduction: ir.Operation) -> bool:
+def _constant(value: ir.Value):
+    """The Python value of a scalar or splat constant, else None."""
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    attr = owner.attributes["value"]
+    if isinstance(attr, ir.DenseElementsAttr):
+        return attr.get_splat_value().value if attr.is_splat else None
+    return attr.value if isinstance(attr, (ir.IntegerAttr, ir.FloatAttr, ir.BoolAttr)) else None
+
+
+def _combines(generic: ir.Operation, name: str) -> list | None:
+    """The operands (with maps) read by a one-op payload `name` of a
+    single-result generic, or None when it is something else."""
+    ops = _payload(generic)
+    if len(generic.results) != 1 or len(ops) != 1 or ops[0].name != name:
+        return None
+    _, terminator, _, _ = _parts(generic)
+    if terminator.operands[0] != ops[0].result:
+        return None
+    return [_operand_of(generic, v) or (v, None) for v in ops[0].operands]
+
+
+def _is_any(reduction: ir.Operation | None) -> bool:
     """A linalg.generic reducing every dim of one i1 tensor with `ori` from false."""
-    if reduction.name != "linalg.generic" or len(reduction.operands) != 2 or set(_iterators(reduction)) != {"reduction"}:
+    if reduction is None or len(reduction.operands) != 2 or set(_iterators(reduction)) != {"reduction"}:
         return False
-    block, terminator, _, _ = _generic_parts(reduction)
-    ops = [op.operation for op in block.operations]
+    ops = _payload(reduction)
+    block = reduction.regions[0].blocks[0]
     init = defining_op(reduction.operands[1])
-    starts_false = init is not None and init.name == "linalg.fill" and _is_false(init.operands[0])
-    return (starts_false and len(ops) == 2 and ops[0].name == "arith.ori"
-            and set(ops[0].operands) == set(block.arguments) and terminator.operands[0] == ops[0].result)
+    return (init is not None and init.name == "linalg.fill" and _constant(init.operands[0]) is False
+            and len(ops) == 1 and ops[0].name == "arith.ori" and set(ops[0].operands) == set(block.arguments))
 
 
-def _used_only_by(op: ir.Operation, user: ir.Operation) -> bool:
-    return all(use.owner == user for result in op.results for use in result.uses)
+def _clone_mapped(op: ir.Operation, mapping: dict) -> None:
+    """Clone `op` at the insertion point, its operands (and those of the ops
+    nested in it) replaced through `mapping`; map its results to the clone's."""
+    clone = op.clone().operation
 
+    def remap(nested):
+        for i, value in enumerate(nested.operands):
+            if value in mapping:
+                nested.operands[i] = mapping[value]
+        return ir.WalkResult.ADVANCE
+    clone.walk(remap)
+    for old, new in zip(op.results, clone.results):
+        mapping[old] = new
+
+
+# ---------------------------------------------------------------- the loops' form
 
 @dataclass
-class _Loop:
-    """A matched loop. `varying`: positions of the carried values the
-    per-element loop carries (the mask at `active` among them); `invariant`:
-    position -> the initial value of each carried input; `generics`: the
-    body's elementwise generics in order."""
+class _MaskedLoop:
+    """An scf.while of the form of the module docstring. Positions count
+    the carried values (the loop's operands after %go)."""
     op: ir.Operation
-    varying: list
-    active: int
-    invariant: dict
-    generics: list
+    active: int                                   # the mask's position
+    invariant: dict = field(default_factory=dict)  # position -> initial value (an input carried unchanged)
+    counter: int | None = None                    # bounded_while's step counter
+    bound: int | None = None                      # the most steps
+
+    @property
+    def body(self) -> ir.Block:
+        return self.op.regions[1].blocks[0]
+
+    @property
+    def yielded(self) -> list:
+        return list(list(self.body.operations)[-1].operands)[1:]
+
+    def varying(self) -> list[int]:
+        """The positions a step changes, but the counter."""
+        return [j for j in range(len(self.yielded)) if j not in self.invariant and j != self.counter]
 
 
-class _Matcher:
-    """Checks one scf.while against the form of the module docstring."""
+class _Reader:
+    """Reads one scf.while as a masked loop (None where it is not one)."""
 
     def __init__(self, loop: ir.Operation):
         self.loop = loop
-        self.before = loop.regions[0].blocks[0]
-        self.after = loop.regions[1].blocks[0]
+        self.before, self.after = loop.regions[0].blocks[0], loop.regions[1].blocks[0]
         self.initial = list(loop.operands)[1:]
 
-    def match(self) -> _Loop | None:
+    def read(self) -> _MaskedLoop | None:
         if not self._passes_state_through():
             return None
-        *body, terminator = [op.operation for op in self.after.operations]
+        terminator = list(self.after.operations)[-1].operation
         yielded = list(terminator.operands)[1:]
-        active = self._active(terminator, yielded)
-        if active is None:
+        extract = defining_op(terminator.operands[0])
+        if extract is None or extract.name != "tensor.extract" or len(extract.operands) != 1:
             return None
-        copies = {j: defining_op(v) for j, v in enumerate(yielded) if self._copies_argument(v, j, terminator)}
-        invariant = {j: self.initial[j] for j in copies}
-        varying = [j for j in range(len(yielded)) if j not in invariant]
-        if not self._same_static_shape([self.initial[j].type for j in varying]):
+        masks, counters = [], []
+        for conjunct in self._conjuncts(extract.operands[0]):
+            if _is_any(_generic(conjunct)) and _generic(conjunct).operands[0] in yielded:
+                masks.append(yielded.index(_generic(conjunct).operands[0]))
+            elif (bounded := self._bounded(conjunct, yielded)) is not None:
+                counters.append(bounded)
+            else:
+                return None
+        if len(masks) != 1 or len(counters) > 1:
             return None
-        self.rank = len(self.initial[varying[0]].type.shape)
-        self.invariant_arguments = {self.after.arguments[j] for j in invariant}
-        generics = [op for op in body if op not in {*copies.values(), *self._condition_ops(terminator)}
-                    and op.name != "tensor.empty"]
-        if not all(self._elementwise(op) for op in generics):
-            return None
-        if not all(self._keeps_inactive(yielded[j], j, active) for j in varying):
-            return None
-        return _Loop(self.loop, varying, active, invariant, generics)
+        loop = _MaskedLoop(self.loop, masks[0])
+        if counters:
+            loop.counter, loop.bound = counters[0]
+        loop.invariant = {j: self.initial[j] for j, value in enumerate(yielded)
+                          if j not in (loop.active, loop.counter) and self._copies_argument(value, j, terminator)}
+        return loop
 
     def _passes_state_through(self) -> bool:
         """The before region forwards the carried tensors behind the i1 it tests."""
@@ -144,51 +204,127 @@ class _Matcher:
         if len(ops) != 1 or ops[0].name != "scf.condition" or len(arguments) < 2:
             return False
         operands = list(ops[0].operands)
-        return operands[0] == arguments[0] and operands[1:] == arguments[1:] and isinstance(arguments[0].type, ir.IntegerType)
+        return (operands[0] == arguments[0] and operands[1:] == arguments[1:]
+                and isinstance(arguments[0].type, ir.IntegerType)
+                and all(isinstance(a.type, ir.RankedTensorType) for a in arguments[1:]))
 
-    @staticmethod
-    def _same_static_shape(types: list) -> bool:
-        if not types or not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types):
-            return False
-        return len({tuple(t.shape) for t in types}) == 1
+    def _conjuncts(self, value: ir.Value) -> list:
+        """The 0-d i1 tensors whose `and` is `value` (andi generics flattened)."""
+        generic = _generic(value)
+        operands = _combines(generic, "arith.andi") if generic is not None and generic.block == self.after else None
+        if operands is None or any(m is None for _, m in operands):
+            return [value]
+        return [c for operand, _ in operands for c in self._conjuncts(operand)]
 
-    def _active(self, terminator: ir.Operation, yielded: list) -> int | None:
-        """The position of the mask when the loop goes on while any element
-        of that carried i1 tensor is set."""
-        extract = defining_op(terminator.operands[0])
-        if extract is None or extract.name != "tensor.extract" or len(extract.operands) != 1:
+    def _bounded(self, conjunct: ir.Value, yielded: list):
+        """(position, bound) where `conjunct` is `i' < C` for a counter i
+        carried from a constant and stepped by 1; else None."""
+        compare = _generic(conjunct)
+        operands = _combines(compare, "arith.cmpi") if compare is not None else None
+        if operands is None or ir.IntegerAttr(_payload(compare)[0].attributes["predicate"]).value != SIGNED_LESS:
             return None
-        reduction = defining_op(extract.operands[0])
-        if reduction is None or not _is_any(reduction) or not _used_only_by(reduction, extract):
+        (counter, _), (limit, map_) = operands
+        if counter not in yielded or map_ is not None or _constant(limit) is None:
             return None
-        mask = reduction.operands[0]
-        return next((j for j, value in enumerate(yielded) if value == mask), None)
-
-    @staticmethod
-    def _condition_ops(terminator: ir.Operation) -> list:
-        """The extract, the `any` and its fill (checked by _active)."""
-        extract = defining_op(terminator.operands[0])
-        reduction = defining_op(extract.operands[0])
-        return [extract, reduction, defining_op(reduction.operands[1])]
+        j = yielded.index(counter)
+        start = _constant(self.initial[j])
+        step = _generic(counter)
+        added = _combines(step, "arith.addi") if step is not None else None
+        if start is None or added is None or added[0][0] != self.after.arguments[j] or _constant(added[1][0]) != 1:
+            return None
+        return j, _constant(limit) - start
 
     def _copies_argument(self, value: ir.Value, j: int, terminator: ir.Operation) -> bool:
         """Is carried value j yielded as it came in (itself, or a copy only the yield reads)?"""
         argument = self.after.arguments[j]
+        copy = _generic(value)
         if value == argument:
             return True
-        copy = defining_op(value)
-        if copy is None or copy.name != "linalg.generic" or copy.block != self.after or len(copy.operands) != 2:
+        if copy is None or copy.block != self.after or len(copy.operands) != 2 or _payload(copy):
             return False
-        _, copy_yield, _, maps = _generic_parts(copy)
+        _, copy_yield, _, maps = _parts(copy)
         rank = len(maps[0].results)
-        payload = copy.regions[0].blocks[0]
-        return (copy.operands[0] == argument and _identity(maps[0], rank) and _identity(maps[1], rank)
-                and copy_yield.operands[0] == payload.arguments[0] and len(list(payload.operations)) == 1
-                and _used_only_by(copy, terminator))
+        return (copy.operands[0] == argument and all(_identity(m, rank) for m in maps)
+                and copy_yield.operands[0] == copy.regions[0].blocks[0].arguments[0]
+                and all(use.owner == terminator for use in value.uses))
 
-    def _inside(self, value: ir.Value) -> bool:
+
+def _keeps_inactive(loop: _MaskedLoop, j: int, exact: bool) -> bool:
+    """Is carried value j yielded unchanged where the mask is clear? With
+    `exact`, element by element (the mask read with an identity map);
+    else at least where the whole mask is clear (read through broadcasts)."""
+    body = loop.body
+    mask, old = body.arguments[loop.active], body.arguments[j]
+    producer = _generic(loop.yielded[j])
+    if producer is None or producer.block != body:
+        return False
+    rank = len(ir.RankedTensorType(old.type).shape)
+    if j == loop.active:
+        operands = _combines(producer, "arith.andi")
+        return operands is not None and any(v == mask and m is not None and _identity(m, rank) for v, m in operands)
+    operands = _combines(producer, "arith.select")
+    if operands is None or operands[2][0] != old or operands[2][1] is None or not _identity(operands[2][1], rank):
+        return False
+    condition, condition_map = operands[0]
+    if exact:
+        return condition == mask and condition_map is not None and _identity(condition_map, rank)
+    return condition_map is not None and _broadcasts(condition, mask)
+
+
+def _broadcasts(value: ir.Value, source: ir.Value) -> bool:
+    """Is `value` `source`, reshaped or broadcast (copying generics, collapse/expand_shape)?"""
+    while value != source:
+        owner = defining_op(value)
+        if owner is None:
+            return False
+        if owner.name in ("tensor.collapse_shape", "tensor.expand_shape"):
+            value = owner.operands[0]
+        elif owner.name == "linalg.generic" and len(owner.operands) == 2 and not _payload(owner) \
+                and _parts(owner)[1].operands[0] == owner.regions[0].blocks[0].arguments[0]:
+            value = owner.operands[0]
+        else:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- sink-elementwise-loops
+
+class _Sinker:
+    """Builds the per-element loop of a masked loop, if its body is elementwise."""
+
+    def __init__(self, loop: _MaskedLoop):
+        self.loop = loop
+        self.body = loop.body
+        self.varying = [loop.active] + [j for j in loop.varying() if j != loop.active]
+        self.carried = [loop.op.results[j].type for j in self.varying]
+        self.rank = len(self.carried[0].shape)
+        extract = defining_op(list(self.body.operations)[-1].operands[0])  # of any(mask): the loop has no counter
+        condition = [extract, _generic(extract.operands[0]), defining_op(_generic(extract.operands[0]).operands[1])]
+        copies = [_generic(loop.yielded[j]) for j in loop.invariant]
+        skipped = [op for op in condition + copies if op is not None]
+        self.generics = [op.operation for op in list(self.body.operations)[:-1]
+                         if op.operation not in skipped and op.operation.name != "tensor.empty"]
+        self.outside: list = []  # (value, map) the body reads from outside the per-element loop, each once
+
+    def applies(self) -> bool:
+        loop = self.loop
+        if len({tuple(t.shape) for t in self.carried}) != 1:
+            return False
+        if not all(t.has_static_shape for t in self.carried):
+            return False
+        if not all(self._elementwise(op) for op in self.generics):
+            return False
+        return all(_keeps_inactive(loop, j, exact=True) for j in self.varying)
+
+    def _outer(self, value: ir.Value) -> ir.Value:
+        """`value` as seen from outside the loop (a carried input: its initial value)."""
+        if isinstance(value, ir.BlockArgument) and value.owner == self.body:
+            return self.loop.invariant.get(value.arg_number, value)
+        return value
+
+    def _computed(self, value: ir.Value) -> bool:
         """Does the per-element loop compute `value` (rather than read it)?"""
-        return _defined_in(self.after, value) and value not in self.invariant_arguments
+        return _defined_in(self.body, value) and self._outer(value) == value
 
     def _elementwise(self, op: ir.Operation) -> bool:
         """A generic over the carried shape with parallel loops, identity maps
@@ -196,69 +332,30 @@ class _Matcher:
         a payload of plain ops (capturing only constants from the body)."""
         if op.name != "linalg.generic" or set(_iterators(op)) != {"parallel"} or len(_iterators(op)) != self.rank:
             return False
-        block, _, inputs, maps = _generic_parts(op)
+        block, _, inputs, maps = _parts(op)
         if any(not _identity(m, self.rank) for m in maps[inputs:]):
             return False
         if any(len(list(block.arguments[i].uses)) for i in range(inputs, len(maps))):
             return False
-        if any(self._inside(v) and not _identity(m, self.rank) for v, m in zip(list(op.operands)[:inputs], maps)):
+        if any(self._computed(v) and not _identity(m, self.rank) for v, m in zip(list(op.operands)[:inputs], maps)):
             return False
-        return all(not len(payload_op.regions) and all(self._captured_constant(v) for v in payload_op.operands)
-                   for payload_op in block.operations)
+        return all(not len(payload_op.regions) and all(self._captures_constant(v) for v in payload_op.operands)
+                   for payload_op in _payload(op))
 
-    def _captured_constant(self, value: ir.Value) -> bool:
-        """A payload operand captured from the loop's body must be a constant (it is cloned)."""
-        return not _defined_in(self.after, value) or defining_op(value).name == "arith.constant"
-
-    def _keeps_inactive(self, value: ir.Value, j: int, active: int) -> bool:
-        """Is carried value j yielded unchanged where the mask was clear?"""
-        mask, old = self.after.arguments[active], self.after.arguments[j]
-        producer = defining_op(value)
-        if producer is None or producer.name != "linalg.generic" or producer.block != self.after:
-            return False
-        _, terminator, _, _ = _generic_parts(producer)
-        combine = defining_op(terminator.operands[list(producer.results).index(value)])
-        if combine is None:
-            return False
-        reads = [_read_operand(producer, v) for v in combine.operands]
-        reads = [read[0] if read and _identity(read[1], self.rank) else None for read in reads]
-        if combine.name == "arith.select":
-            return reads[0] == mask and reads[2] == old
-        return combine.name == "arith.andi" and j == active and mask in reads
-
-
-class _Sinker:
-    """Builds the per-element loop of a matched _Loop in place of it."""
-
-    def __init__(self, loop: _Loop):
-        self.loop = loop
-        self.after = loop.op.regions[1].blocks[0]
-        self.carried = [loop.op.results[j].type for j in loop.varying]
-        self.rank = len(self.carried[0].shape)
-        # what the body reads from outside the per-element loop: (value, map), each once
-        self.outside: list = []
-        for generic in loop.generics:
-            self._collect_outside(generic)
-
-    def _outer_value(self, value: ir.Value) -> ir.Value:
-        """`value` as seen from outside the loop (a carried input: its initial value)."""
-        if isinstance(value, ir.BlockArgument) and value.owner == self.after:
-            return self.loop.invariant.get(value.arg_number, value)
-        return value
-
-    def _inside(self, value: ir.Value) -> bool:
-        return _defined_in(self.after, value) and self._outer_value(value) == value
-
-    def _collect_outside(self, generic: ir.Operation) -> None:
-        _, _, inputs, maps = _generic_parts(generic)
-        for value, affine_map in zip(list(generic.operands)[:inputs], maps):
-            key = (self._outer_value(value), affine_map)
-            if not self._inside(value) and key not in self.outside:
-                self.outside.append(key)
+    def _captures_constant(self, value: ir.Value) -> bool:
+        return not _defined_in(self.body, value) or defining_op(value).name == "arith.constant"
 
     def sink(self) -> None:
         op = self.loop.op
-        initial = [op.operands[1 + j] for j in self.loop.varying]
+        for constant in [c.operation for c in self.body.operations if c.operation.name == "arith.constant"]:
+            constant.move_before(op)  # payloads may read them
+        for generic in self.generics:
+            _, _, inputs, maps = _parts(generic)
+            for value, affine_map in zip(list(generic.operands)[:inputs], maps):
+                key = (self._outer(value), affine_map)
+                if not self._computed(value) and key not in self.outside:
+                    self.outside.append(key)
+        initial = [op.operands[1 + j] for j in self.varying]
         identity = ir.AffineMap.get_identity(self.rank)
         elements = [t.element_type for t in self.carried]
         with ir.InsertionPoint(op), op.location:
@@ -272,53 +369,36 @@ class _Sinker:
                                                     *elements)
             with ir.InsertionPoint(payload):
                 linalg.YieldOp(self._scalar_loop(payload, elements))
-        results = dict(zip(self.loop.varying, sunk.results))
+        results = dict(zip(self.varying, sunk.results))
         for j, old in enumerate(op.results):
             old.replace_all_uses_with(results[j] if j in results else self.loop.invariant[j])
         op.erase()
 
     def _scalar_loop(self, payload: ir.Block, elements: list) -> list:
-        """The scf.while over one element's values; returns its results."""
-        varying = self.loop.varying
-        loop = scf.WhileOp(elements, list(payload.arguments)[:len(varying)])
+        """The scf.while over one element's values (the mask first); returns its results."""
+        loop = scf.WhileOp(elements, list(payload.arguments)[:len(self.varying)])
         before = loop.before.blocks.append(*elements)
         with ir.InsertionPoint(before):
-            scf.ConditionOp(before.arguments[varying.index(self.loop.active)], list(before.arguments))
+            scf.ConditionOp(before.arguments[0], list(before.arguments))
         after = loop.after.blocks.append(*elements)
-        scalars = {self.after.arguments[j]: after.arguments[i] for i, j in enumerate(varying)}
-        outside = {key: payload.arguments[len(varying) + i] for i, key in enumerate(self.outside)}
+        scalars = {self.body.arguments[j]: after.arguments[i] for i, j in enumerate(self.varying)}
+        outside = {key: payload.arguments[len(self.varying) + i] for i, key in enumerate(self.outside)}
         with ir.InsertionPoint(after):
-            for generic in self.loop.generics:
+            for generic in self.generics:
                 self._inline(generic, scalars, outside)
-            yielded = list(list(self.after.operations)[-1].operands)[1:]
-            scf.YieldOp([scalars[yielded[j]] for j in varying])
+            scf.YieldOp([scalars[self.loop.yielded[j]] for j in self.varying])
         return list(loop.results)
 
     def _inline(self, generic: ir.Operation, scalars: dict, outside: dict) -> None:
         """Clone `generic`'s payload at the insertion point, its arguments
         bound to the scalars of its operands; record its results' scalars."""
-        block, terminator, inputs, maps = _generic_parts(generic)
-        bound = {}
-        for i, (value, affine_map) in enumerate(zip(list(generic.operands)[:inputs], maps)):
-            bound[block.arguments[i]] = (scalars[value] if self._inside(value)
-                                         else outside[(self._outer_value(value), affine_map)])
-        for payload_op in list(block.operations)[:-1]:
-            clone = payload_op.operation.clone().operation
-            for old in payload_op.operands:
-                if old in bound:
-                    clone.replace_uses_of_with(old, bound[old])
-                elif _defined_in(self.after, old):  # a constant of the loop's body
-                    clone.replace_uses_of_with(old, self._constant(old, bound))
-            for old, new in zip(payload_op.results, clone.results):
-                bound[old] = new
+        block, terminator, inputs, maps = _parts(generic)
+        bound = {block.arguments[i]: scalars[value] if self._computed(value) else outside[(self._outer(value), m)]
+                 for i, (value, m) in enumerate(zip(list(generic.operands)[:inputs], maps))}
+        for payload_op in _payload(generic):
+            _clone_mapped(payload_op, bound)
         for result, value in zip(generic.results, terminator.operands):
             scalars[result] = bound[value]
-
-    @staticmethod
-    def _constant(value: ir.Value, bound: dict) -> ir.Value:
-        if value not in bound:
-            bound[value] = defining_op(value).clone().result
-        return bound[value]
 
 
 @dataclass(frozen=True)
@@ -326,7 +406,57 @@ class SinkElementwiseLoops(PythonPass):
     name = "sink-elementwise-loops"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for loop in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
-            matched = _Matcher(loop).match()
-            if matched is not None:
-                _Sinker(matched).sink()
+        for op in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
+            loop = _Reader(op).read()
+            sinker = _Sinker(loop) if loop is not None and loop.counter is None else None
+            if sinker is not None and sinker.applies():
+                sinker.sink()
+
+
+# ---------------------------------------------------------------- unroll-bounded-loops
+
+def _unroll(loop: _MaskedLoop) -> None:
+    """`bound` copies of the loop's regions, in place of it; the counter a
+    constant in each (fusion folds it into the ops reading it)."""
+    op = loop.op
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    counter = op.operands[1 + loop.counter]
+    start = _constant(counter)
+    with ir.InsertionPoint(op), op.location:
+        values = list(op.operands)
+        for step in range(loop.bound):
+            values[1 + loop.counter] = counter if step == 0 else _splat(counter.type, start + step)
+            values = _inline_block(after, _inline_block(before, values)[1:])
+        results = _inline_block(before, values)[1:]
+    for old, new in zip(op.results, results):
+        old.replace_all_uses_with(new)
+    op.erase()
+
+
+def _splat(tensor_type: ir.RankedTensorType, value: int) -> ir.Value:
+    element = ir.IntegerAttr.get(tensor_type.element_type, value)
+    return arith.ConstantOp(tensor_type, ir.DenseElementsAttr.get_splat(tensor_type, element)).result
+
+
+def _inline_block(block: ir.Block, arguments: list) -> list:
+    """Clone `block`'s ops at the insertion point on `arguments`; returns its terminator's operands, mapped."""
+    mapping = dict(zip(block.arguments, arguments))
+    *ops, terminator = [op.operation for op in block.operations]
+    for op in ops:
+        _clone_mapped(op, mapping)
+    return [mapping.get(v, v) for v in terminator.operands]
+
+
+@dataclass(frozen=True)
+class UnrollBoundedLoops(PythonPass):
+    name = "unroll-bounded-loops"
+    target: str = "cpu"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        if self.target not in HOSTS_WITHOUT_LOOPS:
+            return
+        for op in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
+            loop = _Reader(op).read()
+            if loop is not None and loop.bound is not None and \
+                    all(_keeps_inactive(loop, j, exact=False) for j in [loop.active, *loop.varying()]):
+                _unroll(loop)
