@@ -5,9 +5,14 @@ time: the graph stays small whatever the trip count, and the trip count may
 depend on the data.
 
 torch-mlir imports the operator as torch.prim.Loop and lowers it to an
-scf.while over tensors. A loop built by `elementwise_while` is then sunk
-into one linalg.generic whose payload runs each element's own scalar loop
-(passes/sink_elementwise_loops.py), on the CPU and the GPU alike.
+scf.while over tensors (passes/masked_loops.py takes it from there). A loop
+built by `elementwise_while` is sunk into one linalg.generic whose payload
+runs each element's own scalar loop, on the CPU and the GPU alike; one
+built by `bounded_while` stays a loop on the CPU and is unrolled to its
+bound for the GPU, whose host runs no loops.
+
+The functions given here must read tensors only through their arguments: a
+tensor they close over would be traced into the loop as a constant.
 """
 
 from __future__ import annotations

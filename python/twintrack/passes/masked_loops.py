@@ -165,7 +165,9 @@ class _MaskedLoop:
 
 
 class _Reader:
-    """Reads one scf.while as a masked loop (None where it is not one)."""
+    """Reads one scf.while as a masked loop (None where it is not one). The
+    loop's first test (%go) needs no reading: torch-mlir's importer computes
+    it with the function that computes the test in the body."""
 
     def __init__(self, loop: ir.Operation):
         self.loop = loop
@@ -330,7 +332,9 @@ class _Sinker:
         """A generic over the carried shape with parallel loops, identity maps
         on values the loop computes, an identity output it does not read, and
         a payload of plain ops (capturing only constants from the body)."""
-        if op.name != "linalg.generic" or set(_iterators(op)) != {"parallel"} or len(_iterators(op)) != self.rank:
+        if op.name != "linalg.generic" or set(_iterators(op)) != {"parallel"}:
+            return False
+        if any(tuple(r.type.shape) != tuple(self.carried[0].shape) for r in op.results):
             return False
         block, _, inputs, maps = _parts(op)
         if any(not _identity(m, self.rank) for m in maps[inputs:]):
