@@ -625,7 +625,10 @@ DispatchKind FormDispatchesPass::dispatchKindOf(ArrayRef<Operation *> group) {
   return DispatchKind::elementwise;
 }
 
-/// No op outside the group is both reached from it and reaching it.
+/// No op outside the group is both reached from it and reaching it. An op
+/// of another group runs in that group's dispatch: reaching it reaches the
+/// whole group (two groups reading each other's results would each wait
+/// for the other).
 bool FormDispatchesPass::convex(ArrayRef<Operation *> group) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
   // Producers recomputed in each consumer do not sit between: every
@@ -637,17 +640,27 @@ bool FormDispatchesPass::convex(ArrayRef<Operation *> group) {
         reached.push_back(user);
   SmallVector<Operation *> work;
   DenseSet<Operation *> outside;
+  auto reach = [&](Operation *op) {
+    if (!outside.insert(op).second)
+      return;
+    work.push_back(op);
+    if (recomputed.contains(op)) // copied into each reader's dispatch: no group of its own
+      return;
+    for (auto member = groups.findLeader(op); member != groups.member_end(); ++member)
+      if (!inGroup.contains(*member) && outside.insert(*member).second)
+        work.push_back(*member);
+  };
   for (Operation *op : inGroup)
     for (Operation *user : op->getUsers())
-      if (!inGroup.contains(user) && outside.insert(user).second)
-        work.push_back(user);
+      if (!inGroup.contains(user))
+        reach(user);
   while (!work.empty()) {
     Operation *op = work.pop_back_val();
     for (Operation *user : op->getUsers()) {
       if (inGroup.contains(user))
         return false;
-      if (user->getBlock() == op->getBlock() && outside.insert(user).second)
-        work.push_back(user);
+      if (user->getBlock() == op->getBlock())
+        reach(user);
     }
   }
   return true;
@@ -688,7 +701,7 @@ bool FormDispatchesPass::tryMerge(Operation *a, Operation *b, StringRef why, Mer
     return false;
   }
   if (!convex(merged)) {
-    explainDecision(reportAt, llvm::formatv("kept apart: an op outside would sit between them ({0})", why));
+    explainDecision(reportAt, llvm::formatv("kept apart: an op or a dispatch outside would sit between them ({0})", why));
     return false;
   }
   int64_t bodyOps = 0;
@@ -735,6 +748,29 @@ SetVector<Value> FormDispatchesPass::inputsOf(ArrayRef<Operation *> group) {
   return inputs;
 }
 
+/// The ops of the dispatch's block that read its results, directly or
+/// through one another, and sit before it move just after it, in their
+/// order. The dispatch takes the place of its group's last op, so readers
+/// of an earlier op may sit before it, and so may their own readers
+/// (convexity keeps all of them from feeding the group).
+void moveReadersAfter(DispatchOp dispatch) {
+  Block *block = dispatch->getBlock();
+  SetVector<Operation *> readers;
+  SmallVector<Operation *> work{dispatch};
+  while (!work.empty())
+    for (Operation *user : work.pop_back_val()->getUsers())
+      if (Operation *reader = block->findAncestorOpInBlock(*user);
+          reader && reader->isBeforeInBlock(dispatch) && readers.insert(reader))
+        work.push_back(reader);
+  SmallVector<Operation *> ordered = readers.takeVector();
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  Operation *anchor = dispatch;
+  for (Operation *reader : ordered) {
+    reader->moveAfter(anchor);
+    anchor = reader;
+  }
+}
+
 void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
   DenseSet<Operation *> inGroup(group.begin(), group.end());
   SetVector<Value> inputs = inputsOf(group);
@@ -755,7 +791,9 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
 
   DispatchKind kind = dispatchKindOf(group);
   std::string label = llvm::formatv("{0}_{1}", stringifyDispatchKind(kind), index);
-  Operation *last = group.back();
+  // The group's last op in the block as it is now: an earlier dispatch may
+  // have moved some of the group past it (moveReadersAfter).
+  Operation *last = *llvm::max_element(group, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   OpBuilder builder(last);
   auto dispatch = DispatchOp::create(builder, last->getLoc(), label, kind, TypeRange(ValueRange(results)),
                                      inputs.getArrayRef());
@@ -787,19 +825,9 @@ void FormDispatchesPass::outline(ArrayRef<Operation *> group, unsigned index) {
   YieldOp::create(builder, last->getLoc(),
                           llvm::map_to_vector(results, [&](Value v) { return mapping.lookup(v); }));
 
-  // Outside users of an early group op that sit before the dispatch move after it.
   for (auto [old, replacement] : llvm::zip(results, dispatch.getResults()))
     old.replaceAllUsesWith(replacement);
-  SmallVector<Operation *> early;
-  for (Operation *user : dispatch->getUsers())
-    if (user->getBlock() == dispatch->getBlock() && user->isBeforeInBlock(dispatch))
-      early.push_back(user);
-  llvm::sort(early, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-  Operation *anchor = dispatch;
-  for (Operation *user : early) {
-    user->moveAfter(anchor);
-    anchor = user;
-  }
+  moveReadersAfter(dispatch);
   // The originals go, with the recomputed producers that still read them
   // (those feed only this group now: every reader has its own copy).
   SetVector<Operation *> dead(group.begin(), group.end());

@@ -253,6 +253,91 @@ func.func @qkv(%x: tensor<64x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<32x32x
 // -----
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Negative of rule 4: two horizontal pairs whose epilogues read each
+// other's matmuls (a complex matmul's re*re - im*im and re*im + im*re;
+// each epilogue joins the first matmul it reads, in program order).
+// Each pair alone is convex, but as two dispatches each would wait for the
+// other ("operand does not dominate"): the second pair stays apart, as the
+// first pair's dispatch would sit between its matmuls.
+// CHECK-LABEL: func.func @crossed_epilogues(
+// CHECK-COUNT-3: twintrack.dispatch
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:         return
+// EXPLAIN: remark: fused horizontally with a matmul reading the same 4096-byte input
+// EXPLAIN: remark: kept apart: an op or a dispatch outside would sit between them (horizontally with a matmul
+func.func @crossed_epilogues(%x: tensor<32x32xf32>, %y: tensor<32x32xf32>, %a: tensor<32x32xf32>,
+                             %b: tensor<32x32xf32>, %c: tensor<32x32xf32>, %d: tensor<32x32xf32>)
+    -> (tensor<32x32xf32>, tensor<32x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m1 = linalg.matmul ins(%x, %a : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m4 = linalg.matmul ins(%y, %d : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m2 = linalg.matmul ins(%x, %b : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m3 = linalg.matmul ins(%y, %c : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %e1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m1, %m3 : tensor<32x32xf32>, tensor<32x32xf32>) outs(%e : tensor<32x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.subf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<32x32xf32>
+  %e4 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m4, %m2 : tensor<32x32xf32>, tensor<32x32xf32>) outs(%e : tensor<32x32xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %r = arith.addf %p, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<32x32xf32>
+  return %e1, %e4 : tensor<32x32xf32>, tensor<32x32xf32>
+}
+
+// -----
+
+// Rule 4 with ops between the matmuls that read the first one, one
+// through the other (reshapes no dispatch takes): the dispatch takes the
+// second matmul's place, and both readers move after it, in their order.
+// CHECK-LABEL: func.func @readers_between(
+// CHECK:         %[[H:.*]]:2 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}"
+// CHECK:         %[[U:.*]] = tensor.expand_shape %[[H]]#0
+// CHECK:         %[[V:.*]] = tensor.collapse_shape %[[U]]
+// CHECK:         return %[[H]]#1, %[[V]]
+func.func @readers_between(%x: tensor<32x32xf32>, %a: tensor<32x32xf32>, %b: tensor<32x32xf32>)
+    -> (tensor<32x32xf32>, tensor<1024xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m1 = linalg.matmul ins(%x, %a : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %u = tensor.expand_shape %m1 [[0], [1, 2]] output_shape [32, 32, 1] : tensor<32x32xf32> into tensor<32x32x1xf32>
+  %v = tensor.collapse_shape %u [[0, 1, 2]] : tensor<32x32x1xf32> into tensor<1024xf32>
+  %m2 = linalg.matmul ins(%x, %b : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %m2, %v : tensor<32x32xf32>, tensor<1024xf32>
+}
+
+// -----
+
+// Rule 4 twice, the second pair split by the first one's dispatch: %m3
+// reads %m1 and moves after the first dispatch, %m4 stays before it; the
+// second dispatch takes the place of its last op as the block now stands.
+// CHECK-LABEL: func.func @pair_split_by_a_dispatch(
+// CHECK:         %[[A:.*]]:2 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" kind<matmul_horizontal> (%arg0, %arg1, %arg2 :
+// CHECK:         %[[B:.*]]:2 = twintrack.dispatch "matmul_horizontal_{{[0-9]+}}" kind<matmul_horizontal> (%[[A]]#0, %arg4, %arg3 :
+// CHECK:         return %[[A]]#1, %[[B]]#0, %[[B]]#1
+func.func @pair_split_by_a_dispatch(%x: tensor<32x32xf32>, %a: tensor<32x32xf32>, %b: tensor<32x32xf32>,
+                                    %y: tensor<32x32xf32>, %w: tensor<32x32xf32>)
+    -> (tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m1 = linalg.matmul ins(%x, %a : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m3 = linalg.matmul ins(%m1, %w : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m4 = linalg.matmul ins(%y, %w : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m2 = linalg.matmul ins(%x, %b : tensor<32x32xf32>, tensor<32x32xf32>) outs(%f : tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %m2, %m3, %m4 : tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x32xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
 
 // Negative of rule 3: an fp16 matmul narrows its f32 accumulator (epilogue);

@@ -343,8 +343,9 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     in_place = buffer_root(found.output) == result  # reuse-buffers made it overwrite the temporary
     owner = defining_op(result)
     users = users_of(result) + (users_of(read) if view is not None else [])
+    ours = [o for o in (op, after, view) if o is not None]  # Operation == None raises in the bindings
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
-            u.name not in ("linalg.fill", "memref.dealloc") and u not in (op, after, view) for u in users)):
+            u.name not in ("linalg.fill", "memref.dealloc") and u not in ours for u in users)):
         return None
     # The kernel stores results while other blocks still read A and B: the
     # output must not be (a view of) either. (Separate kernels were ordered.)
