@@ -117,7 +117,7 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
     if manifest["executable"] is not None:
         if compilation.recipe.target == "gpu":
             from .gpu_codegen import package
-            manifest.update(package(compilation, directory, compilation.options.arch))
+            manifest.update(package(compilation, directory))
         else:
             from .cpu_jit import executable_text
             text = executable_text(compilation.module, compilation.exported.arguments, compilation.exported.outputs)

@@ -48,15 +48,15 @@ def extract_ptx(module) -> dict[str, str]:
     return ptx
 
 
-def assemble(name: str, ptx: str, arch: str, directory: Path) -> Resources:
+def assemble(name: str, ptx: str, arch: str, directory: Path, fast_compile: str = "0") -> Resources:
     """ptxas PTX -> cubin in `directory`, or the cubin of the same PTX from
     the compile cache; a failure raises with a reproducer."""
     ptxas = find_tool("ptxas")
     if ptxas is None:
         raise UsageError(PTXAS_HINT)
     (directory / f"{name}.ptx").write_text(ptx)
-    command = [ptxas, f"-arch={arch}", "-v", "-o", f"{name}.cubin", f"{name}.ptx"]
-    key = compile_cache.digest(ptx, *command[1:2], _ptxas_version(ptxas))
+    command = [ptxas, f"-arch={arch}", f"--Ofast-compile={fast_compile}", "-v", "-o", f"{name}.cubin", f"{name}.ptx"]
+    key = compile_cache.digest(ptx, *command[1:3], _ptxas_version(ptxas))
     cached = compile_cache.find_cubin(key)
     if cached is not None:
         (directory / f"{name}.cubin").write_bytes(cached[0])
@@ -76,11 +76,11 @@ def _ptxas_version(ptxas: str) -> str:
     return subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
 
 
-def assemble_all(ptx: dict[str, str], arch: str, directory: Path) -> dict[str, Resources]:
+def assemble_all(ptx: dict[str, str], arch: str, directory: Path, fast_compile: str) -> dict[str, Resources]:
     """Every kernel through ptxas, as many at once as there are cores (each
-    is a process of its own; a large wgmma kernel takes a second)."""
+    is a process of its own)."""
     with ThreadPoolExecutor(max_workers=max(1, min(len(ptx), os.cpu_count() or 1))) as pool:
-        futures = {name: pool.submit(assemble, name, text, arch, directory) for name, text in ptx.items()}
+        futures = {name: pool.submit(assemble, name, text, arch, directory, fast_compile) for name, text in ptx.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -92,14 +92,15 @@ def parse_ptxas_report(text: str) -> Resources:
                      int(shared.group(1)) if shared else 0)
 
 
-def package(compilation, directory: Path, arch: str) -> dict:
+def package(compilation, directory: Path) -> dict:
     """Write kernels/ and plan.json; return the manifest's GPU entries."""
+    arch = compilation.options.arch
     kernels_dir = directory / "kernels"
     kernels_dir.mkdir()
     with phase("extract PTX"):
         ptx = extract_ptx(compilation.module)
     with phase("ptxas"):
-        resources = assemble_all(ptx, arch, kernels_dir)
+        resources = assemble_all(ptx, arch, kernels_dir, compilation.options.ptxas_fast_compile)
     try:
         with phase("host plan"):
             plan = extract_plan(compilation.module, compilation.exported, directory)

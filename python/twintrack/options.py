@@ -11,6 +11,9 @@ from pathlib import Path
 from .recipes import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 
 
+PTXAS_FAST_COMPILE = ("0", "min", "mid", "max")  # ptxas --Ofast-compile levels
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     pipeline: str = "cpu"
@@ -27,6 +30,9 @@ class CompileOptions:
     lowering_dir: Path = field(default=DEFAULT_LOWERING_DIR)
     tuning_cache: Path | None = None    # --autotune: matmul tiles from this cache where it has them
     tuning_variant: int | None = None   # a tuning variant: every matmul its k-th fitting tile
+    # ptxas --Ofast-compile level ("0": its full optimization). "mid" assembles a wgmma matmul in 0.2 s
+    # instead of 4.7 s, and its kernels ran as fast on the H200 (bench/NOTES.md, ptxas).
+    ptxas_fast_compile: str = "mid"
 
     def stable_hash(self) -> str:
         """Every option, and the content of the tuning cache (the tiles it chooses)."""

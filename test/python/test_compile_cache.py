@@ -110,3 +110,14 @@ def test_least_recently_used_entries_go_past_the_limit(cache_dir):
     assert compile_cache.find_cubin("kernel0") is None
     assert compile_cache.find_cubin("kernel2") == (b"x" * (400 << 10), "report")
     assert compile_cache.clear() == 2
+
+
+def test_the_cache_tool_shows_and_clears(cache_dir, tmp_path, capsys):
+    from twintrack.cli import cache as cache_cli
+    _compile(_factory(tmp_path), tmp_path / "a")
+    assert cache_cli.entry(["show"]) == 0
+    shown = capsys.readouterr().out
+    assert str(cache_dir) in shown and "artifacts       1 entries" in shown
+    assert cache_cli.entry(["clear"]) == 0
+    assert "removed 2 entries" in capsys.readouterr().out
+    assert compile_cache.entries() == []

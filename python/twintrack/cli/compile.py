@@ -14,6 +14,7 @@ from .. import compile_cache
 from ..locations import brief_source
 from ..model_spec import absolute_model_spec
 from ..phases import PhaseClock, phase, process_age, timing
+from ..options import PTXAS_FAST_COMPILE
 from ..recipes import DEFAULT_ARCH, available_pipelines
 from . import cached
 from .common import CommandParser, add_debug_flag, progress, run_main
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "writing, and the time in none of these")
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"],
                         help="cast the model's floating-point parameters and inputs first (default: as the model is)")
+    parser.add_argument("--ptxas-fast-compile", choices=PTXAS_FAST_COMPILE, default="mid",
+                        help="ptxas's --Ofast-compile level for the cubins (default: mid; 0 is its full "
+                             "optimization, 20 times slower on a wgmma matmul, no faster on the H200 in our "
+                             "benchmarks)")
     parser.add_argument("--arch",
                         help=f"GPU architecture for --pipeline gpu (default: {DEFAULT_ARCH}, H100/H200 with wgmma; "
                              "another arch takes the mma.sync matmul kernels)")
@@ -213,6 +218,7 @@ def compile_options(args: argparse.Namespace):
     allow_tf32 = args.pipeline == "gpu" and (torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32)
     return CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
                           arch=args.arch or DEFAULT_ARCH, allow_tf32=allow_tf32,
+                          ptxas_fast_compile=args.ptxas_fast_compile,
                           fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
                           explain_fusion=args.explain_fusion,
                           **({"strict_kernels": args.strict_kernels} if args.strict_kernels is not None else {}),

@@ -9,33 +9,47 @@ result, so a failing Python stage reproduces outside the driver."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 from ..errors import UsageError
-from .affine_vectorize import AffineVectorize
-from .annotate_kernels import AnnotateKernels
-from .drop_asserts import DropRuntimeAsserts
-from .fold_widening import FoldMatmulWidening
-from .forward_init_fills import ForwardInitFills
-from .gpu_attention_kernels import GpuAttentionKernels
-from .distinct_results import DistinctResults
-from .gpu_coarsen import GpuCoarsen
-from .gpu_distribute import GpuDistribute
-from .gpu_full_reductions import GpuFullReductions
-from .gpu_matmul_kernels import GpuMatmulKernels
-from .gpu_row_kernels import GpuRowKernels
-from .gpu_serial_kernels import GpuSerialKernels
-from .lower_scatters import LowerScatters
-from .masked_loops import SinkElementwiseLoops, UnrollBoundedLoops
-from .largest_buffer import LargestBuffer
-from .reductions_innermost import ReductionsInnermost
-from .reuse_dead_inputs import ReuseDeadInputs
-from .scalarize_accumulators import ScalarizeAccumulators
-from .split_fills import SplitFills
-from .tight_windows import TightWindows
-from .unsigned_literals import UnsignedLiterals
-from .widen_bool_buffers import WidenBoolBuffers
 
-REGISTRY = {cls.name: cls for cls in (AffineVectorize, AnnotateKernels, DistinctResults, DropRuntimeAsserts, GpuAttentionKernels, GpuCoarsen, GpuDistribute, GpuFullReductions, GpuMatmulKernels, GpuRowKernels, GpuSerialKernels, FoldMatmulWidening, LargestBuffer, LowerScatters, ForwardInitFills, ReductionsInnermost, ReuseDeadInputs, ScalarizeAccumulators, SinkElementwiseLoops, SplitFills, TightWindows, UnrollBoundedLoops, UnsignedLiterals, WidenBoolBuffers)}
+# Each pass by name: its module and class, imported when a recipe first names
+# it (the GPU kernel passes import a second of MLIR dialect modules that a CPU
+# compile never needs).
+PASSES = {
+    "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
+    "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
+    "distinct-results": ("distinct_results", "DistinctResults"),
+    "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
+    "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
+    "forward-init-fills": ("forward_init_fills", "ForwardInitFills"),
+    "gpu-attention-kernels": ("gpu_attention_kernels", "GpuAttentionKernels"),
+    "gpu-coarsen": ("gpu_coarsen", "GpuCoarsen"),
+    "gpu-distribute": ("gpu_distribute", "GpuDistribute"),
+    "gpu-full-reductions": ("gpu_full_reductions", "GpuFullReductions"),
+    "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
+    "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
+    "gpu-serial-kernels": ("gpu_serial_kernels", "GpuSerialKernels"),
+    "largest-buffer": ("largest_buffer", "LargestBuffer"),
+    "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),
+    "reuse-dead-inputs": ("reuse_dead_inputs", "ReuseDeadInputs"),
+    "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),
+    "sink-elementwise-loops": ("masked_loops", "SinkElementwiseLoops"),
+    "split-fills": ("split_fills", "SplitFills"),
+    "tight-windows": ("tight_windows", "TightWindows"),
+    "unroll-bounded-loops": ("masked_loops", "UnrollBoundedLoops"),
+    "unsigned-literals": ("unsigned_literals", "UnsignedLiterals"),
+    "widen-bool-buffers": ("widen_bool_buffers", "WidenBoolBuffers"),
+}
+
+
+def pass_class(name: str) -> type:
+    """The class of the pass called `name`."""
+    if name not in PASSES:
+        raise UsageError(f"unknown Python pass {name} (known: {', '.join(PASSES)})")
+    module, class_name = PASSES[name]
+    return getattr(importlib.import_module(f".{module}", __name__), class_name)
 
 
 def pass_name(spec: str) -> str:
@@ -46,9 +60,7 @@ def pass_name(spec: str) -> str:
 def instantiate(spec: str):
     """The pass `NAME{key=value ...}` names, with those options (its fields)."""
     name, _, options = spec.partition("{")
-    if name not in REGISTRY:
-        raise UsageError(f"unknown Python pass {name} (known: {', '.join(REGISTRY)})")
-    cls = REGISTRY[name]
+    cls = pass_class(name)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     values = dict(option.split("=", 1) for option in options.removesuffix("}").split())
     unknown = set(values) - set(fields)

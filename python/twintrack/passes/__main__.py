@@ -7,11 +7,11 @@ stage before `legalize`, on the torch and tm_tensor dialects)."""
 import sys
 
 from ..bindings import bindings, new_context
-from . import REGISTRY, instantiate, pass_name
+from . import PASSES, instantiate, pass_class, pass_name
 
 
 def _binding(names: list[str]) -> str:
-    kinds = {getattr(REGISTRY[pass_name(n)], "binding", "mlir") for n in names}
+    kinds = {getattr(pass_class(pass_name(n)), "binding", "mlir") for n in names}
     if len(kinds) > 1:
         raise SystemExit("python -m twintrack.passes: these passes run in different bindings; run them one by one")
     return kinds.pop()
@@ -19,9 +19,9 @@ def _binding(names: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     names = argv[0].split(",") if argv else []
-    if len(argv) != 2 or not names or any(pass_name(n) not in REGISTRY for n in names):
+    if len(argv) != 2 or not names or any(pass_name(n) not in PASSES for n in names):
         print(f"usage: python -m twintrack.passes NAME[{{option=value ...}}][,NAME...] FILE.mlir"
-              f"  (NAME: {', '.join(REGISTRY)})", file=sys.stderr)
+              f"  (NAME: {', '.join(PASSES)})", file=sys.stderr)
         return 2
     package = _binding(names)
     ir, passmanager = bindings(package).ir, bindings(package).passmanager
