@@ -97,20 +97,25 @@ def _active_threads(kernel: ir.Operation, launched: int) -> int:
 
 
 def _source_ops(kernel: ir.Operation) -> tuple[list[str], list[str]]:
-    """The kernel's torch source locations and their source keys, first seen first."""
-    locations: dict[str, None] = {}
-    keys: dict[str, None] = {}
+    """The kernel's torch source locations and their source keys, first seen
+    first. Each distinct location is read once: a tensor-core kernel's
+    thousands of ops share a few."""
+    texts: dict[str, None] = {}
 
     def visit(op: ir.Operation):
-        where = short_location(op.location)
-        if ":" in where and where != "unknown":
-            locations.setdefault(where)
-        key = location_source_key(op.location)
-        if key:
-            keys.setdefault(key)
+        texts.setdefault(str(op.location))
         return ir.WalkResult.ADVANCE
 
     kernel.walk(visit)
+    locations: dict[str, None] = {}
+    keys: dict[str, None] = {}
+    for text in texts:
+        where = short_location(text)
+        if ":" in where and where != "unknown":
+            locations.setdefault(where)
+        key = location_source_key(text)
+        if key:
+            keys.setdefault(key)
     return list(locations), list(keys)
 
 
