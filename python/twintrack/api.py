@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from .calling import LoadedArtifact
 from .driver import Compilation, compile_exported, copy_compilation, resume
 from .errors import InputMismatchError, UsageError
 from .frontend import ExportedModel, ModelSource, export_model, model_state
@@ -163,45 +164,13 @@ def load(outdir: str | Path) -> "LoadedArtifact":
     if manifest.get("executable") is None:
         raise ArtifactError(f"{outdir}: compiled with --stop-after; nothing to run")
     if manifest["pipeline"] == "gpu":
-        from .runtime import GpuExecutable
-        executable = GpuExecutable(outdir)
-    else:
-        from .cpu_jit import CpuExecutable
-        try:
-            text = (Path(outdir) / manifest["executable"]).read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise ArtifactError(f"{outdir}: cannot read its executable ({type(e).__name__})") from None
-        executable = CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
-    state = read_state(Path(outdir), manifest)
-    if manifest["pipeline"] == "gpu" and torch.cuda.is_available():
-        state = [t.cuda() for t in state]
-    return LoadedArtifact(executable, calling_convention(manifest), state, len(manifest["inputs"]))
-
-
-class LoadedArtifact:
-    """An artifact's executable with its calling convention. One saved with
-    its state (Compiled.save) also runs on the inputs alone."""
-
-    def __init__(self, executable, calling, state: list | None = None, input_count: int = 0):
-        self.executable, self.calling = executable, calling
-        self.state, self.input_count = state or [], input_count
-
-    def _arguments(self, given: tuple) -> list:
-        return [*self.state, *given] if self.state and len(given) == self.input_count else list(given)
-
-    @property
-    def poison_outputs(self) -> bool:
-        return self.executable.poison_outputs
-
-    @poison_outputs.setter
-    def poison_outputs(self, value: bool) -> None:
-        self.executable.poison_outputs = value
-
-    def __call__(self, *arguments: torch.Tensor):
-        arguments = self._arguments(arguments)
-        return self.calling.outputs(self.executable(*arguments), arguments)
-
-    def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
-        """The output's tensors in the order eager's output flattens to."""
-        arguments = self._arguments(arguments)
-        return self.calling.flat_outputs(self.executable(*arguments), arguments)
+        from . import runtime
+        return runtime.load(outdir)
+    from .cpu_jit import CpuExecutable
+    try:
+        text = (Path(outdir) / manifest["executable"]).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{outdir}: cannot read its executable ({type(e).__name__})") from None
+    executable = CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
+    return LoadedArtifact(executable, calling_convention(manifest), read_state(Path(outdir), manifest),
+                          len(manifest["inputs"]))

@@ -153,6 +153,36 @@ class CallingConvention:
         return CallingConvention.from_json(manifest["calling"], manifest.get("model", "artifact"))
 
 
+class LoadedArtifact:
+    """An artifact's executable (flat results) called through its calling
+    convention: it returns what the model returns, on either target. One
+    saved with its state (Compiled.save) also runs on the inputs alone."""
+
+    def __init__(self, executable, calling: CallingConvention, state: list | None = None, input_count: int = 0):
+        self.executable, self.calling = executable, calling
+        self.state, self.input_count = state or [], input_count
+
+    def _arguments(self, given: tuple) -> list:
+        return [*self.state, *given] if self.state and len(given) == self.input_count else list(given)
+
+    @property
+    def poison_outputs(self) -> bool:
+        return self.executable.poison_outputs
+
+    @poison_outputs.setter
+    def poison_outputs(self, value: bool) -> None:
+        self.executable.poison_outputs = value
+
+    def __call__(self, *arguments: torch.Tensor):
+        arguments = self._arguments(arguments)
+        return self.calling.outputs(self.executable(*arguments), arguments)
+
+    def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
+        """The output's tensors in the order eager's output flattens to."""
+        arguments = self._arguments(arguments)
+        return self.calling.flat_outputs(self.executable(*arguments), arguments)
+
+
 def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
                        complex_outputs: set[int] = frozenset(), lengths: dict | None = None) -> CallingConvention:
     """Rewrite `program` (in place) to return each computed tensor once, the

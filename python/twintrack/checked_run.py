@@ -193,21 +193,22 @@ def _l2_flusher() -> Callable[[], None]:
 
 @dataclass
 class ArtifactTrack:
-    """A precompiled GPU artifact (twintrack.runtime.load) with its model's
-    parameters and buffers on the GPU: a track over the inputs alone."""
+    """A precompiled GPU artifact (twintrack.runtime's plan executor) with
+    its model's parameters and buffers on the GPU: a track over the inputs
+    alone, returning the output tensors in eager's flattened order."""
     outdir: Path
     manifest: dict
-    executable: object            # twintrack.runtime.GpuExecutable
+    executable: object            # twintrack.runtime.GpuExecutable: the plan's flat results
     state: list[torch.Tensor]
 
     @classmethod
     def load(cls, outdir: Path, source: ModelSource, manifest: dict | None = None,
              cuda_graph: bool = False) -> "ArtifactTrack":
         from .artifact import read_manifest
-        from .runtime import load
+        from .runtime import GpuExecutable
         manifest = manifest if manifest is not None else read_manifest(outdir)
         state = [] if manifest["frozen"] else [t.cuda() for t in model_state(source.module).values()]
-        return cls(Path(outdir), manifest, load(outdir, cuda_graph=cuda_graph), state)
+        return cls(Path(outdir), manifest, GpuExecutable(outdir, cuda_graph=cuda_graph), state)
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         arguments = [*self.state, *inputs]
@@ -223,8 +224,8 @@ class ArtifactTrack:
 
     def graphed(self) -> "ArtifactTrack":
         """The same plan replayed as one CUDA graph (captured on the first call)."""
-        from .runtime import load
-        return ArtifactTrack(self.outdir, self.manifest, load(self.outdir, cuda_graph=True), self.state)
+        from .runtime import GpuExecutable
+        return ArtifactTrack(self.outdir, self.manifest, GpuExecutable(self.outdir, cuda_graph=True), self.state)
 
     @property
     def output_specs(self) -> list[TensorSpec]:

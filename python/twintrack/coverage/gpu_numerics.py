@@ -25,11 +25,9 @@ def check_artifact(directory: Path) -> dict:
     saved = torch.load(directory / "coverage-sample.pt", weights_only=False)
     try:
         model = twintrack.runtime.load(str(directory))
-        calling = _calling_convention(directory)
         arguments = [t.cuda() for t in saved.get("state", [])] + [t.cuda() for t in saved["inputs"]]
         with torch.no_grad():
-            results = model(*arguments)
-            outputs = calling.flat_outputs(list(results) if isinstance(results, (list, tuple)) else [results], arguments)
+            outputs = model.flat(*arguments)
         torch.cuda.synchronize()
     except Exception as e:
         return {"id": directory.name, "status": "fail", "reason": f"run: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
@@ -39,14 +37,6 @@ def check_artifact(directory: Path) -> dict:
         outputs, eager, reference = ([torch.zeros_like(t) for t in ts] for ts in (outputs, eager, eager))
     verdict = compare_outputs(outputs, eager, reference)
     return {"id": directory.name, "status": "pass" if verdict.ok else "fail", "reason": verdict.reason}
-
-
-def _calling_convention(directory: Path):
-    """The artifact's calling convention (calling.py imports only torch): its
-    results become the model's outputs, in eager's order, with the outputs
-    that are inputs (or that alias each other) in place."""
-    from twintrack.calling import CallingConvention
-    return CallingConvention.of_manifest(json.loads((directory / "manifest.json").read_text()))
 
 
 def check_directory(root: Path) -> int:

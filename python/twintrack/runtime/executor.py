@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from ..artifact import read_manifest, read_state
+from ..calling import CallingConvention, LoadedArtifact
 from ..errors import ArtifactError, InputMismatchError
 from .cuda_driver import (
     CudaError,
@@ -19,7 +21,8 @@ from .plan import validate_plan
 
 
 class GpuExecutable:
-    """Callable over (state..., inputs...) CUDA tensors; returns the outputs."""
+    """Callable over (state..., inputs...) CUDA tensors; returns the plan's
+    results, flat (load() wraps it in the model's calling convention)."""
 
     def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False):
         self.outdir = Path(outdir)
@@ -182,5 +185,15 @@ def _read_json(path: Path) -> dict:
         raise ArtifactError(f"{path}: corrupt JSON ({e})") from None
 
 
-def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False) -> GpuExecutable:
-    return GpuExecutable(outdir, synchronize_each_launch, cuda_graph)
+def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False) -> LoadedArtifact:
+    """The artifact as the model: called with (state..., inputs...), or with
+    the inputs alone when it carries its state, it returns what the model
+    returns (a tensor, a tuple, a dict, a Python number, a complex tensor)
+    and applies its in-place updates. `.flat()` gives the output tensors in
+    eager's flattened order; `.executable` the plan's raw results."""
+    manifest = read_manifest(Path(outdir))
+    executable = GpuExecutable(outdir, synchronize_each_launch, cuda_graph)
+    state = read_state(Path(outdir), manifest)
+    if torch.cuda.is_available():
+        state = [t.cuda() for t in state]
+    return LoadedArtifact(executable, CallingConvention.of_manifest(manifest), state, len(manifest["inputs"]))
