@@ -1,25 +1,70 @@
+import importlib
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 # A fast-path kernel that fails to build is a test failure, not a quiet fallback.
 os.environ.setdefault("TWINTRACK_STRICT_KERNELS", "1")
+# Tests compile: a persistent cache from an earlier run would answer instead
+# (test_compile_cache.py turns it on for itself).
+os.environ.setdefault("TWINTRACK_CACHE", "0")
+
+
+@pytest.fixture(autouse=True)
+def fixed_seed():
+    """Every test draws the same numbers on every run, alone or not."""
+    torch.manual_seed(0)
 
 
 @pytest.fixture
-def run_tool():
-    """Run tools/<name>.py as a user would; returns the CompletedProcess."""
-    import subprocess
-
-    def run(name: str, *args: str):
-        return subprocess.run([sys.executable, str(REPO / "tools" / f"{name}.py"), *map(str, args)],
-                              capture_output=True, text=True, cwd=REPO)
+def run_tool(capfd, monkeypatch):
+    """Run tools/<name>.py ARGS in this process (its `entry(argv)`), from
+    `cwd` if given; returns a CompletedProcess with its exit code and output."""
+    def run(name: str, *args, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        monkeypatch.delenv("PYTHONWARNINGS", raising=False)  # the tools set it for their subprocesses
+        capfd.readouterr()  # what came before is not the tool's
+        argv = list(map(str, args))
+        try:
+            code = importlib.import_module(f"twintrack.cli.{name}").entry(argv)
+        except SystemExit as e:  # argparse: --help, or a usage error
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+        out = capfd.readouterr()
+        return subprocess.CompletedProcess([f"tools/{name}.py", *argv], code, out.out, out.err)
     return run
+
+
+class CompileCache:
+    """Compiled artifacts (or anything costly) shared by the tests of a
+    session, keyed by what was compiled and how: the model and the options.
+    A build that failed fails again for every test that asks for it."""
+
+    def __init__(self):
+        self._built: dict = {}
+
+    def get(self, key, build):
+        if key not in self._built:
+            try:
+                self._built[key] = (build(), None)
+            except Exception as e:
+                self._built[key] = (None, e)
+        value, error = self._built[key]
+        if error is not None:
+            raise error
+        return value
+
+
+@pytest.fixture(scope="session")
+def compile_cache():
+    return CompileCache()
 
 
 def copies_read_through(kernel_path: str) -> int:
@@ -27,26 +72,3 @@ def copies_read_through(kernel_path: str) -> int:
     over (its path says "(N copies read through)"; each was a kernel)."""
     found = re.search(r"\((\d) copies read through\)", kernel_path)
     return int(found.group(1)) if found else 0
-
-
-# The op-family grids (every dtype × shape of an op), the CLI error cases
-# and the GPU-loop modules run whole in `make test-all`; `make test` takes
-# the first case of each test, so it stays within CI's time. For the sorts the
-# first (float32) case holds every edge shape and takes a minute and more:
-# their float64 cases (two shapes) and the GPU compiles stand in.
-GRID_FILES = {"test_sorts.py": re.compile(r"test_(sort|topk|kthvalue)\[torch.float64|test_gpu_compiles\[(sort|topk)\]"),
-              "test_scans.py": 1, "test_scatters.py": 1, "test_eager_semantics.py": 1, "test_opinfo_fixes.py": 1,
-              "test_gpu_every_loop.py": 1, "test_user_errors.py": 1}
-
-
-def pytest_collection_modifyitems(config, items):
-    seen: dict[tuple[str, str], int] = {}
-    for item in items:
-        rule = GRID_FILES.get(item.path.name)
-        if rule is None:
-            continue
-        key = (item.path.name, item.originalname)
-        seen[key] = seen.get(key, 0) + 1
-        keep = rule.search(item.nodeid) if isinstance(rule, re.Pattern) else seen[key] <= rule
-        if not keep:
-            item.add_marker(pytest.mark.slow)

@@ -40,7 +40,7 @@ def test_outputs_keep_the_module_structure_and_aliasing():
 def test_equal_outputs_are_separate_results(fn):
     x = torch.randn(3, 5)
     out = twintrack.compile(_module(fn), (x,))(x)
-    for got, want in zip(out, fn(x.double())):
+    for got, want in zip(out, fn(x.double()), strict=True):
         torch.testing.assert_close(got.double(), want)
 
 
@@ -129,7 +129,7 @@ class _Lookups(torch.nn.Module):
 def test_indices_out_of_range_raise_index_error(bad):
     model, x = _Lookups().eval(), torch.randn(5, 3)
     compiled = twintrack.compile(model, (torch.tensor([0, 4]), x))
-    for got, want in zip(compiled(torch.tensor([3, 4]), x), model(torch.tensor([3, 4]), x)):
+    for got, want in zip(compiled(torch.tensor([3, 4]), x), model(torch.tensor([3, 4]), x), strict=True):
         assert torch.equal(got, want)
     with pytest.raises(IndexOutOfRange, match=r"aten\.embedding at test_calling\.py:\d+: index out of range"):
         compiled(torch.tensor(bad), x)

@@ -76,7 +76,7 @@ def test_a_missing_or_extra_output_fails():
 def test_inputs_follow_the_seed():
     first, again = _run(seed=5), _run(seed=5)
     other = first.reseeded(6)
-    assert all(torch.equal(a, b) for a, b in zip(first.inputs, again.inputs))
+    assert all(torch.equal(a, b) for a, b in zip(first.inputs, again.inputs, strict=True))
     assert not torch.equal(first.inputs[0], other.inputs[0])
     assert [tuple(x.shape) for x in other.inputs] == [tuple(x.shape) for x in first.inputs]
     assert all(ref.dtype == torch.float64 for ref in first.reference)

