@@ -873,7 +873,7 @@ def _jacobi_eigh(S: torch.Tensor, compute_v: bool):
         return S.new_zeros(S.shape[:-1]), (S.new_zeros(S.shape) if compute_v else None)
     n = S.shape[-1]
     schedule = _Schedule(n, S.dtype)
-    V = (_eye(n, n, S).expand(S.shape).contiguous(),) if compute_v else ()
+    V = (_eye(n, n, S).expand(S.shape),) if compute_v else ()
 
     def rotate(step, S, *V):
         J = schedule.rotation_of(step, S)
@@ -912,7 +912,7 @@ def _jacobi_columns(W: torch.Tensor):
     if W.numel() == 0:
         return W.new_zeros(W.shape), W.new_zeros(*W.shape[:-2], W.shape[-1], W.shape[-1])
     k = W.shape[-1]
-    V = _eye(k, k, W).expand(*W.shape[:-2], k, k).contiguous()
+    V = _eye(k, k, W).expand(*W.shape[:-2], k, k)
     schedule = _Schedule(k, W.dtype)
 
     def rotate(step, W, V):

@@ -29,8 +29,9 @@ def tensor_while(condition, body, state, inputs=()) -> tuple:
     tensors (none of them an argument) with `state`'s shapes and dtypes;
     `inputs` are tensors the loop reads and never changes (carried through
     it unchanged: torch-mlir's importer takes no other operands, nor a loop
-    of one value, which gets a 0-d companion)."""
-    count, carried = len(state), (*state, *inputs)
+    of one value, which gets a 0-d companion). Each goes in contiguous, as
+    the body's results come out (a view's strides would not match them)."""
+    count, carried = len(state), tuple(value.contiguous() for value in (*state, *inputs))
     padding = () if len(carried) > 1 else (carried[0].new_zeros(()),)
 
     def loop_condition(*values):
@@ -51,8 +52,7 @@ def elementwise_while(step, active: torch.Tensor, state, inputs=()) -> tuple:
     results only where the element is active, so `step` must be safe (no
     trap, such as an integer division by zero) on every element."""
     shape = torch.broadcast_shapes(active.shape, *(s.shape for s in state))
-    active = active.expand(shape).contiguous()
-    state = tuple(s.expand(shape).contiguous() for s in state)
+    active, state = active.expand(shape), tuple(s.expand(shape) for s in state)
     return tensor_while(lambda active, *carried: active.any(), _masked(step, len(state)), (active, *state), inputs)[1:]
 
 

@@ -190,13 +190,15 @@ def test_integer_loops_and_series_as_eager():
 
 def test_matrix_loops_as_eager():
     """Jacobi eigenvalues and singular values at n = 24 (the unrolled form
-    took 11 sweeps of 23 rounds) and matrix_exp with up to 30 squarings,
-    against float64 eager."""
+    took 11 sweeps of 23 rounds; a wide matrix's loop carries its
+    transpose) and matrix_exp with up to 30 squarings, against float64
+    eager; the nuclear norm's buffers, reused across its loop."""
     g = _seeded(12)
     B = torch.randn(2, 24, 24, generator=g, dtype=torch.float64)
     scale = torch.tensor([1.0, 2.0 ** 25]).reshape(2, 1, 1)
-    function = lambda S, B, E: (torch.linalg.eigvalsh(S), torch.linalg.svdvals(B), torch.linalg.matrix_exp(E))  # noqa: E731
-    wide = (B + B.mT, B[..., :20], -(B[:, :4, :4] @ B[:, :4, :4].mT) * scale)
+    function = lambda S, B, W, E: (torch.linalg.eigvalsh(S), torch.linalg.svdvals(B), torch.linalg.svdvals(W),  # noqa: E731
+                                   torch.linalg.matrix_exp(E), torch.linalg.matrix_norm(W, "nuc"))
+    wide = (B + B.mT, B[..., :20], B[:, :5, :], -(B[:, :4, :4] @ B[:, :4, :4].mT) * scale)
     assert not _judge(function, tuple(t.float() for t in wide), wide)
 
 

@@ -82,6 +82,13 @@ def _uses(value: ir.Value) -> list[ir.Operation]:
     return [use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner for use in value.uses]
 
 
+def _position_in(user: ir.Operation, block: ir.Block, position: dict) -> int:
+    """The position in `block` of `user`, or of the op of the block it is nested in."""
+    while user.block != block:
+        user = user.parent
+    return position[user]
+
+
 def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | None:
     """The input whose buffer the output of this elementwise op can take, if any."""
     inputs = len(op.operands) - 1
@@ -94,8 +101,8 @@ def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | 
     body = op.regions[0].blocks[0]
     if not _is_identity(maps[inputs]) or list(body.arguments[inputs].uses) or not _defined_by_alloc(output):
         return None
-    if any(position.get(user, index) < index for user in _uses(output)):
-        return None  # written or read before this op
+    if any(_position_in(user, op.block, position) < index for user in _uses(output)):
+        return None  # written or read before this op (a loop's body included)
     operands = list(op.operands)[:inputs]
     for candidate, map_attr in zip(operands, maps):
         root = _root_alloc(candidate)
