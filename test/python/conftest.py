@@ -67,6 +67,21 @@ def compile_cache():
     return CompileCache()
 
 
+@pytest.fixture
+def artifact(compile_cache, run_tool, tmp_path_factory):
+    """artifact(model, *flags): the directory `tools/compile.py MODEL -o DIR -q
+    FLAGS` writes, compiled once per session for all the tests that ask for
+    the same; they read it, and copy it to change it."""
+    def compiled(model: str, *flags) -> Path:
+        def build():
+            outdir = tmp_path_factory.mktemp("artifact") / "a"
+            result = run_tool("compile", model, "-o", outdir, "-q", *flags)
+            assert result.returncode == 0, result.stderr
+            return outdir
+        return compile_cache.get(("artifact", model, *map(str, flags)), build)
+    return compiled
+
+
 def copies_read_through(kernel_path: str) -> int:
     """How many permuted copies of Q, K or V a flash-attention kernel took
     over (its path says "(N copies read through)"; each was a kernel)."""

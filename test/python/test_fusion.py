@@ -32,18 +32,13 @@ def _dispatches(run_tool, tmp_path, model, *flags) -> list[str]:
     return re.findall(r'twintrack\.dispatch "(\w+)"', result.stdout)
 
 
-def gpu_artifact(cache, run_tool, tmp_path_factory, model: str, *flags: str) -> tuple[list[dict], list[str]]:
+def gpu_kernels(artifact, model: str, *flags: str) -> tuple[list[dict], list[str]]:
     """The kernels of `model` compiled for the GPU and the dispatches of its
-    fusion stage (the artifact keeps each stage's IR): one compile per
-    session for all the tests that read them."""
-    def build():
-        outdir = tmp_path_factory.mktemp("gpu") / "k"
-        result = run_tool("compile", model, "--pipeline", "gpu", "-o", outdir, "-q", *flags)
-        assert result.returncode == 0, result.stderr
-        manifest = json.loads((outdir / "manifest.json").read_text())
-        fusion = next(stage["file"] for stage in manifest["stages"] if stage["name"] == "fusion")
-        return manifest["kernels"], re.findall(r'twintrack\.dispatch "(\w+)"', (outdir / fusion).read_text())
-    return cache.get(("gpu artifact", model, flags), build)
+    fusion stage (the artifact keeps each stage's IR)."""
+    outdir = artifact(model, "--pipeline", "gpu", *flags)
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    fusion = next(stage["file"] for stage in manifest["stages"] if stage["name"] == "fusion")
+    return manifest["kernels"], re.findall(r'twintrack\.dispatch "(\w+)"', (outdir / fusion).read_text())
 
 
 def test_transformer_block_needs_far_fewer_dispatches(run_tool, tmp_path):
@@ -56,12 +51,12 @@ def test_transformer_block_needs_far_fewer_dispatches(run_tool, tmp_path):
 @needs_ptxas
 @pytest.mark.parametrize("model, at_most", [("zoo:elementwise", 1), ("zoo:softmax", 1), ("zoo:layernorm", 1),
                                             ("zoo:mlp?batch=256&features=128&hidden=256&out=128", 3)])
-def test_gpu_kernel_counts(compile_cache, run_tool, tmp_path_factory, model, at_most):
+def test_gpu_kernel_counts(artifact, model, at_most):
     """elementwise: one kernel for the whole chain; softmax and layernorm:
     one row-wise kernel (its reductions and normalization, a block per row);
     mlp: per layer one matmul kernel that reads the weight transposed and
     applies bias and ReLU in its epilogue."""
-    counts = [len(gpu_artifact(compile_cache, run_tool, tmp_path_factory, model, *flags)[0])
+    counts = [len(gpu_kernels(artifact, model, *flags)[0])
               for flags in ((), ("--no-fusion",))]
     assert counts[0] <= at_most < counts[1], counts
 
@@ -74,11 +69,11 @@ def test_gpu_kernel_counts(compile_cache, run_tool, tmp_path_factory, model, at_
                                    "test/python/projection_blocks.py:separate_qkv_attention",
                                    "test/python/real_models.py:bert", "test/python/real_models.py:llama",
                                    "test/python/real_models.py:gpt2"])
-def test_one_gpu_kernel_per_dispatch(compile_cache, run_tool, tmp_path_factory, model):
+def test_one_gpu_kernel_per_dispatch(artifact, model):
     """One kernel per dispatch, except attention: its three dispatches (Q·Kᵀ,
     the row-wise softmax, P·V) run as one flash-attention kernel, which also
     takes over the dispatches that copied Q, K or V into heads."""
-    kernels, dispatches = gpu_artifact(compile_cache, run_tool, tmp_path_factory, model)
+    kernels, dispatches = gpu_kernels(artifact, model)
     assert len(dispatches) == len(set(dispatches))  # none copied into another
     attentions = [k["path"] for k in kernels if k["path"].startswith("flash-attention")]
     copies = sum(copies_read_through(path) for path in attentions)
@@ -88,12 +83,12 @@ def test_one_gpu_kernel_per_dispatch(compile_cache, run_tool, tmp_path_factory, 
 @needs_ptxas
 @pytest.mark.parametrize("model, layers", [("test/python/projection_blocks.py:stacked_gpt_blocks?layers=3", 3),
                                            ("test/python/real_models.py:gpt2", 2)])
-def test_every_layer_gets_its_flash_attention(compile_cache, run_tool, tmp_path_factory, model, layers):
+def test_every_layer_gets_its_flash_attention(artifact, model, layers):
     """Memory planning gives the layers' attentions the same score and
     head buffers; each layer's attention is still one kernel."""
     if "real_models" in model:
         pytest.importorskip("transformers")
-    kernels, _ = gpu_artifact(compile_cache, run_tool, tmp_path_factory, model)
+    kernels, _ = gpu_kernels(artifact, model)
     assert sum(k["path"].startswith("flash-attention") for k in kernels) == layers, [k["path"] for k in kernels]
 
 
@@ -107,13 +102,13 @@ def test_explain_fusion_names_each_decision(run_tool, tmp_path):
 
 
 @needs_ptxas
-def test_separate_projections_share_one_kernel(compile_cache, run_tool, tmp_path_factory):
+def test_separate_projections_share_one_kernel(artifact):
     """BERT-style Q, K, V linears reading one input: one horizontal dispatch,
     one kernel holding the three matmuls' blocks; each stores its heads
     split and permuted (K transposed) through its epilogue, so no permute
     kernel is left."""
     model = "test/python/projection_blocks.py:separate_qkv_attention"
-    kernels, dispatches = gpu_artifact(compile_cache, run_tool, tmp_path_factory, model)
+    kernels, dispatches = gpu_kernels(artifact, model)
     assert sum(label.startswith("matmul_horizontal") for label in dispatches) == 1, dispatches
     horizontal = [k for k in kernels if "horizontal x3" in k["path"]]
     assert len(horizontal) == 1 and horizontal[0]["grid"][1:] == [1, 1], [k["path"] for k in kernels]

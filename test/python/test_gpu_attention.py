@@ -20,15 +20,18 @@ REPO_LOWERING = __import__("pathlib").Path(__file__).resolve().parents[2] / "low
 BENCH = "batch=8&seq=256&dim=256&heads=8"
 
 
-def _kernels(run_tool, outdir, model, dtype, *flags) -> list[dict]:
-    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", dtype, "-o", outdir, "-q", *flags)
-    assert result.returncode == 0, result.stderr
+def _gpu_artifact(artifact, model, dtype, *flags):
+    return artifact(model, "--pipeline", "gpu", "--dtype", dtype, *flags)
+
+
+def _kernels(outdir) -> list[dict]:
     return json.loads((outdir / "manifest.json").read_text())["kernels"]
 
 
-def _lowering_without_attention_kernels(tmp_path):
+@pytest.fixture(scope="module")
+def lowering_without_attention_kernels(tmp_path_factory):
     """A copy of lowering/ whose GPU recipe lacks the attention-kernels stage."""
-    copy = tmp_path / "lowering"
+    copy = tmp_path_factory.mktemp("recipes") / "lowering"
     shutil.copytree(REPO_LOWERING, copy)
     recipe = copy / "gpu.toml"
     text = recipe.read_text()
@@ -41,8 +44,9 @@ def _lowering_without_attention_kernels(tmp_path):
 @pytest.mark.parametrize("dtype, path", [("float32", "flash-attention-simt"), ("float16", None)])
 @pytest.mark.parametrize("model", ["zoo:transformer_block", "zoo:gpt_block",
                                    f"zoo:transformer_block?{BENCH}", f"zoo:gpt_block?{BENCH}"])
-def test_attention_is_one_flash_kernel(run_tool, tmp_path, model, dtype, path):
-    fused = _kernels(run_tool, tmp_path / "fused", model, dtype)
+def test_attention_is_one_flash_kernel(artifact, lowering_without_attention_kernels, model, dtype, path):
+    outdir = _gpu_artifact(artifact, model, dtype)
+    fused = _kernels(outdir)
     flash = [k for k in fused if k["path"].startswith("flash-attention")]
     assert len(flash) == 1, [k["path"] for k in fused]
     kernel = flash[0]
@@ -53,9 +57,8 @@ def test_attention_is_one_flash_kernel(run_tool, tmp_path, model, dtype, path):
     assert kernel["spills"] == 0 and kernel["block"][0] >= 32
     assert any("bmm" in op for op in kernel["source_ops"])
     if BENCH in model:
-        assert _key_loop_end(tmp_path / "fused") == ("causal" if "gpt" in model else "%c256")
-    unfused = _kernels(run_tool, tmp_path / "unfused", model, dtype, "--lowering-dir",
-                       _lowering_without_attention_kernels(tmp_path))
+        assert _key_loop_end(outdir) == ("causal" if "gpt" in model else "%c256")
+    unfused = _kernels(_gpu_artifact(artifact, model, dtype, "--lowering-dir", lowering_without_attention_kernels))
     assert len(unfused) == len(fused) + 2 + copies_read_through(kernel["path"]), \
         ([k["name"] for k in unfused], [k["name"] for k in fused])
     assert not any(k["path"].startswith("flash-attention") for k in unfused)
@@ -76,12 +79,10 @@ def _key_loop_end(outdir) -> str:
     return "causal"
 
 
-def test_benchmark_attention_keeps_no_scores_buffer(run_tool, tmp_path):
+def test_benchmark_attention_keeps_no_scores_buffer(artifact):
     """The (batch·heads, seq, seq) scores and the softmax's per-row buffers
     are gone from the IR once the attention kernel replaced them."""
-    outdir = tmp_path / "tb"
-    result = run_tool("compile", f"zoo:transformer_block?{BENCH}", "--pipeline", "gpu", "-o", outdir, "-q")
-    assert result.returncode == 0, result.stderr
+    outdir = _gpu_artifact(artifact, f"zoo:transformer_block?{BENCH}", "float32")  # the model's own dtype
     before = next((outdir / "stages").glob("*-reuse-buffers.mlir")).read_text()
     after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
     assert "memref<64x256x256xf32>" in before

@@ -37,9 +37,8 @@ def test_zoo_model_compiles_to_cubin(name, run_tool, tmp_path):
     assert "kernel" in result.stdout  # the report table is printed
 
 
-def test_softmax_is_one_row_wise_kernel(run_tool, tmp_path):
-    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
-    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+def test_softmax_is_one_row_wise_kernel(artifact):
+    kernels = json.loads((artifact("zoo:softmax", "--pipeline", "gpu") / "manifest.json").read_text())["kernels"]
     assert [k["path"] for k in kernels] == ["row-wise 32x64/32"]  # max, sum and division in one launch
     assert kernels[0]["grid"][0] == 32 and kernels[0]["shared_bytes"] > 0  # a block per row, all_reduce via shared memory
 
@@ -137,12 +136,11 @@ def test_runtime_imports_no_mlir():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_running_without_a_gpu_is_a_clean_error(run_tool, tmp_path):
+def test_running_without_a_gpu_is_a_clean_error(run_tool, artifact):
     import torch
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert run_tool("compile", "zoo:gemm", "--pipeline", "gpu", "-o", tmp_path / "g", "-q").returncode == 0
-    result = run_tool("run", tmp_path / "g", "--check")
+    result = run_tool("run", artifact("zoo:gemm", "--pipeline", "gpu"), "--check")
     assert result.returncode == 2 and "no CUDA GPU is available" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -173,13 +171,12 @@ def test_host_op_the_runtime_cannot_run_is_named(run_tool, tmp_path):
 
 
 @pytest.mark.parametrize("wrong", ["device", "shape", "dtype"])
-def test_wrong_input_is_named_before_any_launch(wrong, run_tool, tmp_path):
+def test_wrong_input_is_named_before_any_launch(wrong, artifact):
     import torch
 
     from twintrack.errors import InputMismatchError
     from twintrack.runtime import load
-    assert run_tool("compile", "zoo:gemm", "--pipeline", "gpu", "-o", tmp_path / "g", "-q").returncode == 0
-    executable = load(tmp_path / "g")
+    executable = load(artifact("zoo:gemm", "--pipeline", "gpu"))
     weight, x = torch.randn(48, 32), torch.randn(64, 48)
     if wrong == "shape":
         x = x[:, :40].contiguous()
@@ -244,9 +241,8 @@ def test_frozen_weights_travel_as_constants(run_tool, tmp_path):
                    for c in constants)
 
 
-def test_locations_name_the_torch_op(run_tool, tmp_path):
+def test_locations_name_the_torch_op(artifact):
     """Every MLIR location carries its ATen op: errors and kernel reports read 'aten.X at file:line'."""
-    assert run_tool("compile", "zoo:softmax", "--pipeline", "gpu", "-o", tmp_path / "s", "-q").returncode == 0
-    kernels = json.loads((tmp_path / "s" / "manifest.json").read_text())["kernels"]
+    kernels = json.loads((artifact("zoo:softmax", "--pipeline", "gpu") / "manifest.json").read_text())["kernels"]
     assert all(op.startswith("aten._softmax at ") and op.endswith("zoo.py:60:0")
                for k in kernels for op in k["source_ops"])
