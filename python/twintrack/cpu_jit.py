@@ -6,6 +6,7 @@ and then one out-parameter per output, all as memrefs (C interface)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 import torch
@@ -97,15 +98,39 @@ class CpuExecutable:
             self._engine = ExecutionEngine(self._module, opt_level=opt_level, shared_libs=_runtime_libraries())
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        from mlir.runtime import get_ranked_memref_descriptor
-
         check_inputs(self.arguments, list(tensors))
         check_memory(self._largest_buffer)
         arrays = [_as_array(t) for t in tensors]
         results = [_output_array(spec, self.poison_outputs) for spec in self.outputs]
-        descriptors = [ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))) for a in arrays + results]
+        descriptors = [ctypes.pointer(ctypes.pointer(_memref_descriptor(a))) for a in arrays + results]
         self._engine.invoke(ENTRY, *descriptors)
         return [_as_tensor(r, spec) for r, spec in zip(results, self.outputs)]
+
+
+@functools.cache
+def _descriptor_type(rank: int, element) -> type:
+    """The ctypes struct of a rank-`rank` memref descriptor, made once per
+    rank and element type. mlir.runtime makes a new struct class on every
+    call, and ctypes keeps every class's pointer type forever: 16 KB a call
+    that a long-lived process never got back."""
+    fields = [("allocated", ctypes.c_longlong), ("aligned", ctypes.POINTER(element)), ("offset", ctypes.c_longlong)]
+    if rank:
+        fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
+    return type("MemRefDescriptor", (ctypes.Structure,), {"_fields_": fields})
+
+
+def _memref_descriptor(array: np.ndarray):
+    """The memref descriptor of `array` (strides in elements, as MLIR counts them)."""
+    from mlir.runtime import as_ctype
+    element = as_ctype(array.dtype)
+    descriptor = _descriptor_type(array.ndim, element)()
+    descriptor.allocated = array.ctypes.data
+    descriptor.aligned = array.ctypes.data_as(ctypes.POINTER(element))
+    descriptor.offset = 0
+    if array.ndim:
+        descriptor.shape[:] = array.shape
+        descriptor.strides[:] = [stride // array.itemsize for stride in array.strides]
+    return descriptor
 
 
 def signature(arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:
