@@ -95,11 +95,13 @@ def _loops_by_parent(module) -> dict[str, int]:
 
 
 def test_elementwise_loops_sink_into_one_generic():
-    """gcd and a recurrence: each loop over whole tensors becomes a scalar
-    loop in a linalg.generic's payload (none is left at the function level)."""
-    function = lambda a, b, x, n: (torch.gcd(a, b), S.legendre_polynomial_p(x, n))  # noqa: E731
-    lowered = twintrack.export(FunctionModule(function), (I, I.flip(0), X, N)).lower(to="loops")
-    assert _loops_by_parent(lowered.compilation.module) == {"linalg.generic": 2}
+    """gcd, a recurrence and a series of 0-d tensors: each loop over whole
+    tensors becomes a scalar loop in a linalg.generic's payload (none is
+    left at the function level)."""
+    function = lambda a, b, x, n, s: (torch.gcd(a, b), S.legendre_polynomial_p(x, n),  # noqa: E731
+                                      torch.igamma(s[0], s[1]))
+    lowered = twintrack.export(FunctionModule(function), (I, I.flip(0), X, N, A)).lower(to="loops")
+    assert _loops_by_parent(lowered.compilation.module) == {"linalg.generic": 4}
 
 
 def _stays_a_tensor_loop(function, x: torch.Tensor) -> None:
@@ -206,7 +208,8 @@ def test_matrix_loops_as_eager():
 def test_gpu_compiles_elementwise_loops(tmp_path):
     """The per-element loops compile for the GPU: one kernel each op."""
     function = lambda a, b, x, n, s: (torch.gcd(a, b), torch.pow(a, b.abs() % 9),  # noqa: E731
-                                      S.laguerre_polynomial_l(x, n), torch.igammac(s, s.flip(0)))
+                                      S.laguerre_polynomial_l(x, n), torch.igammac(s, s.flip(0)),
+                                      torch.igamma(s[0], s[1]))
     inputs = (I, I.flip(0), X, N, A)
     manifest = twintrack.export(FunctionModule(function), inputs).lower(to=None, target="gpu").save(tmp_path / "loops")
     assert manifest["kernels"]

@@ -114,8 +114,8 @@ def _combines(generic: ir.Operation, name: str) -> list | None:
 
 
 def _is_any(reduction: ir.Operation | None) -> bool:
-    """A linalg.generic reducing every dim of one i1 tensor with `ori` from false."""
-    if reduction is None or len(reduction.operands) != 2 or set(_iterators(reduction)) != {"reduction"}:
+    """A linalg.generic reducing every dim (0-d: none) of one i1 tensor with `ori` from false."""
+    if reduction is None or len(reduction.operands) != 2 or not set(_iterators(reduction)) <= {"reduction"}:
         return False
     ops = _payload(reduction)
     block = reduction.regions[0].blocks[0]
@@ -332,7 +332,7 @@ class _Sinker:
         """A generic over the carried shape with parallel loops, identity maps
         on values the loop computes, an identity output it does not read, and
         a payload of plain ops (capturing only constants from the body)."""
-        if op.name != "linalg.generic" or set(_iterators(op)) != {"parallel"}:
+        if op.name != "linalg.generic" or not set(_iterators(op)) <= {"parallel"}:  # 0-d: none
             return False
         if any(tuple(r.type.shape) != tuple(self.carried[0].shape) for r in op.results):
             return False
