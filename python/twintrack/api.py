@@ -28,14 +28,18 @@ class Exported:
         """The FX graph of the exported program."""
         return self.exported.fx_text()
 
-    def lower(self, to: str | None = "linalg", target: str = "cpu") -> "Lowered":
-        """Run the target's stages up to `to` (None: all of them)."""
+    def lower(self, to: str | None = "linalg", target: str = "cpu", emulate_precision_casts: bool = False) -> "Lowered":
+        """Run the target's stages up to `to` (None: all of them).
+        `emulate_precision_casts`: f16/bf16 ops round each result as eager's
+        (CompileOptions.emulate_precision_casts)."""
         options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to,
-                                 allow_tf32=torch.backends.cuda.matmul.allow_tf32)
+                                 allow_tf32=torch.backends.cuda.matmul.allow_tf32,
+                                 emulate_precision_casts=emulate_precision_casts)
         return Lowered(self, compile_exported(self.exported, options))
 
-    def compile(self, target: str = "cpu") -> "Compiled":
-        return Compiled(self, self.lower(to=None, target=target).compilation)  # nothing left to resume: no copy
+    def compile(self, target: str = "cpu", emulate_precision_casts: bool = False) -> "Compiled":
+        lowered = self.lower(to=None, target=target, emulate_precision_casts=emulate_precision_casts)
+        return Compiled(self, lowered.compilation)  # nothing left to resume: no copy
 
 
 class Lowered:
@@ -147,11 +151,13 @@ def _warn_about_autograd(model: torch.nn.Module, inputs: tuple) -> None:
 
 
 def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False,
-            checks: bool | None = None) -> Compiled:
+            checks: bool | None = None, emulate_precision_casts: bool = False) -> Compiled:
     """`checks`: the run-time guards; default on for the CPU, off for the GPU
-    (where each costs a reduction kernel and a synchronization)."""
+    (where each costs a reduction kernel and a synchronization).
+    `emulate_precision_casts`: f16/bf16 ops round each result as eager's; by
+    default a fused kernel keeps its intermediates in f32, as Inductor's."""
     checks = target == "cpu" if checks is None else checks
-    return export(model, example_inputs, freeze=freeze, checks=checks).compile(target)
+    return export(model, example_inputs, freeze=freeze, checks=checks).compile(target, emulate_precision_casts)
 
 
 def load(outdir: str | Path) -> "LoadedArtifact":

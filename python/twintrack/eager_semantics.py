@@ -600,6 +600,20 @@ def _window_positions(sizes, kernel, stride, padding, dilation, ceil_mode, devic
 
 
 ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+HALF_WITH_NUMBER = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar,
+                    aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
+
+
+def _half_with_number(op):
+    """A float16/bfloat16 tensor with a Python float (x * 0.02, x / sqrt(80))
+    computes in float32 with the number as it is, and rounds once: eager's
+    opmath. torch-mlir rounds the number to the tensor's type first."""
+    def decomposition(input, other, *args, **kwargs):
+        if not (isinstance(input, torch.Tensor) and input.dtype in HALF_DTYPES and isinstance(other, float)):
+            return NotImplemented
+        return op(input.float(), other, *args, **kwargs).to(input.dtype)
+    return decomposition
 
 
 # ---------------------------------------------------------------- the table
@@ -633,6 +647,7 @@ def decompositions(table: dict) -> dict:
     ours.update({op: _compared(op) for op in COMPARISONS})
     ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})
     ours.update({op: _byte_arithmetic(op, signed_only=True) for op in BYTE_SIGNED_ONLY})
+    ours.update({op: falling_back(_half_with_number(op), ours.get(op)) for op in HALF_WITH_NUMBER})
     ours.update({op: _zero_dim_as_one_dim(op) for op in ZERO_DIM_REDUCTIONS})
     ours.update({op: falling_back(_truth_of_bytes(op), ours.get(op)) for op in TRUTH_REDUCTIONS})
     ours.update({op: _bitwise_with_tensor(tensor_op) for op, tensor_op in BITWISE_WITH_NUMBER.items()})

@@ -21,6 +21,9 @@ class CompileOptions:
     stop_after: str | None = None   # last stage to run
     arch: str = DEFAULT_ARCH        # GPU target chip
     allow_tf32: bool = False        # f32 matmuls may run as tf32 on tensor cores (as torch's allow_tf32)
+    # f16/bf16: round every op's result as eager does (Inductor's option of that name); by default a
+    # fused kernel keeps its intermediates in f32 and rounds only what it stores, as Inductor's.
+    emulate_precision_casts: bool = False
     fast_kernels: bool = True       # run the recipe's fast-path stages (hand-scheduled kernels)
     fusion: bool = True             # let the cost model group ops into dispatches (False: one op each)
     explain_fusion: bool = False    # record the cost model's decisions (Compilation.remarks)

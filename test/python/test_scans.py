@@ -159,8 +159,11 @@ def test_dtype_keyword(case, compile_cache):
     (x,) = DTYPE_KEYWORD.cases[case].fresh
     assert output.dtype == dtype
     if dtype.is_floating_point:
-        # eager casts to `dtype` before scanning: the float64 reference does too
-        _check_float(name, output, x.to(dtype), -1, dtype)
+        # eager casts to `dtype` before scanning: the float64 reference does too, but for a float32
+        # input narrowed to f16/bf16, which the fused scan keeps in float32 (as Inductor; the
+        # emulate_precision_casts option rounds it: test_half_precision.py)
+        kept = x.dtype == torch.float32 and dtype in (torch.float16, torch.bfloat16)
+        _check_float(name, output, x if kept else x.to(dtype), -1, dtype)
     else:
         assert torch.equal(output, OPS[name](x, -1, dtype=dtype))
 

@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "error; wgmma, sm_90a only); --no-allow-tf32 keeps them exact f32 on CUDA cores "
                              "(default: as torch.backends.cuda.matmul.allow_tf32, which is off unless "
                              "torch.set_float32_matmul_precision('high') turned it on)")
+    parser.add_argument("--emulate-precision-casts", action="store_true",
+                        help="float16/bfloat16: round every op's result to its dtype as eager PyTorch does "
+                             "(Inductor's option of that name; ill-conditioned chains such as "
+                             "logit(sigmoid(softmax(x))) then match eager); by default a fused kernel keeps its "
+                             "intermediates in float32 and rounds only what it stores, as Inductor")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
     parser.add_argument("--no-fusion", action="store_true",
@@ -218,6 +223,7 @@ def compile_options(args: argparse.Namespace):
     allow_tf32 = args.pipeline == "gpu" and (torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32)
     return CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
                           arch=args.arch or DEFAULT_ARCH, allow_tf32=allow_tf32,
+                          emulate_precision_casts=args.emulate_precision_casts,
                           ptxas_fast_compile=args.ptxas_fast_compile,
                           fast_kernels=not args.no_fast_kernels, fusion=not args.no_fusion,
                           explain_fusion=args.explain_fusion,

@@ -17,7 +17,7 @@ import math
 from mlir import ir
 from mlir.dialects import arith
 
-from .epilogue import BodyOp, Epilogue
+from .epilogue import BodyOp, Epilogue, uncast
 from .matmul_common import OutputView
 
 # An arith.cmpi predicate as an order ("lt": x < y), signed or not alike.
@@ -61,21 +61,21 @@ def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
     if epilogue is None or reach is None:
         return False
     _, _, kept = _final_select(epilogue)
-    if kept[0] == "op" and epilogue.ops[kept[1]].name == "arith.truncf":
-        kept = epilogue.ops[kept[1]].operands[0]
+    kept = uncast(epilogue.ops, kept)
     return kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
 
 
 def _final_select(epilogue: Epilogue):
     """(condition, whether -inf is its true side, the score kept otherwise)
-    of the epilogue's last op, a select of -inf; None for anything else."""
-    ops, result = epilogue.ops, epilogue.result
+    of the epilogue's last op (maybe narrowed), a select of -inf; None for
+    anything else."""
+    ops, result = epilogue.ops, uncast(epilogue.ops, epilogue.result)
     if result[0] != "op" or ops[result[1]].name != "arith.select":
         return None
     condition, when_true, when_false = ops[result[1]].operands
-    if _negative_infinity(when_true):
+    if _negative_infinity(uncast(ops, when_true)):
         return condition, True, when_false
-    if _negative_infinity(when_false):
+    if _negative_infinity(uncast(ops, when_false)):
         return condition, False, when_true
     return None
 

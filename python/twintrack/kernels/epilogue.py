@@ -51,6 +51,15 @@ class BodyOp:
         return tuple(str(v.type) for v in self.source.operands)
 
 
+def uncast(ops: tuple[BodyOp, ...], ref: Ref) -> Ref:
+    """The value `ref` widens or narrows, through any chain of extf and
+    truncf (a half-precision op computes in f32 between the two:
+    passes/half_precision.py). Constants and infinities stay what they are."""
+    while ref[0] == "op" and ops[ref[1]].name in ("arith.extf", "arith.truncf"):
+        ref = ops[ref[1]].operands[0]
+    return ref
+
+
 @dataclass(frozen=True)
 class Epilogue:
     inputs: tuple[EpilogueInput, ...]

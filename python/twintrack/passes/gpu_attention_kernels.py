@@ -48,6 +48,7 @@ from ..kernels.flash_attention import (
     choose_flash_tile,
 )
 from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
@@ -250,15 +251,14 @@ def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
 
 
 def _scale(ops, result) -> float | None:
-    """c of a body yielding input 0 times a constant c (maybe cast), else None."""
+    """c of a body yielding input 0 times a constant c (each maybe cast), else None."""
+    result = uncast(ops, result)
     if result[0] != "op" or ops[result[1]].name != "arith.mulf":
         return None
-    operands = ops[result[1]].operands
+    operands = [uncast(ops, operand) for operand in ops[result[1]].operands]
     if ("arg", 0) not in operands:
         return None
     factor = operands[1 - operands.index(("arg", 0))]
-    while factor[0] == "op" and ops[factor[1]].name in ("arith.truncf", "arith.extf"):
-        factor = ops[factor[1]].operands[0]
     if factor[0] != "const" or not isinstance(factor[1].attributes["value"], ir.FloatAttr):
         return None
     return ir.FloatAttr(factor[1].attributes["value"]).value
