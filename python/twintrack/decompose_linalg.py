@@ -4,11 +4,11 @@ torch-mlir lowers. torch-mlir has no lowering for these ops at all.
 
 The direct methods are unrolled at trace time over the matrix order n (a
 static Python int); the iterations whose count depends on the data
-(Jacobi's rounds, matrix_exp's squarings) are loops (twintrack.loops.
-bounded_while) that stop for each matrix once it is done. Each step works
-on the whole matrix with masks (`where` against `arange`), so every step is
-a handful of batched elementwise ops, a rank-1 update or a small matmul, on
-any batch shape. No Python control flow looks at tensor values: pivots are
+(Jacobi's rounds, matrix_exp's squarings) are loops (twintrack.loops'
+bounded_while and counted_while) that stop for each matrix once it is
+done. Each step works on the whole matrix with masks (`where` against
+`arange`), so every step is a handful of batched elementwise ops, a rank-1
+update or a small matmul, on any batch shape. No Python control flow looks at tensor values: pivots are
 chosen with argmax and applied with gather/where, failures are flags
 carried through the steps. An op declines
 (NotImplemented, so the table's earlier entry or torch-mlir sees it) for
@@ -59,7 +59,7 @@ from __future__ import annotations
 import torch
 
 from .decompositions import chained_over
-from .loops import bounded_while
+from .loops import bounded_while, counted_while
 
 aten = torch.ops.aten
 
@@ -1047,8 +1047,8 @@ def linalg_matrix_exp(A):
     most = MAX_SQUARINGS[A.dtype]
     s = torch.clamp(torch.ceil(torch.log2(torch.clamp(norm, min=tiny))), 0, most)
     T = _taylor_exp(A / torch.pow(2.0, s), 18 if A.dtype == torch.float64 else 12)
-    return bounded_while(_squaring, s > 0, (T,), (s,), most=most)[0]
+    return counted_while(_squaring, s, (T,), most=most)[0]
 
 
-def _squaring(step, T, s):
-    return step + 1 < s, _matmul(T, T)
+def _squaring(step, T):
+    return (_matmul(T, T),)

@@ -9,7 +9,8 @@ scf.while over tensors (passes/masked_loops.py takes it from there). A loop
 built by `elementwise_while` is sunk into one linalg.generic whose payload
 runs each element's own scalar loop, on the CPU and the GPU alike; one
 built by `bounded_while` stays a loop on the CPU and is unrolled to its
-bound for the GPU, whose host runs no loops.
+bound for the GPU, whose host runs no loops, as does one built by
+`counted_while`.
 
 The functions given here must read tensors only through their arguments: a
 tensor they close over would be traced into the loop as a constant.
@@ -71,6 +72,25 @@ def bounded_while(step, active: torch.Tensor, state, inputs=(), *, most: int) ->
         return (i + 1, *_masked(functools.partial(step, i), len(state))(*carried))
 
     return tensor_while(condition, body, (count, active, *state), inputs)[2:]
+
+
+def counted_while(step, trips: torch.Tensor, state, inputs=(), *, most: int) -> tuple:
+    """Per batch element, `trips` times (whole numbers, at most `most`;
+    `trips` broadcasts onto each state tensor): `*state = step(i, *state,
+    *inputs)`, i the step's number (a 0-d int64 tensor). The steps a matrix
+    takes depend on nothing but its count, so the GPU's unrolled copies
+    each test a constant against it (no chain of masks)."""
+    count = torch.zeros((), dtype=torch.int64, device=trips.device)
+
+    def condition(i, *carried):
+        return (i < carried[-1]).any() & (i < most)
+
+    def body(i, *carried):
+        *values, trips = carried
+        new = step(i, *values)
+        return (i + 1, *(torch.where(i < trips, value, old).to(old.dtype) for value, old in zip(new, values)))
+
+    return tensor_while(condition, body, (count, *state), (*inputs, trips.to(torch.int64)))[1:]
 
 
 def _masked(step, count: int):

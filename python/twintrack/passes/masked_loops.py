@@ -1,8 +1,8 @@
 """Passes over the masked loops of twintrack.loops, on tensors.
 
 The decompositions write iterative algorithms with elementwise_while (Euclid,
-square-and-multiply, recurrences, series) and bounded_while (matrix
-squarings, Jacobi rounds). torch-mlir turns either into this scf.while:
+square-and-multiply, recurrences, series), bounded_while (Jacobi rounds) and
+counted_while (matrix squarings). torch-mlir turns each into this scf.while:
 
     scf.while (%go, %active = %active0, %state = %state0..., %input = %input0...)
       before: scf.condition(%go) %active, %state..., %input...
@@ -12,9 +12,10 @@ squarings, Jacobi rounds). torch-mlir turns either into this scf.while:
               %input... (or copies)
 
 `%active` is one flag per element (elementwise_while) or per matrix, read
-through a broadcast (bounded_while, which also carries a step counter %i).
-Once no flag is set, another step changes nothing: that is what both
-rewrites rely on, and they apply only where the IR shows it.
+through a broadcast (bounded_while, which also carries a step counter %i
+and its bound); counted_while has no %active but `%i < %trips`, %trips one
+of the inputs. Once no flag is set, another step changes nothing: that is
+what both rewrites rely on, and they apply only where the IR shows it.
 
 sink-elementwise-loops: where the body is elementwise over the carried
 shape, each element runs its own loop instead, in one linalg.generic:
@@ -146,9 +147,10 @@ class _MaskedLoop:
     """An scf.while of the form of the module docstring. Positions count
     the carried values (the loop's operands after %go)."""
     op: ir.Operation
-    active: int                                   # the mask's position
+    active: int | None = None                     # the carried mask's position
+    trips: int | None = None                      # or: the trip counts' (an input), for `%i < %trips`
     invariant: dict = field(default_factory=dict)  # position -> initial value (an input carried unchanged)
-    counter: int | None = None                    # bounded_while's step counter
+    counter: int | None = None                    # the step counter %i
     bound: int | None = None                      # the most steps
 
     @property
@@ -162,6 +164,13 @@ class _MaskedLoop:
     def varying(self) -> list[int]:
         """The positions a step changes, but the counter."""
         return [j for j in range(len(self.yielded)) if j not in self.invariant and j != self.counter]
+
+    def masks(self, value: ir.Value) -> bool:
+        """Is `value` this loop's mask as a step reads it: %active, or %i < %trips?"""
+        body = self.body
+        if self.active is not None:
+            return value == body.arguments[self.active]
+        return _compares_below(value, body.arguments[self.counter], body.arguments[self.trips])
 
 
 class _Reader:
@@ -182,22 +191,24 @@ class _Reader:
         extract = defining_op(terminator.operands[0])
         if extract is None or extract.name != "tensor.extract" or len(extract.operands) != 1:
             return None
-        masks, counters = [], []
-        for conjunct in self._conjuncts(extract.operands[0]):
-            if _is_any(_generic(conjunct)) and _generic(conjunct).operands[0] in yielded:
-                masks.append(yielded.index(_generic(conjunct).operands[0]))
-            elif (bounded := self._bounded(conjunct, yielded)) is not None:
-                counters.append(bounded)
-            else:
-                return None
-        if len(masks) != 1 or len(counters) > 1:
+        conjuncts = self._conjuncts(extract.operands[0])
+        bounds = {c: bounded for c in conjuncts if (bounded := self._bounded(c, yielded)) is not None}
+        if len(bounds) > 1:
             return None
-        loop = _MaskedLoop(self.loop, masks[0])
-        if counters:
-            loop.counter, loop.bound = counters[0]
+        loop = _MaskedLoop(self.loop)
+        if bounds:
+            loop.counter, loop.bound = next(iter(bounds.values()))
         loop.invariant = {j: self.initial[j] for j, value in enumerate(yielded)
-                          if j not in (loop.active, loop.counter) and self._copies_argument(value, j, terminator)}
-        return loop
+                          if j != loop.counter and self._copies_argument(value, j, terminator)}
+        flags = [_generic(c).operands[0] for c in conjuncts if c not in bounds and _is_any(_generic(c))]
+        if len(flags) != 1 or len(flags) + len(bounds) != len(conjuncts):
+            return None
+        if flags[0] in yielded:
+            loop.active = yielded.index(flags[0])
+        elif loop.counter is not None:
+            loop.trips = next((t for t in loop.invariant
+                               if _compares_below(flags[0], yielded[loop.counter], self.after.arguments[t])), None)
+        return loop if loop.active is not None or loop.trips is not None else None
 
     def _passes_state_through(self) -> bool:
         """The before region forwards the carried tensors behind the i1 it tests."""
@@ -251,31 +262,40 @@ class _Reader:
                 and all(use.owner == terminator for use in value.uses))
 
 
+def _compares_below(value: ir.Value, counter: ir.Value, trips: ir.Value) -> bool:
+    """Is `value` `counter < trips` (a cmpi slt generic)?"""
+    compare = _generic(value)
+    operands = _combines(compare, "arith.cmpi") if compare is not None else None
+    return (operands is not None and SIGNED_LESS == ir.IntegerAttr(_payload(compare)[0].attributes["predicate"]).value
+            and [v for v, _ in operands] == [counter, trips] and all(m is not None for _, m in operands))
+
+
 def _keeps_inactive(loop: _MaskedLoop, j: int, exact: bool) -> bool:
     """Is carried value j yielded unchanged where the mask is clear? With
-    `exact`, element by element (the mask read with an identity map);
-    else at least where the whole mask is clear (read through broadcasts)."""
+    `exact`, element by element (%active read with an identity map); else
+    at least where the whole mask is clear (read through broadcasts)."""
     body = loop.body
-    mask, old = body.arguments[loop.active], body.arguments[j]
+    old = body.arguments[j]
     producer = _generic(loop.yielded[j])
     if producer is None or producer.block != body:
         return False
     rank = len(ir.RankedTensorType(old.type).shape)
     if j == loop.active:
         operands = _combines(producer, "arith.andi")
-        return operands is not None and any(v == mask and m is not None and _identity(m, rank) for v, m in operands)
+        return operands is not None and any(loop.masks(v) and m is not None and _identity(m, rank) for v, m in operands)
     operands = _combines(producer, "arith.select")
     if operands is None or operands[2][0] != old or operands[2][1] is None or not _identity(operands[2][1], rank):
         return False
     condition, condition_map = operands[0]
     if exact:
-        return condition == mask and condition_map is not None and _identity(condition_map, rank)
-    return condition_map is not None and _broadcasts(condition, mask)
+        return loop.masks(condition) and condition_map is not None and _identity(condition_map, rank)
+    return condition_map is not None and _broadcasts(condition, loop.masks)
 
 
-def _broadcasts(value: ir.Value, source: ir.Value) -> bool:
-    """Is `value` `source`, reshaped or broadcast (copying generics, collapse/expand_shape)?"""
-    while value != source:
+def _broadcasts(value: ir.Value, is_source) -> bool:
+    """Is `value` a value `is_source` accepts, or one reshaped or broadcast
+    (copying generics, collapse/expand_shape)?"""
+    while not is_source(value):
         owner = defining_op(value)
         if owner is None:
             return False
@@ -412,7 +432,7 @@ class SinkElementwiseLoops(PythonPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         for op in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
             loop = _Reader(op).read()
-            sinker = _Sinker(loop) if loop is not None and loop.counter is None else None
+            sinker = _Sinker(loop) if loop is not None and loop.counter is None and loop.active is not None else None
             if sinker is not None and sinker.applies():
                 sinker.sink()
 
@@ -462,5 +482,5 @@ class UnrollBoundedLoops(PythonPass):
         for op in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
             loop = _Reader(op).read()
             if loop is not None and loop.bound is not None and \
-                    all(_keeps_inactive(loop, j, exact=False) for j in [loop.active, *loop.varying()]):
+                    all(_keeps_inactive(loop, j, exact=False) for j in loop.varying()):
                 _unroll(loop)
