@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from twintrack.cli.common import exit_without_teardown  # noqa: E402
 from twintrack.cli.compile import entry  # noqa: E402
 
-sys.exit(entry())
+exit_without_teardown(entry())

@@ -68,6 +68,19 @@ def run_main(main: Callable[[argparse.Namespace], int], parser: argparse.Argumen
         signal.signal(signal.SIGTERM, previous)
 
 
+def exit_without_teardown(code: int) -> None:
+    """End a tool's process once its work is done, skipping the
+    interpreter's teardown of torch and MLIR (0.8 s of a 4 s one-op
+    compile). Every file the tool wrote is closed and renamed into place by
+    then; only stdio needs flushing."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that left, or a closed stream
+            pass
+    os._exit(code)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
