@@ -1,7 +1,7 @@
 """Sorting ops (decompose_sorts.py: bitonic networks) against eager, exactly.
 
-One compiled module per (op, dtype) holds every shape and option, so a
-dtype costs one compile; it then runs on several fresh random draws: spread
+One compiled module per (op, dtype, shape) holds every option of the op; it
+runs on several fresh random draws: spread
 values, many ties, and (floats) NaNs, infinities and signed zeros.
 
 Eager's stable sort and median define the order of ties, and those are
@@ -26,8 +26,9 @@ FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 # (shape, dim): 0-d, size-1 and size-0 dims, powers of two and not, negative dims.
 SHAPES = [((), 0), ((1,), 0), ((7,), 0), ((3, 13), -1), ((4, 6, 5), 1), ((2, 16), 1),
           ((33, 2), -2), ((3, 0), 1), ((0, 4), 1)]
-# The edge shapes do not depend on the dtype: the other dtypes take two
-# shapes, to keep a compile per (op, dtype) short.
+# The edge shapes do not depend on the dtype: the other dtypes take two.
+# A module per shape: one module holding every shape took LLVM's JIT
+# several times as long as its shapes apart (the networks are long).
 FEW_SHAPES = [((3, 13), -1), ((4, 6, 5), 1)]
 EDGE_DTYPES = (torch.float32, torch.int32)
 
@@ -219,34 +220,40 @@ def _run_and_check(op, dtype, shapes):
     assert not problems, "\n".join(problems[:20])
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_sort(dtype):
-    _run_and_check("sort", dtype, _shapes(dtype))
+def _cases(dtypes, nonempty=False) -> list:
+    """(dtype, (shape, dim)) for each dtype's shapes."""
+    return [pytest.param(dtype, case, id=f"{str(dtype).removeprefix('torch.')}-{case[0]}-dim{case[1]}")
+            for dtype in dtypes for case in _shapes(dtype, nonempty)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_argsort_msort(dtype):
-    _run_and_check("argsort", dtype, _shapes(dtype))
+@pytest.mark.parametrize("dtype, case", _cases(DTYPES))
+def test_sort(dtype, case):
+    _run_and_check("sort", dtype, [case])
 
 
-@pytest.mark.parametrize("dtype", NO_BOOL, ids=str)
-def test_topk(dtype):
-    _run_and_check("topk", dtype, _shapes(dtype))
+@pytest.mark.parametrize("dtype, case", _cases(DTYPES))
+def test_argsort_msort(dtype, case):
+    _run_and_check("argsort", dtype, [case])
 
 
-@pytest.mark.parametrize("dtype", NO_BOOL, ids=str)
-def test_kthvalue(dtype):
-    _run_and_check("kthvalue", dtype, _shapes(dtype, nonempty=True))
+@pytest.mark.parametrize("dtype, case", _cases(NO_BOOL))
+def test_topk(dtype, case):
+    _run_and_check("topk", dtype, [case])
 
 
-@pytest.mark.parametrize("dtype", NO_BOOL, ids=str)
-def test_median(dtype):
-    _run_and_check("median", dtype, _shapes(dtype, nonempty=True))
+@pytest.mark.parametrize("dtype, case", _cases(NO_BOOL, nonempty=True))
+def test_kthvalue(dtype, case):
+    _run_and_check("kthvalue", dtype, [case])
 
 
-@pytest.mark.parametrize("dtype", FLOATS + [torch.int32], ids=str)
-def test_nanmedian(dtype):
-    _run_and_check("nanmedian", dtype, _shapes(dtype, nonempty=True))
+@pytest.mark.parametrize("dtype, case", _cases(NO_BOOL, nonempty=True))
+def test_median(dtype, case):
+    _run_and_check("median", dtype, [case])
+
+
+@pytest.mark.parametrize("dtype, case", _cases(FLOATS + [torch.int32], nonempty=True))
+def test_nanmedian(dtype, case):
+    _run_and_check("nanmedian", dtype, [case])
 
 
 GPU_CASES = {
