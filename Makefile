@@ -4,27 +4,37 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lit pytest pytest-all clean gpu-artifacts
+.PHONY: demo test test-all lit pytest pytest-all clean gpu-artifacts chromium
 
-PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# pip gives up on a stalled download (--timeout, seconds) after --retries tries.
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check --timeout 60 --retries 3
 BUILT := $(VENV)/.built
 CHROMIUM := /usr/bin/chromium
 CPP_SOURCES := CMakeLists.txt $(shell find dialects tools/twintrack-opt -type f)
 
+# $(call bounded,WHAT,SECONDS,COMMAND): COMMAND, up to 3 tries of at most
+# SECONDS each, saying what it waits for; fails with a clear message.
+bounded = for try in 1 2 3; do \
+	  echo "[setup] $(1) (try $$try of 3, at most $(2) s)"; \
+	  timeout $(2) $(3) && break; \
+	  if [ $$try = 3 ]; then echo "[setup] gave up on $(1): 3 tries failed or ran out of time (see the messages above)" >&2; exit 1; fi; \
+	done
+
 # The venv and its pinned packages, set up again only when pyproject.toml
 # changes. torch first, pinned, so nothing pulls a CUDA build; then the
 # build requirements, since the package builds without isolation.
+BUILD_REQUIRES = $(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))"
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) torch==2.13.0
-	$(PIP) $$($(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))")
+	@$(call bounded,installing torch 2.13.0 (CPU),900,$(PIP) torch==2.13.0)
+	@$(call bounded,installing the build requirements,900,$(PIP) $$($(BUILD_REQUIRES)))
 	touch $(STAMP)
 
 # The package, editable, with its C++ (CMake via scikit-build-core:
 # the dialect, twintrack-opt, the Python extension); rebuilt incrementally
 # when a C++ source changes.
 $(BUILT): $(STAMP) $(CPP_SOURCES)
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) --no-build-isolation -e '.[test]'
+	@$(call bounded,installing twintrack and its pinned test packages (builds the C++),1800,env CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) --no-build-isolation -e '.[test]')
 	touch $(BUILT)
 
 # The comparison of both tracks on the transformer block: the table, and
@@ -36,20 +46,28 @@ demo: $(BUILT)
 lit: $(BUILT)
 	$(VENV)/bin/lit -q test
 
-pytest: $(BUILT) $(CHROMIUM)
-	$(PY) -m pytest -q -m "not slow" test/python
+# Two workers, one per core. Tests that share a file's session-cached
+# compiles stay on one worker (conftest.py groups them); a hung test fails
+# after pyproject.toml's timeout.
+PYTEST := $(PY) -m pytest -q --durations=15 -n 2 --dist loadgroup
 
-# Every case of the op-family grids too (about an hour on two cores).
-pytest-all: $(BUILT) $(CHROMIUM)
-	$(PY) -m pytest -q test/python
+# Every case of every case table (the README says how long).
+pytest: $(BUILT) chromium
+	$(PYTEST) -m "not slow" test/python
 
-# Headless Chromium renders the HTML report in its test (Debian's package;
-# where it cannot be installed, that test skips and says why).
-$(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null) \
-	    || echo "chromium could not be installed: the HTML report test will skip"; \
-	else echo "chromium not installed (apt-get install chromium as root): the HTML report test will skip"; fi
+# Also the larger whole-model suites and sweeps (marked slow).
+pytest-all: $(BUILT) chromium
+	$(PYTEST) test/python
+
+# Headless Chromium renders the HTML report in its test (Debian's package):
+# optional, so where it cannot be installed, that test skips and says why.
+chromium:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get > /dev/null; then \
+	  ($(call bounded,installing chromium (optional: the HTML report test),300,\
+	    sh -c 'apt-get update -qq -o Acquire::Retries=3 -o DPkg::Lock::Timeout=120 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o Acquire::Retries=3 -o DPkg::Lock::Timeout=120 chromium > /dev/null')) \
+	    || echo "[setup] chromium could not be installed: the HTML report test will skip"; \
+	else echo "[setup] chromium not installed (apt-get install chromium as root): the HTML report test will skip"; fi
 
 test: lit pytest
 
