@@ -142,12 +142,13 @@ def find_request(key: str) -> Path | None:
     entry = root() / "requests" / f"{key}.json"
     try:
         record = json.loads(entry.read_text())
-    except (OSError, ValueError):
+        files, artifact = dict(record["files"]), str(record["artifact"])
+    except (OSError, ValueError, KeyError, TypeError):  # absent, or not an entry this module wrote
         return None
-    if any(file_digest(Path(path)) != expected for path, expected in record["files"].items()):
+    if any(file_digest(Path(path)) != expected for path, expected in files.items()):
         return None
     _touch(entry)
-    return artifact_path(record["artifact"])
+    return artifact_path(artifact)
 
 
 @best_effort

@@ -121,3 +121,15 @@ def test_the_cache_tool_shows_and_clears(cache_dir, tmp_path, capsys):
     assert cache_cli.entry(["clear"]) == 0
     assert "removed 2 entries" in capsys.readouterr().out
     assert compile_cache.entries() == []
+
+
+def test_damaged_entries_are_misses(cache_dir, tmp_path):
+    model = _factory(tmp_path)
+    _compile(model, tmp_path / "a")
+    for entry in (cache_dir / "requests").iterdir():
+        entry.write_text('{"files": 3}')
+    for artifact in (cache_dir / "artifacts").iterdir():
+        (artifact / "manifest.json").unlink()
+    again = _compile(model, tmp_path / "b")
+    assert again.get("compile_cache") != "hit"
+    assert (tmp_path / "b" / "executable.mlir").is_file()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import sysconfig
 from contextlib import contextmanager
@@ -82,15 +83,22 @@ def _versioned(path: Path) -> bool:
     return any(path.is_relative_to(root) for root in roots)
 
 
-def reuse(cached: Path, outdir: Path, model: str, dtype: str | None, seconds) -> dict:
+def reuse(cached: Path | None, outdir: Path, model: str, dtype: str | None, seconds) -> dict | None:
     """The cached artifact, copied into OUTDIR atomically, its manifest
-    naming this command's model; returns the manifest."""
+    naming this command's model; returns the manifest, or None (a miss)
+    where there is none or it went while being read (another process
+    evicted it)."""
     from ..artifact import MANIFEST, atomic_directory
-    with phase("compile cache: copy artifact"), atomic_directory(outdir) as staging:
-        compile_cache.copy_artifact(cached, staging)
-        manifest = json.loads((staging / MANIFEST).read_text())
-        manifest.update(model=model, dtype=dtype, compile_cache="hit", compile_seconds=round(seconds(), 3))
-        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    if cached is None:
+        return None
+    try:
+        with phase("compile cache: copy artifact"), atomic_directory(outdir) as staging:
+            compile_cache.copy_artifact(cached, staging)
+            manifest = json.loads((staging / MANIFEST).read_text())
+            manifest.update(model=model, dtype=dtype, compile_cache="hit", compile_seconds=round(seconds(), 3))
+            (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    except (OSError, shutil.Error, ValueError):
+        return None
     return manifest
 
 

@@ -134,8 +134,8 @@ def main(args: argparse.Namespace) -> int:
     with timing(PhaseClock()) as clock:
         request = cached.request_key(args) if cached.cacheable(args) else None
         hit = cached.find_request(request) if request else None
-        if hit is not None:
-            manifest = cached.reuse(hit, outdir, absolute_model_spec(args.model), args.dtype, clock.elapsed)
+        manifest = cached.reuse(hit, outdir, absolute_model_spec(args.model), args.dtype, clock.elapsed)
+        if manifest is not None:
             _report(args, manifest, outdir, say, clock, "a cached repeat")
             return 0
         with phase("import torch and the compiler"):
@@ -159,8 +159,8 @@ def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, reques
     model = absolute_model_spec(args.model)
     artifact = cached.artifact_key(exported, options) if request else None
     hit = compile_cache.artifact_path(artifact) if artifact else None
-    if hit is not None:
-        manifest = cached.reuse(hit, outdir, model, args.dtype, clock.elapsed)
+    manifest = cached.reuse(hit, outdir, model, args.dtype, clock.elapsed)
+    if manifest is not None:
         cached.remember(request, artifact, outdir, files)
         _report(args, manifest, outdir, say, clock, "a compile of the same graph, cached")
         return 0
