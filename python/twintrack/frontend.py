@@ -437,6 +437,8 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
         violations = add_guards(program) if checks else []
     with phase("fx: name ops"):
         _name_ops_in_locations(program)
+    with phase("fx: tensor metadata"):
+        _refresh_tensor_metadata(program)
     with phase("fx: calling convention"):
         calling = functional_results(program, source.spec, violations, complex_outputs, lengths)
     return ExportedModel(
@@ -494,6 +496,23 @@ def _name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
             op = target.name().removeprefix("aten::").split(".")[0]
             trace = node.meta.get("stack_trace") or ""
             node.meta["stack_trace"] = f'{trace}\n  File "{OP_FRAME_PREFIX}{op}", line 0, in <op>'
+
+
+def _refresh_tensor_metadata(program: torch.export.ExportedProgram) -> None:
+    """torch-mlir's importer types a value by its `tensor_meta` before its
+    `val`; the rewrites above update `val` only (a bounded result's rows
+    become static), so a stale `tensor_meta` would import as a dynamic
+    dimension that the torch stage no longer refines."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+    for node in program.graph.nodes:
+        value, meta = node.meta.get("val"), node.meta.get("tensor_meta")
+        if isinstance(value, torch.Tensor) and meta is not None and _described(meta) != _described(value):
+            node.meta["tensor_meta"] = _extract_tensor_metadata(value)
+
+
+def _described(tensor) -> tuple[str, str]:
+    """Shape and dtype as text: comparing a symbolic size would guard on it."""
+    return str(getattr(tensor, "shape", None)), str(getattr(tensor, "dtype", None))
 
 
 def _output_values(program: torch.export.ExportedProgram) -> list:
