@@ -13,8 +13,9 @@ Where the lowering departs, and why each fix is general:
   max.dim/argmax with `cmpf ogt` against the running maximum, which is never
   true for a NaN. Here they become selects whose ordered comparisons only
   ever replace a value by a non-NaN one, and an index reduction that takes
-  the first position holding the maximum or a NaN. (fmax/fmin, which ignore
-  NaN, and amax/amin/max/min, lowered to `maximumf`/`minimumf`, are right.)
+  the first position holding the maximum or a NaN. fmax/fmin, which ignore
+  NaN, are selects too (torch-mlir's decomposition mistypes a broadcast 0-d
+  operand); amax/amin/max/min, lowered to `maximumf`/`minimumf`, are right.
 * `eq.Tensor(x, x)`: torch-mlir folds it to `true`, which is wrong for NaN.
   PyTorch's isfinite decomposes to `(x == x) & (abs(x) != inf)`, so
   isfinite(NaN) came out true. It becomes `not (x != x)`.
@@ -180,6 +181,20 @@ def _minimum(input, other):
     if dtype is None:
         return _integer_extreme(aten.minimum.default, input, other)
     return _lower(input.to(dtype), other.to(dtype))
+
+
+def _nan_ignoring(pick, integer_op):
+    """fmax/fmin: a NaN operand gives the other one (NaN only if both are);
+    torch-mlir's own decomposition types `isnan` of a broadcast 0-d operand
+    at the result's shape (tensor.cast fails at 'linalg')."""
+    def decomposition(input, other):
+        dtype = torch.result_type(input, other)
+        if not dtype.is_floating_point:
+            return integer_op(input, other)
+        a, b = input.to(dtype), other.to(dtype)
+        chosen = torch.where(pick(a, b), a, b)
+        return torch.where(a != a, b, torch.where(b != b, a, chosen))
+    return decomposition
 
 
 def _integer_extreme(op, input, other):
@@ -629,6 +644,8 @@ def decompositions(table: dict) -> dict:
         aten.clamp_max.default: _clamp_max, aten.clamp_max.Tensor: _clamp_max,
         aten.hardtanh.default: _hardtanh,
         aten.maximum.default: _maximum, aten.minimum.default: _minimum,
+        aten.fmax.default: _nan_ignoring(operator.gt, torch.maximum),
+        aten.fmin.default: _nan_ignoring(operator.lt, torch.minimum),
         aten.max.dim: _extreme_with_index(torch.amax), aten.min.dim: _extreme_with_index(torch.amin),
         aten.argmax.default: _arg_extreme(torch.amax), aten.argmin.default: _arg_extreme(torch.amin),
         aten.where.self: _where, aten.cat.default: _cat,

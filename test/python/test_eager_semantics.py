@@ -111,6 +111,10 @@ ELEMENTWISE = {
     "maximum_int": (torch.maximum, (torch.arange(6), torch.arange(6).flip(0))),
     "fmax_ignores_nan": (torch.fmax, (X, B)),
     "fmin_ignores_nan": (torch.fmin, (X, B)),
+    "fmax_0d_nan_operand": (torch.fmax, (X, torch.tensor(NAN))),
+    "fmin_0d_operand_first": (torch.fmin, (torch.tensor(0.5), X)),
+    "fmax_mixed_dtypes": (torch.fmax, (X.half(), torch.tensor(2, dtype=torch.int32))),
+    "fmin_int": (torch.fmin, (torch.arange(6, dtype=torch.int32), torch.tensor(3))),
     "clamp_float16": (lambda x: torch.clamp(x, -1, 1), (_with_specials(torch.float16),)),
     "maximum_bfloat16": (torch.maximum, (_with_specials(torch.bfloat16), B.bfloat16())),
 }

@@ -113,3 +113,33 @@ DTYPES_TABLE = _table("special functions of other dtypes", {
 @pytest.mark.parametrize("name", list(DTYPES_TABLE.cases))
 def test_dtypes(name, compile_cache):
     _check(DTYPES_TABLE, compile_cache, name)
+
+
+# frexp and nextafter are exact: powers of two, subnormals, the largest
+# finite value, signed zeros, infinities and NaN, in each float dtype.
+def _bit_edges(dtype) -> torch.Tensor:
+    finfo = torch.finfo(dtype)
+    values = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 0.75, finfo.max, -finfo.max, finfo.tiny, finfo.tiny * finfo.eps,
+              finfo.tiny / 4, -finfo.tiny * 3 * finfo.eps, 2.0 ** 20, 1e-3, INF, -INF, NAN]
+    generator = torch.Generator().manual_seed(27)
+    spread = torch.randn(40, generator=generator, dtype=torch.float64) * 2.0 ** torch.randint(-30, 30, (40,),
+                                                                                               generator=generator)
+    return torch.cat([torch.tensor(values, dtype=torch.float64), spread]).to(dtype)
+
+
+EXACT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+EXACT_TABLE = _table("exact results of frexp and nextafter", {
+    **{f"frexp-{str(d)[6:]}": (lambda x: tuple(torch.frexp(x)), (_bit_edges(d),)) for d in EXACT_DTYPES},
+    **{f"nextafter-{str(d)[6:]}": (torch.nextafter, (_bit_edges(d), _bit_edges(d).flip(0))) for d in EXACT_DTYPES},
+})
+
+
+@pytest.mark.parametrize("name", list(EXACT_TABLE.cases))
+def test_exact_bit_results(name, compile_cache):
+    case = EXACT_TABLE.cases[name]
+    outputs, eager = EXACT_TABLE.result(compile_cache, name), case.function(*case.inputs)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    for got, expected in zip(outputs, eager, strict=True):
+        assert got.dtype == expected.dtype
+        same = (got == expected) | (got.isnan() & expected.isnan()) if got.is_floating_point() else got == expected
+        assert same.all(), f"{name}: {got[~same].tolist()} != {expected[~same].tolist()} at {case.inputs[0][~same].tolist()}"
