@@ -45,6 +45,9 @@ Where the lowering departs, and why each fix is general:
   0 or -1; torch-mlir's softmax never finishes on one, and log_softmax,
   prod.dim_int, any.dim (all) and flip fail to legalize: they run on
   the 1-element vector here.
+* Adaptive max pooling: torch-mlir rewrites it as max_pool2d, right only
+  for windows of one length and batched inputs; here it gathers its
+  windows of unequal lengths (with eager's indices at ties and NaN).
 * Complex dtypes have no lowering (an MLIR assertion aborts the process at
   'fusion'): `refuse_unsupported` says so before any MLIR pass runs.
 """
@@ -587,6 +590,29 @@ def _integer_max_pool(spatial: int):
     return decomposition
 
 
+ADAPTIVE_MAX_POOLS = {aten.adaptive_max_pool2d.default: 2, aten.adaptive_max_pool3d.default: 3}
+
+
+def _adaptive_max_pool(spatial: int):
+    """Adaptive max pooling over gathered windows of unequal lengths:
+    torch-mlir rewrites it as max_pool2d, which covers only windows of one
+    length (the input's size a multiple of the output's) and batched inputs.
+    Eager's scan keeps a new value if it is larger or NaN: the first
+    position of the maximum, the last NaN of a window holding one."""
+    def decomposition(input, output_size):
+        sizes = input.shape[-spatial:]
+        out_sizes, positions, inside = _adaptive_window_positions(sizes, _per_dim(output_size, spatial), input.device)
+        flat = input.flatten(-spatial)
+        windows = flat.index_select(-1, positions.flatten()).unflatten(-1, positions.shape)
+        windows = torch.where(inside, windows, -math.inf)  # eager's kernel takes floats only
+        values = windows.amax(-1)
+        first_maximum = torch.where((windows == values.unsqueeze(-1)) & inside, positions, flat.shape[-1]).amin(-1)
+        nan = (windows != windows) & inside
+        indices = torch.where(nan.any(-1), torch.where(nan, positions, -1).amax(-1), first_maximum)
+        return values.unflatten(-1, out_sizes), indices.unflatten(-1, out_sizes)
+    return decomposition
+
+
 def _per_dim(value, spatial: int) -> list[int]:
     """A pooling size argument (one int, or one per spatial dimension) as one per dimension."""
     values = [value] if isinstance(value, int) else list(value)
@@ -597,19 +623,43 @@ def _window_positions(sizes, kernel, stride, padding, dilation, ceil_mode, devic
     """The output sizes, and for each output position (rows) and window
     element (columns, row-major both) the flat input position it reads
     (0 where it reads padding) and whether it lies inside the input."""
-    rank = len(sizes)
-    flat, inside, out_sizes = torch.zeros((), dtype=torch.int64, device=device), True, []
+    per_dim = []
     for d, size in enumerate(sizes):
         out = pooling_output_shape(size, kernel[d], padding[d], stride[d], dilation[d], ceil_mode)
         along = (torch.arange(out, device=device).unsqueeze(1) * stride[d] - padding[d]
                  + torch.arange(kernel[d], device=device).unsqueeze(0) * dilation[d])
+        per_dim.append((along, (along >= 0) & (along < size)))
+    return _gathered_positions(sizes, per_dim)
+
+
+def _adaptive_window_positions(sizes, out_sizes, device):
+    """_window_positions for adaptive pooling: output i of a dimension of
+    `size` reads [floor(i size / out), ceil((i + 1) size / out)), windows of
+    unequal lengths, padded to the longest with positions marked outside."""
+    per_dim = []
+    for size, out in zip(sizes, out_sizes, strict=True):
+        longest = max(-(-(i + 1) * size // out) - i * size // out for i in range(out))
+        index = torch.arange(out, device=device).unsqueeze(1)
+        starts, ends = index * size // out, ((index + 1) * size + out - 1) // out
+        along = starts + torch.arange(longest, device=device).unsqueeze(0)
+        per_dim.append((along, along < ends))
+    return _gathered_positions(sizes, per_dim)
+
+
+def _gathered_positions(sizes, per_dim):
+    """Per dimension, (positions along it: output x window element; whether
+    each is inside) combined into flat positions: (output sizes, positions
+    of shape outputs x window elements, inside of the same shape)."""
+    rank = len(sizes)
+    flat, inside, out_sizes, window_sizes = torch.zeros((), dtype=torch.int64), True, [], []
+    for d, (size, (along, along_inside)) in enumerate(zip(sizes, per_dim)):
         shape = [1] * (2 * rank)
-        shape[d], shape[rank + d] = out, kernel[d]
-        along = along.reshape(shape)
-        flat = flat * size + along
-        inside = inside & (along >= 0) & (along < size)
-        out_sizes.append(out)
-    count, window = math.prod(out_sizes), math.prod(kernel)
+        shape[d], shape[rank + d] = along.shape
+        flat = flat * size + along.reshape(shape)
+        inside = inside & along_inside.reshape(shape)
+        out_sizes.append(along.shape[0])
+        window_sizes.append(along.shape[1])
+    count, window = math.prod(out_sizes), math.prod(window_sizes)
     inside = inside.reshape(count, window)
     return out_sizes, torch.where(inside, flat.reshape(count, window), 0), inside
 
@@ -660,6 +710,7 @@ def decompositions(table: dict) -> dict:
     ours.update({op: _in_wide_integers(op) for op in BYTE_COMPUTATIONS})
     ours.update({op: falling_back(_in_wide_integers(op), ours.get(op)) for op in BYTE_SELECTIONS})
     ours.update({op: _integer_max_pool(spatial) for op, spatial in MAX_POOLS.items()})
+    ours.update({op: _adaptive_max_pool(spatial) for op, spatial in ADAPTIVE_MAX_POOLS.items()})
     ours.update({op: _arange(op) for op in ARANGES})
     ours.update({op: _compared(op) for op in COMPARISONS})
     ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})

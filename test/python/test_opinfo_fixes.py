@@ -117,3 +117,27 @@ KNOWN_FAILURES = {"bool-constant": "unsigned-literals cannot read a dense_resour
                                   if name in KNOWN_FAILURES else name for name in BOOL_CONSTANTS.cases])
 def test_bool_constant_buffers(name, compile_cache):
     _check(BOOL_CONSTANTS, compile_cache, name)
+
+
+def _with_nans_and_ties(*shape):
+    """Random values with NaNs, -inf and repeated values (ties)."""
+    x = torch.randn(*shape, generator=G)
+    x.view(-1)[::5], x.view(-1)[3::7], x.view(-1)[1::6], x.view(-1)[2::6] = float("nan"), -float("inf"), 0.5, 0.5
+    return x
+
+
+F = torch.nn.functional
+ADAPTIVE_MAX_POOLS = _table("adaptive max pooling", {
+    "uneven-windows-2d": (lambda x: F.adaptive_max_pool2d(x, (5, 7), return_indices=True), (_with_nans_and_ties(2, 3, 8, 8),)),
+    "unbatched-2d": (lambda x: F.adaptive_max_pool2d(x, 1, return_indices=True), (_with_nans_and_ties(3, 8, 8),)),
+    "one-dim-kept-2d": (lambda x: F.adaptive_max_pool2d(x, (None, 3), return_indices=True), (torch.randn(2, 4, 4, 4, generator=G),)),
+    "uneven-1d": (lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), (_with_nans_and_ties(2, 3, 10),)),
+    "uneven-3d": (lambda x: F.adaptive_max_pool3d(x, (3, 4, 2), return_indices=True), (_with_nans_and_ties(1, 2, 5, 6, 7),)),
+})
+
+
+@pytest.mark.parametrize("name", list(ADAPTIVE_MAX_POOLS.cases))
+def test_adaptive_max_pooling_of_uneven_windows(name, compile_cache):
+    """Windows of unequal lengths, unbatched inputs; eager's indices: the
+    first maximum, or the last NaN of a window."""
+    _check(ADAPTIVE_MAX_POOLS, compile_cache, name)
