@@ -55,7 +55,7 @@ examples:
   .venv/bin/python tools/coverage.py --ops '^(add|mul)$' --dtypes float32 int64
   .venv/bin/python tools/coverage.py --retry fail          # local: re-run out/coverage's failures
   .venv/bin/python tools/coverage.py --modules --ops BatchNorm
-  .venv/bin/python tools/coverage.py --commit HEAD --gpu-artifacts out/cov-gpu --limit 200
+  .venv/bin/python tools/coverage.py --commit HEAD --gpu-artifacts out/cov-gpu --spread 500
   python3 tools/coverage.py --check-gpu-artifacts out/cov-gpu     # on the H200
 
 The JSON and markdown are rewritten as results come (every 30 s), so a
@@ -84,6 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--only-modules", action="store_true", help="module_db only")
     parser.add_argument("--order", choices=("dtype", "op"), default="dtype",
                         help="dtype-major (every op at float32 first; default) or op-major")
+    parser.add_argument("--spread", type=int, default=None, metavar="N",
+                        help="an evenly spaced, fixed sample of N of the selected cases (with a GPU mode: of "
+                             "the CPU passes), e.g. --gpu-artifacts DIR --spread 500")
     parser.add_argument("--limit", type=int, default=None, help="run at most this many (new) cases")
     parser.add_argument("--fresh", action="store_true", help="ignore the existing JSON; start over")
     parser.add_argument("--retry", nargs="+", default=(), metavar="STATUS",
@@ -133,6 +136,13 @@ def store_paths(args) -> tuple[Path, Path, str]:
     return args.out_dir / "opinfo.json", args.out_dir / "opinfo.md", "OpInfo coverage: CPU"
 
 
+def evenly_spaced(ids: list[str], count: int) -> list[str]:
+    """`count` of `ids`, evenly spaced in their order (all of them if fewer)."""
+    if count >= len(ids):
+        return list(ids)
+    return [ids[i * len(ids) // count] for i in range(count)]
+
+
 def cpu_passes(args, run: dict) -> set[str]:
     """The cases the CPU report of the same commit says pass: what the GPU modes compile."""
     from twintrack.coverage.report import Store
@@ -148,7 +158,7 @@ def run_identity(args, source: dict) -> dict:
     """What makes chunks one run (report.RUN_KEYS): the source and the options."""
     import torch
     target = "gpu-compile" if (args.gpu_compile or args.gpu_artifacts) else "cpu"
-    selection = {"dtypes": args.dtypes, "ops": args.ops, "cases": args.cases,
+    selection = {"dtypes": args.dtypes, "ops": args.ops, "cases": args.cases, "spread": args.spread,
                  "modules": args.modules or args.only_modules, "only_modules": args.only_modules}
     return {**source, "torch": torch.__version__, "target": target, "samples": args.samples,
             "timeout_s": args.timeout, "selection": {k: v for k, v in selection.items() if v}}
@@ -214,6 +224,8 @@ def suite(args, source: dict) -> int:
     if args.gpu_compile or args.gpu_artifacts:
         passing = cpu_passes(args, run)
         ids = [i for i in ids if i in passing]
+    if args.spread:
+        ids = evenly_spaced(ids, args.spread)
     retry = set(args.retry)
     left = [i for i in ids if i not in store.cases or store.cases[i]["status"] in retry]
     todo = [] if args.report_only else left[:args.limit] if args.limit is not None else left

@@ -285,6 +285,8 @@ def _base_decompositions() -> dict:
 
     aten.gelu(approximate='tanh'): torch-mlir uses 0.797724 for sqrt(2/pi)
     (0.7978846), a 1e-5 relative error; PyTorch's own decomposition is exact.
+    aten.elu (and selu, celu through it): torch-mlir computes exp(x) - 1,
+    which cancels near 0 (1% off at -1e-6); PyTorch's reads expm1.
     aten.native_layer_norm: see _layer_norm_in_float32.
     Reductions over float16/bfloat16 (sum, mean, var, std, norms, prod):
     accumulated in float32, as eager does (decompositions.py).
@@ -297,6 +299,7 @@ def _base_decompositions() -> dict:
     from .decompositions import with_half_reductions_in_float32
     table = with_half_reductions_in_float32(torch.export.default_decompositions())
     table[torch.ops.aten.gelu.default] = decomposition_table[torch.ops.aten.gelu.default]
+    table[torch.ops.aten.elu.default] = decomposition_table[torch.ops.aten.elu.default]
     table[torch.ops.aten.native_layer_norm.default] = _layer_norm_in_float32
     for provider in (decompose_scans, decompose_sorts, decompose_scatters, eager_semantics, decompose_views,
                      decompose_special, decompose_linalg, decompose_indexing, decompose_random):

@@ -40,6 +40,7 @@ UNARY = {
     "ndtri": (S.ndtri, _values([0.0, 1.0, -0.1, 1.1, 1e-30, 0.5, 1 - 1e-7, NAN], 200, 0, 1, 7)),
     "bessel_y1": (S.bessel_y1, _values(EDGES, 200, 0, 30, 13)),
     "airy_ai": (S.airy_ai, _values(EDGES, 200, -20, 20, 14)),
+    "expm1": (torch.expm1, _values(EDGES + [88.0, -88.0, 89.0], 200, -20, 20, 15)),
 }
 
 
@@ -143,3 +144,23 @@ def test_exact_bit_results(name, compile_cache):
         assert got.dtype == expected.dtype
         same = (got == expected) | (got.isnan() & expected.isnan()) if got.is_floating_point() else got == expected
         assert same.all(), f"{name}: {got[~same].tolist()} != {expected[~same].tolist()} at {case.inputs[0][~same].tolist()}"
+
+
+# exp(x) - 1 cancels near 0 (1e-6: 3% off in float32), below the absolute
+# tolerance the tables above allow: expm1 and the ELU family (which reads
+# it) are held to a relative error of a few float32 ulps there.
+F = torch.nn.functional
+NEAR_ZERO = _values([1e-6, -1e-6, 3e-8, -3e-8, 1e-30, -1e-30, -0.25, 0.25], 300, -1e-4, 1e-4, 19).float()
+NEAR_ZERO_TABLE = _table("expm1 near zero", {
+    "expm1": (torch.expm1, (NEAR_ZERO,)), "elu": (F.elu, (NEAR_ZERO,)),
+    "selu": (F.selu, (NEAR_ZERO,)), "celu": (lambda x: F.celu(x, 0.5), (NEAR_ZERO,)),
+})
+
+
+@pytest.mark.parametrize("name", list(NEAR_ZERO_TABLE.cases))
+def test_expm1_is_relatively_accurate_near_zero(name, compile_cache):
+    case = NEAR_ZERO_TABLE.cases[name]
+    (got,) = NEAR_ZERO_TABLE.result(compile_cache, name)
+    reference = case.function(NEAR_ZERO.double())
+    relative = ((got.double() - reference).abs() / reference.abs()).max().item()
+    assert relative < 5e-7, f"{name}: relative error {relative:.2e} near 0"

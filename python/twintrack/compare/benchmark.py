@@ -10,6 +10,7 @@ not fatal.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
         "schema_version": SCHEMA_VERSION, "date": date.today().isoformat(), "device": request.device,
         "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
         "torch": torch.__version__, "triton": _triton_version(), "repeat": request.repeat,
+        "twintrack_source": _twintrack_source(request.artifacts),
         "modes": list(request.modes), "total_seconds": round(seconds, 1),
         "timing": timing_summary(request.repeat, [track for r in rows for track in _measured(r)]),
         "complete": len(rows) == len(request.entries),
@@ -88,6 +90,19 @@ def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
                           for mode in request.modes},
         "models": list(rows),
     }
+
+
+def _twintrack_source(artifacts: Path | None) -> dict | None:
+    """The commit twintrack's side was compiled at: the artifacts' SOURCE.json
+    (`make gpu-artifacts` writes it), else this checkout's (compiled here)."""
+    if artifacts is not None:
+        source = Path(artifacts) / "SOURCE.json"
+        return json.loads(source.read_text()) if source.is_file() else None
+    from ..coverage.at_commit import Refused, stamp
+    try:
+        return stamp(Path(__file__).resolve().parents[3])
+    except (Refused, OSError):  # not a git checkout, or no git
+        return None
 
 
 def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
@@ -168,7 +183,11 @@ def _triton_version() -> str | None:
 def markdown_summary(result: dict) -> str:
     modes = result["modes"]
     ratio_columns = [f"twintrack/inductor {m}" for m in modes] + [f"graph/inductor {m}" for m in modes]
-    lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']})", "",
+    source = result.get("twintrack_source") or {}
+    commit = f", twintrack at {source['commit'][:12]}{' (with local changes)' if source.get('dirty') else ''}" \
+        if source.get("commit") else ""
+    lines = [f"# Benchmarks, {result['date']}, {result['device_name']} (torch {result['torch']}, triton {result['triton']}"
+             f"{commit})", "",
              f"Latency: {_method(result)} per track (CUDA events, L2 flushed before each run on the GPU), "
              f"{_threads(result)} thread(s); a cell shows the median and its p10–p90 spread. "
              "errors against float64 eager; float32 is exact (TF32 off) except in rows compiled with "

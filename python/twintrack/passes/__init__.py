@@ -34,6 +34,7 @@ PASSES = {
     "half-opmath": ("half_precision", "HalfOpmath"),
     "largest-buffer": ("largest_buffer", "LargestBuffer"),
     "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "precise-expm1": ("precise_expm1", "PreciseExpm1"),
     "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),
     "reuse-dead-inputs": ("reuse_dead_inputs", "ReuseDeadInputs"),
     "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),

@@ -31,7 +31,12 @@
 // CHECK:         llvm.call @malloc(
 // CHECK:         llvm.intr.exp(%{{.*}}) : (vector<8xf32>) -> vector<8xf32>
 // CHECK:         llvm.fadd %{{.*}}, %{{.*}} : vector<8xf32>
-// CHECK:         llvm.intr.maximum(%{{.*}}, %{{.*}}) : (vector<8xf32>, vector<8xf32>) -> vector<8xf32>
+// maximumf as arith-expand writes it (the stage runs it for bf16's rounding):
+// the larger, or the NaN of either operand.
+// CHECK:         %[[GT:.*]] = llvm.fcmp "ugt" %[[SUM:.*]], %[[OTHER:.*]] : vector<8xf32>
+// CHECK:         %[[MAX:.*]] = llvm.select %[[GT]], %[[SUM]], %[[OTHER]]
+// CHECK:         %[[NAN:.*]] = llvm.fcmp "uno" %[[OTHER]], %[[OTHER]] : vector<8xf32>
+// CHECK:         llvm.select %[[NAN]], %[[OTHER]], %[[MAX]]
 // CHECK:         llvm.call @free(
 // CHECK:         llvm.return{{$}}
 
