@@ -42,6 +42,9 @@ line, a run error, 'crash (SIGSEGV)', 'timeout after N s'); unsupported (a
 twintrack error that says so); export (torch.export rejects the module,
 strict=False and strict=True: not counted against twintrack); skip (eager
 itself fails). Each case is compiled as users compile: twintrack.compile.
+A random op, or a sample whose eager output changes with the seed (dropout
+in training mode inside multi_head_attention_forward), is checked by the
+shapes and dtypes of its outputs only (its sample records shape_only).
 
 the committed table (bench/coverage) comes from one run at one commit:
   .venv/bin/python tools/coverage.py --commit HEAD --jobs 2 --limit 500

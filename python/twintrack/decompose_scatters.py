@@ -102,11 +102,24 @@ def scatter_mean(input, dim, index, src, reduce, include_self=True):
     return torch.div(total, count, rounding_mode="floor")
 
 
+SCATTER_REDUCTIONS = {"add": "sum", "multiply": "prod"}
+
+
+def scatter_with_reduce(input, dim, index, src, reduce):
+    """scatter's legacy `reduce=` overloads (torch-mlir has no lowering for
+    them) as the scatter_reduce they are: into `input`, including it."""
+    if not isinstance(src, torch.Tensor):  # scatter.value_reduce: a number
+        src = torch.full(index.shape, src, dtype=input.dtype, device=input.device)
+    return aten.scatter_reduce.two(input, dim, index, src.to(input.dtype), SCATTER_REDUCTIONS[reduce])
+
+
 DIM_OPS = (aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce,
            aten.scatter_add.default, aten.scatter_reduce.two, aten.index_add.default)
 
 SCATTERS = {aten.index_put.default: masked_index_put, **{op: _with_positive_dim(op) for op in DIM_OPS}}
 SCATTERS[aten.scatter_reduce.two] = falling_back(_with_positive_dim(aten.scatter_reduce.two), scatter_mean)
+SCATTERS.update({op: falling_back(_with_positive_dim(op), scatter_with_reduce)
+                 for op in (aten.scatter.reduce, aten.scatter.value_reduce)})
 
 
 def decompositions(table: dict) -> dict:

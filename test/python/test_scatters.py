@@ -158,6 +158,19 @@ def test_scatter_reduce(dtype, shape, index_shape, dim, reduce, include_self):
     return lambda x, i, s: x.scatter_reduce(dim, i, s, reduce, include_self=include_self), inputs
 
 
+@family(product(cases(FLOATS + INTS, SCATTER_CASES[:3]), ["add", "multiply"], [False, True]))
+def test_scatter_legacy_reduce(dtype, shape, index_shape, dim, reduce, with_number):
+    """scatter(..., reduce=) with a tensor or a number: the legacy overloads."""
+    positive = reduce == "multiply"
+
+    def inputs(g):
+        return (values(shape, dtype, g, -3, 4, positive), duplicate_index(index_shape, shape[dim], g),
+                values(index_shape, dtype, g, -3, 4, positive))
+    if with_number:
+        return lambda x, i, s: x.scatter(dim, i, 2, reduce=reduce), inputs
+    return lambda x, i, s: x.scatter(dim, i, s, reduce=reduce), inputs
+
+
 # ---------------------------------------------------------------- index_put
 
 @family(product(cases(FLOATS + INTS, [((5, 3), 7), ((6,), 9), ((4, 3, 2), 5)]), [True, False]))

@@ -15,6 +15,7 @@ sees the op call exactly as the OpInfo writes it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
@@ -81,6 +82,32 @@ class Case:
             training = name.endswith(".train")
             return Case("module", name.removesuffix(".train"), dtype, training)
         return Case("op", label, dtype)
+
+
+@contextlib.contextmanager
+def reseeding_differently():
+    """OpInfo runs its random ops through wrapper_set_seed, which seeds 42
+    before each call, so eager repeats itself and hides that the op is
+    random. Inside, every OpInfo module's wrapper seeds 43 instead."""
+    import sys
+
+    from torch.testing._internal.common_utils import freeze_rng_state
+    from torch.testing._utils import wrapper_set_seed
+
+    def with_another_seed(op, *args, **kwargs):
+        with freeze_rng_state():
+            torch.manual_seed(43)
+            return op(*args, **kwargs)
+
+    modules = [m for name, m in list(sys.modules.items())
+               if name.startswith("torch.testing._internal") and getattr(m, "wrapper_set_seed", None) is wrapper_set_seed]
+    for module in modules:
+        module.wrapper_set_seed = with_another_seed
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.wrapper_set_seed = wrapper_set_seed
 
 
 def display_name(op) -> str:
