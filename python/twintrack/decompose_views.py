@@ -1,7 +1,7 @@
 """Decompositions for ops that torch.export keeps but torch-mlir cannot take
 all the way down: rewritten into ops it lowers, before the import.
 
-Two ways an op slips through, each fixed by its general cause:
+Three ways an op slips through, each fixed by its general cause:
 
 * The 'linalg' stage fails silently. torch-mlir has no linalg lowering for
   the `*_copy` view variants (view_copy, permute_copy, unbind_copy,
@@ -14,6 +14,8 @@ Two ways an op slips through, each fixed by its general cause:
   scatter / gather over the flattened input at the storage positions the
   view would address; fmod.Scalar becomes fmod.Tensor; signbit compares
   instead of reinterpreting bits.
+* torch-mlir's 'torch' pipeline dies (SIGSEGV) on an as_strided with no
+  sizes (resize_ to a 0-d tensor): it becomes a gather of its element.
 * The 'torch' stage reports "found an op that was marked as backend
   illegal": DecomposeComplexOps declines an op at an edge its pattern does
   not handle, and nothing else lowers it. argmax/argmin and amax/amin over a
@@ -68,6 +70,15 @@ def _scatter_strided(input: torch.Tensor, src: torch.Tensor, size, stride, offse
 
 def _as_strided_copy(input, size, stride, storage_offset=None):
     """as_strided_copy as a gather (torch-mlir has no lowering for it)."""
+    return _gather_strided(input, size, stride, storage_offset or 0)
+
+
+def _as_strided_of_no_dims(input, size, stride, storage_offset=None):
+    """A 0-d as_strided (resize_ to ()) as a gather of its one element:
+    torch-mlir's pipeline dies with SIGSEGV on an as_strided of no sizes.
+    Others stay as_strided (backend-legal, lowered as a view)."""
+    if len(size):
+        return NotImplemented
     return _gather_strided(input, size, stride, storage_offset or 0)
 
 
@@ -178,6 +189,7 @@ def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=No
 
 OURS = {
     aten.as_strided_copy.default: _as_strided_copy,
+    aten.as_strided.default: _as_strided_of_no_dims,
     aten.as_strided_scatter.default: _as_strided_scatter,
     aten.diagonal_scatter.default: _diagonal_scatter,
     aten.view_copy.default: _view_copy,

@@ -82,6 +82,9 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
     "fmod-scalar": (lambda x: torch.fmod(x, 3), (torch.randn(5, 5, generator=G) * 10,)),
     "fmod-int": (lambda x: torch.fmod(x, -3), (torch.arange(-10, 10),)),
     "fftshift": (lambda x: torch.fft.fftshift(x), (torch.randn(5, 4, generator=G),)),
+    # torch-mlir's pipeline died with SIGSEGV on an as_strided of no sizes
+    "as_strided-0d": (lambda x: torch.as_strided(x, (), (), 3), (torch.randn(5, generator=G),)),
+    "resize-to-0d": (lambda x: x.clone().resize_(()), (torch.tensor(2.5),)),
 })
 
 
