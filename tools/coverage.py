@@ -42,7 +42,8 @@ line, a run error, 'crash (SIGSEGV)', 'timeout after N s'); unsupported (a
 twintrack error that says so); export (torch.export rejects the module,
 strict=False and strict=True: not counted against twintrack); skip (eager
 itself fails). Each case is compiled as users compile: twintrack.compile.
-A random op, or a sample whose eager output changes with the seed (dropout
+Eigenvectors (linalg.eigh) are compared up to each column's sign. A random
+op, or a sample whose eager output changes with the seed (dropout
 in training mode inside multi_head_attention_forward), is checked by the
 shapes and dtypes of its outputs only (its sample records shape_only).
 

@@ -47,6 +47,24 @@ NONDETERMINISTIC = (
 UNORDERED_TIES = {"sort": 1, "argsort": 1, "topk": 2, "kthvalue": 2, "mode": 1}
 
 
+# Ops whose outputs at these positions hold eigenvectors as columns, each
+# defined up to its sign (LAPACK picks one; the Jacobi sweeps may pick the
+# other): compared after giving each column's largest entry a plus sign.
+SIGN_FREE_COLUMNS = {"linalg.eigh": (1,)}
+
+
+def with_column_signs_fixed(outputs: list, positions) -> list:
+    """`outputs` with each column of those at `positions` scaled by the sign
+    of its largest-magnitude entry."""
+    fixed = list(outputs)
+    for position in positions:
+        columns = fixed[position]
+        if columns.numel():
+            largest = columns.abs().argmax(-2, keepdim=True)
+            fixed[position] = columns * torch.gather(columns, -2, largest).sign()
+    return fixed
+
+
 @dataclass(frozen=True)
 class Case:
     kind: str          # 'op' or 'module'
@@ -69,6 +87,10 @@ class Case:
     def shape_only(self) -> bool:
         """Random or uninitialized outputs: compare shapes and dtypes only."""
         return self.name.startswith(NONDETERMINISTIC)
+
+    @property
+    def sign_free_columns(self) -> tuple:
+        return SIGN_FREE_COLUMNS.get(self.name, ()) if self.kind == "op" else ()
 
     @property
     def ties_unordered(self) -> bool:

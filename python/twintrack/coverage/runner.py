@@ -109,7 +109,7 @@ def run_sample(case: case_lib.Case, sample: case_lib.Sample, target: str = "cpu"
         return {**record, "status": failure[0], "reason": failure[1]}
     if target != "cpu":
         if artifact_dir is not None:
-            save_gpu_artifact(compiled, sample, eager, artifact_dir, shape_only)
+            save_gpu_artifact(compiled, sample, eager, artifact_dir, shape_only, case.sign_free_columns)
         return record
     return {**record, **check_compiled(case, sample, compiled, eager, shape_only)}
 
@@ -141,7 +141,13 @@ def check_compiled(case: case_lib.Case, sample: case_lib.Sample, compiled, eager
     if shape_only:
         eager = [torch.zeros_like(t) for t in tensor_leaves(eager)]
         actual = [torch.zeros_like(t) for t in tensor_leaves(actual)]
-    verdict = compare_outputs(actual, eager, float64_outputs(sample))
+    reference = float64_outputs(sample)
+    verdict = compare_outputs(actual, eager, reference)
+    if not verdict.ok and case.sign_free_columns:
+        actual, eager, reference = (None if v is None else case_lib.with_column_signs_fixed(tensor_leaves(v),
+                                                                                           case.sign_free_columns)
+                                    for v in (actual, eager, reference))
+        verdict = compare_outputs(actual, eager, reference)
     if not verdict.ok and case.ties_unordered:
         verdict = _compare_with_any_tie_order(case, sample, actual, eager)
     return {"status": "pass" if verdict.ok else "fail", "reason": verdict.reason,
@@ -178,7 +184,8 @@ def float64_outputs(sample: case_lib.Sample):
         return None
 
 
-def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False) -> None:
+def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False,
+                      sign_free_columns: tuple = ()) -> None:
     """The GPU artifact plus what checks it without MLIR: the sample's
     inputs, eager's outputs and the float64 ones (tools/coverage.py
     --check-gpu-artifacts reads them on the GPU machine)."""
@@ -186,7 +193,7 @@ def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, sh
     compiled.save(outdir)
     reference = float64_outputs(sample)
     state = [] if compiled.exported.exported.frozen else list(model_state(compiled.exported.source.module).values())
-    torch.save({"shape_only": shape_only, "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
+    torch.save({"shape_only": shape_only, "sign_free_columns": tuple(sign_free_columns), "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
                 "reference": tensor_leaves(reference) if reference is not None else None},
                outdir / "coverage-sample.pt")
 
