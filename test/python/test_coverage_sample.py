@@ -148,6 +148,28 @@ def test_no_worse_than_eager_passes_in_half_precision():
     assert not outputs.compare_outputs(eager + 5, eager, ref).ok
 
 
+def test_an_overflow_only_eager_has_may_be_the_exact_result():
+    """Eager overflowed an intermediate (inf) where the exact result fits
+    float16: the exact value passes, as does eager's inf; a wrong value, or
+    a finite value where the exact result overflows too, does not."""
+    inf = float("inf")
+    eager = torch.tensor([inf, 1.0, inf], dtype=torch.float16)
+    reference = torch.tensor([7e4, 1.0, 50.0], dtype=torch.float64)
+    half = (lambda *v: torch.tensor(v, dtype=torch.float16))
+    assert outputs.compare_outputs(half(inf, 1.0, 50.0), eager, reference).ok
+    assert outputs.compare_outputs(half(inf, 1.0, inf), eager, reference).ok
+    assert not outputs.compare_outputs(half(inf, 1.0, 60.0), eager, reference).ok
+    assert not outputs.compare_outputs(half(6e4, 1.0, 50.0), eager, reference).ok
+
+
+def test_eigenvector_signs_are_free():
+    columns = torch.tensor([[0.6, -0.8], [0.8, 0.6]])
+    flipped = columns * torch.tensor([-1.0, 1.0])
+    assert not torch.equal(columns, flipped)
+    fixed, fixed_flipped = (cases.with_column_signs_fixed([c], (0,))[0] for c in (columns, flipped))
+    assert torch.equal(fixed, fixed_flipped)
+
+
 def test_integers_are_exact():
     x = torch.tensor([1, 2, 3])
     assert outputs.compare_outputs(x.clone(), x).ok

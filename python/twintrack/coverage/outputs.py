@@ -7,7 +7,9 @@ outputs are nested, only on their order.
 
 The rule for one floating-point output, element by element:
 - NaN where eager (in the case's dtype) has NaN, and nowhere else;
-- the same infinities where eager has them;
+- the same infinities where eager has them, except where eager overflowed
+  an intermediate and the exact result fits the dtype: there the exact
+  result (within the dtype's tolerance) passes too;
 - elsewhere |y - ref| <= atol + rtol * |ref| + 2 * |eager - ref|, with ref
   the float64 reference when there is one: a compiler may be as far from
   the exact answer as eager itself is (twice, for slack), plus the dtype's
@@ -115,8 +117,14 @@ def _compare_float(y: torch.Tensor, eager: torch.Tensor, reference: torch.Tensor
         extra, missing = int((nan_y & ~nan_e).sum()), int((nan_e & ~nan_y).sum())
         return Verdict(False, f"NaN pattern differs: {extra} unexpected NaN, {missing} missing NaN", float("nan"))
     inf_e = torch.isinf(e64)
-    if not torch.equal(y64[inf_e], e64[inf_e]):
-        return Verdict(False, f"infinities differ at {int((y64[inf_e] != e64[inf_e]).sum())} elements", float("inf"))
+    # eager rounds each op to the dtype: an intermediate can overflow where
+    # the exact result fits (log1p(exp(x)) in float16); a compile that keeps
+    # f32 intermediates may give that result instead of eager's infinity
+    overflowed = inf_e & torch.isfinite(r64.to(y.dtype))
+    recovered = overflowed & ((y64 - r64).abs() <= atol + rtol * r64.abs())
+    wrong_inf = inf_e & ~recovered & (y64 != e64)
+    if wrong_inf.any():
+        return Verdict(False, f"infinities differ at {int(wrong_inf.sum())} elements", float("inf"))
     finite = ~(nan_e | inf_e)
     r64 = torch.where(torch.isfinite(r64), r64, e64)
     y64, e64, r64 = y64[finite], e64[finite], r64[finite]
