@@ -9,7 +9,8 @@ torch.export runs them with the rest of the frontend's table, so the CPU and
 the GPU routes both get them. Ops over other dtypes are left as they were
 (NotImplemented keeps the op, or the table's earlier decomposition runs).
 
-amax/amin/max/min are exact in the narrow type and stay; softmax and
+Average pooling sums its windows in float32 likewise. amax/amin/max/min
+are exact in the narrow type and stay; softmax and
 log_softmax are widened by torch-mlir itself.
 """
 
@@ -29,6 +30,10 @@ REDUCTIONS_WITH_DTYPE = (
     aten.sum.dim_IntList, aten.mean.dim, aten.mean.default, aten.prod.dim_int, aten.prod.default,
     aten.linalg_vector_norm.default,
 )
+
+
+# window sums: eager's CPU kernels accumulate half precision in float32 too
+AVERAGING_POOLS = (aten.avg_pool2d.default, aten.avg_pool3d.default)
 
 
 def _widened(op):
@@ -103,7 +108,7 @@ def with_half_reductions_in_float32(table: dict) -> dict:
     """`table` with each floating reduction over float16 or bfloat16
     accumulating in float32. (sum.default and the ops the core table rewrites
     into these need no entry.)"""
-    ours = {op: _widened(op) for op in REDUCTIONS_WITH_DTYPE}
+    ours = {op: _widened(op) for op in REDUCTIONS_WITH_DTYPE + AVERAGING_POOLS}
     ours.update({
         aten.var.correction: _statistic(square_root=False, with_mean=False),
         aten.std.correction: _statistic(square_root=True, with_mean=False),

@@ -36,6 +36,10 @@ LAST_DIM = {
     "vector_norm": lambda x: torch.linalg.vector_norm(x, dim=-1),
     "amax": lambda x: torch.amax(x, dim=-1),
 }
+POOLS = {  # 64 x 64 windows: 4096-term sums, as the rows'
+    "avg_pool2d": lambda x: torch.nn.functional.avg_pool2d(x.view(4, 64, 64, 64), 64),
+    "avg_pool2d_padded": lambda x: torch.nn.functional.avg_pool2d(x.view(4, 64, 64, 64), 64, 32, 16),
+}
 MIDDLE_DIM_KEEPDIM = {
     "sum_middle_keepdim": lambda x: torch.sum(_middle(x), dim=1, keepdim=True),
     "var_middle_keepdim": lambda x: torch.var(_middle(x), dim=1, keepdim=True),
@@ -54,9 +58,9 @@ def _as_tuple(outputs):
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES, ids=lambda dtype: str(dtype).removeprefix("torch."))
-@pytest.mark.parametrize("name", list(LAST_DIM) + list(MIDDLE_DIM_KEEPDIM))
+@pytest.mark.parametrize("name", list(LAST_DIM) + list(MIDDLE_DIM_KEEPDIM) + list(POOLS))
 def test_cpu_half_reduction_matches_float64(name, dtype):
-    function = {**LAST_DIM, **MIDDLE_DIM_KEEPDIM}[name]
+    function = {**LAST_DIM, **MIDDLE_DIM_KEEPDIM, **POOLS}[name]
     compiled = twintrack.compile(FunctionModule(function), (_uniform(CPU_SHAPE, dtype, seed=0),))
     x = _uniform(CPU_SHAPE, dtype, seed=1)  # fresh inputs, not the traced example
     outputs, references = _as_tuple(compiled(x)), _as_tuple(function(x.double()))
