@@ -459,10 +459,16 @@ def _arange(op):
 def _unsigned_sum(op):
     """sum over uint8 (or bool, also unsigned) widened to int64 before
     torch-mlir sees it: its lowering sign-extends the bytes (200 counts as
-    -56). The result's dtype is unchanged (int64 unless `dtype` says)."""
+    -56). The result's dtype is unchanged (int64 unless `dtype` says). A
+    sum into an 8-bit `dtype` (eager converts the input to it, and wraps)
+    adds in int64 and keeps the low bits: torch-mlir's 8-bit accumulator
+    has no original dtype (SIGSEGV at 'linalg')."""
     def decomposition(input, *args, dtype=None, **kwargs):
-        if input.dtype not in (torch.uint8, torch.bool):
+        into_bytes = dtype in BYTE_DTYPES
+        if input.dtype not in (torch.uint8, torch.bool) and not into_bytes:
             return NotImplemented
+        if into_bytes:
+            return op(input.to(dtype).to(torch.int64), *args, dtype=torch.int64, **kwargs).to(dtype)
         return op(input.to(torch.int64), *args, dtype=dtype or torch.int64, **kwargs)
     return decomposition
 

@@ -440,6 +440,8 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
         violations = add_guards(program) if checks else []
     with phase("fx: name ops"):
         _name_ops_in_locations(program)
+    with phase("fx: bfloat16 constants"):
+        _bfloat16_constants_as_float32(program)
     with phase("fx: tensor metadata"):
         _refresh_tensor_metadata(program)
     with phase("fx: calling convention"):
@@ -499,6 +501,32 @@ def _name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
             op = target.name().removeprefix("aten::").split(".")[0]
             trace = node.meta.get("stack_trace") or ""
             node.meta["stack_trace"] = f'{trace}\n  File "{OP_FRAME_PREFIX}{op}", line 0, in <op>'
+
+
+def _bfloat16_constants_as_float32(program: torch.export.ExportedProgram) -> None:
+    """torch-mlir's importer writes a constant (a lifted tensor, a frozen
+    weight) through NumPy, which has no bfloat16: each bfloat16 constant is
+    stored as its float32 value (exact) and converted back in the graph."""
+    from torch.export.graph_signature import InputKind
+    constant_kinds = (InputKind.CONSTANT_TENSOR, InputKind.PARAMETER, InputKind.BUFFER)
+    by_name = {spec.arg.name: spec for spec in program.graph_signature.input_specs if spec.kind in constant_kinds}
+    graph = program.graph
+    for node in list(graph.nodes):
+        spec = by_name.get(node.name) if node.op == "placeholder" else None
+        if spec is None:
+            continue
+        store = program.constants if spec.target in program.constants else program.state_dict
+        if store.get(spec.target) is None or store[spec.target].dtype != torch.bfloat16:
+            continue
+        value = store[spec.target].detach().float()
+        store[spec.target] = torch.nn.Parameter(value, requires_grad=False) \
+            if isinstance(store[spec.target], torch.nn.Parameter) else value
+        narrow = node.meta["val"]
+        node.meta["val"] = narrow.float()
+        with graph.inserting_after(node):
+            cast = graph.call_function(torch.ops.aten._to_copy.default, (node,), {"dtype": torch.bfloat16})
+        cast.meta.update(val=narrow, stack_trace=node.meta.get("stack_trace"))
+        node.replace_all_uses_with(cast, delete_user_cb=lambda user: user is not cast)
 
 
 def _refresh_tensor_metadata(program: torch.export.ExportedProgram) -> None:

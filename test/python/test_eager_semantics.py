@@ -229,6 +229,9 @@ CRASHED = {
     "arange_uint8": (lambda x: torch.arange(10, dtype=torch.uint8) * x, (U8(10),)),
     "floor_divide_int8": (lambda a, b: a // b, (I8(10), I8(10).abs().clamp(min=1))),
     "sum_uint8": (lambda x: x.sum(-1), (U8(3, 10),)),
+    "sum_into_uint8": (lambda x: (x * 37).sum(-1, dtype=torch.uint8), (I64(3, 10),)),
+    "sum_into_int8": (lambda x: x.sum(0, dtype=torch.int8), (U8(10, 3),)),
+    "tensordot_uint8_to_scalar": (lambda a, b: torch.tensordot(a, b, ([0, 1], [2, 0])), (U8(2, 2, 1), U8(2, 1, 2))),
     "mm_int16": (torch.mm, (I16(3, 5), I16(5, 4))),
 }
 INTEGER_CASES = table("8-bit integers", CRASHED)

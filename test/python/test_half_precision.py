@@ -89,3 +89,27 @@ def test_emulated_rounding_is_eagers_where_eager_computes_each_op_in_float32():
     x = inputs(seed=2)[0]
     compiled = twintrack.compile(FunctionModule(function), (x,), emulate_precision_casts=True)
     assert torch.equal(compiled(x), function(x))
+
+
+class _Bfloat16Constants(torch.nn.Module):
+    """A bfloat16 weight, buffer and in-graph constant (a lifted tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        generator = torch.Generator().manual_seed(3)
+        self.weight = torch.nn.Parameter(torch.randn(8, 4, generator=generator).bfloat16(), requires_grad=False)
+        self.register_buffer("offset", torch.full((4,), 0.5, dtype=torch.bfloat16))
+
+    def forward(self, x):
+        return x @ self.weight + self.offset + torch.tensor(1.5, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize("freeze", [False, True], ids=["state-as-inputs", "frozen"])
+def test_bfloat16_constants_import(freeze):
+    """torch-mlir's importer writes constants through NumPy, which has no
+    bfloat16: frozen bfloat16 weights and lifted constants failed to import."""
+    model, x = _Bfloat16Constants(), torch.randn(3, 8, generator=torch.Generator().manual_seed(4)).bfloat16()
+    got = twintrack.compile(model, (x,), freeze=freeze)(x)
+    exact = x.double() @ model.weight.double() + model.offset.double() + 1.5
+    assert got.dtype == torch.bfloat16
+    assert torch.allclose(got.double(), exact, rtol=2e-2, atol=2e-2)
