@@ -19,6 +19,7 @@ from ..errors import UsageError
 PASSES = {
     "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
     "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
+    "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),
     "distinct-results": ("distinct_results", "DistinctResults"),
     "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
     "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
@@ -73,7 +74,12 @@ def instantiate(spec: str):
 
 
 def _option_value(pass_name_: str, field: dataclasses.Field, text: str):
-    """An option's text as its field's type: true/false for a flag."""
+    """An option's text as its field's type: true/false for a flag, a
+    whole number for a count."""
+    if isinstance(field.default, int) and not isinstance(field.default, bool):
+        if not text.lstrip("-").isdigit():
+            raise UsageError(f"pass {pass_name_}: option {field.name} takes a whole number, not '{text}'")
+        return int(text)
     if not isinstance(field.default, bool):
         return text
     if text not in ("true", "false"):
