@@ -169,7 +169,12 @@ def _clamp_max(input, max):
 
 
 def _hardtanh(input, min_val=-1.0, max_val=1.0):
-    return _bounded(input, min_val, max_val)
+    """Eager's hardtanh clamps into a result of the input's dtype, so an
+    integer input stays integer (the clamp computed as the bounds promote it,
+    then converted)."""
+    result = _bounded(input, min_val, max_val)
+    result = aten.clamp.default(input, min_val, max_val) if result is NotImplemented else result
+    return result if result.dtype == input.dtype else result.to(input.dtype)
 
 
 def _maximum(input, other):

@@ -104,6 +104,7 @@ ELEMENTWISE = {
     "clamp_int": (lambda x: torch.clamp(x, -1, 2), (torch.arange(-3, 4),)),
     "hardtanh": (F.hardtanh, (X,)),
     "relu6": (F.relu6, (X,)),
+    "hardtanh_int_stays_int": (lambda x: F.hardtanh(x, -1.5, 2.5), (torch.arange(-4, 5),)),
     "maximum": (torch.maximum, (X, B)),
     "minimum": (torch.minimum, (X, B)),
     "max_binary": (torch.max, (X, B)),
