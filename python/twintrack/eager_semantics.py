@@ -478,6 +478,31 @@ def _unsigned_sum(op):
     return decomposition
 
 
+# ops that add, multiply or compare bools into bools, and the positions of
+# their operands that carry values (not indices or masks)
+BOOL_ARITHMETIC = {
+    aten.scatter_add.default: (0, 3), aten.index_add.default: (0, 3), aten.scatter_reduce.two: (0, 3),
+    aten._unsafe_masked_index_put_accumulate.default: (0, 3), aten.index_put.default: (0, 2),
+    aten.clamp_min.Tensor: (0, 1), aten.clamp_max.Tensor: (0, 1),
+}
+
+
+def _bools_as_int32(op, positions):
+    """Eager adds bools as a logical or (True + True is True), multiplies
+    them as an and, and orders False before True; torch-mlir's i1 adds wrap
+    (True + True is False). The values go through int32, and the result is
+    whether it is nonzero."""
+    def decomposition(*args, **kwargs):
+        if args[0].dtype != torch.bool:
+            return NotImplemented
+        if op is aten.index_put.default and not (args[3] if len(args) > 3 else kwargs.get("accumulate", False)):
+            return NotImplemented
+        widened = [a.to(torch.int32) if i in positions and isinstance(a, torch.Tensor) else a
+                   for i, a in enumerate(args)]
+        return op(*widened, **kwargs) != 0
+    return decomposition
+
+
 def _narrow_integer_cast(input, *, dtype=None, **kwargs):
     """A float converted to an 8- or 16-bit integer as eager's CPU kernel
     converts it: to int32 first (out of range, and NaN, give INT_MIN), then
@@ -722,6 +747,8 @@ def decompositions(table: dict) -> dict:
     ours.update({op: falling_back(_in_wide_integers(op), ours.get(op)) for op in BYTE_SELECTIONS})
     ours.update({op: _integer_max_pool(spatial) for op, spatial in MAX_POOLS.items()})
     ours.update({op: _adaptive_max_pool(spatial) for op, spatial in ADAPTIVE_MAX_POOLS.items()})
+    ours.update({op: falling_back(_bools_as_int32(op, positions), ours.get(op))
+                 for op, positions in BOOL_ARITHMETIC.items()})
     ours.update({op: _arange(op) for op in ARANGES})
     ours.update({op: _compared(op) for op in COMPARISONS})
     ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})

@@ -243,6 +243,29 @@ def test_integer_case_compiles_and_matches_eager(name, compile_cache):
     case_matches_eager(INTEGER_CASES, compile_cache, name)
 
 
+BOOLS = torch.tensor([True, False, True, False, False, True])
+TRUTHS = torch.tensor([True, True, False, True, True, False])
+REPEATS = torch.tensor([0, 0, 1, 3, 3, 5])  # repeated targets: two Trues add to True
+BOOL_ARITHMETIC = {
+    "scatter_add": (lambda x, s, i: x.scatter_add(0, i, s), (BOOLS, TRUTHS, REPEATS)),
+    "index_add": (lambda x, s, i: x.index_add(0, i, s), (BOOLS, TRUTHS, REPEATS)),
+    "scatter_reduce_sum": (lambda x, s, i: x.scatter_reduce(0, i, s, "sum"), (BOOLS, TRUTHS, REPEATS)),
+    "scatter_reduce_amin": (lambda x, s, i: x.scatter_reduce(0, i, s, "amin"), (BOOLS, TRUTHS, REPEATS)),
+    "scatter_reduce_prod_without_self": (lambda x, s, i: x.scatter_reduce(0, i, s, "prod", include_self=False),
+                                         (BOOLS, TRUTHS, REPEATS)),
+    "index_put_accumulate": (lambda x, s, i: x.index_put((i,), s, accumulate=True), (BOOLS, TRUTHS, REPEATS)),
+    "clamp_min": (lambda x, s: torch.clamp_min(x, s), (BOOLS, TRUTHS)),
+    "clamp_max": (lambda x, s: torch.clamp_max(x, s), (BOOLS, TRUTHS)),
+}
+BOOL_CASES = table("bool arithmetic", BOOL_ARITHMETIC)
+
+
+@pytest.mark.parametrize("name", list(BOOL_ARITHMETIC))
+def test_bools_add_as_or_and_order_false_first(name, compile_cache):
+    """True + True is True in eager; torch-mlir's i1 add wrapped to False."""
+    case_matches_eager(BOOL_CASES, compile_cache, name)
+
+
 # ---------------------------------------------------------------- found by the differential fuzzer (bench/fuzz)
 
 # Mixed dtypes: torch-mlir's implicit conversions (bool to 8 bits: SIGSEGV; uint8 sign-extended;
