@@ -170,6 +170,18 @@ def test_eigenvector_signs_are_free():
     assert torch.equal(fixed, fixed_flipped)
 
 
+def test_seed_check_compares_complex_half_and_sparse_outputs():
+    """The check for outputs that change with the seed reads every layout
+    and dtype an op returns (torch.equal has no complex-half or sparse
+    kernel: those cases failed as 'internal')."""
+    from twintrack.coverage.runner import _same_values
+    z = torch.complex(torch.ones(3), torch.zeros(3)).to(torch.complex32)
+    assert _same_values(z, z.clone()) and not _same_values(z, z * 2)
+    sparse = torch.eye(3).to_sparse()
+    assert _same_values(sparse, sparse.clone())
+    assert _same_values(torch.tensor([float("nan"), 1.0]), torch.tensor([float("nan"), 1.0]))
+
+
 def test_integers_are_exact():
     x = torch.tensor([1, 2, 3])
     assert outputs.compare_outputs(x.clone(), x).ok
