@@ -329,7 +329,7 @@ def _byte_arithmetic(op, signed_only=False):
     cast back: torch-mlir's own conversion into `i8` gets no original dtype
     and the 'linalg' stage dies with SIGSEGV (`uint8 * 3`, `int8 % 7`,
     `int8 * bool`); the low 8 bits of the int32 result are eager's
-    wraparound. `signed_only` ops (remainder) are computed so for uint8
+    wraparound. `signed_only` ops (remainder, fmod) are computed so for uint8
     operands of one dtype too: torch-mlir's is a signed remainder. A uint8
     operand of a wider result is converted explicitly: torch-mlir's
     conversion sign-extends it."""
@@ -348,7 +348,7 @@ def _byte_arithmetic(op, signed_only=False):
 BYTE_ARITHMETIC = (aten.add.Tensor, aten.add.Scalar, aten.mul.Tensor, aten.mul.Scalar,
                    aten.sub.Tensor, aten.sub.Scalar,
                    aten.bitwise_and.Tensor, aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor)
-BYTE_SIGNED_ONLY = (aten.remainder.Tensor, aten.remainder.Scalar)
+BYTE_SIGNED_ONLY = (aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor)
 
 
 def _where(condition, input, other):

@@ -230,6 +230,8 @@ CRASHED = {
     "arange_uint8": (lambda x: torch.arange(10, dtype=torch.uint8) * x, (U8(10),)),
     "floor_divide_int8": (lambda a, b: a // b, (I8(10), I8(10).abs().clamp(min=1))),
     "sum_uint8": (lambda x: x.sum(-1), (U8(3, 10),)),
+    "fmod_uint8_by_negative_number": (lambda x: -torch.fmod(x, -1), (U8(3, 10),)),
+    "fmod_uint8_tensors": (torch.fmod, (U8(3, 10), U8(3, 10).clamp(min=1) + 200)),
     "sum_into_uint8": (lambda x: (x * 37).sum(-1, dtype=torch.uint8), (I64(3, 10),)),
     "sum_into_int8": (lambda x: x.sum(0, dtype=torch.int8), (U8(10, 3),)),
     "tensordot_uint8_to_scalar": (lambda a, b: torch.tensordot(a, b, ([0, 1], [2, 0])), (U8(2, 2, 1), U8(2, 1, 2))),
