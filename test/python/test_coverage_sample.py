@@ -202,3 +202,14 @@ def test_reason_signature_keeps_crashes_apart(reason):
     from twintrack.coverage.report import reason_signature
     assert reason_signature(reason).split()[0] == reason.split()[0]
     assert not math.isnan(len(reason_signature(reason)))
+
+
+def test_gpu_check_accepts_any_order_of_ties():
+    """On the GPU machine an argsort of bools (two values, many ties) is
+    judged as on the CPU: by the values its indices address."""
+    from twintrack.coverage.gpu_numerics import judged
+    source = torch.tensor([True, False, True, False])
+    eager, ours = torch.tensor([1, 3, 0, 2]), torch.tensor([3, 1, 2, 0])
+    assert not judged([ours], [eager], None, {}).ok
+    assert judged([ours], [eager], None, {"ties": (source, -1)}).ok
+    assert not judged([torch.tensor([0, 1, 2, 3])], [eager], None, {"ties": (source, -1)}).ok

@@ -197,12 +197,21 @@ class SampleModule(torch.nn.Module):
         return plain_structure(self.fn(*args, **kwargs))
 
 
+def tie_axis(case: Case, sample: "Sample") -> tuple[torch.Tensor, int]:
+    """(the sample's input, the dim) an unordered-ties op's indices address."""
+    args, kwargs = sample.module.arguments(*sample.inputs)
+    position = UNORDERED_TIES[case.name]
+    return args[0], kwargs.get("dim", args[position] if len(args) > position else -1)
+
+
 def addressed_values(case: Case, sample: "Sample", indices: torch.Tensor) -> torch.Tensor:
     """The values `indices` (an unordered-ties op's index output) pick out of
     the sample's input along the op's dim, shaped as the indices."""
-    args, kwargs = sample.module.arguments(*sample.inputs)
-    source, position = args[0], UNORDERED_TIES[case.name]
-    dim = kwargs.get("dim", args[position] if len(args) > position else -1)
+    return values_at(*tie_axis(case, sample), indices)
+
+
+def values_at(source: torch.Tensor, dim: int, indices: torch.Tensor) -> torch.Tensor:
+    """The values of `source` that `indices` address along `dim`."""
     if source.dim() == 0:
         return source.expand(indices.shape)
     if indices.dim() < source.dim():  # keepdim=False

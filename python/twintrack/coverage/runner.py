@@ -109,7 +109,8 @@ def run_sample(case: case_lib.Case, sample: case_lib.Sample, target: str = "cpu"
         return {**record, "status": failure[0], "reason": failure[1]}
     if target != "cpu":
         if artifact_dir is not None:
-            save_gpu_artifact(compiled, sample, eager, artifact_dir, shape_only, case.sign_free_columns)
+            ties = case_lib.tie_axis(case, sample) if case.ties_unordered else None
+            save_gpu_artifact(compiled, sample, eager, artifact_dir, shape_only, case.sign_free_columns, ties)
         return record
     return {**record, **check_compiled(case, sample, compiled, eager, shape_only)}
 
@@ -193,7 +194,7 @@ def float64_outputs(sample: case_lib.Sample):
 
 
 def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, shape_only: bool = False,
-                      sign_free_columns: tuple = ()) -> None:
+                      sign_free_columns: tuple = (), ties: tuple | None = None) -> None:
     """The GPU artifact plus what checks it without MLIR: the sample's
     inputs, eager's outputs and the float64 ones (tools/coverage.py
     --check-gpu-artifacts reads them on the GPU machine)."""
@@ -201,7 +202,7 @@ def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, sh
     compiled.save(outdir)
     reference = float64_outputs(sample)
     state = [] if compiled.exported.exported.frozen else list(model_state(compiled.exported.source.module).values())
-    torch.save({"shape_only": shape_only, "sign_free_columns": tuple(sign_free_columns), "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
+    torch.save({"shape_only": shape_only, "sign_free_columns": tuple(sign_free_columns), "ties": ties, "state": state, "inputs": list(sample.inputs), "eager": tensor_leaves(eager),
                 "reference": tensor_leaves(reference) if reference is not None else None},
                outdir / "coverage-sample.pt")
 
