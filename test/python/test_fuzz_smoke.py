@@ -106,3 +106,12 @@ def test_pending_chunks_skip_complete_seeds():
     assert pending_chunks(None, 120, 50, first_seed=10) == [(10, 50), (11, 50), (12, 20)]
     report = merge_chunk(merge_chunk(None, RUN, _chunk(10)), RUN, _chunk(11, done=False))
     assert pending_chunks(report, 120, 50, first_seed=10) == [(11, 50), (12, 20)]
+
+
+def test_a_chunk_explores_its_whole_budget():
+    """hypothesis starts each round from the simplest graph, which an
+    earlier round drew: a chunk of 50 explored 49 distinct graphs."""
+    def passing(source):
+        return {"status": "pass", "reason": "", "compile_s": 0.0}
+    campaign = Campaign(passing, examples=50, seed=0).run()
+    assert campaign.explored == 50 and campaign.statuses["pass"] == 50

@@ -93,7 +93,9 @@ class Campaign:
     def _round(self, index: int) -> bool:
         state = {"shrinking": False, "compiles": 0, "latest": {}, "first": {}}
 
-        @settings(max_examples=max(1, self.examples - self.explored), database=None, deadline=None,
+        # a round's first draws repeat earlier rounds' (hypothesis starts
+        # from the simplest graph): each later round asks one more per round
+        @settings(max_examples=max(1, self.examples - self.explored) + index, database=None, deadline=None,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
         @hypothesis_seed(self.seed * 1000 + index)
         @given(graph_sources(self.min_ops, self.max_ops))
@@ -130,6 +132,8 @@ class Campaign:
             if state["compiles"] >= self.shrink_budget:
                 return None
             state["compiles"] += 1
+        elif self.explored >= self.examples:  # the chunk's budget is spent
+            return None
         else:
             self.explored += 1
         result = self.checker(source)
