@@ -125,7 +125,7 @@ class _PlanBuilder:
         symbol = op.attributes["name"].value
         initial = self.globals[symbol].attributes["initial_value"]
         memref_type = op.results[0].type
-        array = self._constant_data(op, initial, np.dtype(dtype_name(memref_type.element_type).replace("bool", "bool_")))
+        array = self._constant_data(op, initial, _numpy_dtype(dtype_name(memref_type.element_type)))
         shape = tuple(memref_type.shape)
         if array.size == math.prod(shape):
             array = array.reshape(shape)
@@ -151,6 +151,9 @@ class _PlanBuilder:
             if blob is None:
                 self._fail(op, f"constant {key} has no data in the module")
             return np.frombuffer(blob[4:], dtype=dtype)  # the first 4 bytes hold the blob's alignment
+        if dtype == np.uint16 and "bf16" in str(initial.type):  # values as floats: rounded to their bf16 bits
+            values = [initial.get_splat_value().value] if initial.is_splat else [a.value for a in initial]
+            return _bfloat16_bits(values)
         if initial.is_splat:
             return np.array(initial.get_splat_value().value, dtype=dtype)
         return np.array([a.value for a in initial], dtype=dtype)
@@ -233,3 +236,15 @@ def extract_plan(module, exported, directory: Path) -> Plan:
     raise CompilerError("plan", ["no host function 'forward' in the module"])
 
 
+def _numpy_dtype(name: str):
+    """The NumPy dtype a constant of element type `name` is saved as:
+    NumPy has no bfloat16, so its 16-bit patterns go as uint16 (the runtime
+    reinterprets them by the plan step's dtype)."""
+    import numpy as np
+    return np.dtype({"bfloat16": "uint16", "bool": "bool_"}.get(name, name))
+
+
+def _bfloat16_bits(values: list[float]):
+    """bfloat16 values (exact in float32) as their 16-bit patterns."""
+    import numpy as np
+    return (np.array(values, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)

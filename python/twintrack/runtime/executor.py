@@ -124,8 +124,10 @@ class GpuExecutable:
     def _constant(self, step, buffers, stream) -> None:
         if step["buffer"] not in self._constants:
             import numpy as np
-            array = np.load(self.outdir / step["file"])
-            self._constants[step["buffer"]] = torch.from_numpy(array).to("cuda")
+            tensor = torch.from_numpy(np.load(self.outdir / step["file"]))
+            if step["dtype"] == "bfloat16":  # saved as its 16-bit patterns (NumPy has no bfloat16)
+                tensor = tensor.view(torch.bfloat16)
+            self._constants[step["buffer"]] = tensor.to("cuda")
         buffers[step["buffer"]] = self._constants[step["buffer"]]
 
     def _free(self, step, buffers, stream) -> None:
