@@ -21,7 +21,7 @@ from mlir import ir
 
 from ..locations import short_location
 from ..tooling import find_tool
-from .ir_helpers import PythonPass
+from .ir_helpers import PythonPass, defined_functions
 
 _ACCESSES = {"affine.load": 1, "affine.store": 2, "affine.vector_load": 1, "affine.vector_store": 2}
 
@@ -111,9 +111,7 @@ class AffineVectorize(PythonPass):
     vector_size: int = 8
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        functions = [op.operation for op in module.regions[0].blocks[0].operations
-                     if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-        for func in functions:
+        for func in defined_functions(module):
             reason = unsafe_reason(func, self.vector_size)
             if reason is None:
                 func, reason = self._vectorize_in_child(func)

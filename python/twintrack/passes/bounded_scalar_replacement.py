@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.passmanager import PassManager
 
-from .ir_helpers import PythonPass, nested_ops
+from .ir_helpers import PythonPass, defined_functions, nested_ops
 
 ACCESSES = ("affine.load", "affine.store")
 
@@ -27,9 +27,7 @@ class BoundedScalarReplacement(PythonPass):
     most: int = 1000
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        functions = [op.operation for op in module.regions[0].blocks[0].operations
-                     if op.operation.name == "func.func" and op.operation.regions[0].blocks]
-        for func in functions:
+        for func in defined_functions(module):
             if len(nested_ops(func, lambda op: op.name in ACCESSES)) <= self.most:
                 PassManager.parse("func.func(affine-scalrep)", func.context).run(func)
         PassManager.parse("builtin.module(canonicalize)", module.context).run(module)

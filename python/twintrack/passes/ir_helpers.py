@@ -68,6 +68,12 @@ def users_of(value: ir.Value) -> list[ir.Operation]:
     return users
 
 
+def defined_functions(module: ir.Operation) -> list[ir.Operation]:
+    """The module's func.func ops that have a body (declarations aside)."""
+    return [op.operation for op in module.regions[0].blocks[0].operations
+            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+
+
 def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda op: True,
                order=ir.WalkOrder.PRE_ORDER) -> list[ir.Operation]:
     """`root` and the ops nested in it (in walk `order`) for which `keep` holds."""
