@@ -516,11 +516,12 @@ def _bfloat16_constants_as_float32(program: torch.export.ExportedProgram) -> Non
         if spec is None:
             continue
         store = program.constants if spec.target in program.constants else program.state_dict
-        if store.get(spec.target) is None or store[spec.target].dtype != torch.bfloat16:
+        stored = store.get(spec.target)
+        if stored is None or stored.dtype != torch.bfloat16:
             continue
-        value = store[spec.target].detach().float()
-        store[spec.target] = torch.nn.Parameter(value, requires_grad=False) \
-            if isinstance(store[spec.target], torch.nn.Parameter) else value
+        value = stored.detach().float()
+        store[spec.target] = torch.nn.Parameter(value, requires_grad=False) if isinstance(stored, torch.nn.Parameter) \
+            else value
         narrow = node.meta["val"]
         node.meta["val"] = narrow.float()
         with graph.inserting_after(node):

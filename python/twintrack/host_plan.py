@@ -125,7 +125,7 @@ class _PlanBuilder:
         symbol = op.attributes["name"].value
         initial = self.globals[symbol].attributes["initial_value"]
         memref_type = op.results[0].type
-        array = self._constant_data(op, initial, _numpy_dtype(dtype_name(memref_type.element_type)))
+        array = self._constant_data(op, initial, dtype_name(memref_type.element_type))
         shape = tuple(memref_type.shape)
         if array.size == math.prod(shape):
             array = array.reshape(shape)
@@ -141,17 +141,18 @@ class _PlanBuilder:
                                 "shape": list(memref_type.shape), "dtype": dtype_name(memref_type.element_type)})
         self.views[self._key(op.results[0])] = self._memref_view(buffer, memref_type)
 
-    def _constant_data(self, op, initial, dtype):
+    def _constant_data(self, op, initial, element: str):
         """A global's value as numpy: dense attributes directly, dense_resource
         blobs (how torch-mlir stores frozen weights) from the module's resources."""
         import numpy as np
+        dtype = _numpy_dtype(element)
         if isinstance(initial, self.ir.DenseResourceElementsAttr) or "dense_resource<" in str(initial):
             key = str(initial).split("<", 1)[1].split(">", 1)[0]
             blob = self._resources().get(key)
             if blob is None:
                 self._fail(op, f"constant {key} has no data in the module")
             return np.frombuffer(blob[4:], dtype=dtype)  # the first 4 bytes hold the blob's alignment
-        if dtype == np.uint16 and "bf16" in str(initial.type):  # values as floats: rounded to their bf16 bits
+        if element == "bfloat16":  # the attribute's values are floats
             values = [initial.get_splat_value().value] if initial.is_splat else [a.value for a in initial]
             return _bfloat16_bits(values)
         if initial.is_splat:
