@@ -187,9 +187,9 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
         pm = _pass_manager(stage, bindings)
         handler = module.context.attach_diagnostic_handler(_remark_collector(bindings, remarks))
         try:
-            with _interrupts_held(bool(stage.python_passes)):
+            with _interrupts_held():
                 pm.run(module.operation)
-            module.operation.verify()
+                module.operation.verify()
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
         except Exception as e:  # a bug in a Python pass: still a reproducible, named failure
@@ -202,11 +202,12 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
 
 
 @contextmanager
-def _interrupts_held(hold: bool):
-    """A Ctrl-C (or SIGTERM) that arrives while MLIR runs Python passes is
-    held and raised once the pass manager returns: raised inside a pass,
-    torch-mlir's bindings swallow it and the compile goes on."""
-    if not hold or threading.current_thread() is not threading.main_thread():
+def _interrupts_held():
+    """A Ctrl-C (or SIGTERM) that arrives while MLIR runs a stage is held
+    and raised once the pass manager returns: raised inside a Python
+    callback (a Python pass, the diagnostic handler collecting remarks), the
+    bindings swallow it and the compile goes on."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     received = []
