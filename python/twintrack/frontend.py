@@ -321,18 +321,12 @@ def _decompositions_of_unknown_ops(table: dict) -> dict:
     from torch._decomp import decomposition_table
 
     from .decompositions import falling_back
-    known = _torch_mlir_op_names()
+    from .bindings import new_context
+    torch_dialect = new_context("torch_mlir")  # asks the dialect which ops it defines
     return {op: falling_back(table[op], decomposition) if op in table else decomposition
             for op, decomposition in decomposition_table.items()
-            if isinstance(op, torch._ops.OpOverload) and _torch_mlir_name(op) not in known}
-
-
-def _torch_mlir_op_names() -> set[str]:
-    """The ops torch-mlir's torch dialect defines ('torch.aten.addmm', ...)."""
-    from .bindings import bindings
-    bindings("torch_mlir")  # upstream MLIR's library first (bindings.py says why)
-    from torch_mlir.dialects import _torch_ops_gen
-    return {cls.OPERATION_NAME for cls in vars(_torch_ops_gen).values() if hasattr(cls, "OPERATION_NAME")}
+            if isinstance(op, torch._ops.OpOverload)
+            and not torch_dialect.is_registered_operation(_torch_mlir_name(op))}
 
 
 def _torch_mlir_name(op: torch._ops.OpOverload) -> str:
@@ -554,17 +548,24 @@ def _output_values(program: torch.export.ExportedProgram) -> list:
 
 
 def import_to_torch_mlir(exported: ExportedModel):
-    """torch-mlir FxImporter: ExportedProgram -> raw torch-dialect module."""
-    from .bindings import bindings
-    bindings("torch_mlir")  # fixes the load order of the two MLIRs
-    from torch_mlir import fx
-    from torch_mlir.compiler_utils import OutputType
+    """torch-mlir's FxImporter: ExportedProgram -> raw torch-dialect module,
+    as torch_mlir.fx.export_and_import imports it, without loading the torch
+    dialect's Python op classes (0.2 s), which the import does not use."""
+    from .bindings import new_context
+    context = new_context("torch_mlir")  # fixes the load order of the two MLIRs
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    class Importer(FxImporter):
+        def _config_check(self):
+            """new_context registered the dialects. (FxImporter's own check,
+            `context.dialects[name]`, loads each one's Python module.)"""
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return fx.export_and_import(exported.program, output_type=OutputType.RAW, func_name="forward",
-                                        decomposition_table={})  # the frontend's table holds torch-mlir's
+            importer = Importer(context=context)
+            importer.import_frozen_program(exported.program, func_name="forward")
+            return importer.module
         except Exception as e:
             from .errors import CompilerError
             raise CompilerError("torch", [f"torch-mlir import failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e

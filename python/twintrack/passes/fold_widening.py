@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import linalg
 
 from .ir_helpers import PythonPass, nested_ops
 
@@ -38,6 +37,7 @@ def _read_unwidened_operands(op: ir.Operation) -> None:
     narrow = [_widened_source(a), _widened_source(b)]
     if all(source is None for source in narrow):
         return
+    from mlir.dialects import linalg  # 40 ms to import: only when a contraction is rebuilt
     build = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
     widenings = [v.owner for v, source in zip((a, b), narrow) if source is not None]
     with op.location, ir.InsertionPoint(op):

@@ -48,7 +48,8 @@ def _mlir():
 
 def _scatters(root) -> list:
     """The `tm_tensor.scatter` ops under `root`, outermost first."""
-    ir = _mlir()[0]
+    from ..bindings import bindings
+    ir = bindings("torch_mlir").ir  # not _mlir(): its dialects take 60 ms to import
     found = []
 
     def visit(op):

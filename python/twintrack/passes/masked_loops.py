@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlir import ir
-from mlir.dialects import arith, linalg, scf, tensor
+from mlir.dialects import arith, scf, tensor
 
 from .ir_helpers import PythonPass, defining_op, nested_ops
 
@@ -382,6 +382,7 @@ class _Sinker:
         initial = [op.operands[1 + j] for j in self.varying]
         identity = ir.AffineMap.get_identity(self.rank)
         elements = [t.element_type for t in self.carried]
+        from mlir.dialects import linalg  # 40 ms to import: only when a loop is sunk
         with ir.InsertionPoint(op), op.location:
             outputs = [tensor.EmptyOp(list(t.shape), t.element_type).result for t in self.carried]
             maps = [identity] * len(initial) + [m for _, m in self.outside] + [identity] * len(outputs)

@@ -37,7 +37,8 @@ def _mlir():
 
 
 def _unsigned_literals(root) -> list:
-    ir = _mlir()[0]
+    from ..bindings import bindings
+    ir = bindings("torch_mlir").ir
     found = []
 
     def visit(op):
