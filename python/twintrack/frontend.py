@@ -548,22 +548,17 @@ def _output_values(program: torch.export.ExportedProgram) -> list:
 
 
 def import_to_torch_mlir(exported: ExportedModel):
-    """torch-mlir's FxImporter: ExportedProgram -> raw torch-dialect module,
-    as torch_mlir.fx.export_and_import imports it, without loading the torch
-    dialect's Python op classes (0.2 s), which the import does not use."""
+    """torch-mlir's FxImporter: ExportedProgram -> raw torch-dialect module
+    (as torch_mlir.fx.export_and_import imports a program, with no
+    decomposition run: the frontend's table holds torch-mlir's)."""
     from .bindings import new_context
     context = new_context("torch_mlir")  # fixes the load order of the two MLIRs
     from torch_mlir.extras.fx_importer import FxImporter
 
-    class Importer(FxImporter):
-        def _config_check(self):
-            """new_context registered the dialects. (FxImporter's own check,
-            `context.dialects[name]`, loads each one's Python module.)"""
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            importer = Importer(context=context)
+            importer = FxImporter(context=context)
             importer.import_frozen_program(exported.program, func_name="forward")
             return importer.module
         except Exception as e:
