@@ -163,9 +163,10 @@ def _stack_or_empty(parts: list, dim: int, shape, like: torch.Tensor) -> torch.T
     return torch.stack(parts, dim)
 
 
-def _first_failure(info: torch.Tensor, failed: torch.Tensor, step: int) -> torch.Tensor:
-    """LAPACK's info: the first failing step's number (1-based) stays."""
-    return torch.where((info == 0) & failed, step + 1, info)
+def _first_failure(info: torch.Tensor, failed: torch.Tensor, step) -> torch.Tensor:
+    """LAPACK's info: the first failing step's number (1-based) stays.
+    (`step` may be a 0-d tensor.)"""
+    return torch.where((info == 0) & failed, step + 1, info).to(info.dtype)
 
 
 # ---------------------------------------------------------------- triangular solves
@@ -520,17 +521,27 @@ def _take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, -1, index).squeeze(-1)
 
 
-def _bunch_kaufman_pivot(M: torch.Tensor, k: int, rows: torch.Tensor):
-    """sytf2's choice at step k: (zero, double, kp). `zero`: column k is
-    zero (or its pivot NaN), skipped and reported in info; otherwise a 1x1
-    pivot without interchange where |a_kk| is large enough against the
-    column's largest entry (row imax) and row imax's, else a 1x1 pivot on
-    a_(imax,imax) or a 2x2 one on rows k and imax (`double`); kp the row
-    brought to k (or to k + 1 for a 2x2 pivot)."""
+def _column_at(M: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """M[..., :, j] for a 0-d index tensor j."""
+    return _take(M, j.expand(*M.shape[:-1], 1))
+
+
+def _entry_at(M: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """M[..., i, j] for 0-d index tensors i and j."""
+    return _take(_column_at(M, j), i.expand(*M.shape[:-2], 1))
+
+
+def _bunch_kaufman_pivot(M: torch.Tensor, k: torch.Tensor, rows: torch.Tensor):
+    """sytf2's choice at step k (a 0-d index tensor): (zero, double, kp).
+    `zero`: column k is zero (or its pivot NaN), skipped and reported in
+    info; otherwise a 1x1 pivot without interchange where |a_kk| is large
+    enough against the column's largest entry (row imax) and row imax's,
+    else a 1x1 pivot on a_(imax,imax) or a 2x2 one on rows k and imax
+    (`double`); kp the row brought to k (or to k + 1 for a 2x2 pivot)."""
     n = M.shape[-1]
     alpha = BUNCH_KAUFMAN_ALPHA
-    column = M[..., :, k].abs()
-    absakk = column[..., k]
+    column = _column_at(M, k).abs()
+    absakk = _take(column, k.expand(*column.shape[:-1], 1))
     below = torch.where(rows > k, column, torch.full_like(column, -1))
     imax = torch.argmax(below, dim=-1, keepdim=True)
     colmax = torch.clamp(_take(below, imax), min=0)
@@ -544,31 +555,55 @@ def _bunch_kaufman_pivot(M: torch.Tensor, k: int, rows: torch.Tensor):
     return zero, double, kp
 
 
-def _ldl_single(M: torch.Tensor, k: int, rows: torch.Tensor) -> torch.Tensor:
+def _ldl_single(M: torch.Tensor, k: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """A 1x1 pivot's elimination (sytf2's syr then scal): the trailing block
     loses x x^T / d, column k becomes L's, x / d."""
-    d11 = 1 / M[..., k, k, None]
-    x = torch.where(rows > k, M[..., :, k], torch.zeros_like(M[..., :, k]))
+    d11 = 1 / _entry_at(M, k, k)[..., None]
+    column = _column_at(M, k)
+    x = torch.where(rows > k, column, torch.zeros_like(column))
     updated = M + x.unsqueeze(-1) * (-(d11 * x)).unsqueeze(-2)
-    return _set_column(updated, k, torch.where(rows > k, x * d11, M[..., :, k]))
+    return _set_column(updated, k, torch.where(rows > k, x * d11, column))
 
 
-def _ldl_double(M: torch.Tensor, k: int, rows: torch.Tensor) -> torch.Tensor:
+def _ldl_double(M: torch.Tensor, k: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """A 2x2 pivot's elimination on rows k, k + 1, with sytf2's formulas
-    (the block's inverse scaled by its off-diagonal entry)."""
-    if k + 2 >= M.shape[-1]:
-        return M
-    d21 = M[..., k + 1, k, None]
-    d11 = M[..., k + 1, k + 1, None] / d21
-    d22 = M[..., k, k, None] / d21
+    (the block's inverse scaled by its off-diagonal entry); M itself where
+    the block is the last (k + 2 >= n): it has no rows below to eliminate."""
+    n = M.shape[-1]
+    k1 = torch.clamp(k + 1, max=n - 1)  # an index in range where the block is the last
+    d21 = _entry_at(M, k1, k)[..., None]
+    d11 = _entry_at(M, k1, k1)[..., None] / d21
+    d22 = _entry_at(M, k, k)[..., None] / d21
     d21 = (1 / (d11 * d22 - 1)) / d21
     tail = rows > k + 1
-    a = torch.where(tail, M[..., :, k], torch.zeros_like(M[..., :, k]))
-    b = torch.where(tail, M[..., :, k + 1], torch.zeros_like(M[..., :, k]))
+    column, next_column = _column_at(M, k), _column_at(M, k1)
+    a = torch.where(tail, column, torch.zeros_like(column))
+    b = torch.where(tail, next_column, torch.zeros_like(column))
     wk, wk1 = d21 * (d11 * a - b), d21 * (d22 * b - a)
     updated = M - a.unsqueeze(-1) * wk.unsqueeze(-2) - b.unsqueeze(-1) * wk1.unsqueeze(-2)
-    updated = _set_column(updated, k, torch.where(tail, wk, M[..., :, k]))
-    return _set_column(updated, k + 1, torch.where(tail, wk1, M[..., :, k + 1]))
+    updated = _set_column(updated, k, torch.where(tail, wk, column))
+    updated = _set_column(updated, k1, torch.where(tail, wk1, next_column))
+    return torch.where(k + 2 >= n, M, updated)
+
+
+def _ldl_step(k, M, skip, info, previous, pivots, rows):
+    """Step k of sytf2 (see _ldl_factor): its interchange and elimination,
+    info and the pivot recorded; `skip` says the step after is a no-op."""
+    active = ~skip
+    zero, double, kp = _bunch_kaufman_pivot(M, k, rows)
+    double = double & active
+    target = torch.where(double, k + 1, k)
+    index = _swap(rows, target.unsqueeze(-1), kp.unsqueeze(-1))
+    permuted = torch.gather(M, -2, index.unsqueeze(-1).expand(M.shape))
+    permuted = torch.gather(permuted, -1, index.unsqueeze(-2).expand(M.shape))
+    trailing = (rows >= k).unsqueeze(-1) & (rows >= k)
+    M = torch.where(active[..., None, None] & trailing, permuted, M)
+    single = (active & ~zero & ~double)[..., None, None]
+    eliminated = torch.where(double[..., None, None], _ldl_double(M, k, rows), M)
+    M = _lower_symmetric(torch.where(single, _ldl_single(M, k, rows), eliminated))
+    info = _first_failure(info, active & zero, k)
+    pivot = torch.where(skip, previous, torch.where(double, -(kp + 1), kp + 1))
+    return M, double, info, pivot, torch.where(rows == k, pivot.unsqueeze(-1), pivots)
 
 
 def _ldl_factor(A: torch.Tensor):
@@ -576,38 +611,21 @@ def _ldl_factor(A: torch.Tensor):
     pivoting, a symmetric interchange inside the trailing block, then a 1x1
     or 2x2 elimination. A 2x2 pivot takes two steps, so each step after one
     is a no-op (`skip`, data): both eliminations are computed and `where`
-    picks. Pivots are 1-based, -kp on both rows of a 2x2 block."""
+    picks. Pivots are 1-based, -kp on both rows of a 2x2 block. The n steps
+    are one loop (counted_while), not n copies of the step."""
     if A.numel() == 0:
         return (A.new_zeros(A.shape), torch.zeros(A.shape[:-1], dtype=torch.int32, device=A.device),
                 torch.zeros(A.shape[:-2], dtype=torch.int32, device=A.device))
     n = A.shape[-1]
-    rows = _index(n, A)
     batch = A.shape[:-2]
-    M = _lower_symmetric(A)
-    trailing = [(rows >= k).unsqueeze(-1) & (rows >= k) for k in range(n)]
-    skip = torch.zeros(batch, dtype=torch.bool, device=A.device)
-    info = torch.zeros(batch, dtype=torch.int32, device=A.device)
-    previous = torch.zeros(batch, dtype=torch.int64, device=A.device)
-    pivots = []
-    for k in range(n):
-        active = ~skip
-        zero, double, kp = _bunch_kaufman_pivot(M, k, rows)
-        double = double & active
-        target = torch.where(double, k + 1, k)
-        index = _swap(rows, target.unsqueeze(-1), kp.unsqueeze(-1))
-        permuted = torch.gather(M, -2, index.unsqueeze(-1).expand(M.shape))
-        permuted = torch.gather(permuted, -1, index.unsqueeze(-2).expand(M.shape))
-        M = torch.where(active[..., None, None] & trailing[k], permuted, M)
-        single = (active & ~zero & ~double)[..., None, None]
-        eliminated = torch.where(double[..., None, None], _ldl_double(M, k, rows), M)
-        M = torch.where(single, _ldl_single(M, k, rows), eliminated)
-        M = _lower_symmetric(M)
-        info = _first_failure(info, active & zero, k)
-        pivot = torch.where(skip, previous, torch.where(double, -(kp + 1), kp + 1))
-        pivots.append(pivot)
-        previous, skip = pivot, double
-    pivots = _stack_or_empty(pivots, -1, batch + (n,), A.new_zeros(0, dtype=torch.int64)).to(torch.int32)
-    return M.tril(), pivots, info
+    state = (_lower_symmetric(A),
+             torch.zeros(batch, dtype=torch.bool, device=A.device),  # skip
+             torch.zeros(batch, dtype=torch.int32, device=A.device),  # info
+             torch.zeros(batch, dtype=torch.int64, device=A.device),  # the previous step's pivot
+             torch.zeros(*batch, n, dtype=torch.int64, device=A.device))  # pivots
+    trips = torch.full((), n, dtype=torch.int64, device=A.device)
+    M, _, info, _, pivots = counted_while(_ldl_step, trips, state, (_index(n, A),), most=n)
+    return M.tril(), pivots.to(torch.int32), info
 
 
 def _ldl_solve(LD: torch.Tensor, pivots: torch.Tensor, B: torch.Tensor) -> torch.Tensor:

@@ -88,3 +88,26 @@ def test_large_matrices_are_declined():
     iterative = decompose_linalg.MAX_ITERATIVE_ORDER + 1
     assert decompose_linalg._linalg_eigh(big[:iterative, :iterative]) is NotImplemented
     assert decompose_linalg.linalg_lu_factor_ex(big[:4, :4].half()) is NotImplemented
+
+
+def _ldl_inputs(dtype):
+    """One matrix per Bunch-Kaufman path, pivots as eager's: no interchange;
+    a 2x2 pivot first; a 2x2 pivot as the last block (nothing below it); a
+    zero column (info 1); a 1x1 pivot brought from row 2. The upper
+    triangles hold junk: LAPACK reads only the lower one."""
+    A = torch.tensor([
+        [[4., 9, 9, 9], [1, 5, 9, 9], [0, 1, 6, 9], [1, 0, 1, 7]],
+        [[0., 9, 9, 9], [1, 0, 9, 9], [0, 0, 2, 9], [0, 0, 1, 3]],
+        [[4., 9, 9, 9], [0, 3, 9, 9], [0, 0, 0, 9], [0, 0, 1, 0]],
+        [[0., 9, 9, 9], [0, 2, 9, 9], [0, 1, 3, 9], [0, 0, 0, 1]],
+        [[0.1, 9, 9, 9], [2, 9, 9, 9], [0, 0, 1, 9], [0, 1, 0, 2]],
+    ], dtype=torch.float64)
+    return (A.to(dtype),)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_ldl_factor_pivots_as_lapack(dtype):
+    (A,) = _ldl_inputs(dtype)
+    assert torch.linalg.ldl_factor_ex(A).pivots.tolist() == [  # the paths the inputs are meant to take
+        [1, 2, 3, 4], [-2, -2, 3, 4], [1, 2, -4, -4], [1, 2, 3, 4], [2, 2, 3, 4]]
+    _check(torch.linalg.ldl_factor_ex, (A,))
