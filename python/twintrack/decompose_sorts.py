@@ -4,7 +4,7 @@ torch-mlir lowers aten.sort / topk to `tm_tensor.sort`, a sequential op that
 no stage here lowers. These decompositions replace aten.sort (default and
 .stable; argsort and msort export as sort), topk, kthvalue, median and
 nanmedian by a bitonic sorting network along the dimension: log2(N)·(log2(N)+1)/2
-steps, each one gather of every element's partner plus elementwise
+steps (one loop), each one gather of every element's partner plus elementwise
 compare-and-select, so each step is a single parallel loop nest on both
 targets and nothing is data-dependent.
 
@@ -24,6 +24,8 @@ breaks ties by index too, so median matches it exactly.
 from __future__ import annotations
 
 import torch
+
+from .loops import counted_while
 
 aten = torch.ops.aten
 
@@ -163,31 +165,44 @@ def _sorted_prefix(x, dim, descending, k):
 def _bitonic_order(rows, descending):
     """For rows (B, n), n >= 2: each row's indices in sorted order, (B, N) for
     N the power of two at or above n; the padding's indices (n..N-1) come
-    last. Bitonic sort in its "flip" form: stage s first pairs i with i ^ (s-1)
-    (the two halves of each block of s, one reversed), then half-cleaners pair
-    i with i ^ j for j = s/4 .. 1; the lower position of each pair keeps the
+    last. Bitonic sort in its "flip" form (_bitonic_mask): every step pairs
+    position i with i ^ mask, and the lower position of each pair keeps the
     one that sorts first, so every step goes the same way and its partner is
-    an index computed from an iota, not a table."""
-    batch, n = rows.shape
+    an index computed from an iota, not a table. The log2(N)(log2(N)+1)/2
+    steps are one loop (counted_while), not copies of the step."""
+    n = rows.shape[1]
     size = 1 << (n - 1).bit_length()
+    stages = size.bit_length() - 1
+    steps = stages * (stages + 1) // 2
+    network = _network_for(rows, size, descending)
+
+    def step(t, *carried):
+        *state, position = carried
+        return network.step(position, _bitonic_mask(t), *state)
+
+    trips = torch.full((), steps, dtype=torch.int64, device=rows.device)
     position = torch.arange(size, device=rows.device, dtype=torch.int64)
-    network = _network_for(rows, size, descending, position)
-    stage = 2
-    while stage <= size:
-        network.step(position, stage - 1)
-        half = stage // 4
-        while half >= 1:
-            network.step(position, half)
-            half //= 2
-        stage *= 2
-    return network.order()
+    return network.order(*counted_while(step, trips, network.initial, (position,), most=steps))
 
 
-def _network_for(rows, size, descending, position):
+def _bitonic_mask(t):
+    """The partner mask of step t (a 0-d int64 tensor) of the network. Stage
+    s = 1, 2, ... (blocks of 2^s) has s steps and starts at step s(s-1)/2:
+    first the flip, mask 2^s - 1 (the two halves of each block, one
+    reversed), then half-cleaners, masks 2^(s-2) .. 1. Computed from t
+    alone, elementwise (1 + 8t is a perfect square exactly where a stage
+    starts, and sqrt rounds correctly), so the GPU's unrolled copies fold it."""
+    s = ((torch.sqrt((8 * t + 1).to(torch.float64)) + 1) / 2).floor().to(torch.int64)
+    j = t - s * (s - 1) // 2
+    one = torch.ones_like(t)
+    return torch.where(j == 0, torch.bitwise_left_shift(one, s) - 1, torch.bitwise_left_shift(one, s - 1 - j))
+
+
+def _network_for(rows, size, descending):
     """The cheapest exact encoding of (key, index) for the rows' dtype: the
-    fewer ops a step takes, the shorter the graph of log2(N)^2 / 2 steps."""
+    fewer ops a step takes, the shorter the loop's body."""
     if rows.dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32):
-        return _PackedNetwork(rows, size, descending, position)
+        return _PackedNetwork(rows, size, descending)
     if rows.dtype in (torch.float32, torch.float16, torch.bfloat16):
         return _PairNetwork(_widened_float_key(rows, size, descending), size, descending, nan=False)
     if rows.dtype == torch.float64:
@@ -218,27 +233,25 @@ def _widened_float_key(rows, size, descending):
 
 
 class _PairNetwork:
-    """Carries the key and the original index as two tensors; a step compares
-    (key, index) lexicographically (keys with NaN: `nan`, NaN largest)."""
+    """Carries the key and the original index as two tensors (`initial`); a
+    step compares (key, index) lexicographically (keys with NaN: `nan`, NaN
+    largest)."""
 
     def __init__(self, key, size, descending, nan):
-        self.key = key
-        self.index = torch.arange(size, device=key.device, dtype=torch.int64).expand(key.shape[0], size)
+        self.initial = (key, torch.arange(size, device=key.device, dtype=torch.int64).expand(key.shape[0], size))
         self.descending, self.nan = descending, nan
 
-    def step(self, position, mask):
+    def step(self, position, mask, key, index):
         """Position i meets i ^ mask; the lower of the two keeps the first."""
-        partner = torch.bitwise_xor(position, torch.full_like(position, mask))
-        other_key = self.key.index_select(1, partner)
-        other_index = self.index.index_select(1, partner)
-        keep = self._sorts_first(other_key, other_index) == (partner > position)
-        self.key = torch.where(keep, self.key, other_key)
-        self.index = torch.where(keep, self.index, other_index)
+        partner = torch.bitwise_xor(position, mask)
+        other_key = key.index_select(1, partner)
+        other_index = index.index_select(1, partner)
+        keep = self._sorts_first(key, index, other_key, other_index) == (partner > position)
+        return torch.where(keep, key, other_key), torch.where(keep, index, other_index)
 
-    def _sorts_first(self, b, bi):
-        """Whether (key, index) comes before (b, bi); equal keys keep their
+    def _sorts_first(self, a, ai, b, bi):
+        """Whether (a, ai) comes before (b, bi); equal keys keep their
         original order."""
-        a, ai = self.key, self.index
         ahead = a > b if self.descending else a < b
         tied = a == b
         if self.nan:
@@ -247,8 +260,8 @@ class _PairNetwork:
             tied = tied | (a_nan & b_nan)
         return ahead | (tied & (ai < bi))
 
-    def order(self):
-        return self.index
+    def order(self, key, index):
+        return index
 
 
 class _PackedNetwork:
@@ -257,21 +270,21 @@ class _PackedNetwork:
     whose order is the lexicographic one, so a step is one gather and a
     min/max, and the index comes back as the packed value mod N."""
 
-    def __init__(self, rows, size, descending, position):
+    def __init__(self, rows, size, descending):
         key = rows.to(torch.int64)
         if descending:
             key = -key
         # Padding ties with the last possible key (|key| <= 2**31) and sorts after it by index.
         key = _padded(key, size, 2**31)
-        self.packed = key * size + position
+        position = torch.arange(size, device=rows.device, dtype=torch.int64)
+        self.initial = (key * size + position,)
         self.size = size
 
-    def step(self, position, mask):
+    def step(self, position, mask, packed):
         """Position i meets i ^ mask; the lower of the two keeps the smaller."""
-        partner = torch.bitwise_xor(position, torch.full_like(position, mask))
-        other = self.packed.index_select(1, partner)
-        self.packed = torch.where(partner > position, torch.minimum(self.packed, other),
-                                  torch.maximum(self.packed, other))
+        partner = torch.bitwise_xor(position, mask)
+        other = packed.index_select(1, partner)
+        return (torch.where(partner > position, torch.minimum(packed, other), torch.maximum(packed, other)),)
 
-    def order(self):
-        return torch.remainder(self.packed, self.size)
+    def order(self, packed):
+        return torch.remainder(packed, self.size)
