@@ -11,6 +11,12 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check --timeout 60 --r
 BUILT := $(VENV)/.built
 CHROMIUM := /usr/bin/chromium
 CPP_SOURCES := CMakeLists.txt $(shell find dialects tools/twintrack-opt -type f)
+# The editable install maps every Python module by its file (scikit-build-core's
+# redirect mode), so a module added, moved or removed needs a reinstall: this
+# list of module files changes (and the install reruns) only when that happens.
+MODULE_LIST := $(VENV)/.python-modules
+$(shell test -d $(VENV) && find python/twintrack -name '*.py' -not -path '*/__pycache__/*' | sort > $(MODULE_LIST).new \
+  && { cmp -s $(MODULE_LIST).new $(MODULE_LIST) || mv $(MODULE_LIST).new $(MODULE_LIST); }; rm -f $(MODULE_LIST).new)
 
 # $(call bounded,WHAT,SECONDS,COMMAND): COMMAND, up to 3 tries of at most
 # SECONDS each, saying what it waits for; fails with a clear message.
@@ -33,7 +39,7 @@ $(STAMP): pyproject.toml
 # The package, editable, with its C++ (CMake via scikit-build-core:
 # the dialect, twintrack-opt, the Python extension); rebuilt incrementally
 # when a C++ source changes.
-$(BUILT): $(STAMP) $(CPP_SOURCES)
+$(BUILT): $(STAMP) $(CPP_SOURCES) $(wildcard $(MODULE_LIST))
 	@$(call bounded,installing twintrack and its pinned test packages (builds the C++),1800,env CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) --no-build-isolation -e '.[test]')
 	touch $(BUILT)
 

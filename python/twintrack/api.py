@@ -16,7 +16,7 @@ import torch
 from .calling import LoadedArtifact
 from .driver import Compilation, compile_exported, copy_compilation, resume
 from .errors import InputMismatchError, UsageError
-from .frontend import ExportedModel, ModelSource, export_model, model_state
+from .frontend.export import ExportedModel, ModelSource, export_model, model_state
 from .options import CompileOptions
 
 
@@ -54,7 +54,8 @@ class Lowered:
         return self.compilation.text(stage)
 
     def save(self, outdir: str | Path) -> dict:
-        from .artifact import atomic_directory, write_artifact
+        from .artifact import atomic_directory
+        from .artifact_writer import write_artifact
         with atomic_directory(Path(outdir)) as staging:
             return write_artifact(staging, self.compilation, self.exported.source.spec)
 
@@ -86,7 +87,7 @@ class Compiled:
         """Package the kernels and plan into a private directory and load it."""
         import tempfile
 
-        from .artifact import write_artifact
+        from .artifact_writer import write_artifact
         from .runtime import GpuExecutable
         self._artifact = tempfile.TemporaryDirectory(prefix="twintrack-gpu-")  # removed with this object
         write_artifact(Path(self._artifact.name), self.compilation, self.exported.source.spec)
@@ -99,7 +100,8 @@ class Compiled:
         """Write this compile's artifact, with the model's parameters and
         buffers (state.pt), so `twintrack.load(outdir)` runs it anywhere,
         on the inputs alone."""
-        from .artifact import atomic_directory, write_artifact, write_state
+        from .artifact import atomic_directory, write_state
+        from .artifact_writer import write_artifact
         with atomic_directory(Path(outdir)) as staging:
             manifest = write_artifact(staging, self.compilation, self.exported.source.spec)
             write_state(staging, manifest, self._state)
@@ -117,7 +119,7 @@ def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks:
     updates its running statistics (in place, as eager). Python scalar
     inputs (int, float, bool) are compiled in as constants. `checks`: the
     run-time guards (integer division by zero, indices out of range raise
-    as in eager; guards.py)."""
+    as in eager; frontend/fx_passes/guards.py)."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     scalars = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}

@@ -1,5 +1,5 @@
-"""The calling convention: how the compiled function's flat tensor results
-become what the module returned, and how its input mutations reach the
+"""The calling convention: the tensors the compiled function takes and
+returns (TensorSpec), how its flat tensor results become what the module returned, and how its input mutations reach the
 caller's tensors.
 
 torch.export functionalizes a module: an in-place update of an input (or, in
@@ -19,19 +19,31 @@ records the rest:
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import operator
 from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
-from torch.export.graph_signature import (ExportGraphSignature, InputKind, OutputKind, OutputSpec,
-                                          TensorArgument)
 
-from .errors import ArtifactError, IndexOutOfRange, ModelLoadError, ProgramCheckFailed
+from .errors import ArtifactError, IndexOutOfRange, ProgramCheckFailed
 
 JSON_CONSTANTS = (type(None), bool, int, float, str)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor the compiled function takes or returns, as the manifest records it."""
+    name: str
+    shape: tuple[int, ...]
+    dtype: str          # torch dtype name without the 'torch.' prefix
+    kind: str           # 'parameter', 'buffer', 'input' or 'output'
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "kind": self.kind}
+
+    @staticmethod
+    def of(name: str, tensor: torch.Tensor, kind: str) -> "TensorSpec":
+        return TensorSpec(name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), kind)
 
 
 @dataclass(frozen=True)
@@ -39,8 +51,8 @@ class OutputLeaf:
     kind: str            # 'result', 'argument' or 'constant'
     index: int = 0       # the result's or the argument's position
     value: object = None  # a constant leaf's value
-    complex: bool = False  # a complex value, computed as its real pair (complex_pairs.py)
-    length: int | None = None  # the result holding how many of its rows are valid (bounded_outputs.py)
+    complex: bool = False  # a complex value, computed as its real pair (frontend/fx_passes/complex_pairs.py)
+    length: int | None = None  # the result holding how many of its rows are valid (frontend/fx_passes/bounded_outputs.py)
     scalar: bool = False  # the module returned `.item()` of this one-element result
 
     def resolve(self, results: list, arguments: list):
@@ -66,7 +78,7 @@ class Mutation:
 
 @dataclass(frozen=True)
 class Guard:
-    result: int     # a 0-d bool result: the check failed (guards.py)
+    result: int     # a 0-d bool result: the check failed (frontend/fx_passes/guards.py)
     kind: str       # 'division' or 'index'
     message: str
 
@@ -181,134 +193,6 @@ class LoadedArtifact:
         """The output's tensors in the order eager's output flattens to."""
         arguments = self._arguments(arguments)
         return self.calling.flat_outputs(self.executable(*arguments), arguments)
-
-
-def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
-                       complex_outputs: set[int] = frozenset(), lengths: dict | None = None) -> CallingConvention:
-    """Rewrite `program` (in place) to return each computed tensor once, the
-    updated inputs first and the guards' flags (`violations`, guards.py)
-    last, with no mutation left in its signature; return the convention
-    that rebuilds the module's outputs from those results. The outputs at
-    `complex_outputs` are real pairs of complex values (complex_pairs.py);
-    each output in `lengths` is cut to the count its node holds
-    (bounded_outputs.py)."""
-    lengths = lengths or {}
-    _drop_effect_tokens(program, where)
-    signature = program.graph_signature
-    arguments = signature.user_inputs
-    output_node = program.graph.output_node()
-    values = list(output_node.args[0])
-    results: list[torch.fx.Node] = []
-
-    def result_of(node: torch.fx.Node) -> int:
-        if node not in results:
-            results.append(node)
-        return results.index(node)
-
-    mutations, written = [], {}
-    for spec, value in zip(signature.output_specs, values):
-        if spec.kind == OutputKind.USER_INPUT_MUTATION:
-            mutations.append(Mutation(result_of(value), arguments.index(spec.target)))
-            written[value] = mutations[-1].argument
-        elif spec.kind == OutputKind.BUFFER_MUTATION:
-            raise ModelLoadError(f"{where}: the model updates buffer '{spec.target}' (train mode?), "
-                                 f"which a frozen compile cannot write back; compile without --freeze")
-        elif spec.kind != OutputKind.USER_OUTPUT:
-            raise ModelLoadError(f"{where}: unsupported output kind {spec.kind.name} of torch.export")
-    leaves = [_leaf(value, arguments, written, result_of, where, position in complex_outputs)
-              for position, (spec, value) in enumerate(zip(signature.output_specs, values))
-              if spec.kind == OutputKind.USER_OUTPUT]
-    positions = [p for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
-    leaves = [dataclasses.replace(leaf, length=result_of(lengths[p])) if p in lengths else leaf
-              for p, leaf in zip(positions, leaves)]
-    guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
-    out_spec = program.call_spec.out_spec
-    _return_only(program, results)
-    _drop_unused_scalar_reads(program.graph)
-    return CallingConvention(out_spec, leaves, mutations, guards)
-
-
-def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> None:
-    """Remove torch.export's effect tokens (in place): the TOKEN input and
-    output and each `with_effects` node threading it. Tokens order ops with
-    side effects; the ones export makes here are error checks
-    (aten._linalg_check_errors after linalg.inv, cholesky, lu_factor) whose
-    only result is the token, so dropping them drops the check and nothing
-    else. An effectful op whose own results are used is refused."""
-    graph = program.graph
-    effects = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.with_effects]
-    if not effects and all(s.kind != OutputKind.TOKEN for s in program.graph_signature.output_specs):
-        return
-    for node in effects:
-        if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
-            raise ModelLoadError(f"{where}: side-effect op {node.args[1]} whose results are used is not supported")
-    output_node = graph.output_node()
-    specs = program.graph_signature.output_specs
-    kept = [(s, v) for s, v in zip(specs, output_node.args[0]) if s.kind != OutputKind.TOKEN]
-    output_node.args = (tuple(v for _, v in kept),)
-    for node in reversed(effects):
-        for user in list(node.users):
-            graph.erase_node(user)
-        graph.erase_node(node)
-    tokens = [s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.TOKEN]
-    for node in [n for n in graph.nodes if n.op == "placeholder" and n.name in tokens]:
-        if node.users:
-            raise ModelLoadError(f"{where}: effect token used outside with_effects is not supported")
-        graph.erase_node(node)
-    inputs = [s for s in program.graph_signature.input_specs if s.kind != InputKind.TOKEN]
-    program._graph_signature = ExportGraphSignature(inputs, [s for s, _ in kept])
-    program.graph_module.recompile()
-
-
-SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
-
-
-def _leaf(value, arguments: list[str], written: dict, result_of, where: str, is_complex: bool) -> OutputLeaf:
-    if isinstance(value, torch.fx.Node) and value.target in SCALAR_READS and isinstance(value.args[0], torch.fx.Node):
-        tensor = _leaf(value.args[0], arguments, written, result_of, where, False)
-        return dataclasses.replace(tensor, scalar=True)  # `.item()` after the call
-    if isinstance(value, torch.fx.Node):
-        if value.op == "placeholder" and value.name in arguments:
-            return OutputLeaf("argument", arguments.index(value.name), complex=is_complex)
-        if value in written:  # an in-place update returned: eager returns the input itself
-            return OutputLeaf("argument", written[value])
-        if not isinstance(value.meta.get("val"), torch.Tensor):
-            raise ModelLoadError(f"{where}: output {value.name} is a {type(value.meta.get('val')).__name__}, "
-                                 f"not a tensor (symbolic outputs are not supported)")
-        return OutputLeaf("result", result_of(value), complex=is_complex)
-    if not isinstance(value, JSON_CONSTANTS):
-        raise ModelLoadError(f"{where}: the model returns a {type(value).__name__} constant; "
-                             f"only tensors, None, bools, numbers and strings are supported")
-    return OutputLeaf("constant", value=value)
-
-
-def _drop_unused_scalar_reads(graph: torch.fx.Graph) -> None:
-    """Erase each `.item()` that now only feeds export's checks of its value
-    (u0 >= 0 ...), with those checks: the value is read after the call."""
-    for node in [n for n in graph.nodes if n.target in SCALAR_READS]:
-        descendants, frontier = [], [node]
-        while frontier:
-            for user in frontier.pop().users:
-                if user not in descendants:
-                    descendants.append(user)
-                    frontier.append(user)
-        if any(d.op == "output" or isinstance(d.meta.get("val"), torch.Tensor) for d in descendants):
-            continue
-        order = {n: i for i, n in enumerate(graph.nodes)}
-        for dead in sorted(descendants + [node], key=order.get, reverse=True):
-            graph.erase_node(dead)
-
-
-def _return_only(program: torch.export.ExportedProgram, results: list[torch.fx.Node]) -> None:
-    """The program's output: `results`, each a plain user output."""
-    output_node = program.graph.output_node()
-    output_node.args = (tuple(results),)
-    program.graph_module.recompile()
-    specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None) for node in results]
-    program._graph_signature = ExportGraphSignature(list(program.graph_signature.input_specs), specs)
-    entry = program._module_call_graph[0].signature
-    if entry is not None:
-        entry.out_spec = pytree.tree_structure(tuple(range(len(results))))
 
 
 def _dumps(spec: pytree.TreeSpec) -> str:

@@ -31,7 +31,8 @@ from pathlib import Path
 import torch
 import torch.utils._pytree as pytree
 
-from .frontend import ModelSource, TensorSpec, load_model, model_state
+from .calling import TensorSpec
+from .frontend.export import ModelSource, load_model, model_state
 from .numerics import OutputCheck, compare, float64_reference, random_inputs
 from .timing import Measurement, measure
 

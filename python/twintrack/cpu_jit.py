@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .errors import ArtifactError, InputMismatchError, OutOfMemory
-from .frontend import TensorSpec
+from .calling import TensorSpec
 
 ENTRY = "forward"
 SIGNATURE_ATTR = "twintrack.signature"  # the module's own record of what its entry point takes

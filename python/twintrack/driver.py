@@ -19,7 +19,7 @@ from typing import Callable
 from .bindings import bindings as _bindings
 from .bindings import new_context
 from .errors import CompilerError, UsageError
-from .frontend import ExportedModel, import_to_torch_mlir
+from .frontend.export import ExportedModel, import_to_torch_mlir
 from .locations import short_location
 from .options import CompileOptions
 from .phases import phase

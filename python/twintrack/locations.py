@@ -10,7 +10,7 @@ OP_FRAME_PREFIX = "aten."
 
 # Frames inside these are the framework's, not the model's: the same model
 # line calls them through different torch code in torch.export and Dynamo.
-_LIBRARY_FRAME = re.compile(r"(^|/)(torch|functorch)/|twintrack/frontend\.py$")
+_LIBRARY_FRAME = re.compile(r"(^|/)(torch|functorch)/|twintrack/frontend/export\.py$")
 _STACK_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
-from .frontend import TensorSpec
+from .calling import TensorSpec
 
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12, "float16": 1e-2, "bfloat16": 1e-2}
 TF32_TOLERANCE = 1e-2  # f32 outputs of tf32 matmuls: 10 mantissa bits, as float16

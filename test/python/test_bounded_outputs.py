@@ -1,4 +1,4 @@
-"""Results whose length depends on the data (bounded_outputs.py): nonzero,
+"""Results whose length depends on the data (frontend/fx_passes/bounded_outputs.py): nonzero,
 argwhere, masked_select, unique and unique_consecutive are computed at
 their bound and cut to their count by the calling convention. Each program
 is compiled on one draw of inputs and run on fresh ones, with a different

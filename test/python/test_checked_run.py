@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from twintrack.checked_run import ArtifactTrack, CheckedRun, Timing, eager_track
-from twintrack.frontend import ModelSource
+from twintrack.frontend.export import ModelSource
 
 MLP = "zoo:mlp"
 

@@ -9,10 +9,10 @@ import torch
 
 from twintrack.compare.gpu_profile import RUN_RANGE, kernels_from_trace
 from twintrack.compare.matching import kernel_groups
-from twintrack.frontend import load_model
+from twintrack.frontend.export import load_model
 from twintrack.inductor import compile_with_inductor
 from twintrack.numerics import float64_reference, random_inputs, relative_error
-from twintrack.frontend import TensorSpec
+from twintrack.calling import TensorSpec
 
 from conftest import REPO
 

@@ -1,4 +1,4 @@
-"""Complex values inside a model (complex_pairs.py): carried as real pairs,
+"""Complex values inside a model (frontend/fx_passes/complex_pairs.py): carried as real pairs,
 compiled for the CPU, run on fresh random inputs and judged against a
 float64 (complex128) eager run by the coverage suite's rule. Complex
 program inputs and ops with no pair rule are refused with the op and the
@@ -11,7 +11,7 @@ import torch
 
 import twintrack
 from function_module import FunctionModule
-from twintrack.complex_pairs import PRIME_DFT_MAX, RULES
+from twintrack.frontend.fx_passes.complex_pairs import PRIME_DFT_MAX, RULES
 from twintrack.coverage.outputs import compare_outputs
 from twintrack.errors import TwintrackError
 from twintrack.tooling import find_libdevice, find_tool

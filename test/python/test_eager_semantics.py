@@ -1,5 +1,5 @@
 """Ops whose torch-mlir lowering departed from eager PyTorch behave as eager
-(twintrack.eager_semantics): NaN propagation through clamp/maximum/minimum
+(twintrack.frontend.decomp.eager): NaN propagation through clamp/maximum/minimum
 and the max/min/arg reductions, isfinite at NaN, threshold_backward's dtype,
 8-bit integer matmuls, convolutions and aranges (which crashed the 'linalg'
 stage), and the last check before the import refusing complex values with a
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import twintrack
-from twintrack import eager_semantics
+from twintrack.frontend.fx_passes import unsupported
 from twintrack.errors import TwintrackError
 from twintrack.tooling import find_libdevice, find_tool
 
@@ -368,11 +368,11 @@ def test_refuse_unsupported_names_the_complex_op_and_its_line(name):
     op, function, inputs = COMPLEX[name]
     program = torch.export.export(FunctionModule(function), inputs)
     with pytest.raises(TwintrackError, match=rf"complex dtypes are not supported: {op} at {THIS_FILE}:\d+"):
-        eager_semantics.refuse_unsupported(program)
+        unsupported.refuse_unsupported(program)
 
 
 def test_refuse_unsupported_accepts_real_programs():
-    eager_semantics.refuse_unsupported(torch.export.export(FunctionModule(torch.clamp_min), (X, B)))
+    unsupported.refuse_unsupported(torch.export.export(FunctionModule(torch.clamp_min), (X, B)))
 
 
 # ---------------------------------------------------------------- the GPU track compiles the NaN fixes

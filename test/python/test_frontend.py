@@ -58,7 +58,7 @@ def test_compile_returns_a_callable():
 
 
 def _attention_program(dtype, **sdpa_options):
-    from twintrack.frontend import ModelSource, export_model
+    from twintrack.frontend.export import ModelSource, export_model
 
     class Attention(torch.nn.Module):
         def forward(self, q, k, v):
@@ -114,5 +114,5 @@ def test_torch_export_file_with_constants_and_dtypes(run_tool, tmp_path):
     assert run_tool("compile", tmp_path / "scaled.pt2", "-o", tmp_path / "o", "-q").returncode == 0
     result = run_tool("run", tmp_path / "o", "--check")
     assert result.returncode == 0, result.stdout + result.stderr
-    from twintrack.frontend import load_model
+    from twintrack.frontend.export import load_model
     assert "table" in dict(load_model(str(tmp_path / "scaled.pt2")).module.named_buffers())

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from twintrack import driver, frontend, numerics
+from twintrack import driver, numerics
+
+from twintrack.frontend import export as frontend
 from twintrack.cpu_jit import CpuExecutable
 from twintrack.options import CompileOptions
 from twintrack.recipes import load_recipe

@@ -21,7 +21,8 @@ from mlir import ir
 from mlir.dialects import arith
 
 import every_loop_models as models
-from twintrack import driver, frontend, numerics
+from twintrack import driver, numerics
+from twintrack.frontend import export as frontend
 from twintrack.cpu_jit import CpuExecutable, executable_text
 from twintrack.host_plan import extract_plan
 from twintrack.options import CompileOptions

@@ -1,4 +1,4 @@
-"""The ops of decompose_indexing.py against eager: index_reduce, put,
+"""The ops of frontend/decomp/indexing.py against eager: index_reduce, put,
 masked_scatter, searchsorted / bucketize, histc, cummax / cummin,
 nonzero_static, cdist / pdist, mode, segment_reduce and embedding_bag.
 
@@ -22,7 +22,7 @@ import torch
 import twintrack
 from function_module import FunctionModule
 from test_scatters import values
-from twintrack import decompose_indexing as ours
+from twintrack.frontend.decomp import indexing as ours
 from twintrack.coverage.outputs import compare_outputs
 
 aten = torch.ops.aten

@@ -6,7 +6,9 @@ error that names the kernel, its schedule and the torch op."""
 import pytest
 from mlir.dialects import memref
 
-from twintrack import driver, frontend, numerics
+from twintrack import driver, numerics
+
+from twintrack.frontend import export as frontend
 from twintrack.cpu_jit import CpuExecutable
 from twintrack.errors import CompilerError
 from twintrack.kernels.simt_matmul import SimtMatmulWriter

@@ -1,5 +1,5 @@
 """Dense linear algebra compiles as the decompositions of
-decompose_linalg.py on the CPU track and matches a float64 eager run within
+frontend/decomp/linalg.py on the CPU track and matches a float64 eager run within
 the OpInfo checker's tolerances (coverage/outputs.py): Cholesky, LU (pivots
 and info exactly as eager's: a tie, a singular matrix), solves, inverse,
 determinants and QR in float32 and float64; Jacobi eigenvalues, a pinv
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import twintrack
-from twintrack import decompose_linalg
+from twintrack.frontend.decomp import linalg as decompose_linalg
 from twintrack.coverage.outputs import compare_outputs
 
 

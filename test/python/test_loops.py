@@ -1,4 +1,4 @@
-"""Iterative decompositions are loops (twintrack.loops), not unrolled steps:
+"""Iterative decompositions are loops (twintrack.frontend.decomp.loops), not unrolled steps:
 the exported graph stays small whatever the trip count, an elementwise loop
 runs per element inside one kernel (sink-elementwise-loops) on the CPU and
 the GPU, and the results match eager at degrees and sizes the unrolled
@@ -12,7 +12,7 @@ from mlir import ir
 
 import twintrack
 from twintrack.coverage.outputs import compare_tensor
-from twintrack.loops import elementwise_while, tensor_while
+from twintrack.frontend.decomp.loops import elementwise_while, tensor_while
 from twintrack.tooling import find_libdevice, find_tool
 
 from function_module import FunctionModule

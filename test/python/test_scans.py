@@ -1,5 +1,5 @@
 """cumsum, cumprod and logcumsumexp compile as log-step scans
-(decompose_scans.py) on both tracks. The CPU track matches eager in float64
+(frontend/decomp/scans.py) on both tracks. The CPU track matches eager in float64
 on fresh random inputs, within a tolerance that grows with the scan's
 length for floats and exactly (wrapping as eager does) for integers; NaN
 and inf land where eager puts them; the GPU track compiles each op; and a
@@ -266,15 +266,15 @@ def test_gpu_compiles(name, compile_cache):
 def test_decomposition_is_the_tables_entry():
     """The frontend's table holds the scans' entries (after the half-precision
     table, which no longer widens cumsum/cumprod itself)."""
-    from twintrack import decompose_scans, decompositions
-    from twintrack.frontend import _decompositions
+    from twintrack.frontend.decomp import half_reductions, program_table, scans
 
     aten = torch.ops.aten
-    assert aten.cumsum.default not in decompositions.REDUCTIONS_WITH_DTYPE
-    assert aten.cumprod.default not in decompositions.REDUCTIONS_WITH_DTYPE
+    assert aten.cumsum.default not in half_reductions.REDUCTIONS_WITH_DTYPE
+    assert aten.cumprod.default not in half_reductions.REDUCTIONS_WITH_DTYPE
     program = torch.export.export(Scans(torch.cumsum, [0]), (torch.randn(4),))
-    table = _decompositions(program)
-    for op, fn in decompose_scans.SCANS.items():
+    table = program_table(program)
+    assert scans.FAMILY.entries
+    for op, fn in scans.FAMILY.entries.items():
         assert table[op] is fn
 
 

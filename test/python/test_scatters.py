@@ -5,7 +5,7 @@ a bool mask) and index_add.
 
 torch-mlir lowers them to `tm_tensor.scatter`, which the lower-scatters pass
 turns into loops; a bool-mask index_put becomes a `where`
-(decompose_scatters.py). Each model is compiled with one set of inputs and
+(frontend/decomp/scatters.py). Each model is compiled with one set of inputs and
 run on a fresh one (new indices, duplicates among them), so nothing about
 the indices is baked in. Floats are compared with eager in float64 (a
 duplicate's additions may round in another order), integers and bools

@@ -1,4 +1,4 @@
-"""Sorting ops (decompose_sorts.py: bitonic networks) against eager, exactly.
+"""Sorting ops (frontend/decomp/sorts.py: bitonic networks) against eager, exactly.
 
 One compiled module per (op, dtype, shape) holds every option of the op; it
 runs on several fresh random draws: spread

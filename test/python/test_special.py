@@ -1,4 +1,4 @@
-"""Special functions (decompose_special.py) compile for the CPU and match
+"""Special functions (frontend/decomp/special.py) compile for the CPU and match
 eager: each table's cases compile as one module per dtype (case_table.py),
 and every output is judged as the OpInfo runner judges it
 (coverage/outputs.py): the NaN and infinity pattern of eager in the same

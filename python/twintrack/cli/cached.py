@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import compile_cache
-from ..model_spec import absolute_model_spec, model_file
+from ..frontend.model_spec import absolute_model_spec, model_file
 from ..phases import phase
 
 # Flags that print what an artifact does not keep (fusion remarks, every stage's IR) or tune on a GPU.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import compile_cache
 from ..locations import brief_source
-from ..model_spec import absolute_model_spec
+from ..frontend.model_spec import absolute_model_spec
 from ..phases import PhaseClock, phase, process_age, timing
 from ..options import PTXAS_FAST_COMPILE
 from ..recipes import DEFAULT_ARCH, available_pipelines
@@ -146,8 +146,8 @@ def main(args: argparse.Namespace) -> int:
 def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, request: str | None) -> int:
     with phase("import torch and the compiler"):
         from ..driver import KernelFallbackWarning
-        from ..frontend import export_model
-        from ..model_spec import load_user_model
+        from ..frontend.export import export_model
+        from ..frontend.model_spec import load_user_model
 
     warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
     say(f"loading {args.model}")
@@ -248,7 +248,8 @@ def _compile_printing_only(exported, options, outdir: Path, on_stage):
 def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stage, say, elapsed):
     """Compile into OUTDIR, atomically: (manifest, compilation, untuned matmul
     keys). The compile time recorded is `elapsed()` (from loading the model)."""
-    from ..artifact import atomic_directory, record_compile_time, write_artifact
+    from ..artifact import atomic_directory, record_compile_time
+    from ..artifact_writer import write_artifact
     from ..driver import compile_exported
 
     with atomic_directory(outdir) as staging:
@@ -312,7 +313,7 @@ def write_tuning_variants(directory: Path, exported, options, candidates: int, m
                           say) -> None:
     """The model compiled with the heuristic tiles, then once per candidate
     rank k (every matmul its k-th fitting tile), for tools/tune.py."""
-    from ..artifact import write_artifact
+    from ..artifact_writer import write_artifact
     from ..driver import compile_exported
 
     variants = [("heuristic", replace(options, tuning_cache=None))]

@@ -40,8 +40,8 @@ def main(args: argparse.Namespace) -> int:
 
     from ..artifact import read_manifest, specs
     from ..errors import UsageError, user_code
-    from ..frontend import model_state
-    from ..model_spec import load_user_model
+    from ..frontend.export import model_state
+    from ..frontend.model_spec import load_user_model
     from ..numerics import compare, float64_reference, random_inputs
     from ..timing import measure
 

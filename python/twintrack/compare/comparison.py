@@ -13,7 +13,7 @@ import torch
 
 from ..checked_run import COMPARE_SEED, CheckedRun, Timing, eager_track, flat_outputs, use_exact_float32
 from ..errors import user_code
-from ..model_spec import load_user_model
+from ..frontend.model_spec import load_user_model
 from ..recipes import target_roofline
 from ..timing import MIN_SECONDS, NOISY_FOOTNOTE, NOISY_SPREAD, WARMUP_SECONDS, median_ms
 from .matching import kernel_groups, op_graph

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ..checked_run import ArtifactTrack, Track, flat_outputs
-from ..frontend import ModelSource
+from ..frontend.export import ModelSource
 from ..locations import brief_source
 
 
@@ -69,7 +69,7 @@ def gpu_track(source: ModelSource, artifact: Path | None, scratch: Path, with_pr
 
 def _check_artifact_matches(manifest: dict, source: ModelSource, artifact: Path) -> None:
     from ..errors import ArtifactError
-    from ..model_spec import absolute_model_spec
+    from ..frontend.model_spec import absolute_model_spec
     if manifest.get("pipeline") != "gpu":
         raise ArtifactError(f"{artifact}: a '{manifest.get('pipeline')}' artifact; compile MODEL with --pipeline gpu")
     if absolute_model_spec(manifest.get("model") or "") != absolute_model_spec(source.spec):
@@ -114,7 +114,7 @@ def _gpu_module_text(artifact: Path, name: str) -> str | None:
 def _exported_program(source: ModelSource, frozen: bool):
     """The program torch.export makes of the model here (for the op graph); None if it cannot."""
     from ..errors import TwintrackError
-    from ..frontend import export_model
+    from ..frontend.export import export_model
     try:
         return export_model(source, freeze=frozen).program
     except TwintrackError:

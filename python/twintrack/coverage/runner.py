@@ -198,7 +198,7 @@ def save_gpu_artifact(compiled, sample: case_lib.Sample, eager, outdir: Path, sh
     """The GPU artifact plus what checks it without MLIR: the sample's
     inputs, eager's outputs and the float64 ones (tools/coverage.py
     --check-gpu-artifacts reads them on the GPU machine)."""
-    from twintrack.frontend import model_state
+    from twintrack.frontend.export import model_state
     compiled.save(outdir)
     reference = float64_outputs(sample)
     state = [] if compiled.exported.exported.frozen else list(model_state(compiled.exported.source.module).values())

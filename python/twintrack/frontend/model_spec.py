@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import ModelLoadError, user_code
+from ..errors import ModelLoadError, user_code
 
 
 def model_file(spec: str) -> Path | None:
@@ -46,7 +46,7 @@ def load_user_model(spec: str, dtype: str | None = None):
     """frontend.load_model, with a directory, an unreadable file, or an
     exception out of the user's factory (or a size that cannot be allocated)
     reported as a ModelLoadError naming MODEL."""
-    from .frontend import load_model
+    from .export import load_model
     check_model_file(spec)
     what = "the factory failed" if ".py:" in spec else "loading the model failed"
     with user_code(f"{spec}: {what}"):

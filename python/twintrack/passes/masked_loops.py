@@ -1,4 +1,4 @@
-"""Passes over the masked loops of twintrack.loops, on tensors.
+"""Passes over the masked loops of twintrack.frontend.decomp.loops, on tensors.
 
 The decompositions write iterative algorithms with elementwise_while (Euclid,
 square-and-multiply, recurrences, series), bounded_while (Jacobi rounds) and

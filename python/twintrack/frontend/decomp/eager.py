@@ -49,7 +49,7 @@ Where the lowering departs, and why each fix is general:
   for windows of one length and batched inputs; here it gathers its
   windows of unequal lengths (with eager's indices at ties and NaN).
 * Complex dtypes have no lowering (an MLIR assertion aborts the process at
-  'fusion'): `refuse_unsupported` says so before any MLIR pass runs.
+  'fusion'): fx_passes/unsupported.py says so before any MLIR pass runs.
 """
 
 from __future__ import annotations
@@ -57,16 +57,14 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import re
 
 import torch
 import torch.utils._pytree as pytree
 from torch._meta_registrations import pooling_output_shape
 
-from .decompositions import chained_over, falling_back
-from .errors import UsageError
-from .guards import NodeBuilder
+from .dtypes import HALF_DTYPES
 from .loops import elementwise_while
+from .registry import Family
 
 aten = torch.ops.aten
 
@@ -701,7 +699,6 @@ def _gathered_positions(sizes, per_dim):
 
 
 ARANGES = (aten.arange.default, aten.arange.start, aten.arange.start_step)
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 HALF_WITH_NUMBER = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.rsub.Scalar,
                     aten.mul.Tensor, aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar)
 
@@ -719,176 +716,52 @@ def _half_with_number(op):
 
 # ---------------------------------------------------------------- the table
 
-def decompositions(table: dict) -> dict:
-    """Entries to add to the frontend's decomposition table (`table`: the
-    table so far). Each returns NotImplemented where torch-mlir's own
-    lowering is right (integers for the NaN fixes, other dtypes for the
-    8-bit ones), which keeps the op as it is."""
-    ours = {
-        aten.clamp.default: _clamp, aten.clamp.Tensor: _clamp,
-        aten.clamp_min.default: _clamp_min, aten.clamp_min.Tensor: _clamp_min,
-        aten.clamp_max.default: _clamp_max, aten.clamp_max.Tensor: _clamp_max,
-        aten.hardtanh.default: _hardtanh,
-        aten.maximum.default: _maximum, aten.minimum.default: _minimum,
-        aten.fmax.default: _nan_ignoring(operator.gt, torch.maximum),
-        aten.fmin.default: _nan_ignoring(operator.lt, torch.minimum),
-        aten.max.dim: _extreme_with_index(torch.amax), aten.min.dim: _extreme_with_index(torch.amin),
-        aten.argmax.default: _arg_extreme(torch.amax), aten.argmin.default: _arg_extreme(torch.amin),
-        aten.where.self: _where, aten.cat.default: _cat,
-        aten.abs.default: _unsigned_abs,
-        aten.threshold_backward.default: _threshold_backward,
-        aten.addmm.default: _integer_addmm,
-        aten.sum.default: _unsigned_sum(aten.sum.default), aten.sum.dim_IntList: _unsigned_sum(aten.sum.dim_IntList),
-        aten._to_copy.default: _narrow_integer_cast,
-        aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
-        aten.pow.Scalar: _power_scalar,
-    }
-    ours.update({op: _in_wide_integers(op) for op in BYTE_COMPUTATIONS})
-    ours.update({op: falling_back(_in_wide_integers(op), ours.get(op)) for op in BYTE_SELECTIONS})
-    ours.update({op: _integer_max_pool(spatial) for op, spatial in MAX_POOLS.items()})
-    ours.update({op: _adaptive_max_pool(spatial) for op, spatial in ADAPTIVE_MAX_POOLS.items()})
-    ours.update({op: falling_back(_bools_as_int32(op, positions), ours.get(op))
-                 for op, positions in BOOL_ARITHMETIC.items()})
-    ours.update({op: _arange(op) for op in ARANGES})
-    ours.update({op: _compared(op) for op in COMPARISONS})
-    ours.update({op: _byte_arithmetic(op) for op in BYTE_ARITHMETIC})
-    ours.update({op: _byte_arithmetic(op, signed_only=True) for op in BYTE_SIGNED_ONLY})
-    ours.update({op: falling_back(_half_with_number(op), ours.get(op)) for op in HALF_WITH_NUMBER})
-    ours.update({op: _zero_dim_as_one_dim(op) for op in ZERO_DIM_REDUCTIONS})
-    ours.update({op: falling_back(_truth_of_bytes(op), ours.get(op)) for op in TRUTH_REDUCTIONS})
-    ours.update({op: _bitwise_with_tensor(tensor_op) for op, tensor_op in BITWISE_WITH_NUMBER.items()})
-    ours[aten.eq.Tensor] = falling_back(_equal, ours[aten.eq.Tensor])
-    return chained_over(ours, table)
-
-
-# ---------------------------------------------------------------- unsigned operands
-
-def convert_unsigned_operands(program: torch.export.ExportedProgram) -> None:
-    """Give every pointwise op with a float result and a uint8 operand an
-    explicit conversion of that operand (in place). torch-mlir promotes the
-    operands of a pointwise op itself, and converts uint8 as signed:
-    atan2(uint8 253, x) computed with -3. The explicit conversion knows
-    the source dtype and is right."""
-    graph = program.graph
-    sites = [node for node in graph.nodes if node.op == "call_function"
-             and torch.Tag.pointwise in getattr(node.target, "tags", ())
-             and isinstance(node.meta.get("val"), torch.Tensor) and node.meta["val"].is_floating_point()
-             and any(_unsigned_node(a) for a in node.args)]
-    for node in sites:
-        new, dtype = NodeBuilder(graph, node), node.meta["val"].dtype
-        node.args = tuple(new(torch.ops.prims.convert_element_type.default, a, dtype) if _unsigned_node(a) else a
-                          for a in node.args)
-    if sites:
-        graph.lint()
-        program.graph_module.recompile()
-
-
-def _unsigned_node(value) -> bool:
-    return isinstance(value, torch.fx.Node) and getattr(value.meta.get("val"), "dtype", None) == torch.uint8
-
-
-# ---------------------------------------------------------------- zero-size values
-
-def fold_zero_size_values(program: torch.export.ExportedProgram) -> None:
-    """Replace every op result with no elements by a `zeros` of its shape
-    and dtype (in place): it holds no values, so nothing downstream can
-    tell, and torch-mlir's lowerings of pooling, factorizations and
-    reshaping views over a zero extent fail or divide by it. Ops that
-    mutate are left as they are; what is then unused is dropped."""
-    graph = program.graph
-    sites = [node for node in graph.nodes if node.op == "call_function" and _zero_size(node.meta.get("val"))
-             and _pure(node.target) and node.target is not aten.zeros.default]
-    for node in sites:
-        value = node.meta["val"]
-        with graph.inserting_before(node):
-            zeros = graph.call_function(aten.zeros.default, (list(value.shape),),
-                                        {"dtype": value.dtype, "device": value.device})
-        zeros.meta = {**node.meta, "val": value.new_zeros(value.shape)}
-        node.replace_all_uses_with(zeros)
-    if sites:
-        graph.eliminate_dead_code()
-        graph.lint()
-        program.graph_module.recompile()
-
-
-def _pure(target) -> bool:
-    """An ATen op that mutates nothing, or an output of a multi-output one."""
-    return target is operator.getitem or not getattr(getattr(target, "_schema", None), "is_mutable", True)
-
-
-def _zero_size(value) -> bool:
-    return isinstance(value, torch.Tensor) and not _data_dependent(value) and value.numel() == 0
-
-
-# ---------------------------------------------------------------- refusals
-
-COMPLEX_DTYPES = (torch.complex32, torch.complex64, torch.complex128)
-
-
-def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
-    """Raise UsageError for what torch-mlir takes in but cannot lower,
-    where it would kill the process instead of failing, naming the first op
-    concerned and the model line it comes from:
-    - complex numbers: torch-mlir imports complex tensors, but no stage
-      after it lowers them (MLIR asserts in Type::getIntOrFloatBitWidth and
-      the process aborts at 'fusion');
-    - shapes that depend on the data (nonzero, masked_select): the static
-      pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
-    - a reshaping view of a zero-size tensor: torch-mlir divides by the
-      zero extent (SIGFPE at 'linalg')."""
-    for node in program.graph.nodes:
-        if node.op != "call_function":
-            continue
-        problem = _unsupported(node)
-        if problem:
-            raise UsageError(f"{problem} are not supported: {_op_name(node)} at {_model_line(node)}")
-
-
-RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.as_strided.default,
-                   aten.unfold.default, aten.im2col.default)
-
-
-def _unsupported(node) -> str | None:
-    values = [n.meta.get("val") for n in [node, *node.all_input_nodes]]
-    if any(_holds_complex(v) for v in values):
-        return "complex dtypes"
-    if any(_data_dependent(v) for v in values):
-        return "shapes that depend on the data"
-    if node.target in RESHAPING_VIEWS and any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in values):
-        return "reshaping views of zero-size tensors"
-    return None
-
-
-def _data_dependent(value) -> bool:
-    if isinstance(value, (tuple, list)):
-        return any(_data_dependent(v) for v in value)
-    return isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
-
-
-def _holds_complex(value) -> bool:
-    """Whether an FX node's value (a tensor, or a tuple/list of them) is complex."""
-    if isinstance(value, (tuple, list)):
-        return any(_holds_complex(v) for v in value)
-    return isinstance(value, torch.Tensor) and value.dtype in COMPLEX_DTYPES
-
-
-def _op_name(node) -> str:
-    """'aten.view_as_complex' for the node's ATen op (or the op it was decomposed from)."""
-    target = node.meta.get("original_aten") or node.target
-    name = target.name() if hasattr(target, "name") else str(target)
-    return name.replace("::", ".").split(".default")[0]
-
-
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
-
-
-def _model_line(node) -> str:
-    """'model.py:12', the innermost frame of the node's stack trace that is
-    not an op marker (see frontend._name_ops_in_locations)."""
-    from .locations import OP_FRAME_PREFIX
-    frames = [(path, line) for path, line in _FRAME.findall(node.meta.get("stack_trace") or "")
-              if not path.startswith(OP_FRAME_PREFIX)]
-    if not frames:
-        return "an unknown location"
-    path, line = frames[-1]
-    return f"{path.rsplit('/', 1)[-1]}:{line}"
+# Each entry returns NotImplemented where torch-mlir's own lowering is right
+# (integers for the NaN fixes, other dtypes for the 8-bit ones), which keeps
+# the op as it is. An op with two fixes here runs the later one first.
+FAMILY = Family("eager", {
+    aten.clamp.default: _clamp, aten.clamp.Tensor: _clamp,
+    aten.clamp_min.default: _clamp_min, aten.clamp_min.Tensor: _clamp_min,
+    aten.clamp_max.default: _clamp_max, aten.clamp_max.Tensor: _clamp_max,
+    aten.hardtanh.default: _hardtanh,
+    aten.maximum.default: _maximum, aten.minimum.default: _minimum,
+    aten.fmax.default: _nan_ignoring(operator.gt, torch.maximum),
+    aten.fmin.default: _nan_ignoring(operator.lt, torch.minimum),
+    aten.max.dim: _extreme_with_index(torch.amax), aten.min.dim: _extreme_with_index(torch.amin),
+    aten.argmax.default: _arg_extreme(torch.amax), aten.argmin.default: _arg_extreme(torch.amin),
+    aten.where.self: _where, aten.cat.default: _cat,
+    aten.abs.default: _unsigned_abs,
+    aten.threshold_backward.default: _threshold_backward,
+    aten.addmm.default: _integer_addmm,
+    aten.sum.default: _unsigned_sum(aten.sum.default), aten.sum.dim_IntList: _unsigned_sum(aten.sum.dim_IntList),
+    aten._to_copy.default: _narrow_integer_cast,
+    aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
+    aten.pow.Scalar: _power_scalar,
+})
+for op in BYTE_COMPUTATIONS:
+    FAMILY.add(op, _in_wide_integers(op))
+for op in BYTE_SELECTIONS:
+    FAMILY.add(op, _in_wide_integers(op), first=True)
+for op, spatial in MAX_POOLS.items():
+    FAMILY.add(op, _integer_max_pool(spatial))
+for op, spatial in ADAPTIVE_MAX_POOLS.items():
+    FAMILY.add(op, _adaptive_max_pool(spatial))
+for op, positions in BOOL_ARITHMETIC.items():
+    FAMILY.add(op, _bools_as_int32(op, positions), first=True)
+for op in ARANGES:
+    FAMILY.add(op, _arange(op))
+for op in COMPARISONS:
+    FAMILY.add(op, _compared(op))
+for op in BYTE_ARITHMETIC:
+    FAMILY.add(op, _byte_arithmetic(op))
+for op in BYTE_SIGNED_ONLY:
+    FAMILY.add(op, _byte_arithmetic(op, signed_only=True))
+for op in HALF_WITH_NUMBER:
+    FAMILY.add(op, _half_with_number(op), first=True)
+for op in ZERO_DIM_REDUCTIONS:
+    FAMILY.add(op, _zero_dim_as_one_dim(op))
+for op in TRUTH_REDUCTIONS:
+    FAMILY.add(op, _truth_of_bytes(op), first=True)
+for op, tensor_op in BITWISE_WITH_NUMBER.items():
+    FAMILY.add(op, _bitwise_with_tensor(tensor_op))
+FAMILY.add(aten.eq.Tensor, _equal, first=True)

@@ -21,9 +21,11 @@ import math
 import torch
 import torch.utils._pytree as pytree
 
+from .dtypes import HALF_DTYPES
+from .registry import Family
+
 aten = torch.ops.aten
 
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 # reductions with a `dtype` keyword: computed in that dtype, else the input's
 REDUCTIONS_WITH_DTYPE = (
@@ -85,34 +87,8 @@ def _statistic(square_root: bool, with_mean: bool):
     return decomposition
 
 
-def falling_back(decomposition, previous):
-    """`decomposition`, or where it declines (NotImplemented) the table's
-    earlier entry for the op, if any (std over float32: PyTorch's own). Every
-    provider of the frontend's table chains its entries through this."""
-    if previous is None:
-        return decomposition
-
-    def chained(*args, **kwargs):
-        result = decomposition(*args, **kwargs)
-        return previous(*args, **kwargs) if result is NotImplemented else result
-    return chained
-
-
-def chained_over(ours: dict, table: dict) -> dict:
-    """A provider's entries for the frontend's table (`table`: the table so
-    far), each falling back to the table's own entry where it declines."""
-    return {op: falling_back(fn, table.get(op)) for op, fn in ours.items()}
-
-
-def with_half_reductions_in_float32(table: dict) -> dict:
-    """`table` with each floating reduction over float16 or bfloat16
-    accumulating in float32. (sum.default and the ops the core table rewrites
-    into these need no entry.)"""
-    ours = {op: _widened(op) for op in REDUCTIONS_WITH_DTYPE + AVERAGING_POOLS}
-    ours.update({
-        aten.var.correction: _statistic(square_root=False, with_mean=False),
-        aten.std.correction: _statistic(square_root=True, with_mean=False),
-        aten.var_mean.correction: _statistic(square_root=False, with_mean=True),
-        aten.std_mean.correction: _statistic(square_root=True, with_mean=True),
-    })
-    return {**table, **chained_over(ours, table)}
+FAMILY = Family("half_reductions", {op: _widened(op) for op in REDUCTIONS_WITH_DTYPE + AVERAGING_POOLS})
+FAMILY.add(aten.var.correction, _statistic(square_root=False, with_mean=False))
+FAMILY.add(aten.std.correction, _statistic(square_root=True, with_mean=False))
+FAMILY.add(aten.var_mean.correction, _statistic(square_root=False, with_mean=True))
+FAMILY.add(aten.std_mean.correction, _statistic(square_root=True, with_mean=True))

@@ -12,7 +12,7 @@ as a `tm_tensor.scan`, which no stage lowers. Each is rewritten here into
 ops the other providers already take down: scatter_reduce, index_put,
 scatter and gather (tm_tensor.scatter, then the lower-scatters pass),
 cumsum and sort (the log-step scan and the bitonic network of
-decompose_scans / decompose_sorts), comparisons, where and sums. Nothing
+decomp/scans.py, decomp/sorts.py), comparisons, where and sums. Nothing
 branches on a tensor's values, so every shape is static:
 
 * index_reduce: scatter_reduce with the index expanded along `dim` to the
@@ -50,12 +50,11 @@ import math
 
 import torch
 
-from .decompose_scans import _normalized_dim, _shifted
-from .decompositions import chained_over
+from .dtypes import HALF_DTYPES
+from .registry import Family
+from .scans import _normalized_dim, _shifted
 
 aten = torch.ops.aten
-
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 # ---------------------------------------------------------------- scatters of a flattened or expanded index
@@ -505,7 +504,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=BAG_
     return out.to(weight.dtype), bag, sizes, max_indices
 
 
-OURS = {
+FAMILY = Family("indexing", {
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
     aten.masked_scatter.default: _masked_scatter,
@@ -523,10 +522,4 @@ OURS = {
     aten.segment_reduce.default: _segment_reduce,
     aten.embedding_bag.padding_idx: _embedding_bag,
     aten._embedding_bag.default: _embedding_bag,
-}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(OURS, table)
+})

@@ -4,7 +4,7 @@ torch-mlir lowers. torch-mlir has no lowering for these ops at all.
 
 The direct methods are unrolled at trace time over the matrix order n (a
 static Python int); the iterations whose count depends on the data
-(Jacobi's rounds, matrix_exp's squarings) are loops (twintrack.loops'
+(Jacobi's rounds, matrix_exp's squarings) are loops (twintrack.frontend.decomp.loops'
 bounded_while and counted_while) that stop for each matrix once it is
 done. Each step works on the whole matrix with masks (`where` against
 `arange`), so every step is a handful of batched elementwise ops, a rank-1
@@ -58,8 +58,9 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import chained_over
+from .dtypes import HALF_DTYPES
 from .loops import bounded_while, counted_while
+from .registry import Family
 
 aten = torch.ops.aten
 
@@ -67,21 +68,7 @@ MAX_ORDER = 64            # largest n unrolled by the direct methods (n steps)
 MAX_ITERATIVE_ORDER = 32  # largest min(m, n) for Jacobi (_sweeps is measured up to it)
 FLOATS = (torch.float32, torch.float64)
 
-OURS: dict = {}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(OURS, table)
-
-
-def _register(*ops):
-    def register(fn):
-        for op in ops:
-            OURS[op] = fn
-        return fn
-    return register
+FAMILY = Family("linalg")
 
 
 def _fits(*tensors, bound: int = MAX_ORDER) -> bool:
@@ -200,7 +187,7 @@ def _solve_triangular(A, B, upper: bool, left: bool, unit: bool) -> torch.Tensor
     return _substitute(A, B, lower=not upper, unit=unit)
 
 
-@_register(aten.linalg_solve_triangular.default)
+@FAMILY.register(aten.linalg_solve_triangular.default)
 def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """Forward or back substitution (see _substitute)."""
     if not _fits(A, B) or A.dtype != B.dtype:
@@ -208,7 +195,7 @@ def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     return _solve_triangular(A, B, upper, left, unitriangular)
 
 
-@_register(aten.triangular_solve.default)
+@FAMILY.register(aten.triangular_solve.default)
 def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
     """(op(A)^-1 B, A broadcast to the batch), op(A) = A^T with `transpose`."""
     if not _fits(self, A) or A.dtype != self.dtype:
@@ -262,7 +249,7 @@ def _cholesky(A: torch.Tensor, upper: bool):
     return _cholesky_lower(A)
 
 
-@_register(aten.linalg_cholesky_ex.default)
+@FAMILY.register(aten.linalg_cholesky_ex.default)
 def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
     """(L or U, info); check_errors cannot raise in a compiled program: info says."""
     if not _fits(A):
@@ -270,7 +257,7 @@ def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
     return _cholesky(A, upper)
 
 
-@_register(aten.cholesky.default)
+@FAMILY.register(aten.cholesky.default)
 def cholesky(A, upper=False):
     """The deprecated form: the factor alone (eager raises where info > 0)."""
     if not _fits(A):
@@ -278,7 +265,7 @@ def cholesky(A, upper=False):
     return _cholesky(A, upper)[0]
 
 
-@_register(aten.cholesky_solve.default)
+@FAMILY.register(aten.cholesky_solve.default)
 def cholesky_solve(B, L, upper=False):
     """A^-1 B for A = L L^T (or U^T U): two triangular solves."""
     if not _fits(B, L) or B.dtype != L.dtype:
@@ -289,7 +276,7 @@ def cholesky_solve(B, L, upper=False):
     return _substitute(lower.mT, Y, lower=False, unit=False)
 
 
-@_register(aten.cholesky_inverse.default)
+@FAMILY.register(aten.cholesky_inverse.default)
 def cholesky_inverse(L, upper=False):
     """(L L^T)^-1 = L^-T L^-1 (or U^-1 U^-T), from one triangular inverse."""
     if not _fits(L):
@@ -407,7 +394,7 @@ def _lu_unpack(LU, pivots, unpack_data: bool = True, unpack_pivots: bool = True)
     return P, L, U
 
 
-@_register(aten.linalg_lu_factor_ex.default)
+@FAMILY.register(aten.linalg_lu_factor_ex.default)
 def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     """Partial pivoting only: eager's CPU kernel has no unpivoted LU."""
     if not pivot or not _fits(A):
@@ -415,7 +402,7 @@ def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     return _lu_factor(A)
 
 
-@_register(aten.linalg_lu.default)
+@FAMILY.register(aten.linalg_lu.default)
 def linalg_lu(A, *, pivot=True):
     """(P, L, U) from the pivoted LU."""
     if not pivot or not _fits(A):
@@ -424,7 +411,7 @@ def linalg_lu(A, *, pivot=True):
     return _lu_unpack(LU, pivots)
 
 
-@_register(aten.lu_unpack.default)
+@FAMILY.register(aten.lu_unpack.default)
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """(P, L, U) of a compact LU (see _lu_unpack)."""
     if not _fits(LU_data):
@@ -432,7 +419,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return _lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
 
 
-@_register(aten.linalg_lu_solve.default)
+@FAMILY.register(aten.linalg_lu_solve.default)
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """A^-1 B, A^-T B or the right-hand forms, from a compact LU."""
     if not _fits(LU, B) or LU.dtype != B.dtype:
@@ -451,7 +438,7 @@ def _lu_as_eager(A: torch.Tensor):
     return LU, pivots
 
 
-@_register(aten._linalg_solve_ex.default)
+@FAMILY.register(aten._linalg_solve_ex.default)
 def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
     """(X, LU, pivots, info) with A X = B (or X A = B); B a vector or a batch
     of vectors as numpy's solve takes them."""
@@ -463,7 +450,7 @@ def _linalg_solve_ex(A, B, *, left=True, check_errors=False):
     return (X.squeeze(-1) if vector else X), LU, pivots, info
 
 
-@_register(aten.linalg_inv_ex.default)
+@FAMILY.register(aten.linalg_inv_ex.default)
 def linalg_inv_ex(A, *, check_errors=False):
     """(A^-1, info): eager solves A X = I."""
     if not _fits(A):
@@ -480,7 +467,7 @@ def _pivot_sign(pivots: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return torch.where(moved % 2 == 0, 1.0, -1.0).to(like.dtype)
 
 
-@_register(aten._linalg_det.default)
+@FAMILY.register(aten._linalg_det.default)
 def _linalg_det(A):
     """(det, LU, pivots): det(P) times the product of U's diagonal."""
     if not _fits(A):
@@ -489,7 +476,7 @@ def _linalg_det(A):
     return _pivot_sign(pivots, A) * LU.diagonal(0, -2, -1).prod(-1), LU, pivots
 
 
-@_register(aten._linalg_slogdet.default)
+@FAMILY.register(aten._linalg_slogdet.default)
 def _linalg_slogdet(A):
     """(sign, log|det|, LU, pivots); sign 0 and -inf for a singular A."""
     if not _fits(A):
@@ -688,7 +675,7 @@ def _ldl_block_forward(LD, X, k: int, rows) -> torch.Tensor:
     return _set_row(X, k + 1, (akm1 * bk - bkm1) / denominator)
 
 
-@_register(aten.linalg_ldl_factor_ex.default)
+@FAMILY.register(aten.linalg_ldl_factor_ex.default)
 def linalg_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     """(LD, pivots, info); `hermitian` is the same for real matrices."""
     if not _fits(A):
@@ -696,7 +683,7 @@ def linalg_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     return _ldl_factor(A)
 
 
-@_register(aten.linalg_ldl_solve.default)
+@FAMILY.register(aten.linalg_ldl_solve.default)
 def linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
     """A^-1 B from the compact LDL^T (see _ldl_solve)."""
     if not _fits(LD, B) or LD.dtype != B.dtype:
@@ -763,7 +750,7 @@ def _reflect(V: torch.Tensor, tau: torch.Tensor, C: torch.Tensor, left: bool, tr
     return C
 
 
-@_register(aten.geqrf.default)
+@FAMILY.register(aten.geqrf.default)
 def geqrf(A):
     """(compact QR, tau), see _geqrf."""
     if not _fits(A):
@@ -771,7 +758,7 @@ def geqrf(A):
     return _geqrf(A)
 
 
-@_register(aten.linalg_householder_product.default)
+@FAMILY.register(aten.linalg_householder_product.default)
 def linalg_householder_product(A, tau):
     """The first n columns of H_0 ... H_(t-1): the reflectors applied to I."""
     if not _fits(A, tau) or A.dtype != tau.dtype:
@@ -780,7 +767,7 @@ def linalg_householder_product(A, tau):
     return _reflect(A, tau, _eye(m, n, A).expand(A.shape), left=True, transpose=False)
 
 
-@_register(aten.ormqr.default)
+@FAMILY.register(aten.ormqr.default)
 def ormqr(A, tau, C, left=True, transpose=False):
     """op(Q) C or C op(Q) for Q from geqrf's compact form."""
     if not _fits(A, tau, C) or not A.dtype == tau.dtype == C.dtype:
@@ -803,7 +790,7 @@ def _qr(A: torch.Tensor, mode: str):
     return _reflect(M, tau, identity, left=True, transpose=False), R
 
 
-@_register(aten.linalg_qr.default)
+@FAMILY.register(aten.linalg_qr.default)
 def linalg_qr(A, mode="reduced"):
     """Q and R equal eager's: geqrf's reflectors (dlarfg's signs) and orgqr."""
     if not _fits(A) or mode not in ("reduced", "complete", "r"):
@@ -912,7 +899,7 @@ def _symmetric(A: torch.Tensor, uplo: str) -> torch.Tensor:
     return torch.where(read, A, A.mT)
 
 
-@_register(aten._linalg_eigh.default)
+@FAMILY.register(aten._linalg_eigh.default)
 @_on_flat_batch
 def _linalg_eigh(A, UPLO="L", compute_v=True):
     """(eigenvalues ascending, eigenvectors): values as eager's; vectors up to sign."""
@@ -984,7 +971,7 @@ def _svd(A: torch.Tensor, full_matrices: bool, compute_uv: bool):
     return U, S, V.mT
 
 
-@_register(aten._linalg_svd.default)
+@FAMILY.register(aten._linalg_svd.default)
 @_on_flat_batch
 def _linalg_svd(A, full_matrices=False, compute_uv=True, driver=None):
     """(U, S, Vh): singular values as eager's; singular vectors up to sign."""
@@ -1010,7 +997,7 @@ def _pinv_tolerance(A, S_max, atol, rtol):
     return torch.maximum(atol_t.unsqueeze(-1), rtol_t.unsqueeze(-1) * S_max)
 
 
-@_register(aten.linalg_pinv.atol_rtol_tensor)
+@FAMILY.register(aten.linalg_pinv.atol_rtol_tensor)
 @_on_flat_batch
 def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     """V diag(1/S) U^T over the singular values above the tolerance (for a
@@ -1046,7 +1033,7 @@ def _taylor_exp(X: torch.Tensor, degree: int) -> torch.Tensor:
     return T
 
 
-@_register(aten.linalg_matrix_exp.default)
+@FAMILY.register(aten.linalg_matrix_exp.default)
 @_on_flat_batch
 def linalg_matrix_exp(A):
     """Scaling and squaring: exp(A) = exp(A / 2^s)^(2^s) with s the least
@@ -1054,7 +1041,7 @@ def linalg_matrix_exp(A):
     12 in float32: its remainder is below the dtype's epsilon), then a loop
     of squarings, each matrix its own s of them (at most MAX_SQUARINGS[dtype]).
     Half precision (which eager takes here) computes in float32."""
-    if A.dtype in (torch.float16, torch.bfloat16) and _fits(A.float()):
+    if A.dtype in HALF_DTYPES and _fits(A.float()):
         return linalg_matrix_exp(A.float()).to(A.dtype)
     if not _fits(A):
         return NotImplemented

@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from .decompositions import chained_over
+from .registry import Family
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -93,7 +93,7 @@ def _resize(input, size, *, memory_format=None):
     return flat[:count].reshape(list(size))
 
 
-OURS = {
+FAMILY = Family("random", {
     aten.randint_like.default: _randint_like,
     aten.randint_like.low_dtype: _randint_like,
     aten.randint.low: _randint,
@@ -102,10 +102,4 @@ OURS = {
     aten.geometric.default: _geometric,
     aten.multinomial.default: _multinomial,
     aten.resize.default: _resize,
-}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(OURS, table)
+})

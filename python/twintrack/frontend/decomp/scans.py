@@ -31,11 +31,10 @@ import math
 
 import torch
 
-from .decompositions import chained_over
+from .dtypes import HALF_DTYPES
+from .registry import Family
 
 aten = torch.ops.aten
-
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def _promoted(input: torch.Tensor, dtype: torch.dtype | None) -> torch.dtype:
@@ -144,15 +143,8 @@ def logcumsumexp(input: torch.Tensor, dim: int) -> torch.Tensor:
     return _scan(input, dim, input.dtype, _log_add_exp, -math.inf)
 
 
-SCANS = {
+FAMILY = Family("scans", {
     aten.cumsum.default: cumsum,
     aten.cumprod.default: cumprod,
     aten.logcumsumexp.default: logcumsumexp,
-}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries to add to the frontend's decomposition table (`table`: the
-    table so far). Each scan replaces the table's entry for its op, falling
-    back to it only where the scan declines (complex inputs)."""
-    return chained_over(SCANS, table)
+})

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import chained_over, falling_back
+from .registry import Family
 
 aten = torch.ops.aten
 
@@ -116,13 +116,9 @@ def scatter_with_reduce(input, dim, index, src, reduce):
 DIM_OPS = (aten.scatter.src, aten.scatter.value, aten.scatter.reduce, aten.scatter.value_reduce,
            aten.scatter_add.default, aten.scatter_reduce.two, aten.index_add.default)
 
-SCATTERS = {aten.index_put.default: masked_index_put, **{op: _with_positive_dim(op) for op in DIM_OPS}}
-SCATTERS[aten.scatter_reduce.two] = falling_back(_with_positive_dim(aten.scatter_reduce.two), scatter_mean)
-SCATTERS.update({op: falling_back(_with_positive_dim(op), scatter_with_reduce)
-                 for op in (aten.scatter.reduce, aten.scatter.value_reduce)})
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(SCATTERS, table)
+FAMILY = Family("scatters", {aten.index_put.default: masked_index_put})
+FAMILY.add(aten.scatter_reduce.two, scatter_mean)  # where the dim's entry declines: reduce='mean'
+for op in (aten.scatter.reduce, aten.scatter.value_reduce):
+    FAMILY.add(op, scatter_with_reduce)
+for op in DIM_OPS:
+    FAMILY.add(op, _with_positive_dim(op), first=True)

@@ -26,22 +26,9 @@ from __future__ import annotations
 import torch
 
 from .loops import counted_while
+from .registry import Family
 
 aten = torch.ops.aten
-
-
-def decompositions(table: dict) -> dict:
-    """Entries to add to the frontend's decomposition table (`table`: the table so far)."""
-    return {
-        aten.sort.default: _sort,
-        aten.sort.stable: _sort_stable,
-        aten.topk.default: _topk,
-        aten.kthvalue.default: _kthvalue,
-        aten.median.dim: _median_dim,
-        aten.median.default: _median_all,
-        aten.nanmedian.dim: _nanmedian_dim,
-        aten.nanmedian.default: _nanmedian_all,
-    }
 
 
 # ---------------------------------------------------------------- the ops
@@ -288,3 +275,15 @@ class _PackedNetwork:
 
     def order(self, packed):
         return torch.remainder(packed, self.size)
+
+
+FAMILY = Family("sorts", {
+    aten.sort.default: _sort,
+    aten.sort.stable: _sort_stable,
+    aten.topk.default: _topk,
+    aten.kthvalue.default: _kthvalue,
+    aten.median.dim: _median_dim,
+    aten.median.default: _median_all,
+    aten.nanmedian.dim: _nanmedian_dim,
+    aten.nanmedian.default: _nanmedian_all,
+})

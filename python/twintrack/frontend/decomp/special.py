@@ -59,12 +59,12 @@ from fractions import Fraction
 
 import torch
 
-from .decompositions import chained_over
+from .dtypes import HALF_DTYPES
 from .loops import elementwise_while
+from .registry import Family
 
 aten = torch.ops.aten
 
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 INF, NAN = math.inf, math.nan
 
 # B_2, B_4, ..., B_24: the Bernoulli numbers of the asymptotic series
@@ -1058,7 +1058,7 @@ def _polynomial_entries(name: str, kernel) -> dict:
     return {op.default: tensors, op.x_scalar: x_scalar, op.n_scalar: n_scalar}
 
 
-OURS: dict = {
+FAMILY = Family("special", {
     aten.lgamma.default: _unary(_lgamma),
     aten.digamma.default: _unary(_digamma),
     aten.polygamma.default: _polygamma,
@@ -1106,10 +1106,4 @@ OURS: dict = {
     aten.gcd.default: _integer_pair(_gcd_of),
     aten.lcm.default: _integer_pair(_lcm_of),
     aten.angle.default: _angle,
-}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(OURS, table)
+})

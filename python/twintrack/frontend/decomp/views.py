@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .decompositions import chained_over
+from .registry import Family
 
 aten = torch.ops.aten
 
@@ -187,7 +187,7 @@ def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=No
     return torch.empty(list(size), dtype=dtype, device=device)
 
 
-OURS = {
+FAMILY = Family("views", {
     aten.as_strided_copy.default: _as_strided_copy,
     aten.as_strided.default: _as_strided_of_no_dims,
     aten.as_strided_scatter.default: _as_strided_scatter,
@@ -207,10 +207,4 @@ OURS = {
     aten.empty_strided.default: _empty_strided,
     aten.empty_like.default: _empty_like,
     aten.empty_permuted.default: _empty_permuted,
-}
-
-
-def decompositions(table: dict) -> dict:
-    """Entries for the frontend's decomposition table (`table`: the table so
-    far); each falls back to the table's own entry where it declines."""
-    return chained_over(OURS, table)
+})

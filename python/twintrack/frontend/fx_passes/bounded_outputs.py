@@ -20,9 +20,10 @@ from __future__ import annotations
 import torch
 from torch._guards import detect_fake_mode
 
-from .eager_semantics import _data_dependent, _model_line, _op_name
-from .errors import UsageError
-from .fx_splice import splice_traced
+from ...errors import UsageError
+from .graph_edit import splice_traced
+from .naming import model_line, op_name
+from .unsupported import data_dependent
 
 aten = torch.ops.aten
 fx = torch.fx
@@ -91,7 +92,7 @@ def bound_data_dependent_results(program: torch.export.ExportedProgram, decompos
     counts: dict = {}   # unbacked symbol -> its count node
     for node in list(graph.nodes):
         if node.op == "call_function" and (node.target in SINGLE or node.target in UNIQUES) \
-                and node.args and _data_dependent(node.meta.get("val")) and _supported_call(node):
+                and node.args and data_dependent(node.meta.get("val")) and _supported_call(node):
             _bound(graph, node, counts, decompositions)
     if not counts:
         return {}
@@ -125,7 +126,7 @@ def _bound(graph: fx.Graph, node: fx.Node, counts: dict, decompositions: dict) -
                                        decompositions, "bounded-outputs")
         counts[_symbol(expected[0])] = count
         for result, value in zip(results, expected):
-            if _data_dependent(value):
+            if data_dependent(value):
                 result.meta["bounded_by"] = _symbol(value)
         for user in list(node.users):
             user.replace_all_uses_with(results[user.args[1]])
@@ -172,8 +173,8 @@ def _carry_rows(graph: fx.Graph, counts: dict) -> dict[int, fx.Node]:
             graph.erase_node(node)
             continue
         if len(bounded) != 1 or not _keeps_rows(node):
-            raise UsageError(f"shapes that depend on the data are not supported: {_op_name(node)} at "
-                             f"{_model_line(node)} reads a result whose length depends on the data "
+            raise UsageError(f"shapes that depend on the data are not supported: {op_name(node)} at "
+                             f"{model_line(node)} reads a result whose length depends on the data "
                              f"(only pointwise ops, casts, unsqueeze and cat may follow one)")
         args, kwargs = fx.node.map_aggregate((node.args, node.kwargs),
                                              lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import torch
 import torch.utils._pytree as pytree
 
-from .eager_semantics import _holds_complex, _model_line, _op_name
-from .errors import UsageError
-from .fx_splice import located_at, splice_traced
+from ...errors import UsageError
+from .graph_edit import located_at, splice_traced
+from .naming import model_line, op_name
+from .unsupported import holds_complex
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -577,11 +578,11 @@ def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions
             continue
         fn = RULES.get(node.target) or RULES.get(getattr(node.target, "overloadpacket", None))
         if fn is None:
-            raise UsageError(f"complex dtypes are not supported: {_op_name(node)} at {_model_line(node)}")
+            raise UsageError(f"complex dtypes are not supported: {op_name(node)} at {model_line(node)}")
         try:
             replacement, is_pair = _inline_rule(graph, node, fn, pairs, decompositions)
         except _Refused as refusal:
-            raise UsageError(f"{_op_name(node)} at {_model_line(node)}: {refusal}") from None
+            raise UsageError(f"{op_name(node)} at {model_line(node)}: {refusal}") from None
         node.replace_all_uses_with(replacement)
         graph.erase_node(node)
         if is_pair:
@@ -594,7 +595,7 @@ def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions
 def _touches_complex(node: fx.Node) -> bool:
     if node.op == "output":
         return False
-    return any(_holds_complex(n.meta.get("val")) for n in [node, *node.all_input_nodes])
+    return any(holds_complex(n.meta.get("val")) for n in [node, *node.all_input_nodes])
 
 
 def _inline_rule(graph: fx.Graph, node: fx.Node, fn, pairs: set, decompositions: dict) -> tuple[fx.Node, bool]:

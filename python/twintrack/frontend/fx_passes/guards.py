@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch._guards import detect_fake_mode
 
-from .locations import stack_trace_source_key
+from ...locations import stack_trace_source_key
 
 aten = torch.ops.aten
 fx = torch.fx
@@ -86,7 +86,7 @@ def _fake(node: fx.Node, like: fx.Node) -> None:
 
 
 def _like(node: fx.Node, anchor: fx.Node) -> None:
-    """Located at the guarded op, and named after it (frontend._name_ops_in_locations)."""
+    """Located at the guarded op, and named after it (name_ops.py)."""
     node.meta["stack_trace"] = anchor.meta.get("stack_trace")
     node.meta["original_aten"] = anchor.meta.get("original_aten") or anchor.target
 

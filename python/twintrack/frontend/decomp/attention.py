@@ -1,0 +1,66 @@
+"""Attention in its own dtype, for the programs where that is safe
+(`entry_for`): PyTorch's own decomposition of scaled_dot_product_attention
+computes half precision in float32."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+
+def entry_for(program: torch.export.ExportedProgram) -> dict:
+    """The attention entry for this program: {} where its attention calls
+    disagree on their result's layout or one uses dropout."""
+    layout = _attention_layout(program)
+    if layout is None:
+        return {}
+    return {torch.ops.aten.scaled_dot_product_attention.default: functools.partial(_attention_in_its_dtype, layout)}
+
+
+def _attention_layout(program: torch.export.ExportedProgram) -> tuple[int, ...] | None:
+    """The memory order (outermost dimension first) that every attention call of
+    the program returns, if they agree and none uses dropout; else None. The
+    ops after an attention call were traced against that layout (a `view`
+    of its transpose), so its decomposition must keep it: PyTorch's own
+    returns another, and those views then fail on retrace (GPT-2)."""
+    orders = set()
+    for node in program.graph.nodes:
+        if node.target is not torch.ops.aten.scaled_dot_product_attention.default:
+            continue
+        options = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"), node.args[3:]), **node.kwargs)
+        if options.get("dropout_p", 0.0) != 0.0:
+            return None
+        strides = node.meta["val"].stride()
+        orders.add(tuple(sorted(range(len(strides)), key=lambda d: -strides[d])))
+    return orders.pop() if len(orders) == 1 else None
+
+
+def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                            enable_gqa=False):
+    """scaled_dot_product_attention (no dropout) as two matmuls and a softmax
+    in the inputs' dtype, its result in `layout` (the memory order PyTorch's
+    kernel returned when the model was traced). PyTorch's own decomposition
+    (its CPU math path) computes half-precision attention in float32: the
+    score matrix, the largest tensor of a transformer, would take twice the
+    memory, and the matmuls could not use fp16 tensor cores. The matmul
+    kernels accumulate in f32, and the softmax computes in f32 internally
+    (torch-mlir widens it). A boolean mask keeps the scores where it is
+    true; another is added to them. With grouped heads (enable_gqa) each
+    key/value head serves query heads / key heads consecutive query heads."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], dim=-3)
+        value = value.repeat_interleave(query.shape[-3] // value.shape[-3], dim=-3)
+    scores = (query * scale) @ key.transpose(-2, -1)
+    if is_causal:
+        rows, cols = scores.shape[-2], scores.shape[-1]
+        attn_mask = torch.ones(rows, cols, dtype=torch.bool, device=scores.device).tril()
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    output = torch.softmax(scores, dim=-1) @ value
+    inverse = sorted(range(len(layout)), key=lambda d: layout[d])
+    return output.permute(layout).contiguous().permute(inverse)

@@ -1,0 +1,102 @@
+"""The FX passes: the exported, decomposed program rewritten for torch-mlir,
+in the order of PIPELINE.
+
+Every pass has one interface, `run(program, report)`: it rewrites the
+ExportedProgram in place (its graph module, and where it must, its
+signature and constants) and records in the `FxReport` what the calling
+convention needs to know. The order matters:
+
+- zero-size values fold first: later passes and torch-mlir's lowerings
+  divide by the zero extent;
+- complex values become real pairs, and results whose length depends on
+  the data get a bound, before `refuse unsupported` looks for what is left
+  of either;
+- the run-time guards (and what they flag) come after the rewrites, so
+  they see the final ops;
+- names, bfloat16 constants and tensor metadata are bookkeeping for
+  torch-mlir's importer, once the graph no longer changes;
+- the calling convention last: it reads the final outputs and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ...calling import CallingConvention
+from ...phases import phase
+from ..decomp import frontend_table
+from .bfloat16_constants import bfloat16_constants_as_float32
+from .bounded_outputs import bound_data_dependent_results
+from .calling_convention import functional_results
+from .complex_pairs import carry_complex_as_pairs
+from .guards import add_guards
+from .name_ops import name_ops_in_locations
+from .tensor_metadata import refresh_tensor_metadata
+from .unsigned_operands import convert_unsigned_operands
+from .unsupported import refuse_unsupported
+from .zero_size import fold_zero_size_values
+
+
+@dataclass
+class FxReport:
+    """What the passes found, for the calling convention: `spec` names the
+    model in messages; `checks` asks for the run-time guards."""
+    spec: str
+    checks: bool = True
+    complex_outputs: set[int] = field(default_factory=set)   # output positions holding complex pairs
+    lengths: dict = field(default_factory=dict)                # output position -> its count node
+    violations: list = field(default_factory=list)             # the guards' flags, in graph order
+    calling: CallingConvention | None = None
+
+
+@dataclass(frozen=True)
+class FxPass:
+    name: str
+    run: Callable[[torch.export.ExportedProgram, FxReport], None]
+
+
+def _complex_pairs(program, report):
+    report.complex_outputs = carry_complex_as_pairs(program, frontend_table())
+
+
+def _bounded_results(program, report):
+    report.lengths = bound_data_dependent_results(program, frontend_table())
+
+
+def _guards(program, report):
+    report.violations = add_guards(program) if report.checks else []
+
+
+def _calling_convention(program, report):
+    report.calling = functional_results(program, report.spec, report.violations, report.complex_outputs,
+                                        report.lengths)
+
+
+def _on_program(rewrite):
+    """A pass that needs nothing from the report."""
+    return lambda program, report: rewrite(program)
+
+
+PIPELINE = (
+    FxPass("fold zero-size values", _on_program(fold_zero_size_values)),
+    FxPass("complex as pairs", _complex_pairs),
+    FxPass("bound data-dependent results", _bounded_results),
+    FxPass("refuse unsupported", _on_program(refuse_unsupported)),
+    FxPass("unsigned operands", _on_program(convert_unsigned_operands)),
+    FxPass("guards", _guards),
+    FxPass("name ops", _on_program(name_ops_in_locations)),
+    FxPass("bfloat16 constants", _on_program(bfloat16_constants_as_float32)),
+    FxPass("tensor metadata", _on_program(refresh_tensor_metadata)),
+    FxPass("calling convention", _calling_convention),
+)
+
+
+def run_pipeline(program: torch.export.ExportedProgram, report: FxReport) -> FxReport:
+    """Every pass of PIPELINE on `program`, in order, each timed as `fx: NAME`."""
+    for fx_pass in PIPELINE:
+        with phase(f"fx: {fx_pass.name}"):
+            fx_pass.run(program, report)
+    return report

@@ -1,0 +1,61 @@
+"""What torch-mlir takes in but cannot lower, refused with a clear error
+before it can take the process down."""
+
+from __future__ import annotations
+
+import torch
+
+from ...errors import UsageError
+from .naming import model_line, op_name
+
+aten = torch.ops.aten
+
+
+COMPLEX_DTYPES = (torch.complex32, torch.complex64, torch.complex128)
+
+
+def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
+    """Raise UsageError for what torch-mlir takes in but cannot lower,
+    where it would kill the process instead of failing, naming the first op
+    concerned and the model line it comes from:
+    - complex numbers: torch-mlir imports complex tensors, but no stage
+      after it lowers them (MLIR asserts in Type::getIntOrFloatBitWidth and
+      the process aborts at 'fusion');
+    - shapes that depend on the data (nonzero, masked_select): the static
+      pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
+    - a reshaping view of a zero-size tensor: torch-mlir divides by the
+      zero extent (SIGFPE at 'linalg')."""
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        problem = _unsupported(node)
+        if problem:
+            raise UsageError(f"{problem} are not supported: {op_name(node)} at {model_line(node)}")
+
+
+RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.as_strided.default,
+                   aten.unfold.default, aten.im2col.default)
+
+
+def _unsupported(node) -> str | None:
+    values = [n.meta.get("val") for n in [node, *node.all_input_nodes]]
+    if any(holds_complex(v) for v in values):
+        return "complex dtypes"
+    if any(data_dependent(v) for v in values):
+        return "shapes that depend on the data"
+    if node.target in RESHAPING_VIEWS and any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in values):
+        return "reshaping views of zero-size tensors"
+    return None
+
+
+def data_dependent(value) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(data_dependent(v) for v in value)
+    return isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
+
+
+def holds_complex(value) -> bool:
+    """Whether an FX node's value (a tensor, or a tuple/list of them) is complex."""
+    if isinstance(value, (tuple, list)):
+        return any(holds_complex(v) for v in value)
+    return isinstance(value, torch.Tensor) and value.dtype in COMPLEX_DTYPES
