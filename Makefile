@@ -82,7 +82,7 @@ test-all: lit pytest-all
 # GPU artifacts at benchmark size (bench/gpu_models.txt), for tools/gpu_check.py on a GPU machine.
 gpu-artifacts: $(BUILT)
 	mkdir -p artifacts && $(PY) -c "import json, sys; sys.path.insert(0, 'python'); from pathlib import Path; \
-	  from twintrack.coverage.at_commit import stamp; print(json.dumps(stamp(Path('.'))))" > artifacts/SOURCE.json
+	  from twintrack.harness.coverage.at_commit import stamp; print(json.dumps(stamp(Path('.'))))" > artifacts/SOURCE.json
 	grep -v '^#' bench/gpu_models.txt | while read -r name dtype model flags; do \
 	  $(PY) tools/compile.py "$$model" --pipeline gpu --dtype $$dtype $$flags -o artifacts/$$name -q > /dev/null || exit 1; \
 	done

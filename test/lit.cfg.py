@@ -78,13 +78,13 @@ config.substitutions.append(("%twintrack-opt", shlex.quote(tools["twintrack-opt"
 
 # One substitution per recipe stage, from the real recipes (every target).
 sys.path.insert(0, python_dir)
-from twintrack.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, available_pipelines, load_recipe  # noqa: E402
+from twintrack.compiler.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, available_pipelines, load_recipe  # noqa: E402
 
 stage_commands = {}
 for target in available_pipelines(DEFAULT_LOWERING_DIR):
     for stage in load_recipe(target, DEFAULT_LOWERING_DIR, PipelineVariables()).stages:
         if stage.python_passes:
-            command = [python, "-m", "twintrack.passes", ",".join(stage.python_passes)]
+            command = [python, "-m", "twintrack.compiler.passes", ",".join(stage.python_passes)]
         else:
             if stage.tool not in tools:
                 tools[stage.tool] = _find_tool(stage.tool, search)

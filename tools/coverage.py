@@ -115,7 +115,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def select_cases(args) -> list[str]:
     """The case ids the options name, in run order."""
-    from twintrack.coverage import cases, sample
+    from twintrack.harness.coverage import cases, sample
     if args.sample or args.update_expected:
         return list(sample.SAMPLE_CASES)
     if args.cases:
@@ -149,7 +149,7 @@ def evenly_spaced(ids: list[str], count: int) -> list[str]:
 
 def cpu_passes(args, run: dict) -> set[str]:
     """The cases the CPU report of the same commit says pass: what the GPU modes compile."""
-    from twintrack.coverage.report import Store
+    from twintrack.harness.coverage.report import Store
     store = Store.load(args.out_dir / "opinfo.json")
     if not store.cases:
         raise SystemExit(f"no CPU report in {args.out_dir}/opinfo.json: run the CPU suite first")
@@ -197,7 +197,7 @@ class Progress:
 
 
 def run_cases(ids: list[str], args, target: str, artifact_root: Path | None, on_result) -> None:
-    from twintrack.coverage.pool import Pool
+    from twintrack.harness.coverage.pool import Pool
     log = open(args.worker_log, "ab") if args.worker_log else None
     pool = Pool(args.jobs, args.timeout, args.recycle, stderr=log)
     requests = [{"case": i, "samples": args.samples, "target": target,
@@ -211,7 +211,7 @@ def run_cases(ids: list[str], args, target: str, artifact_root: Path | None, on_
 
 def open_store(args, run: dict):
     """The table this run writes; rows of another run refused (--retry takes them, marked)."""
-    from twintrack.coverage.report import Store
+    from twintrack.harness.coverage.report import Store
     json_path, _, _ = store_paths(args)
     store = Store(json_path) if args.fresh else Store.load(json_path)
     if not args.report_only:
@@ -259,14 +259,14 @@ def suite(args, source: dict) -> int:
 
 
 def _save(store, md_path: Path, title: str, ids: list[str]) -> None:
-    from twintrack.coverage.report import markdown
+    from twintrack.harness.coverage.report import markdown
     store.save(all(i in store.cases for i in ids))
     md_path.write_text(markdown(store, title))
 
 
 def sample_mode(args) -> int:
     """The fixed sample: compare with the expected file, or record it (never a downgrade)."""
-    from twintrack.coverage import sample
+    from twintrack.harness.coverage import sample
     results: dict[str, dict] = {}
     progress = Progress(len(sample.SAMPLE_CASES), len(sample.SAMPLE_CASES), args.quiet)
 
@@ -291,7 +291,7 @@ def sample_mode(args) -> int:
 def source_of_run(args, argv: list[str]) -> dict:
     """This run's source stamp (and out-dir); with --commit, this process
     first becomes the run from the commit's worktree."""
-    from twintrack.coverage.at_commit import run_source
+    from twintrack.harness.coverage.at_commit import run_source
     if args.commit and (args.sample or args.update_expected or args.retry):
         raise SystemExit("coverage.py: --commit is for whole runs: not with --sample, --update-expected or --retry")
     source, args.out_dir = run_source(REPO, args.commit, "tools/coverage.py", argv, args.out_dir,
@@ -303,12 +303,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     from twintrack.cli.common import sigterm_as_interrupt
-    from twintrack.coverage.at_commit import Refused
+    from twintrack.harness.coverage.at_commit import Refused
     sigterm_as_interrupt()
     if args.samples is None:
         args.samples = 1 if (args.sample or args.update_expected) else 2
     if args.check_gpu_artifacts:
-        from twintrack.coverage.gpu_numerics import check_directory
+        from twintrack.harness.coverage.gpu_numerics import check_directory
         return check_directory(args.check_gpu_artifacts)
     try:
         if args.sample or args.update_expected:

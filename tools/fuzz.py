@@ -84,7 +84,7 @@ def run_chunks(plan: list[tuple[int, int]], args, on_chunk) -> None:
     import subprocess
     import tempfile
 
-    from twintrack.fuzz.chunk import spec
+    from twintrack.harness.fuzz.chunk import spec
     running: dict[int, tuple[subprocess.Popen, Path]] = {}
     pending = list(reversed(plan))
     with tempfile.TemporaryDirectory(prefix="twintrack-fuzz-") as staging:
@@ -93,7 +93,7 @@ def run_chunks(plan: list[tuple[int, int]], args, on_chunk) -> None:
                 while pending and len(running) < max(1, args.jobs):
                     seed, size = pending.pop()
                     out = Path(staging) / f"seed-{seed}.json"
-                    command = [sys.executable, "-m", "twintrack.fuzz.chunk", json.dumps(spec(args, seed, size, out))]
+                    command = [sys.executable, "-m", "twintrack.harness.fuzz.chunk", json.dumps(spec(args, seed, size, out))]
                     running[seed] = (subprocess.Popen(command), out)
                 seed = _wait_any(running)
                 _hand_over(running.pop(seed), on_chunk)
@@ -126,9 +126,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     from twintrack.cli.common import sigterm_as_interrupt
-    from twintrack.coverage.at_commit import Refused, run_source
-    from twintrack.coverage.report import refuse_other_run
-    from twintrack.fuzz.campaign import RUN_KEYS, load_report, merge_chunk, pending_chunks, write_report
+    from twintrack.harness.coverage.at_commit import Refused, run_source
+    from twintrack.harness.coverage.report import refuse_other_run
+    from twintrack.harness.fuzz.campaign import RUN_KEYS, load_report, merge_chunk, pending_chunks, write_report
     sigterm_as_interrupt()
     if args.gpu_artifacts and args.target != "gpu-compile":
         print("fuzz.py: error: --gpu-artifacts needs --target gpu-compile", file=sys.stderr)

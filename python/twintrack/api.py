@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from .calling import LoadedArtifact
-from .driver import Compilation, compile_exported, copy_compilation, resume
+from .compiler.driver import Compilation, compile_exported, copy_compilation, resume
 from .errors import InputMismatchError, UsageError
 from .frontend.export import ExportedModel, ModelSource, export_model, model_state
-from .options import CompileOptions
+from .compiler.options import CompileOptions
 
 
 class Exported:
@@ -54,8 +54,8 @@ class Lowered:
         return self.compilation.text(stage)
 
     def save(self, outdir: str | Path) -> dict:
-        from .artifact import atomic_directory
-        from .artifact_writer import write_artifact
+        from .runtime.artifact import atomic_directory
+        from .compiler.artifact_writer import write_artifact
         with atomic_directory(Path(outdir)) as staging:
             return write_artifact(staging, self.compilation, self.exported.source.spec)
 
@@ -79,7 +79,7 @@ class Compiled:
             self._executable = self._gpu_executable()
             self._state = [t.cuda() for t in self._state] if torch.cuda.is_available() else self._state
         else:
-            from .cpu_jit import CpuExecutable, executable_text
+            from .compiler.cpu_jit import CpuExecutable, executable_text
             text = executable_text(compilation.module, model.arguments, model.outputs)
             self._executable = CpuExecutable(text, model.arguments, model.outputs)
 
@@ -87,7 +87,7 @@ class Compiled:
         """Package the kernels and plan into a private directory and load it."""
         import tempfile
 
-        from .artifact_writer import write_artifact
+        from .compiler.artifact_writer import write_artifact
         from .runtime import GpuExecutable
         self._artifact = tempfile.TemporaryDirectory(prefix="twintrack-gpu-")  # removed with this object
         write_artifact(Path(self._artifact.name), self.compilation, self.exported.source.spec)
@@ -100,8 +100,8 @@ class Compiled:
         """Write this compile's artifact, with the model's parameters and
         buffers (state.pt), so `twintrack.load(outdir)` runs it anywhere,
         on the inputs alone."""
-        from .artifact import atomic_directory, write_state
-        from .artifact_writer import write_artifact
+        from .runtime.artifact import atomic_directory, write_state
+        from .compiler.artifact_writer import write_artifact
         with atomic_directory(Path(outdir)) as staging:
             manifest = write_artifact(staging, self.compilation, self.exported.source.spec)
             write_state(staging, manifest, self._state)
@@ -166,7 +166,7 @@ def load(outdir: str | Path) -> "LoadedArtifact":
     """Load an artifact directory: a callable over (state..., inputs...)
     tensors that returns what the model returns (its scalar inputs were
     compiled in)."""
-    from .artifact import calling_convention, read_manifest, read_state, specs
+    from .runtime.artifact import calling_convention, read_manifest, read_state, specs
     from .errors import ArtifactError
     manifest = read_manifest(Path(outdir))
     if manifest.get("executable") is None:
@@ -174,7 +174,7 @@ def load(outdir: str | Path) -> "LoadedArtifact":
     if manifest["pipeline"] == "gpu":
         from . import runtime
         return runtime.load(outdir)
-    from .cpu_jit import CpuExecutable
+    from .compiler.cpu_jit import CpuExecutable
     try:
         text = (Path(outdir) / manifest["executable"]).read_text()
     except (OSError, UnicodeDecodeError) as e:

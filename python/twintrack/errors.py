@@ -45,7 +45,7 @@ class CompilerError(TwintrackError):
     def __init__(self, stage: str, diagnostics: list[str], reproducer=None, repro_dir: Path | None = None):
         self.stage = stage
         self.diagnostics = diagnostics
-        self.reproducer = reproducer  # twintrack.reproducer.Reproducer, when one can be made
+        self.reproducer = reproducer  # twintrack.compiler.reproducer.Reproducer, when one can be made
         self.repro_dir = repro_dir
         super().__init__(self._message())
 

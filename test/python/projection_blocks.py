@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from twintrack.zoo import TransformerBlock
+from twintrack.harness.zoo import TransformerBlock
 
 
 class SeparateQkvAttention(nn.Module):

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from twintrack.autotune import TuningCache
+from twintrack.compiler.autotune import TuningCache
 from twintrack.cli.tune import best_tiles
-from twintrack.kernels.matmul_common import MatmulOperands
-from twintrack.passes.gpu_matmul_kernels import _fitting, _generators, choose_kernel, load_tile_tables
+from twintrack.compiler.kernels.matmul_common import MatmulOperands
+from twintrack.compiler.passes.gpu_matmul_kernels import _fitting, _generators, choose_kernel, load_tile_tables
 from twintrack.tooling import find_libdevice, find_tool
 
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
@@ -112,8 +112,8 @@ def test_tuning_is_part_of_the_options_hash_and_the_pass_spec(tmp_path):
     names the cache or the variant."""
     from dataclasses import replace
 
-    from twintrack.options import CompileOptions
-    from twintrack.recipes import PipelineVariables, load_recipe
+    from twintrack.compiler.options import CompileOptions
+    from twintrack.compiler.recipes import PipelineVariables, load_recipe
 
     cache_path = tmp_path / "tuning.json"
     cache = TuningCache(cache_path)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import twintrack
-from twintrack import zoo
+from twintrack.harness import zoo
 from twintrack.errors import InputMismatchError
 
 

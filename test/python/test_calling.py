@@ -183,7 +183,7 @@ def test_a_damaged_executable_is_refused(cpu_artifact, tmp_path):
 
 
 def test_a_buffer_larger_than_memory_is_refused_before_the_run():
-    from twintrack.cpu_jit import check_memory
+    from twintrack.compiler.cpu_jit import check_memory
     from twintrack.errors import OutOfMemory
 
     def fn(x):

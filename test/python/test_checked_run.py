@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from twintrack.checked_run import ArtifactTrack, CheckedRun, Timing, eager_track
+from twintrack.harness.checked_run import ArtifactTrack, CheckedRun, Timing, eager_track
 from twintrack.frontend.export import ModelSource
 
 MLP = "zoo:mlp"
@@ -112,7 +112,7 @@ def test_an_artifact_track_is_checked_with_poisoned_outputs():
 
 def test_the_gpu_tools_import_no_mlir():
     """tools/gpu_check.py and tools/tune.py run where only torch and cuda-bindings are installed."""
-    code = ("import sys, twintrack.checked_run, twintrack.cli.gpu_check, twintrack.cli.tune; "
+    code = ("import sys, twintrack.harness.checked_run, twintrack.cli.gpu_check, twintrack.cli.tune; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('mlir', 'torch_mlir')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2] / "python")

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from twintrack.compare.gpu_profile import RUN_RANGE, kernels_from_trace
-from twintrack.compare.matching import kernel_groups
+from twintrack.harness.compare.gpu_profile import RUN_RANGE, kernels_from_trace
+from twintrack.harness.compare.matching import kernel_groups
 from twintrack.frontend.export import load_model
-from twintrack.inductor import compile_with_inductor
-from twintrack.numerics import float64_reference, random_inputs, relative_error
+from twintrack.harness.inductor import compile_with_inductor
+from twintrack.harness.numerics import float64_reference, random_inputs, relative_error
 from twintrack.calling import TensorSpec
 
 from conftest import REPO
@@ -165,7 +165,7 @@ def test_committed_bench_results_follow_the_schema():
 
 
 def test_wrapper_parse_reads_cuda_graph_partitions():
-    from twintrack.inductor.capture import _kernels_of_wrapper, _Recorder
+    from twintrack.harness.inductor.capture import _kernels_of_wrapper, _Recorder
     wrapper = '''
 triton_poi_fused_add_0 = async_compile.triton('triton_poi_fused_add_0', \'\'\'
 @triton.jit
@@ -196,7 +196,7 @@ def test_compare_pairs_the_matmuls_of_a_hugging_face_llama():
     """A real model: Dynamo and torch.export trace transformers' decorators
     differently; every twintrack matmul still sits beside an Inductor matmul."""
     pytest.importorskip("transformers")
-    from twintrack.compare.comparison import CompareRequest, run_comparison
+    from twintrack.harness.compare.comparison import CompareRequest, run_comparison
     report = run_comparison(CompareRequest(f"{REPO}/test/python/real_models.py:llama", repeat=2))
     assert report["tracks"]["twintrack"]["rel_error"] < 1e-5 and report["tracks"]["inductor"]["rel_error"] < 1e-5
     kinds = {track: {k["index"]: k for k in report["kernels"][track]} for track in ("twintrack", "inductor")}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from twintrack.compare.html_report import render_html
+from twintrack.harness.compare.html_report import render_html
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

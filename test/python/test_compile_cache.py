@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from twintrack import compile_cache
+from twintrack.compiler import compile_cache
 from twintrack.cli import compile as compile_cli
 
 FACTORY = """

@@ -12,7 +12,7 @@ import torch
 import twintrack
 from function_module import FunctionModule
 from twintrack.frontend.fx_passes.complex_pairs import PRIME_DFT_MAX, RULES
-from twintrack.coverage.outputs import compare_outputs
+from twintrack.harness.coverage.outputs import compare_outputs
 from twintrack.errors import TwintrackError
 from twintrack.tooling import find_libdevice, find_tool
 

@@ -18,10 +18,10 @@ import sys
 import pytest
 import torch
 
-from twintrack.coverage import at_commit, cases, outputs, sample
-from twintrack.coverage.at_commit import Refused
-from twintrack.coverage.pool import Pool
-from twintrack.coverage.report import Store
+from twintrack.harness.coverage import at_commit, cases, outputs, sample
+from twintrack.harness.coverage.at_commit import Refused
+from twintrack.harness.coverage.pool import Pool
+from twintrack.harness.coverage.report import Store
 
 
 def test_sample_matches_expected_statuses():
@@ -174,7 +174,7 @@ def test_seed_check_compares_complex_half_and_sparse_outputs():
     """The check for outputs that change with the seed reads every layout
     and dtype an op returns (torch.equal has no complex-half or sparse
     kernel: those cases failed as 'internal')."""
-    from twintrack.coverage.runner import _same_values
+    from twintrack.harness.coverage.runner import _same_values
     z = torch.complex(torch.ones(3), torch.zeros(3)).to(torch.complex32)
     assert _same_values(z, z.clone()) and not _same_values(z, z * 2)
     sparse = torch.eye(3).to_sparse()
@@ -191,7 +191,7 @@ def test_integers_are_exact():
 
 
 def test_signal_names():
-    from twintrack.coverage.pool import death_reason
+    from twintrack.harness.coverage.pool import death_reason
     assert death_reason(-11) == "crash (SIGSEGV)"
     assert death_reason(-6) == "crash (SIGABRT)"
     assert death_reason(3) == "crash (exit 3)"
@@ -199,7 +199,7 @@ def test_signal_names():
 
 @pytest.mark.parametrize("reason", ["crash (SIGSEGV)", "timeout after 300 s"])
 def test_reason_signature_keeps_crashes_apart(reason):
-    from twintrack.coverage.report import reason_signature
+    from twintrack.harness.coverage.report import reason_signature
     assert reason_signature(reason).split()[0] == reason.split()[0]
     assert not math.isnan(len(reason_signature(reason)))
 
@@ -207,7 +207,7 @@ def test_reason_signature_keeps_crashes_apart(reason):
 def test_gpu_check_accepts_any_order_of_ties():
     """On the GPU machine an argsort of bools (two values, many ties) is
     judged as on the CPU: by the values its indices address."""
-    from twintrack.coverage.gpu_numerics import judged
+    from twintrack.harness.coverage.gpu_numerics import judged
     source = torch.tensor([True, False, True, False])
     eager, ours = torch.tensor([1, 3, 0, 2]), torch.tensor([3, 1, 2, 0])
     assert not judged([ours], [eager], None, {}).ok

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from twintrack.recipes import load_recipe
+from twintrack.compiler.recipes import load_recipe
 
 
 def test_stop_after_prints_that_stage(run_tool, tmp_path):

@@ -5,8 +5,8 @@ import json
 import torch
 
 import twintrack
-from twintrack import zoo
-from twintrack.numerics import relative_error
+from twintrack.harness import zoo
+from twintrack.harness.numerics import relative_error
 
 
 def test_parameters_are_arguments_unless_frozen(run_tool, tmp_path):

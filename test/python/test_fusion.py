@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import copies_read_through
 
-from twintrack import zoo
+from twintrack.harness import zoo
 from twintrack.tooling import find_libdevice, find_tool
 
 needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,

@@ -11,10 +11,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from twintrack.coverage.at_commit import Refused
-from twintrack.fuzz.campaign import Campaign, complete, merge_chunk, pending_chunks, write_report
-from twintrack.fuzz.check import load_source
-from twintrack.fuzz.graphs import graph_sources
+from twintrack.harness.coverage.at_commit import Refused
+from twintrack.harness.fuzz.campaign import Campaign, complete, merge_chunk, pending_chunks, write_report
+from twintrack.harness.fuzz.check import load_source
+from twintrack.harness.fuzz.graphs import graph_sources
 
 QUICK = settings(max_examples=30, database=None, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
@@ -46,7 +46,7 @@ def test_shrinks_to_a_small_graph():
 
 
 def test_smoke_campaign(tmp_path):
-    from twintrack.coverage.pool import Pool
+    from twintrack.harness.coverage.pool import Pool
     pool = Pool(1, timeout_s=120)
     counter = iter(range(1 << 30))
 

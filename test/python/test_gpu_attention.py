@@ -93,7 +93,7 @@ def test_benchmark_attention_keeps_no_scores_buffer(artifact):
 def test_flash_schedule_holds_its_decisions():
     """The flash kernel's schedule is data: the ring depth, the look-ahead,
     the staged store and the exp2 flavour are fields, checked where made."""
-    from twintrack.kernels.flash_attention import FlashTileConfig
+    from twintrack.compiler.kernels.flash_attention import FlashTileConfig
 
     schedule = FlashTileConfig(64, 64, 64, tensor_cores=True, stages=3, lookahead=True, staged_store=True)
     assert (schedule.stages, schedule.lookahead, schedule.flushing_exp2) == (3, True, True)

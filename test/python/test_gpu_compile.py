@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from twintrack import numerics, zoo
+from twintrack.harness import numerics
+
+from twintrack.harness import zoo
 from twintrack.runtime import validate_plan
 from twintrack.tooling import find_libdevice, find_tool
 
@@ -156,7 +158,7 @@ def test_missing_ptxas_says_how_to_get_it(run_tool, tmp_path, monkeypatch):
 
 def test_host_op_the_runtime_cannot_run_is_named(run_tool, tmp_path):
     """With the outline stage removed, loops stay on the host: the plan names the op, where and the stage."""
-    from twintrack.recipes import DEFAULT_LOWERING_DIR
+    from twintrack.compiler.recipes import DEFAULT_LOWERING_DIR
     recipes = tmp_path / "recipes"
     (recipes / "shared").mkdir(parents=True)
     (recipes / "shared" / "frontend.toml").write_text((DEFAULT_LOWERING_DIR / "shared" / "frontend.toml").read_text())
@@ -191,7 +193,7 @@ def test_ptxas_failure_leaves_the_ptx_and_the_exact_command(tmp_path):
     import shlex
 
     from twintrack.errors import CompilerError
-    from twintrack.gpu_codegen import assemble
+    from twintrack.compiler.gpu_codegen import assemble
     bad_ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n"
     with pytest.raises(CompilerError) as failure:
         assemble("k", bad_ptx, "sm_90", tmp_path)
@@ -213,7 +215,7 @@ def test_compile_api_targets_the_gpu():
     assert "gpu.binary" in compiled.as_text()
     if not torch.cuda.is_available():
         pytest.skip("no GPU to run the compiled model (compiled and packaged fine)")
-    from twintrack.numerics import relative_error
+    from twintrack.harness.numerics import relative_error
     assert relative_error(compiled(x.cuda()).cpu(), module.double()(x.double())) < 1e-5
 
 

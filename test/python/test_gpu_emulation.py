@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from twintrack import driver, numerics
+from twintrack.compiler import driver
+
+from twintrack.harness import numerics
 
 from twintrack.frontend import export as frontend
-from twintrack.cpu_jit import CpuExecutable
-from twintrack.options import CompileOptions
-from twintrack.recipes import load_recipe
+from twintrack.compiler.cpu_jit import CpuExecutable
+from twintrack.compiler.options import CompileOptions
+from twintrack.compiler.recipes import load_recipe
 
 REDUCTIONS = Path(__file__).resolve().parents[2] / "bench" / "models" / "reductions.py"
 MODELS = [

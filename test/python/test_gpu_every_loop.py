@@ -21,12 +21,13 @@ from mlir import ir
 from mlir.dialects import arith
 
 import every_loop_models as models
-from twintrack import driver, numerics
+from twintrack.compiler import driver
+from twintrack.harness import numerics
 from twintrack.frontend import export as frontend
-from twintrack.cpu_jit import CpuExecutable, executable_text
-from twintrack.host_plan import extract_plan
-from twintrack.options import CompileOptions
-from twintrack.recipes import load_recipe
+from twintrack.compiler.cpu_jit import CpuExecutable, executable_text
+from twintrack.compiler.host_plan import extract_plan
+from twintrack.compiler.options import CompileOptions
+from twintrack.compiler.recipes import load_recipe
 from twintrack.runtime import validate_plan
 
 MODELS_FILE = Path(models.__file__)

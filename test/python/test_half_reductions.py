@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import twintrack
-from twintrack import numerics
+from twintrack.harness import numerics
 from twintrack.tooling import find_libdevice, find_tool
 
 from function_module import FunctionModule

@@ -1,6 +1,6 @@
 """Host-plan transforms that need neither MLIR nor a GPU."""
 
-from twintrack.host_plan import free_after_last_use
+from twintrack.compiler.host_plan import free_after_last_use
 from twintrack.runtime import validate_plan
 
 

@@ -23,7 +23,7 @@ import twintrack
 from function_module import FunctionModule
 from test_scatters import values
 from twintrack.frontend.decomp import indexing as ours
-from twintrack.coverage.outputs import compare_outputs
+from twintrack.harness.coverage.outputs import compare_outputs
 
 aten = torch.ops.aten
 NAN = math.nan

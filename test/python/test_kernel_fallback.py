@@ -6,14 +6,16 @@ error that names the kernel, its schedule and the torch op."""
 import pytest
 from mlir.dialects import memref
 
-from twintrack import driver, numerics
+from twintrack.compiler import driver
+
+from twintrack.harness import numerics
 
 from twintrack.frontend import export as frontend
-from twintrack.cpu_jit import CpuExecutable
+from twintrack.compiler.cpu_jit import CpuExecutable
 from twintrack.errors import CompilerError
-from twintrack.kernels.simt_matmul import SimtMatmulWriter
-from twintrack.options import CompileOptions
-from twintrack.recipes import load_recipe
+from twintrack.compiler.kernels.simt_matmul import SimtMatmulWriter
+from twintrack.compiler.options import CompileOptions
+from twintrack.compiler.recipes import load_recipe
 
 GEMM = "zoo:gemm?m=256&k=64&n=128"
 

@@ -12,7 +12,7 @@ import torch
 
 import twintrack
 from twintrack.frontend.decomp import linalg as decompose_linalg
-from twintrack.coverage.outputs import compare_outputs
+from twintrack.harness.coverage.outputs import compare_outputs
 
 
 class Call(torch.nn.Module):

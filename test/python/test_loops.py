@@ -11,7 +11,7 @@ import torch
 from mlir import ir
 
 import twintrack
-from twintrack.coverage.outputs import compare_tensor
+from twintrack.harness.coverage.outputs import compare_tensor
 from twintrack.frontend.decomp.loops import elementwise_while, tensor_while
 from twintrack.tooling import find_libdevice, find_tool
 

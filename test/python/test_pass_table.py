@@ -4,8 +4,8 @@ and a recipe's passes are importable by it."""
 import pytest
 
 from twintrack.errors import UsageError
-from twintrack.passes import PASSES, instantiate, pass_class, pass_name
-from twintrack.recipes import available_pipelines, load_recipe
+from twintrack.compiler.passes import PASSES, instantiate, pass_class, pass_name
+from twintrack.compiler.recipes import available_pipelines, load_recipe
 
 
 @pytest.mark.parametrize("name", sorted(PASSES))

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from twintrack.coverage.outputs import compare_tensor
+from twintrack.harness.coverage.outputs import compare_tensor
 
 from case_table import Case, CaseTable, by_dtype
 

@@ -1,13 +1,13 @@
-"""twintrack.timing: the one timing helper of run, compare, bench, gpu_check:
+"""twintrack.harness.timing: the one timing helper of run, compare, bench, gpu_check:
 warm-up, enough samples, the median with its spread, and the noisy flag in
 the text table, the HTML report and the bench markdown."""
 
 import time
 
-from twintrack.compare.benchmark import markdown_summary
-from twintrack.compare.html_report import _summary
-from twintrack.compare.table import render_table
-from twintrack.timing import NOISY_MARK, MIN_SECONDS, measure, summarize
+from twintrack.harness.compare.benchmark import markdown_summary
+from twintrack.harness.compare.html_report import _summary
+from twintrack.harness.compare.table import render_table
+from twintrack.harness.timing import NOISY_MARK, MIN_SECONDS, measure, summarize
 
 
 def test_summary_of_samples():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from twintrack import zoo
+from twintrack.harness import zoo
 
 
 @pytest.mark.parametrize("name", list(zoo.MODELS))

@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..compare.benchmark import BenchRequest, markdown_summary, read_model_table, run_benchmarks
+    from ..harness.compare.benchmark import BenchRequest, markdown_summary, read_model_table, run_benchmarks
     from ..errors import UsageError
     if not args.models.is_file():
         raise UsageError(f"{args.models}: no such model table")

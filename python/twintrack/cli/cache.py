@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import compile_cache
+from ..compiler import compile_cache
 from .common import CommandParser, add_debug_flag, run_main
 
 EPILOG = """\

@@ -1,4 +1,4 @@
-"""tools/compile.py and the compile cache (twintrack.compile_cache): a
+"""tools/compile.py and the compile cache (twintrack.compiler.compile_cache): a
 repeated command is answered before torch is imported, and a compile whose
 exported graph was compiled before copies that artifact instead.
 
@@ -20,7 +20,7 @@ import sysconfig
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import compile_cache
+from ..compiler import compile_cache
 from ..frontend.model_spec import absolute_model_spec, model_file
 from ..phases import phase
 
@@ -88,7 +88,7 @@ def reuse(cached: Path | None, outdir: Path, model: str, dtype: str | None, seco
     naming this command's model; returns the manifest, or None (a miss)
     where there is none or it went while being read (another process
     evicted it)."""
-    from ..artifact import MANIFEST, atomic_directory
+    from ..runtime.artifact import MANIFEST, atomic_directory
     if cached is None:
         return None
     try:

@@ -65,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..compare.comparison import CompareRequest, run_comparison
-    from ..compare.table import render_table
+    from ..harness.compare.comparison import CompareRequest, run_comparison
+    from ..harness.compare.table import render_table
     from ..errors import UsageError
     if args.device == "cuda":
         from ..runtime.cuda_driver import require_gpu
@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         write_whole(args.json, json.dumps(report, indent=1) + "\n")
     if args.html:
-        from ..compare.html_report import render_html
+        from ..harness.compare.html_report import render_html
         write_whole(args.html, render_html(report))
         progress(f"wrote {args.html}")
     return 0

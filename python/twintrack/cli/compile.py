@@ -10,12 +10,12 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from .. import compile_cache
+from ..compiler import compile_cache
 from ..locations import brief_source
 from ..frontend.model_spec import absolute_model_spec
 from ..phases import PhaseClock, phase, process_age, timing
-from ..options import PTXAS_FAST_COMPILE
-from ..recipes import DEFAULT_ARCH, available_pipelines
+from ..compiler.options import PTXAS_FAST_COMPILE
+from ..compiler.recipes import DEFAULT_ARCH, available_pipelines
 from . import cached
 from .common import CommandParser, add_debug_flag, progress, run_main
 
@@ -145,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, request: str | None) -> int:
     with phase("import torch and the compiler"):
-        from ..driver import KernelFallbackWarning
+        from ..compiler.driver import KernelFallbackWarning
         from ..frontend.export import export_model
         from ..frontend.model_spec import load_user_model
 
@@ -218,7 +218,7 @@ def check_gpu_options(args: argparse.Namespace) -> None:
 
 
 def compile_options(args: argparse.Namespace):
-    from ..options import CompileOptions
+    from ..compiler.options import CompileOptions
     check_gpu_options(args)
     allow_tf32 = args.pipeline == "gpu" and (torch_allows_tf32() if args.allow_tf32 is None else args.allow_tf32)
     return CompileOptions(pipeline=args.pipeline, freeze=args.freeze, stop_after=args.stop_after,
@@ -235,8 +235,8 @@ def compile_options(args: argparse.Namespace):
 def _compile_printing_only(exported, options, outdir: Path, on_stage):
     """--stop-after without -o: compile, write nothing; a failing pass still
     leaves its reproducer in OUTDIR/repro/ (atomic_directory writes it)."""
-    from ..artifact import atomic_directory
-    from ..driver import compile_exported
+    from ..runtime.artifact import atomic_directory
+    from ..compiler.driver import compile_exported
     from ..errors import CompilerError
     try:
         return compile_exported(exported, options, on_stage=on_stage)
@@ -248,9 +248,9 @@ def _compile_printing_only(exported, options, outdir: Path, on_stage):
 def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stage, say, elapsed):
     """Compile into OUTDIR, atomically: (manifest, compilation, untuned matmul
     keys). The compile time recorded is `elapsed()` (from loading the model)."""
-    from ..artifact import atomic_directory, record_compile_time
-    from ..artifact_writer import write_artifact
-    from ..driver import compile_exported
+    from ..runtime.artifact import atomic_directory, record_compile_time
+    from ..compiler.artifact_writer import write_artifact
+    from ..compiler.driver import compile_exported
 
     with atomic_directory(outdir) as staging:
         compilation = compile_exported(exported, options, on_stage=on_stage)
@@ -259,7 +259,7 @@ def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stag
             write_tuning_variants(staging / "tuning", exported, options, most_candidates(compilation), model,
                                   args.dtype, say)
             if gpu_present():
-                from ..autotune import TuningCache
+                from ..compiler.autotune import TuningCache
                 from .tune import tune
                 tune([staging / "tuning"], TuningCache.load(options.tuning_cache), say)
                 compilation = compile_exported(exported, options)
@@ -272,7 +272,7 @@ def _compile_artifact(exported, options, outdir: Path, model: str, args, on_stag
 
 def tuning_cache(args: argparse.Namespace) -> Path | None:
     """The cache the matmul kernels take their tiles from with --autotune (else None: the heuristic table)."""
-    from ..autotune import TuningCache, default_cache_path
+    from ..compiler.autotune import TuningCache, default_cache_path
     from ..errors import UsageError
 
     if not args.autotune:
@@ -290,7 +290,7 @@ def tuning_cache(args: argparse.Namespace) -> Path | None:
 
 
 def _tuning_notes(compilation) -> list[dict]:
-    from ..gpu_codegen import tuning_notes
+    from ..compiler.gpu_codegen import tuning_notes
     return list(tuning_notes(compilation.module).values())
 
 
@@ -313,8 +313,8 @@ def write_tuning_variants(directory: Path, exported, options, candidates: int, m
                           say) -> None:
     """The model compiled with the heuristic tiles, then once per candidate
     rank k (every matmul its k-th fitting tile), for tools/tune.py."""
-    from ..artifact_writer import write_artifact
-    from ..driver import compile_exported
+    from ..compiler.artifact_writer import write_artifact
+    from ..compiler.driver import compile_exported
 
     variants = [("heuristic", replace(options, tuning_cache=None))]
     variants += [(f"variant-{k}", replace(options, tuning_cache=None, tuning_variant=k)) for k in range(candidates)]

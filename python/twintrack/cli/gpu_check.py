@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .common import CommandParser, add_debug_flag, output_directory, progress, run_main, write_whole
 
 if TYPE_CHECKING:  # imported where used: torch loads only once a check starts
-    from ..checked_run import ArtifactTrack, CheckedRun, Track
+    from ..harness.checked_run import ArtifactTrack, CheckedRun, Track
 
 DESCRIPTION = """\
 Check the numerics, speed and memory of twintrack GPU artifacts against eager
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_one(outdir: Path) -> dict:
-    from ..checked_run import REPLAY_SEED, check_artifact
+    from ..harness.checked_run import REPLAY_SEED, check_artifact
 
     checked = check_artifact(outdir)
     artifact, run, manifest = checked.artifact, checked.run, checked.artifact.manifest
@@ -97,8 +97,8 @@ def _eager(run: CheckedRun, allow_tf32: bool) -> tuple[float | None, int | None]
     """Eager PyTorch's median time and peak memory on the GPU; (None, None)
     where the model cannot run there (a torch.export graph names the device
     it was traced on in its factory ops)."""
-    from ..checked_run import eager_track
-    from ..numerics import float32_matmuls
+    from ..harness.checked_run import eager_track
+    from ..harness.numerics import float32_matmuls
 
     try:
         eager = eager_track(run.source, "cuda")

@@ -38,12 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
 
-    from ..artifact import read_manifest, specs
+    from ..runtime.artifact import read_manifest, specs
     from ..errors import UsageError, user_code
     from ..frontend.export import model_state
     from ..frontend.model_spec import load_user_model
-    from ..numerics import compare, float64_reference, random_inputs
-    from ..timing import measure
+    from ..harness.numerics import compare, float64_reference, random_inputs
+    from ..harness.timing import measure
 
     manifest = read_manifest(args.outdir)
     device = args.device or ("cuda" if manifest["pipeline"] == "gpu" else "cpu")

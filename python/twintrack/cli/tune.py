@@ -58,7 +58,7 @@ def time_variant(artifact: Path) -> tuple[bool, float, list[dict]]:
     """(numerics ok, worst relative error, [{key, tile, ms}] of its tuned kernels)."""
     import torch
 
-    from ..checked_run import check_artifact
+    from ..harness.checked_run import check_artifact
 
     checked = check_artifact(artifact)
     torch.cuda.synchronize()
@@ -111,7 +111,7 @@ def tune(tuning_dirs: list[Path], cache, say=progress) -> tuple[dict, list[str],
 def main(args: argparse.Namespace) -> int:
     import torch
 
-    from ..autotune import TuningCache, default_cache_path
+    from ..compiler.autotune import TuningCache, default_cache_path
     from ..runtime.cuda_driver import require_gpu
 
     from ..errors import UsageError

@@ -70,7 +70,7 @@ class ExportedModel:
         with shapes, dtypes and strides, each op's source lines (kernel
         reports and diagnostics name them), the constants' values, the
         signature and the calling convention."""
-        from ..compile_cache import digest
+        from ..compiler.compile_cache import digest
         graph = self.program.graph_module.print_readable(print_output=False, include_stride=True, include_device=True)
         traces = [node.meta.get("stack_trace") or "" for node in self.program.graph.nodes]
         tensors = {**self.program.state_dict, **self.program.constants}
@@ -83,7 +83,7 @@ class ExportedModel:
 
 def _tensor_digest(tensor: torch.Tensor) -> str:
     """A digest of a tensor's dtype, shape and values (any dtype, any layout)."""
-    from ..compile_cache import digest
+    from ..compiler.compile_cache import digest
     flat = tensor.detach().cpu().contiguous().reshape(-1)
     return digest(f"{flat.dtype}{tuple(tensor.shape)}", flat.view(torch.uint8).numpy().tobytes())
 
@@ -110,7 +110,7 @@ def cast(source: ModelSource, dtype: str) -> ModelSource:
 
 def _load(spec: str) -> ModelSource:
     if spec.startswith("zoo:"):
-        from .. import zoo
+        from ..harness import zoo
         module, inputs = zoo.build(spec.removeprefix("zoo:"))
     elif ".py:" in spec:
         module, inputs = _load_factory(spec)
@@ -150,7 +150,7 @@ def _load_factory(spec: str):
     factory = getattr(user, factory_name, None)
     if not callable(factory):
         raise ModelLoadError(f"{path}: no callable '{factory_name}' (expected factory() -> (module, example_inputs))")
-    from ..zoo import integer_parameters
+    from ..harness.zoo import integer_parameters
     known = set(inspect.signature(factory).parameters)
     parameters = integer_parameters(query, known, f"{path}:{factory_name}")
     with user_code(f"{spec}: the factory failed"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..artifact import read_manifest, read_state
+from .artifact import read_manifest, read_state
 from ..calling import CallingConvention, LoadedArtifact
 from ..errors import ArtifactError, InputMismatchError
 from .cuda_driver import (

@@ -1,5 +1,5 @@
 // RUN: %stage-f32-intermediates %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes 'f32-intermediates{emulate_precision_casts=true}' %s | FileCheck %s --check-prefix=EAGER
+// RUN: %PYTHON -m twintrack.compiler.passes 'f32-intermediates{emulate_precision_casts=true}' %s | FileCheck %s --check-prefix=EAGER
 
 // Two bf16 ops fused into one body (softmax's normalization, then a
 // sigmoid): the first rounds its f32 result to bf16 and the second widens

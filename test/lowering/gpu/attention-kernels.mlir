@@ -1,4 +1,4 @@
-// RUN: %PYTHON -m twintrack.passes gpu-attention-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes gpu-attention-kernels %s | FileCheck %s
 
 // Q·Kᵀ (with its causal-mask epilogue, in place), the row-wise softmax
 // dispatch and P·V become one flash-attention kernel: a block per (64 query

@@ -1,5 +1,5 @@
 // RUN: %stage-distribute %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes gpu-serial-kernels %s | FileCheck %s --check-prefix=SERIAL
+// RUN: %PYTHON -m twintrack.compiler.passes gpu-serial-kernels %s | FileCheck %s --check-prefix=SERIAL
 
 // No loop stays on the host. A reduction with no parallel dims left (x.sum()
 // into a 0-d tensor) becomes one block striding the whole nest, its fill

@@ -1,4 +1,4 @@
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s
 
 // On sm_90 (no wgmma: the fallback for other chips), f16 and bf16 take the
 // mma.sync kernels; wgmma-kernels.mlir checks sm_90a, the recipe's default.

@@ -1,4 +1,4 @@
-// RUN: %PYTHON -m twintrack.passes reductions-innermost %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes reductions-innermost %s | FileCheck %s
 
 // A keepdim sum over the middle dim of a 3-D tensor: the reduction (d1)
 // moves after both parallel dims, so the parallel loops nest outside its

@@ -1,5 +1,5 @@
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a strict=true}' %s | FileCheck %s --check-prefixes=CHECK,WGMMA
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90 strict=true}' %s | FileCheck %s --check-prefixes=CHECK,MMA
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90a strict=true}' %s | FileCheck %s --check-prefixes=CHECK,WGMMA
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90 strict=true}' %s | FileCheck %s --check-prefixes=CHECK,MMA
 
 // Split-K (twintrack.kernels.split_k_matmul): a 512x512 f16 output has 64
 // tiles of 64x64 for 132 SMs, and K = 16384 is long, so the matmul takes a

@@ -1,7 +1,7 @@
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a}' %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s --check-prefix=SM90
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90a tf32=true}' %s | FileCheck %s --check-prefix=TF32
-// RUN: %PYTHON -m twintrack.passes 'gpu-matmul-kernels{arch=sm_90 tf32=true}' %s | FileCheck %s --check-prefix=EXACT
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90a}' %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90}' %s | FileCheck %s --check-prefix=SM90
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90a tf32=true}' %s | FileCheck %s --check-prefix=TF32
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90 tf32=true}' %s | FileCheck %s --check-prefix=EXACT
 
 // On sm_90a (H100/H200, the recipe's default arch) f16 and bf16 matmuls take
 // the warpgroup-MMA kernel (twintrack.kernels.wgmma_matmul); other chips keep

@@ -1,5 +1,5 @@
-// RUN: %PYTHON -m twintrack.passes tight-windows %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes tight-windows %s | %mlir-opt --pass-pipeline="builtin.module(func.func(linalg-fold-unit-extent-dims))" | FileCheck %s --check-prefix=FOLDED
+// RUN: %PYTHON -m twintrack.compiler.passes tight-windows %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes tight-windows %s | %mlir-opt --pass-pipeline="builtin.module(func.func(linalg-fold-unit-extent-dims))" | FileCheck %s --check-prefix=FOLDED
 
 // A ceil-mode max_pool3d as torch-mlir lowers it: the input padded to
 // 5x8x7, while the windows (one along D, three along H, two along W; 3x3x3,

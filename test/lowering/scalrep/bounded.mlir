@@ -1,5 +1,5 @@
 // RUN: %stage-scalrep %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes "bounded-scalar-replacement{most=2}" %s | FileCheck %s --check-prefix=BOUND
+// RUN: %PYTHON -m twintrack.compiler.passes "bounded-scalar-replacement{most=2}" %s | FileCheck %s --check-prefix=BOUND
 
 // The scalrep stage forwards a stored value to the load that reads it back
 // (upstream affine-scalrep). A function with more affine loads and stores

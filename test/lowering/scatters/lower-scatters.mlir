@@ -1,11 +1,11 @@
-// RUN: %PYTHON -m twintrack.passes lower-scatters %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes lower-scatters %s | FileCheck %s --check-prefix=GONE
-// RUN: %PYTHON -m twintrack.passes lower-scatters %s | %mlir-opt --pass-pipeline="builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map})" | FileCheck %s --check-prefix=BUFFERS
+// RUN: %PYTHON -m twintrack.compiler.passes lower-scatters %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes lower-scatters %s | FileCheck %s --check-prefix=GONE
+// RUN: %PYTHON -m twintrack.compiler.passes lower-scatters %s | %mlir-opt --pass-pipeline="builtin.module(one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map})" | FileCheck %s --check-prefix=BUFFERS
 
 // The scatters stage (Python pass lower-scatters, in torch-mlir's bindings)
 // turns each tm_tensor.scatter into an scf.for nest over tensors: extract
 // the update and the element it lands on, the combiner region inlined,
-// insert. (`python -m twintrack.passes` parses in upstream's bindings, which
+// insert. (`python -m twintrack.compiler.passes` parses in upstream's bindings, which
 // lack tm_tensor, so the pass module runs itself here.)
 
 // GONE-NOT: tm_tensor

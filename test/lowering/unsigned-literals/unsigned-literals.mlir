@@ -1,5 +1,5 @@
-// RUN: %PYTHON -m twintrack.passes unsigned-literals %s | FileCheck %s
-// RUN: %PYTHON -m twintrack.passes unsigned-literals %s | %torch-mlir-opt --pass-pipeline="builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)" | FileCheck %s --check-prefix=LINALG
+// RUN: %PYTHON -m twintrack.compiler.passes unsigned-literals %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes unsigned-literals %s | %torch-mlir-opt --pass-pipeline="builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)" | FileCheck %s --check-prefix=LINALG
 
 // torch-mlir's linalg pipeline refuses a ui8 tensor literal (it makes the
 // value signless, then the literal's type check fails). The pass builds each

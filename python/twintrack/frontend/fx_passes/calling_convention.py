@@ -30,12 +30,10 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     arguments = signature.user_inputs
     output_node = program.graph.output_node()
     values = list(output_node.args[0])
-    results: list[torch.fx.Node] = []
+    results: dict[torch.fx.Node, int] = {}  # in first-use order
 
     def result_of(node: torch.fx.Node) -> int:
-        if node not in results:
-            results.append(node)
-        return results.index(node)
+        return results.setdefault(node, len(results))
 
     mutations, written = [], {}
     for spec, value in zip(signature.output_specs, values):
@@ -55,7 +53,7 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
               for p, leaf in zip(positions, leaves)]
     guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
     out_spec = program.call_spec.out_spec
-    _return_only(program, results)
+    _return_only(program, list(results))
     _drop_unused_scalar_reads(program.graph)
     return CallingConvention(out_spec, leaves, mutations, guards)
 
@@ -117,17 +115,17 @@ def _leaf(value, arguments: list[str], written: dict, result_of, where: str, is_
 def _drop_unused_scalar_reads(graph: torch.fx.Graph) -> None:
     """Erase each `.item()` that now only feeds export's checks of its value
     (u0 >= 0 ...), with those checks: the value is read after the call."""
+    order = {n: i for i, n in enumerate(graph.nodes)}  # erasing keeps the others' order
     for node in [n for n in graph.nodes if n.target in SCALAR_READS]:
-        descendants, frontier = [], [node]
+        descendants, frontier = set(), [node]
         while frontier:
             for user in frontier.pop().users:
                 if user not in descendants:
-                    descendants.append(user)
+                    descendants.add(user)
                     frontier.append(user)
         if any(d.op == "output" or isinstance(d.meta.get("val"), torch.Tensor) for d in descendants):
             continue
-        order = {n: i for i, n in enumerate(graph.nodes)}
-        for dead in sorted(descendants + [node], key=order.get, reverse=True):
+        for dead in sorted(descendants | {node}, key=order.get, reverse=True):
             graph.erase_node(dead)
 
 

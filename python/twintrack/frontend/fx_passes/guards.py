@@ -39,7 +39,7 @@ class NodeBuilder:
 
     def __init__(self, graph: fx.Graph, anchor: fx.Node):
         self.graph, self.anchor = graph, anchor
-        self.mode = detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
+        self.mode = _fake_mode(graph, anchor)
 
     def __call__(self, op, *args) -> fx.Node:
         with self.graph.inserting_before(self.anchor):
@@ -49,6 +49,14 @@ class NodeBuilder:
             node.meta["val"] = op(*values)
         _like(node, self.anchor)
         return node
+
+
+def _fake_mode(graph: fx.Graph, anchor: fx.Node):
+    """The graph's fake mode, read off the anchor and its inputs (every fake
+    value of one graph shares it), so a pass over many sites does not scan
+    the graph for each; the whole graph only where those hold none."""
+    near = [anchor.meta.get("val"), *(n.meta.get("val") for n in anchor.all_input_nodes)]
+    return detect_fake_mode(near) or detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
 
 
 def _integer(node) -> bool:

@@ -1,0 +1,251 @@
+"""Host plan: the host function of a GPU compilation, turned into data.
+
+After kernel outlining, the host function only allocates and frees buffers,
+takes views of them, copies and launches kernels. Those steps are recorded in
+plan.json, which twintrack.runtime executes with torch tensors and the CUDA
+driver API, so the GPU machine needs no MLIR at all."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CompilerError
+from ..locations import short_location
+
+PLAN_VERSION = 1
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+           "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "index": "int64"}
+_VIEW_OPS = {"memref.expand_shape", "memref.collapse_shape", "memref.subview", "memref.cast",
+             "memref.reinterpret_cast"}
+_IGNORED = {"arith.constant", "func.return"}
+
+
+@dataclass
+class Plan:
+    arguments: list[dict]
+    steps: list[dict] = field(default_factory=list)
+
+    def launches(self) -> list[dict]:
+        return [s for s in self.steps if s["op"] == "launch"]
+
+    def to_json(self) -> dict:
+        return {"version": PLAN_VERSION, "arguments": self.arguments, "steps": self.steps}
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def dtype_name(element_type) -> str:
+    return _DTYPES.get(str(element_type), str(element_type))
+
+
+def _row_major(shape: list[int]) -> list[int]:
+    strides, running = [], 1
+    for size in reversed(shape):
+        strides.append(running)
+        running *= size
+    return list(reversed(strides))
+
+
+class _PlanBuilder:
+    def __init__(self, module, exported, directory: Path):
+        from mlir import ir
+        self.ir, self.module, self.directory = ir, module, directory
+        self.views: dict = {}     # SSA value -> view descriptor
+        self.scalars: dict = {}   # SSA value -> python number
+        self.globals = {op.operation.attributes["sym_name"].value: op.operation
+                        for op in module.body.operations if op.operation.name == "memref.global"}
+        self.plan = Plan(arguments=[s.to_json() for s in exported.arguments + exported.outputs])
+        self.buffer_count = 0
+
+    # -- values
+    @staticmethod
+    def _key(value):
+        return value  # ir.Value hashes by identity of the SSA value
+
+    def _memref_view(self, buffer: str, memref_type) -> dict:
+        strides, offset = memref_type.get_strides_and_offset()
+        return {"buffer": buffer, "offset": offset, "sizes": list(memref_type.shape), "strides": list(strides)}
+
+    def _fail(self, op, message: str):
+        raise CompilerError("plan", [f"{short_location(op.location)}: {message}"])
+
+    # -- ops
+    def build(self, func) -> Plan:
+        block = func.regions[0].blocks[0]
+        for argument in block.arguments:
+            self.views[self._key(argument)] = self._memref_view(f"arg{argument.arg_number}", argument.type)
+        for op in block.operations:
+            self.step(op.operation)
+        self.plan.steps = free_after_last_use(self.plan.steps)
+        return self.plan
+
+    def step(self, op) -> None:
+        name = op.name
+        if name == "arith.constant":
+            attr = op.attributes["value"]
+            if isinstance(attr, (self.ir.IntegerAttr, self.ir.FloatAttr)):
+                self.scalars[self._key(op.results[0])] = attr.value
+        elif name == "memref.alloc" or name == "memref.alloca":
+            self._alloc(op)
+        elif name == "memref.get_global":
+            self._constant(op)
+        elif name in _VIEW_OPS:
+            source = self.views[self._key(op.operands[0])]
+            self.views[self._key(op.results[0])] = self._memref_view(source["buffer"], op.results[0].type)
+        elif name == "memref.copy":
+            self.plan.steps.append({"op": "copy", "src": self.views[self._key(op.operands[0])],
+                                    "dst": self.views[self._key(op.operands[1])]})
+        elif name == "memref.dealloc":
+            self.plan.steps.append({"op": "free", "buffer": self.views[self._key(op.operands[0])]["buffer"]})
+        elif name == "gpu.launch_func":
+            self._launch(op)
+        elif name not in _IGNORED:
+            self._fail(op, f"host op '{name}' is not supported by the GPU runtime")
+
+    def _new_buffer(self) -> str:
+        self.buffer_count += 1
+        return f"b{self.buffer_count - 1}"
+
+    def _alloc(self, op) -> None:
+        memref_type = op.results[0].type
+        if not memref_type.has_static_shape:
+            self._fail(op, "dynamic shapes are not supported by the GPU host plan yet")
+        buffer = self._new_buffer()
+        self.plan.steps.append({"op": "alloc", "buffer": buffer, "shape": list(memref_type.shape),
+                                "dtype": dtype_name(memref_type.element_type)})
+        self.views[self._key(op.results[0])] = self._memref_view(buffer, memref_type)
+
+    def _constant(self, op) -> None:
+        import numpy as np
+        symbol = op.attributes["name"].value
+        initial = self.globals[symbol].attributes["initial_value"]
+        memref_type = op.results[0].type
+        array = self._constant_data(op, initial, dtype_name(memref_type.element_type))
+        shape = tuple(memref_type.shape)
+        if array.size == math.prod(shape):
+            array = array.reshape(shape)
+        elif array.size == 1:  # a splat
+            array = np.broadcast_to(array.reshape(()), shape)
+        else:
+            self._fail(op, f"constant {symbol} holds {array.size} values for shape {list(shape)}")
+        buffer = self._new_buffer()
+        constants = self.directory / "constants"
+        constants.mkdir(exist_ok=True)
+        np.save(constants / f"{buffer}.npy", np.ascontiguousarray(array))
+        self.plan.steps.append({"op": "constant", "buffer": buffer, "file": f"constants/{buffer}.npy",
+                                "shape": list(memref_type.shape), "dtype": dtype_name(memref_type.element_type)})
+        self.views[self._key(op.results[0])] = self._memref_view(buffer, memref_type)
+
+    def _constant_data(self, op, initial, element: str):
+        """A global's value as numpy: dense attributes directly, dense_resource
+        blobs (how torch-mlir stores frozen weights) from the module's resources."""
+        import numpy as np
+        dtype = _numpy_dtype(element)
+        if isinstance(initial, self.ir.DenseResourceElementsAttr) or "dense_resource<" in str(initial):
+            key = str(initial).split("<", 1)[1].split(">", 1)[0]
+            blob = self._resources().get(key)
+            if blob is None:
+                self._fail(op, f"constant {key} has no data in the module")
+            return np.frombuffer(blob[4:], dtype=dtype)  # the first 4 bytes hold the blob's alignment
+        if element == "bfloat16":  # the attribute's values are floats
+            values = [initial.get_splat_value().value] if initial.is_splat else [a.value for a in initial]
+            return _bfloat16_bits(values)
+        if initial.is_splat:
+            return np.array(initial.get_splat_value().value, dtype=dtype)
+        return np.array([a.value for a in initial], dtype=dtype)
+
+    def _resources(self) -> dict[str, bytes]:
+        if not hasattr(self, "_blobs"):
+            import re
+            text = self.module.operation.get_asm(large_elements_limit=None)
+            section = text.split("dialect_resources:", 1)[1] if "dialect_resources:" in text else ""
+            self._blobs = {name: bytes.fromhex(data) for name, data in
+                           re.findall(r'([\w.\-]+): "0x([0-9A-Fa-f]*)"', section)}
+        return self._blobs
+
+    def _launch(self, op) -> None:
+        view = op.opview
+        module_name, kernel_name = (part.strip("@") for part in str(op.attributes["kernel"]).split("::"))
+        args = []
+        for value in view.kernelOperands:
+            key = self._key(value)
+            if key in self.views:
+                args.append({"memref": self.views[key]})
+            elif key in self.scalars:
+                args.append({"scalar": self.scalars[key], "type": str(value.type)})
+            else:
+                self._fail(op, f"kernel argument {key} is neither a buffer nor a constant")
+        dims = [self.scalars[self._key(v)] for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
+                                                      view.blockSizeX, view.blockSizeY, view.blockSizeZ)]
+        shared = view.dynamicSharedMemorySize
+        attrs = op.attributes
+        self.plan.steps.append({
+            "op": "launch", "module": module_name, "kernel": kernel_name,
+            "grid": dims[:3], "block": dims[3:],
+            "dynamic_shared_bytes": self.scalars[self._key(shared)] if shared is not None else 0,
+            "args": args,
+            "source_ops": _strings(attrs, "twintrack.source_ops"),
+            "source_keys": _strings(attrs, "twintrack.source_keys"),
+            "flops": attrs["twintrack.flops"].value if "twintrack.flops" in attrs else None,
+            "bytes": attrs["twintrack.bytes"].value if "twintrack.bytes" in attrs else None,
+            "path": attrs["twintrack.path"].value if "twintrack.path" in attrs else "generic",
+        })
+
+
+def _strings(attrs, name: str) -> list[str]:
+    return [s.value for s in attrs[name]] if name in attrs else []
+
+
+def _buffers_used(step: dict) -> set[str]:
+    views = [step.get("src"), step.get("dst")] + [a.get("memref") for a in step.get("args", ())]
+    return {view["buffer"] for view in views if view}
+
+
+def free_after_last_use(steps: list[dict]) -> list[dict]:
+    """Each free moved up to right after the last step that uses its buffer.
+
+    Ownership-based deallocation frees at the end of the function, which
+    keeps every temporary live at once. Launches are stream-ordered and
+    torch's caching allocator reuses a freed block only for later work on the
+    same stream, so freeing right after the last launch that reads it is safe."""
+    frees = {s["buffer"] for s in steps if s["op"] == "free"}
+    last_use = {}
+    for index, step in enumerate(steps):
+        for buffer in ({step["buffer"]} if step["op"] in ("alloc", "constant") else _buffers_used(step)) & frees:
+            last_use[buffer] = index
+    freed_after: dict[int, list[str]] = {}
+    for buffer in sorted(frees):
+        freed_after.setdefault(last_use.get(buffer, len(steps) - 1), []).append(buffer)
+    result = []
+    for index, step in enumerate(steps):
+        if step["op"] != "free":
+            result.append(step)
+        result += [{"op": "free", "buffer": b} for b in freed_after.get(index, ())]
+    return result
+
+
+def extract_plan(module, exported, directory: Path) -> Plan:
+    """The plan of the module's host function `forward`."""
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and op.operation.attributes["sym_name"].value == "forward":
+            return _PlanBuilder(module, exported, directory).build(op.operation)
+    raise CompilerError("plan", ["no host function 'forward' in the module"])
+
+
+def _numpy_dtype(name: str):
+    """The NumPy dtype a constant of element type `name` is saved as:
+    NumPy has no bfloat16, so its 16-bit patterns go as uint16 (the runtime
+    reinterprets them by the plan step's dtype)."""
+    import numpy as np
+    return np.dtype({"bfloat16": "uint16", "bool": "bool_"}.get(name, name))
+
+
+def _bfloat16_bits(values: list[float]):
+    """bfloat16 values (exact in float32) as their 16-bit patterns."""
+    import numpy as np
+    return (np.array(values, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)

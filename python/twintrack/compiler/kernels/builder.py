@@ -1,0 +1,336 @@
+"""Kernel IR built in place through the `mlir` Python bindings.
+
+A generator builds its kernel as a `gpu.launch` right before the op it
+replaces, reading that op's operands as typed `ir.Value`s (the launch region
+is not isolated from above: outlining makes them the kernel's arguments).
+`KernelBuilder` holds what every generator shares: the constants (built
+once each, before the launch, so they dominate the whole body), index
+arithmetic, guarded blocks and loops. Everything else is the dialects' own
+op builders (`arith`, `scf`, `memref`, `vector`, `gpu`, `nvgpu`, `nvvm`,
+`llvm`). Only inline PTX stays text, because PTX is text.
+
+`build_launch` wraps a generator's work: any failure while building or
+verifying the kernel becomes a `KernelBuildError` naming the kernel, its
+schedule and the torch op it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import arith, gpu, scf, vector
+
+from ..._twintrack_cpp import nvvm_mma_shape
+
+KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
+
+_ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
+    "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
+    "index": ir.IndexType.get,
+}
+
+
+def element_type(name: str | ir.Type) -> ir.Type:
+    """The scalar type named `name` (f32, bf16, i64, index), or `name` itself if it is one."""
+    if isinstance(name, ir.Type):
+        return name
+    if name in _ELEMENT_TYPES:
+        return _ELEMENT_TYPES[name]()
+    if name.startswith("i") and name[1:].isdigit():
+        return ir.IntegerType.get_signless(int(name[1:]))
+    raise ValueError(f"not a scalar type this builder knows: {name}")
+
+
+def vector_of(width: int, element: str | ir.Type) -> ir.VectorType:
+    return ir.VectorType.get([width], element_type(element))
+
+
+def workgroup_memref(shape: Sequence[int], element: str | ir.Type) -> ir.MemRefType:
+    """A shared-memory (workgroup address space) buffer type."""
+    return ir.MemRefType.get(list(shape), element_type(element),
+                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"),
+                             loc=ir.Location.unknown())
+
+
+def mma_shape(m: int, n: int, k: int) -> ir.Attribute:
+    """#nvvm.shape<m, n, k>, through twintrack's C API (the bindings have no builder for it)."""
+    return nvvm_mma_shape(m, n, k)
+
+
+def is_float(t: ir.Type) -> bool:
+    return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
+
+
+class KernelBuildError(Exception):
+    """A kernel generator failed to build or verify its kernel: a compiler bug."""
+
+    def __init__(self, kernel: str, schedule: str, location: str, cause: BaseException | str):
+        self.kernel, self.schedule, self.location, self.cause = kernel, schedule, location, cause
+        super().__init__(f"kernel {kernel} ({schedule}) for {location}: {_first_problem(cause)}")
+
+
+def _first_problem(cause: BaseException | str) -> str:
+    """One line: the first diagnostic of a failed verification (the op and
+    what is wrong with it), else the exception's message."""
+    diagnostics = getattr(cause, "error_diagnostics", None)
+    if diagnostics:
+        first = diagnostics[0]
+        notes = "; ".join(str(n.message) for n in first.notes)
+        return f"{first.message} ({first.location})" + (f"; {notes}" if notes else "")
+    text = " ".join(str(cause).split())
+    return text or type(cause).__name__
+
+
+@dataclass
+class Loop:
+    """An scf.for being built: its induction variable and carried values;
+    `results` once its body yielded."""
+    op: scf.ForOp
+    yielded: list[ir.Value] = field(default_factory=list)
+
+    @property
+    def induction(self) -> ir.Value:
+        return self.op.induction_variable
+
+    @property
+    def carried(self) -> list[ir.Value]:
+        return list(self.op.inner_iter_args)
+
+    @property
+    def results(self) -> list[ir.Value]:
+        return list(self.op.results)
+
+    def yield_(self, values: Sequence[ir.Value]) -> None:
+        self.yielded = list(values)
+
+
+class KernelBuilder:
+    """Shared state of one kernel being built: where its constants go, and
+    the path recorded on its loops and barriers for the kernel report."""
+
+    def __init__(self, constants_at: ir.InsertionPoint, path: str = ""):
+        self.thread: ir.Value | None = None  # the thread's index in its block, once the launch exists
+        self._constants_at = constants_at
+        self._constants: dict[tuple, ir.Value] = {}
+        self.path = path
+
+    # ------------------------------------------------------------ constants
+    def constant(self, value: int | float, type_: str | ir.Type) -> ir.Value:
+        """`value` of `type_` (a scalar or a vector splat), built once, before the launch."""
+        t = element_type(type_) if isinstance(type_, str) else type_
+        key = (str(t), repr(value))
+        if key not in self._constants:
+            with self._constants_at:
+                self._constants[key] = arith.ConstantOp(t, _attribute(value, t)).result
+        return self._constants[key]
+
+    def index(self, value: int) -> ir.Value:
+        return self.constant(value, "index")
+
+    def constant_of(self, op: ir.Operation) -> ir.Value:
+        """An arith.constant of the source IR (an epilogue's, say), cloned once, before the launch."""
+        key = (str(op.results[0].type), str(op.attributes["value"]))
+        if key not in self._constants:
+            self._constants[key] = op.clone(ip=self._constants_at).results[0]
+        return self._constants[key]
+
+    # ------------------------------------------------------------ index arithmetic
+    def add(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        return arith.addi(a, self.index(b) if isinstance(b, int) else b)
+
+    def sub(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        return arith.subi(a, self.index(b) if isinstance(b, int) else b)
+
+    def mul(self, a: ir.Value, b: int) -> ir.Value:
+        """a * b; nothing built for b == 1 (canonicalize folds the rest)."""
+        return a if b == 1 else arith.muli(a, self.index(b))
+
+    def div(self, a: ir.Value, b: int) -> ir.Value:
+        return a if b == 1 else arith.divui(a, self.index(b))
+
+    def rem(self, a: ir.Value, b: int) -> ir.Value:
+        return arith.remui(a, self.index(b))
+
+    def less(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        """a < b, unsigned (indices)."""
+        return arith.cmpi(arith.CmpIPredicate.ult, a, self.index(b) if isinstance(b, int) else b)
+
+    def tree(self, values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
+        """`combine` over all `values`, pairwise: a dependency chain log2(n)
+        ops deep instead of n, which is what a warp waits on."""
+        while len(values) > 1:
+            pairs = [combine(a, b) for a, b in zip(values[::2], values[1::2])]
+            values = pairs + values[len(pairs) * 2:]
+        return values[0]
+
+    # ------------------------------------------------------------ vectors
+    def lane(self, value: ir.Value, position: int) -> ir.Value:
+        """Element `position` of a 1-D vector."""
+        return vector.extract(value, [], [position])
+
+    def load(self, width: int, element: str | ir.Type, buffer: ir.Value, indices: Sequence[ir.Value],
+             alignment: int | None = None) -> ir.Value:
+        """A `width`-wide vector.load at `indices` of `buffer`, aligned to `alignment` bytes."""
+        op = vector.LoadOp(vector_of(width, element), buffer, list(indices),
+                           alignment=alignment)
+        return op.result
+
+    def store(self, value: ir.Value, buffer: ir.Value, indices: Sequence[ir.Value],
+              alignment: int | None = None) -> None:
+        vector.StoreOp(value, buffer, list(indices), alignment=alignment)
+
+    # ------------------------------------------------------------ control flow
+    @contextlib.contextmanager
+    def only_if(self, condition: ir.Value | None) -> Iterator[None]:
+        """What the block builds, under `scf.if condition` (unguarded for None)."""
+        if condition is None:
+            yield
+            return
+        guarded = scf.IfOp(condition)
+        with ir.InsertionPoint(guarded.then_block):
+            yield
+            scf.YieldOp([])
+
+    @contextlib.contextmanager
+    def either(self, condition: ir.Value) -> Iterator[tuple[Callable, Callable]]:
+        """An scf.if with an else block and no results: yields (then, else_),
+        context managers building each side."""
+        branch = scf.IfOp(condition, has_else=True)
+
+        @contextlib.contextmanager
+        def side(block):
+            with ir.InsertionPoint(block):
+                yield
+                scf.YieldOp([])
+        yield (lambda: side(branch.then_block)), (lambda: side(branch.else_block))
+
+    @contextlib.contextmanager
+    def loop(self, start: ir.Value | int, stop: ir.Value | int, step: ir.Value | int,
+             carried: Sequence[ir.Value] = (), tagged: bool = True) -> Iterator[Loop]:
+        """An scf.for; the body is built inside the block and ends with the
+        values given to `Loop.yield_` (carried as `carried`). `tagged`
+        records the kernel's path on the loop for the kernel report."""
+        bounds = [self.index(v) if isinstance(v, int) else v for v in (start, stop, step)]
+        op = scf.ForOp(*bounds, list(carried))
+        if tagged and self.path:
+            self.tag(op)
+        frame = Loop(op)
+        with ir.InsertionPoint(op.body):
+            yield frame
+            scf.YieldOp(frame.yielded)
+
+    def barrier(self) -> None:
+        """gpu.barrier, naming the kernel's path: when K is one step, the K
+        loop (which names it as well) folds away, and the barriers stay."""
+        self.tag(gpu.BarrierOp())
+
+    def place_constants_before(self, op: ir.Operation) -> None:
+        """Constants built from now on go right before `op` (the launch)."""
+        self._constants_at = ir.InsertionPoint(op)
+
+    def discard(self, launch) -> None:
+        """Erase a launch that failed to build, and the constants built for it."""
+        if launch is not None:
+            launch.operation.erase()
+        for value in reversed(list(self._constants.values())):
+            if not list(value.uses):
+                value.owner.erase()
+        self._constants.clear()
+
+    def tag(self, op) -> None:
+        operation = op.operation if hasattr(op, "operation") else op
+        operation.attributes[KERNEL_PATH_ATTR] = ir.StringAttr.get(self.path)
+
+
+# gpu.all_reduce's kinds by name (gpu_distribute.COMBINERS and its integer ones)
+ALL_REDUCE_OPS = {
+    "add": gpu.AllReduceOperation.ADD, "mul": gpu.AllReduceOperation.MUL,
+    "maximumf": gpu.AllReduceOperation.MAXIMUMF, "minimumf": gpu.AllReduceOperation.MINIMUMF,
+    "maxnumf": gpu.AllReduceOperation.MAXNUMF, "minnumf": gpu.AllReduceOperation.MINNUMF,
+    "or": gpu.AllReduceOperation.OR, "and": gpu.AllReduceOperation.AND,
+    "maxsi": gpu.AllReduceOperation.MAXSI, "minsi": gpu.AllReduceOperation.MINSI,
+}
+
+
+def block_all_reduce(kind: str, partial: ir.Value) -> tuple[ir.Value, ir.Operation]:
+    """(the block's combination of every thread's `partial`, the all_reduce
+    op). The shuffles it lowers to move 32-bit words (nvvm.shfl.sync takes
+    nothing else): booleans travel as i32, f16 and bf16 as f32 (exact for
+    max and min; a sum or product rounds once, at the end)."""
+    t = partial.type
+    if isinstance(t, ir.IntegerType) and t.width == 1:
+        wide = arith.extui(ir.IntegerType.get_signless(32), partial)
+    elif isinstance(t, ir.FloatType) and t.width < 32:
+        wide = arith.extf(ir.F32Type.get(), partial)
+    else:
+        wide = partial
+    reduced = gpu.AllReduceOp(wide, op=ALL_REDUCE_OPS[kind], uniform=True)
+    if wide is partial:
+        return reduced.result, reduced.operation
+    narrow = arith.trunci(t, reduced.result) if isinstance(t, ir.IntegerType) else arith.truncf(t, reduced.result)
+    return narrow, reduced.operation
+
+
+def _attribute(value: int | float, t: ir.Type) -> ir.Attribute:
+    if isinstance(t, ir.VectorType):
+        return ir.DenseElementsAttr.get_splat(t, _attribute(value, t.element_type))
+    if is_float(t):
+        return ir.FloatAttr.get(t, float(value))
+    return ir.IntegerAttr.get(t, int(value))
+
+
+@dataclass(frozen=True)
+class LaunchIds:
+    """The block's place in the grid and the thread's in the block (x only:
+    the launches here are 1-D blocks)."""
+    block_x: ir.Value
+    block_y: ir.Value
+    block_z: ir.Value
+    thread: ir.Value
+    workgroup: tuple[ir.Value, ...]   # the launch's workgroup buffers, in the order asked for
+
+
+def build_launch(before: ir.Operation, kernel: str, schedule: str, grid: tuple[int, int, int], threads: int,
+                 body: Callable[[KernelBuilder, LaunchIds], None], path: str = "",
+                 workgroup: Sequence[ir.MemRefType] = (), dynamic_shared_bytes: int = 0) -> ir.Operation:
+    """A gpu.launch of `kernel` on `grid` blocks of `threads` threads, built
+    right before `before` and located at it (so kernel ops name the torch
+    op). `body(builder, ids)` builds the kernel's body; `workgroup` buffers
+    are the launch's workgroup attributions, `dynamic_shared_bytes` its
+    dynamic shared memory. Any failure, in building or in verifying the
+    launch, is a KernelBuildError naming the kernel, `schedule` and the op."""
+    location = before.location
+    with location, ir.InsertionPoint(before):
+        builder = KernelBuilder(ir.InsertionPoint.current, path)
+        launch = None
+        try:
+            sizes = [builder.index(v) for v in (*grid, threads, 1, 1)]
+            shared = builder.constant(dynamic_shared_bytes, "i32") if dynamic_shared_bytes else None
+            launch = gpu.LaunchOp(sizes[:3], sizes[3:], dynamic_shared_memory_size=shared)
+            builder.place_constants_before(launch.operation)
+            launch.attributes["module"] = ir.FlatSymbolRefAttr.get(kernel)
+            launch.attributes["function"] = ir.FlatSymbolRefAttr.get(kernel)
+            block = launch.regions[0].blocks[0]
+            buffers = tuple(block.add_argument(t, location) for t in workgroup)
+            if workgroup:
+                launch.attributes["workgroup_attributions"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), len(workgroup))
+            arguments = list(block.arguments)
+            ids = LaunchIds(*arguments[0:3], arguments[3], buffers)
+            builder.thread = ids.thread
+            with ir.InsertionPoint(block):
+                body(builder, ids)
+                gpu.TerminatorOp()
+            launch.operation.verify()
+        except Exception as error:  # noqa: BLE001 - every failure here is the generator's
+            builder.discard(launch)
+            raise KernelBuildError(kernel, schedule, _short(location), error) from error
+    return launch.operation
+
+
+def _short(location: ir.Location) -> str:
+    text = str(location)
+    return text[4:-1] if text.startswith("loc(") else text

@@ -1,0 +1,373 @@
+"""What the matmul kernel generators share: the operand description, the
+launch around a kernel body, and the global-to-shared tile copy, built in
+place through the `mlir` bindings (twintrack.compiler.kernels.builder)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, memref, vector
+
+from .builder import KERNEL_PATH_ATTR, KernelBuilder, LaunchIds, build_launch, vector_of
+from .epilogue import Epilogue, EpilogueWriter
+
+__all__ = ["KERNEL_PATH_ATTR"]
+VECTOR_BYTES = 16
+
+
+@dataclass(frozen=True)
+class MatmulOperands:
+    """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N), as memref types.
+    With `b_transposed`, the B buffer holds Bᵀ (batch?, N, K), as a linear
+    layer's weight does."""
+    a_type: str
+    b_type: str
+    c_type: str
+    batch: int | None
+    m: int
+    n: int
+    k: int
+    in_element: str   # f32, f16, bf16
+    out_element: str
+    b_transposed: bool = False
+    view: OutputView | None = None  # how the epilogue sees C, and where C is stored
+    tf32: bool = False  # f32 operands may be multiplied as tf32 (10 mantissa bits: --allow-tf32)
+
+
+@dataclass(frozen=True)
+class OutputView:
+    """C (batch?, M, N) as the epilogue's loops see it, and stored through
+    them. Each dim of C splits into `splits[d]` (an expand_shape: a 3-D
+    linear's rows (B·S) as (B, S), a projection's columns as (heads, dim),
+    attention's batch (B·H) as (B, H)); split dim r is loop dim
+    `loop_dims[r]` (the epilogue's indexing map of C); the output element of
+    loop indices i is at (i[d] for d in `store_dims`) (its output map)."""
+    splits: tuple[tuple[int, ...], ...]
+    loop_dims: tuple[int, ...]
+    store_dims: tuple[int, ...]
+
+    def loop_indices(self, w: KernelBuilder, c_indices: list[ir.Value]) -> list[ir.Value]:
+        split = [part for index, sizes in zip(c_indices, self.splits) for part in _delinearize(w, index, sizes)]
+        loops: list = [None] * len(split)
+        for r, index in enumerate(split):
+            loops[self.loop_dims[r]] = index
+        return loops
+
+    def contiguous(self, width: int) -> bool:
+        """Do `width` consecutive columns of C (from a multiple of `width`)
+        land side by side in the output (one vector store)?"""
+        return self.splits[-1][-1] % width == 0 and self.loop_dims[-1] == self.store_dims[-1]
+
+
+def _delinearize(w: KernelBuilder, index: ir.Value, sizes: tuple[int, ...]) -> list[ir.Value]:
+    """`index` into a dim of sizes[0]·sizes[1]·… as one index per size (row-major)."""
+    parts, inner = [], 1
+    for k in range(len(sizes) - 1, -1, -1):
+        part = w.div(index, inner) if k == 0 else w.rem(w.div(index, inner), sizes[k])
+        parts.append(part)
+        inner *= sizes[k]
+    return parts[::-1]
+
+
+def vector_position(w: KernelBuilder, flat: ir.Value, cols: int, width: int) -> tuple[ir.Value, ir.Value]:
+    """(row, col) of the `flat`-th `width`-wide vector of a tile `cols` wide, row by row."""
+    return w.div(flat, cols // width), w.mul(w.rem(flat, cols // width), width)
+
+
+def accumulator_position(w: KernelBuilder, lane: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(row, col) of a lane's first accumulator pair in the m16n8 fragment
+    of mma.sync (and of each warp's part of wgmma): rows lane/4 and
+    lane/4 + 8, columns 2*(lane%4) and the next."""
+    return w.div(lane, 4), w.mul(w.rem(lane, 4), 2)
+
+
+def element_bytes(element: str) -> int:
+    """Bytes of an element type (f32, bf16, i64, f8E4M3FN; index: 8)."""
+    bits = re.match(r"[a-z]+(\d+)", str(element))
+    return max(1, int(bits.group(1)) // 8) if bits else 8
+
+
+def vector_type(width: int, element: str | ir.Type) -> ir.VectorType:
+    return vector_of(width, element)
+
+
+@dataclass(frozen=True)
+class KernelOperands:
+    """The values a matmul kernel reads and writes, where its launch is
+    built: A, B, C, the epilogue's tensor inputs (in `tensor_inputs` order)
+    and the buffers it gathers from."""
+    a: ir.Value
+    b: ir.Value
+    c: ir.Value
+    epilogue: tuple[ir.Value, ...] = ()
+    captured: tuple[ir.Value, ...] = ()
+
+
+@dataclass(frozen=True)
+class TileCopy:
+    """rows x cols elements at `origin` of a global operand (`source`), read
+    as `width`-wide vectors spread over the block's threads; `store(value,
+    row, col)` puts each into shared memory."""
+    rows: int
+    cols: int
+    width: int
+    source: ir.Value
+    origin: tuple[ir.Value, ir.Value]
+    store: Callable[[ir.Value, ir.Value, ir.Value], None]
+
+
+class TiledMatmulWriter:
+    """Base of the generators: one block per (BM x BN tile of C, batch).
+    A writer builds its kernel with `build` (or several share one launch:
+    `build_horizontal`); while the body is built, `w` is the kernel's
+    builder, `tid` the thread's index, `block_n/block_m/batch` the block's
+    place, `shared` the workgroup buffers, and `a/b/c` the operands."""
+
+    path = "tiled-matmul"
+
+    def __init__(self, ops: MatmulOperands, config, kind: str, accumulate: bool, epilogue: Epilogue | None = None):
+        """`config`: a tile configuration (bm, bn, threads, label()); `kind`
+        names the generator in the kernel report's path."""
+        self.ops, self.cfg, self.accumulate = ops, config, accumulate
+        self.bm, self.bn, self.threads = config.bm, config.bn, config.threads
+        self.path = f"{kind} {config.label()}"
+        self.epilogue_description = epilogue
+        self.epilogue: EpilogueWriter | None = None
+
+    # ------------------------------------------------------------ launch
+    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
+        """The kernel's gpu.launch, built right before `before`."""
+        def body(w: KernelBuilder, ids: LaunchIds) -> None:
+            self.bind(w, ids, operands, ids.block_x, ids.block_y, ids.block_z)
+            self.kernel_body()
+        return build_launch(before, kernel, self.path, self.grid(), self.threads, body, self.path,
+                            self.workgroup_types(), self.dynamic_shared_bytes())
+
+    def bind(self, w: KernelBuilder, ids: LaunchIds, operands: KernelOperands,
+             block_n: ir.Value, block_m: ir.Value, batch: ir.Value) -> None:
+        """Take the values the body reads."""
+        self.w, self.tid, self.shared = w, ids.thread, ids.workgroup
+        self.block_n, self.block_m, self.batch = block_n, block_m, batch
+        self.a, self.b, self.c = operands.a, operands.b, operands.c
+        if self.epilogue_description is not None:
+            tensors = dict(zip((k for k, _ in self.epilogue_description.tensor_inputs()), operands.epilogue))
+            self.epilogue = EpilogueWriter(self.epilogue_description, w, tensors, operands.captured)
+
+    def grid(self) -> tuple[int, int, int]:
+        return (self.ops.n // self.bn, self.ops.m // self.bm, self.ops.batch or 1)
+
+    def workgroup_types(self) -> list[ir.MemRefType]:
+        """The launch's workgroup buffers (they are `shared` in the body)."""
+        raise NotImplementedError
+
+    def dynamic_shared_bytes(self) -> int:
+        """Dynamic shared memory the kernel takes (gpu.dynamic_shared_memory), beyond its workgroup buffers."""
+        return 0
+
+    def kernel_body(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ helpers
+    def at(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
+        return [self.batch, row, col] if self.ops.batch is not None else [row, col]
+
+    def loop_indices(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
+        """The indices of C[batch?, row, col] in the epilogue's loops."""
+        c_indices = self.at(row, col)
+        return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
+
+    def load_results(self, width: int, row: ir.Value, col: ir.Value) -> ir.Value:
+        """The `width` values at (row, col..col+width) of C, as f32 (to accumulate onto)."""
+        out = self.ops.out_element
+        value = self.w.load(width, out, self.c, self.at(row, col), width * element_bytes(out))
+        return self.to_f32(value, width, out)
+
+    def store_results(self, accumulators: ir.Value, width: int, row: ir.Value, col: ir.Value) -> None:
+        """Store the `width` f32 results at (row, col..col+width) of C: the
+        epilogue applied to each, narrowed to the output type; one vector
+        store, or element by element where the output view scatters them."""
+        loops = self.loop_indices(row, col)
+        self.store_finished(self.finish(accumulators, width, row, col, loops), width, row, col, loops)
+
+    def store_finished(self, value: ir.Value, width: int, row: ir.Value, col: ir.Value,
+                       loops: list[ir.Value]) -> None:
+        """Store `width` results already finished (`finish`: in the output
+        type) at (row, col..col+width) of C, loop indices `loops`."""
+        w, out = self.w, self.ops.out_element
+        if self.ops.view is None or self.ops.view.contiguous(width):
+            w.store(value, self.c, self.c_at(loops), min(16, width * element_bytes(out)))
+            return
+        for lane in range(width):
+            memref.store(w.lane(value, lane), self.c, self.c_at(self._lane_indices(loops, row, col, lane, width)))
+
+    def c_at(self, loops: list[ir.Value]) -> list[ir.Value]:
+        """Where the result at loop indices `loops` is stored."""
+        if self.ops.view is None:
+            return list(loops)
+        return [loops[d] for d in self.ops.view.store_dims]
+
+    def to_f32(self, value: ir.Value, width: int, element: str) -> ir.Value:
+        if element == "f32":
+            return value
+        return arith.extf(vector_type(width, "f32"), value)
+
+    def finish(self, accumulators: ir.Value, width: int, row: ir.Value, col: ir.Value,
+               first: list[ir.Value]) -> ir.Value:
+        """The `width` f32 results at (row, col..col+width) (loop indices
+        `first` for col) as stored: the epilogue applied to each, or just
+        narrowed to the output type."""
+        out = self.ops.out_element
+        if self.epilogue is None:
+            return self.from_f32(accumulators, width, out)
+        results = [self.epilogue.apply(self.w.lane(accumulators, lane),
+                                       self._lane_indices(first, row, col, lane, width))
+                   for lane in range(width)]
+        return vector.from_elements(vector_type(width, out), results)
+
+    def _lane_indices(self, first: list[ir.Value], row: ir.Value, col: ir.Value, lane: int,
+                      width: int) -> list[ir.Value]:
+        """Loop indices of column col + lane, from those of col (`first`):
+        the innermost one moves where the lanes stay in one split group."""
+        if lane == 0:
+            return first
+        view = self.ops.view
+        if view is not None and view.splits[-1][-1] % width != 0:
+            return self.loop_indices(row, self.w.add(col, lane))
+        inner = view.loop_dims[-1] if view is not None else len(first) - 1
+        moved = list(first)
+        moved[inner] = self.w.add(first[inner], lane)
+        return moved
+
+    def from_f32(self, value: ir.Value, width: int, element: str) -> ir.Value:
+        if element == "f32":
+            return value
+        return arith.truncf(vector_type(width, element), value)
+
+    def copy_tile(self, copy: TileCopy) -> None:
+        """Copy one operand tile into shared memory (guarded where the
+        block's threads do not divide it into whole rounds)."""
+        w = self.w
+        vectors = copy.rows * copy.cols // copy.width
+        for first in range(0, vectors, self.threads):
+            flat = w.add(self.tid, first) if first else self.tid
+            with w.only_if(self.thread_guard(flat, first, vectors)):
+                copy.store(*self._load_vector(copy, flat))
+
+    def thread_guard(self, flat: ir.Value, first: int, count: int) -> ir.Value | None:
+        """`flat` < `count`, where this round of the block's threads (from
+        `first`) runs past `count` items; None where every thread has one."""
+        if first + self.threads <= count:
+            return None
+        return self.w.less(flat, count)
+
+    def load_tile(self, copy: TileCopy) -> list[tuple[ir.Value, ir.Value, ir.Value]]:
+        """This thread's vectors of an operand tile, into registers: (value,
+        row, col) each, for `copy.store` later. The tile must split into whole
+        rounds of the block's threads (see `prefetchable`)."""
+        vectors = copy.rows * copy.cols // copy.width
+        return [self._load_vector(copy, self.w.add(self.tid, first) if first else self.tid)
+                for first in range(0, vectors, self.threads)]
+
+    def prefetchable(self, copies: list[TileCopy]) -> bool:
+        return all((c.rows * c.cols // c.width) % self.threads == 0 for c in copies)
+
+    def _load_vector(self, copy: TileCopy, flat: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        w, t = self.w, self.ops.in_element
+        r, c = vector_position(w, flat, copy.cols, copy.width)
+        value = w.load(copy.width, t, copy.source, self.at(w.add(copy.origin[0], r), w.add(copy.origin[1], c)),
+                       copy.width * element_bytes(t))
+        return value, r, c
+
+    def barrier(self) -> None:
+        self.w.barrier()
+
+    def k_loop(self, step: int, accumulators: Sequence[ir.Value], end: ir.Value | None = None) -> list[ir.Value]:
+        """scf.for over K (or up to `end`, an index known only at run time)
+        in `step`s carrying the accumulators. Each step stages the operand
+        tiles (`stage_copies(k)`) in shared memory and computes on them
+        (`compute(accumulators)`). Where the tiles split into whole rounds
+        of threads, the next step's tiles are loaded into registers before
+        this step computes, so their global-memory latency hides behind the
+        tensor-core or FMA work; they go to shared memory after it."""
+        w = self.w
+        prefetch = self.prefetchable(self.stage_copies(w.index(0)))
+        if prefetch:  # the first step's tiles, before the loop
+            for copy in self.stage_copies(w.index(0)):
+                self.copy_tile(copy)
+            self.barrier()
+        with w.loop(0, end if end is not None else self.ops.k, step, accumulators) as loop:
+            k = loop.induction
+            if prefetch:
+                # The last step reloads its own tiles: harmless, and no branch.
+                last = w.sub(end, step) if end is not None else w.index(self.ops.k - step)
+                following = arith.minui(w.add(k, step), last)
+                staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
+                updated = self.compute(loop.carried)
+                self.barrier()
+                for copy, vectors in staged:
+                    for value, r, c in vectors:
+                        copy.store(value, r, c)
+                self.barrier()
+            else:
+                for copy in self.stage_copies(k):
+                    self.copy_tile(copy)
+                self.barrier()
+                updated = self.compute(loop.carried)
+                self.barrier()
+            loop.yield_(updated)
+        return loop.results
+
+    def stage_copies(self, k: ir.Value) -> list[TileCopy]:
+        """The operand tiles of the K step starting at `k`."""
+        raise NotImplementedError
+
+    def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:
+        """One K step on the staged tiles; the updated accumulators."""
+        raise NotImplementedError
+
+
+def build_horizontal(before: ir.Operation, kernel: str, writers: list[TiledMatmulWriter],
+                     operands: list[KernelOperands]) -> ir.Operation:
+    """One kernel for several matmuls (horizontal fusion: Q/K/V projections
+    reading one input), built right before `before`: a 1-D grid holds each
+    matmul's blocks in turn, and a block runs the body of the matmul its
+    index falls in. The writers share the tile shape and the shared-memory
+    buffers."""
+    ends = []
+    for writer in writers:
+        ends.append((ends[-1] if ends else 0) + math.prod(writer.grid()))
+    first = writers[0]
+
+    def body(w: KernelBuilder, ids: LaunchIds) -> None:
+        _horizontal_branch(w, ids, writers, operands, ends, 0)
+
+    return build_launch(before, kernel, first.path, (ends[-1], 1, 1), first.threads, body, first.path,
+                        first.workgroup_types(), first.dynamic_shared_bytes())
+
+
+def _horizontal_branch(w: KernelBuilder, ids: LaunchIds, writers: list[TiledMatmulWriter],
+                       operands: list[KernelOperands], ends: list[int], index: int) -> None:
+    """Matmul `index`'s body where the block falls in its range, else the next's."""
+    start = ends[index - 1] if index else 0
+    if index == len(writers) - 1:
+        _horizontal_body(w, ids, writers[index], operands[index], start)
+        return
+    with w.either(w.less(ids.block_x, ends[index])) as (then, otherwise):
+        with then():
+            _horizontal_body(w, ids, writers[index], operands[index], start)
+        with otherwise():
+            _horizontal_branch(w, ids, writers, operands, ends, index + 1)
+
+
+def _horizontal_body(w: KernelBuilder, ids: LaunchIds, writer: TiledMatmulWriter, operands: KernelOperands,
+                     start: int) -> None:
+    """The writer's body, its block ids (n, m, batch) from its part of the linear block index."""
+    block = w.sub(ids.block_x, start) if start else ids.block_x
+    columns, rows, _ = writer.grid()
+    writer.bind(w, ids, operands, w.rem(block, columns), w.rem(w.div(block, columns), rows),
+                w.div(block, columns * rows))
+    writer.kernel_body()

@@ -1,0 +1,87 @@
+"""Passes written in Python. Each is a small frozen dataclass whose fields are
+its options; `name` is the kebab-case name used in recipes and reproducers.
+
+A recipe names a pass as `NAME` or, with options, as MLIR's textual pipelines
+do: `NAME{option=value ...}` (e.g. `gpu-matmul-kernels{arch=sm_90a}`).
+`python -m twintrack.compiler.passes NAME FILE.mlir` runs one on a file and prints the
+result, so a failing Python stage reproduces outside the driver."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+from ...errors import UsageError
+
+# Each pass by name: its module and class, imported when a recipe first names
+# it (the GPU kernel passes import a second of MLIR dialect modules that a CPU
+# compile never needs).
+PASSES = {
+    "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
+    "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
+    "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),
+    "distinct-results": ("distinct_results", "DistinctResults"),
+    "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
+    "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
+    "f32-intermediates": ("half_precision", "F32Intermediates"),
+    "forward-init-fills": ("forward_init_fills", "ForwardInitFills"),
+    "gpu-attention-kernels": ("gpu_attention_kernels", "GpuAttentionKernels"),
+    "gpu-coarsen": ("gpu_coarsen", "GpuCoarsen"),
+    "gpu-distribute": ("gpu_distribute", "GpuDistribute"),
+    "gpu-full-reductions": ("gpu_full_reductions", "GpuFullReductions"),
+    "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
+    "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
+    "gpu-serial-kernels": ("gpu_serial_kernels", "GpuSerialKernels"),
+    "half-opmath": ("half_precision", "HalfOpmath"),
+    "largest-buffer": ("largest_buffer", "LargestBuffer"),
+    "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "precise-expm1": ("precise_expm1", "PreciseExpm1"),
+    "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),
+    "reuse-dead-inputs": ("reuse_dead_inputs", "ReuseDeadInputs"),
+    "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),
+    "sink-elementwise-loops": ("masked_loops", "SinkElementwiseLoops"),
+    "split-fills": ("split_fills", "SplitFills"),
+    "tight-windows": ("tight_windows", "TightWindows"),
+    "unroll-bounded-loops": ("masked_loops", "UnrollBoundedLoops"),
+    "unsigned-literals": ("unsigned_literals", "UnsignedLiterals"),
+    "widen-bool-buffers": ("widen_bool_buffers", "WidenBoolBuffers"),
+}
+
+
+def pass_class(name: str) -> type:
+    """The class of the pass called `name`."""
+    if name not in PASSES:
+        raise UsageError(f"unknown Python pass {name} (known: {', '.join(PASSES)})")
+    module, class_name = PASSES[name]
+    return getattr(importlib.import_module(f".{module}", __name__), class_name)
+
+
+def pass_name(spec: str) -> str:
+    """The pass a spec `NAME{options}` names."""
+    return spec.split("{", 1)[0]
+
+
+def instantiate(spec: str):
+    """The pass `NAME{key=value ...}` names, with those options (its fields)."""
+    name, _, options = spec.partition("{")
+    cls = pass_class(name)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values = dict(option.split("=", 1) for option in options.removesuffix("}").split())
+    unknown = set(values) - set(fields)
+    if unknown or (options and not options.endswith("}")):
+        raise UsageError(f"pass {name}: bad options {{{options} (known: {', '.join(sorted(fields)) or 'none'})")
+    return cls(**{key: _option_value(name, fields[key], value) for key, value in values.items()})
+
+
+def _option_value(pass_name_: str, field: dataclasses.Field, text: str):
+    """An option's text as its field's type: true/false for a flag, a
+    whole number for a count."""
+    if isinstance(field.default, int) and not isinstance(field.default, bool):
+        if not text.lstrip("-").isdigit():
+            raise UsageError(f"pass {pass_name_}: option {field.name} takes a whole number, not '{text}'")
+        return int(text)
+    if not isinstance(field.default, bool):
+        return text
+    if text not in ("true", "false"):
+        raise UsageError(f"pass {pass_name_}: option {field.name} takes true or false, not '{text}'")
+    return text == "true"

@@ -1,0 +1,172 @@
+"""annotate-kernels: record on each gpu.launch_func what its kernel does.
+
+Attributes added to the launch (the host function survives the later stages,
+so the kernel report and the host plan read them from there):
+  twintrack.source_ops  the torch source locations of the kernel's ops
+  twintrack.source_keys their model-code frames (locations.source_key), by
+                        which tools/compare.py matches kernels across tracks
+  twintrack.flops       floating-point ops (per thread, times the enclosing
+                        scf.for trip counts, times the threads the bounds
+                        guard lets through)
+  twintrack.bytes       bytes of the memref arguments: each read or written
+                        once, the floor of the traffic
+  twintrack.path        how the kernel was generated: a fast path's name (the
+                        twintrack.kernel_path a kernel generator left on its
+                        main loop) or "generic"
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ..kernels.matmul_common import KERNEL_PATH_ATTR
+from ...locations import location_source_key, short_location
+from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
+
+
+def _constant(value: ir.Value) -> int | None:
+    owner = value.owner
+    owner = owner.operation if isinstance(owner, ir.OpView) else owner
+    if isinstance(owner, ir.Operation) and owner.name == "arith.constant" \
+            and isinstance(owner.attributes["value"], ir.IntegerAttr):
+        return owner.attributes["value"].value
+    return None
+
+
+def _trip_count(loop: ir.Operation) -> int:
+    """Constant trip count; a per-thread start (k = thread; k < K; k += T) counts as from 0."""
+    lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
+    if upper is None or step is None:
+        return 1
+    return max(0, -(-(upper - (lower or 0)) // step))
+
+
+def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
+    total = 0
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                if child.name == "scf.for":
+                    total += _flops_per_thread(child, multiplier * _trip_count(child))
+                    continue
+                if child.name == "scf.if" and _is_leader_only(child):
+                    continue  # one thread per block folds the block's total: negligible
+                scalar_flops = elementwise_flops(child)
+                if scalar_flops:
+                    total += multiplier * scalar_flops
+                elif child.name in _MMA_THREADS:
+                    total += multiplier * _mma_flops_per_lane(child)
+                total += _flops_per_thread(child, multiplier)
+    return total
+
+
+# Tensor-core ops and the threads that share one: a warp's mma.sync, a warpgroup's wgmma.
+_MMA_THREADS = {"nvgpu.mma.sync": 32, "nvvm.mma.sync": 32, "nvvm.wgmma.mma_async": 128}
+
+
+def _mma_flops_per_lane(mma: ir.Operation) -> int:
+    """An m x n x k mma.sync or wgmma: 2mnk flops, shared by its warp's or warpgroup's threads."""
+    if mma.name.startswith("nvvm."):  # shape = #nvvm.shape<m = 16, n = 8, k = 16>
+        m, n, k = (int(part.split("=")[1]) for part in str(mma.attributes["shape"]).split("<")[1].rstrip(">").split(","))
+    else:
+        m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
+    return 2 * m * n * k // _MMA_THREADS[mma.name]
+
+
+def _is_leader_only(branch: ir.Operation) -> bool:
+    """scf.if (thread == 0), as gpu-distribute guards a row reduction's final store."""
+    condition = branch.operands[0].owner
+    condition = condition.operation if isinstance(condition, ir.OpView) else condition
+    return (isinstance(condition, ir.Operation) and condition.name == "arith.cmpi"
+            and condition.attributes["predicate"].value == 0 and _constant(condition.operands[1]) == 0)
+
+
+def _active_threads(kernel: ir.Operation, launched: int) -> int:
+    """The bound of the gpu-distribute guard (linear index < N), else all launched threads."""
+    for op in kernel.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "arith.cmpi" and op.attributes["predicate"] == ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6):
+            bound = _constant(op.operands[1])
+            if bound is not None:
+                return min(bound, launched)  # a comparison of the kernel's own (a serial kernel's) bounds nothing
+    return launched
+
+
+def _source_ops(kernel: ir.Operation) -> tuple[list[str], list[str]]:
+    """The kernel's torch source locations and their source keys, first seen
+    first. Each distinct location is read once: a tensor-core kernel's
+    thousands of ops share a few."""
+    texts: dict[str, None] = {}
+
+    def visit(op: ir.Operation):
+        texts.setdefault(str(op.location))
+        return ir.WalkResult.ADVANCE
+
+    kernel.walk(visit)
+    locations: dict[str, None] = {}
+    keys: dict[str, None] = {}
+    for text in texts:
+        where = short_location(text)
+        if ":" in where and where != "unknown":
+            locations.setdefault(where)
+        key = location_source_key(text)
+        if key:
+            keys.setdefault(key)
+    return list(locations), list(keys)
+
+
+def _kernel_path(kernel: ir.Operation) -> str:
+    found = []
+
+    def visit(op: ir.Operation):
+        if KERNEL_PATH_ATTR in op.attributes:
+            found.append(ir.StringAttr(op.attributes[KERNEL_PATH_ATTR]).value)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    kernel.walk(visit)
+    return found[0] if found else "generic"
+
+
+@dataclass(frozen=True)
+class AnnotateKernels(PythonPass):
+    name = "annotate-kernels"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        kernels = {}
+        launches = []
+
+        def visit(op: ir.Operation):
+            if op.name == "gpu.func":
+                module_name = ir.StringAttr(op.parent.attributes["sym_name"]).value
+                kernels[(module_name, ir.StringAttr(op.attributes["sym_name"]).value)] = op
+            elif op.name == "gpu.launch_func":
+                launches.append(op)
+            return ir.WalkResult.ADVANCE
+
+        module.walk(visit)
+        for launch in launches:
+            self._annotate(launch, kernels)
+
+    @staticmethod
+    def _annotate(launch: ir.Operation, kernels: dict) -> None:
+        symbol = str(launch.attributes["kernel"])  # @module::@func
+        module_name, kernel_name = (part.strip("@") for part in symbol.split("::"))
+        kernel = kernels[(module_name, kernel_name)]
+        view = launch.opview
+        launched = math.prod(_constant(v) or 1 for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
+                                                         view.blockSizeX, view.blockSizeY, view.blockSizeZ))
+        flops = _flops_per_thread(kernel) * _active_threads(kernel, launched)
+        moved = sum(shaped_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
+        i64 = ir.IntegerType.get_signless(64)
+        locations, keys = _source_ops(kernel)
+        with launch.context:
+            launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in locations])
+            launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
+            launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
+            launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, moved)
+            launch.attributes["twintrack.path"] = ir.StringAttr.get(_kernel_path(kernel))

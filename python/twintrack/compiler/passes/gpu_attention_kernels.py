@@ -1,0 +1,526 @@
+"""gpu-attention-kernels: attention's three kernels become one flash-attention
+kernel (twintrack.compiler.kernels.flash_attention), the scores never in memory.
+
+The chain it takes, in one block of the bufferized IR:
+- a zero fill and linalg.batch_matmul Q·Kᵀ (B transposed or not), with the
+  elementwise epilogue gpu-matmul-kernels would fold into it (scale, a mask
+  through linalg.index, a narrowing to f16): the scores;
+- the row-wise softmax over the keys (one `reduction_rows_N` dispatch,
+  twintrack-dissolve-dispatches' label on each op): the max, the sum of
+  exp(s - max) and their division, read through reshapes of the scores,
+  maybe widened to f32 and narrowed back (fp16);
+- a zero fill and linalg.batch_matmul P·V with the store gpu-matmul-kernels
+  would give it (an epilogue through an expand_shape and a permutation: the
+  heads back in place, a narrowing).
+The matmul ends are gpu-matmul-kernels' own matching (`MatmulSite`). The
+scores, P and the softmax's per-row buffers must be temporaries nothing else
+reads, and nothing but the chain (allocations and views aside) may sit
+between the two matmuls; anything else stays as it was, three kernels.
+
+Q, K and V are often permuted copies: a projection writes (batch, seq,
+heads·dim), and a transpose (Q's also scaled) copies each into (batch,
+heads, seq, dim) for the matmuls. Where such a copy's buffer is read by the
+attention alone, the kernel reads the copy's source instead (each block
+its head's tile, `OperandSlice`; Q's scale applied as it is staged), and
+the copy goes: one kernel and one round trip through memory less each.
+
+The kernel is built in place, as a gpu.launch before the P·V matmul
+(`build_flash_attention`), reading the chain's values directly, the
+epilogues' gathered tables too. A kernel that fails to build or verify (a
+compiler bug) leaves its chain as it was, for the matmul and row kernels,
+and is recorded as a fallback (`kernel_fallback`); with `strict` it fails
+the compile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from mlir import ir
+
+from ..kernels.flash_attention import (
+    AttentionKernelOperands,
+    AttentionOperands,
+    FlashTileConfig,
+    OperandSlice,
+    build_flash_attention,
+    choose_flash_tile,
+)
+from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ..kernels.epilogue import uncast
+from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
+from .generic_body import describe_body, indexing_maps, map_dims
+from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
+from .gpu_row_kernels import row_groups
+from .ir_helpers import (
+    VIEW_OPS,
+    PythonPass,
+    buffer_root,
+    defining_op,
+    nested_ops,
+    users_of,
+    vectors_fit,
+)
+from .kernel_fallback import kernel_site
+
+MAX_OPS = ("arith.maximumf", "arith.maxnumf")
+_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
+
+
+@dataclass
+class _Softmax:
+    ops: list[ir.Operation]       # its fills and generics, in order
+    probabilities: ir.Value       # where the division writes P
+    row_buffers: list[ir.Value]   # the max and the sum
+    max_op: str
+
+
+@dataclass
+class _Read:
+    """How the kernel reads one of Q, K and V: the argument and its slice;
+    for a permuted copy it takes over, the copy (`producer`, erased with
+    its buffer `copy`), whether the tile's dims are swapped against the
+    matmul's operand, and Q's scale."""
+    argument: ir.Value
+    slice: OperandSlice
+    producer: ir.Operation | None = None
+    copy: ir.Value | None = None
+    swapped: bool = False
+    scale: float | None = None
+
+
+@dataclass
+class _Chain:
+    scores: MatmulSite
+    softmax: _Softmax
+    values: MatmulSite
+    attention: AttentionOperands
+    config: FlashTileConfig | None
+    reads: list[_Read]
+
+    def ops(self) -> list[ir.Operation]:
+        """The ops the kernel replaces."""
+        return [site_op for site in (self.scores, self.values) for site_op in (site.op, *site.absorbed())] \
+            + self.softmax.ops
+
+
+@dataclass(frozen=True)
+class GpuAttentionKernels(PythonPass):
+    name = "gpu-attention-kernels"
+    strict: bool = False  # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
+                  if (chain := _find_chain(op)) is not None]
+        for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
+            with kernel_site(module, self.strict):
+                _replace(chain, f"forward_attention_{number}")
+
+
+# ------------------------------------------------------------ matching
+def _find_chain(op: ir.Operation) -> _Chain | None:
+    scores = MatmulSite.of(op)
+    scores_operands = scores.operands()
+    if scores.fill is None or scores_operands is None:
+        return None
+    softmax = _softmax_after(scores, scores_operands.n)
+    if softmax is None:
+        return None
+    values_op = _next_matmul(softmax.ops[-1])
+    if values_op is None:
+        return None
+    values = MatmulSite.of(values_op)
+    values_operands = values.operands()
+    if values.fill is None or values_operands is None or buffer_root(values_op.operands[0]) != buffer_root(softmax.probabilities):
+        return None
+    if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
+        return None
+    reads = _reads(scores.op, values_op)
+    scores_operands = replace(scores_operands, b_transposed=scores_operands.b_transposed != reads[1].swapped)
+    values_operands = replace(values_operands, b_transposed=values_operands.b_transposed != reads[2].swapped)
+    attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
+                                  tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
+                                  sum(r.producer is not None for r in reads),
+                                  _tile_contiguous(ir.MemRefType(values.output.type), -1))
+    config = choose_flash_tile(attention)
+    chain = _Chain(scores, softmax, values, attention, config, reads)
+    return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
+
+
+# ------------------------------------------------------------ reading Q, K, V
+def _reads(scores: ir.Operation, values: ir.Operation) -> list[_Read]:
+    """Q, K and V's reads: through the permuted copy each comes from where
+    the kernel can take it over (Q's only unswapped), else as they are."""
+    operands = [(scores, 0, True), (scores, 1, False), (values, 1, False)]
+    reads = []
+    for reader, index, is_query in operands:
+        value = reader.operands[index]
+        folded = _through_copy(value, reader, values, allow_scale=is_query)
+        reads.append(folded if folded is not None and not (is_query and folded.swapped) else _plain_read(value))
+    return reads
+
+
+def _plain_read(value: ir.Value) -> _Read:
+    """A (batch, rows, cols) operand read as it is."""
+    memref_type = ir.MemRefType(value.type)
+    return _Read(value, _slice(memref_type, ("batch", "tile", "tile")))
+
+
+def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1) -> OperandSlice:
+    strides, _ = memref_type.get_strides_and_offset()
+    tiles = [d for d, name in enumerate(dims) if name == "tile"]
+    return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads)
+
+
+def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation, allow_scale: bool) -> _Read | None:
+    """The read of `value` from the source of the permuted copy that fills its
+    buffer, if the copy can go: the buffer is a row-major allocation (batch,
+    rows, cols) or (outer, heads, rows, cols) that only the copy writes and
+    only this attention reads (through collapsing reshapes) while it holds
+    the copy (another layer may reuse it before or after); the copy is a
+    transpose, or a permuting generic yielding its input (times a constant,
+    for Q); its source keeps the tile's last dim contiguous and 16-byte
+    aligned; and nothing between the copy and the kernel (`kernel_at`) writes it."""
+    copy = _collapsed_from(value)
+    if copy is None:
+        return None
+    block_ops = [o.operation for o in reader.block.operations]
+    producer = _last_writer_before(copy, reader, block_ops)
+    if producer is None or kernel_at not in block_ops \
+            or not _free_outside(copy, [producer, reader], block_ops, block_ops.index(producer),
+                                 block_ops.index(kernel_at)):
+        return None
+    permuted = _permutation_source(producer, copy, allow_scale)
+    if permuted is None:
+        return None
+    source, source_dims, scale = permuted
+    rank = len(source_dims)
+    names = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
+    dims = tuple(names[d] for d in source_dims)
+    tiles = [d for d in range(rank) if dims[d] == "tile"]
+    source_type = ir.MemRefType(source.type)
+    if not _tile_contiguous(source_type, tiles[1]) or not _untouched_between(producer, kernel_at, source):
+        return None
+    heads = ir.MemRefType(copy.type).shape[1] if rank == 4 else 1
+    swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
+    return _Read(source, _slice(source_type, dims, heads), producer, copy, swapped, scale)
+
+
+def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
+    """The last op before `reader` in its block that writes `buffer`."""
+    writers = [u for u in _view_users(buffer) if u in block_ops and u.name.startswith("linalg.")
+               and block_ops.index(u) < block_ops.index(reader)
+               and any(buffer_root(v) == buffer for v in written_buffers(u))]
+    return max(writers, key=block_ops.index, default=None)
+
+
+def _collapsed_from(value: ir.Value) -> ir.Value | None:
+    """The row-major allocation (batch, r, c) or (outer, heads, r, c) whose
+    leading dims `value` (batch, r, c) collapses, else None."""
+    root = value
+    while (owner := defining_op(root)) is not None and owner.name == "memref.collapse_shape":
+        root = owner.operands[0]
+    owner = defining_op(root)
+    if owner is None or owner.name != "memref.alloc" or not _row_major(ir.MemRefType(root.type)):
+        return None
+    shape, collapsed = ir.MemRefType(root.type).shape, ir.MemRefType(value.type).shape
+    return root if len(shape) in (3, 4) and shape[-2:] == collapsed[-2:] else None
+
+
+def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
+    """(source, the copy's dim each source dim is, scale or None) of a copy
+    writing `copy` whole as a permutation of its one input; else None."""
+    rank = len(ir.MemRefType(copy.type).shape)
+    if op.name == "linalg.transpose" and op.operands[1] == copy:
+        permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        return op.operands[0], tuple(permutation.index(d) for d in range(rank)), None
+    if op.name != "linalg.generic" or len(op.opview.inputs) != 1 or op.opview.outputs[0] != copy:
+        return None
+    maps = indexing_maps(op)
+    source_dims = map_dims(maps[0])
+    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None or sorted(source_dims) != list(range(rank)):
+        return None
+    body = describe_body(op)
+    if body is None:
+        return None
+    if body[1] == ("arg", 0):
+        return op.operands[0], source_dims, None
+    scale = _scale(*body)
+    return (op.operands[0], source_dims, scale) if allow_scale and scale is not None else None
+
+
+def _scale(ops, result) -> float | None:
+    """c of a body yielding input 0 times a constant c (each maybe cast), else None."""
+    result = uncast(ops, result)
+    if result[0] != "op" or ops[result[1]].name != "arith.mulf":
+        return None
+    operands = [uncast(ops, operand) for operand in ops[result[1]].operands]
+    if ("arg", 0) not in operands:
+        return None
+    factor = operands[1 - operands.index(("arg", 0))]
+    if factor[0] != "const" or not isinstance(factor[1].attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(factor[1].attributes["value"]).value
+
+
+def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
+    """The tile's inner dim has stride 1, and its rows start 16 bytes apart."""
+    return vectors_fit(source_type, VECTOR_BYTES // element_bytes(str(source_type.element_type)), inner)
+
+
+def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: ir.Value) -> bool:
+    """Between the copy and the kernel: only allocations, views,
+    deallocations and linalg ops that write other buffers than `source`'s."""
+    ops = [o.operation for o in producer.block.operations]
+    if kernel_at not in ops or ops.index(producer) > ops.index(kernel_at):
+        return False
+    root = buffer_root(source)
+    for op in ops[ops.index(producer) + 1:ops.index(kernel_at)]:
+        if op.name in ("memref.alloc", "memref.dealloc") or op.name in VIEW_OPS:
+            continue
+        if not op.name.startswith("linalg.") or any(buffer_root(v) == root for v in written_buffers(op)):
+            return False
+    return True
+
+
+def _consistent(scores, values) -> bool:
+    """Q·Kᵀ (batch, Sq, Sk) and P·V (batch, Sq, D) of one attention, one element type."""
+    return (scores.batch is not None and scores.batch == values.batch and scores.m == values.m
+            and scores.n == values.k and scores.k == values.n and scores.in_element == values.in_element)
+
+
+def _following(op: ir.Operation) -> list[ir.Operation]:
+    """The ops after `op` in its block, allocations and views passed over."""
+    ops = [o.operation for o in op.block.operations]
+    return [o for o in ops[ops.index(op) + 1:] if o.name != "memref.alloc" and o.name not in VIEW_OPS]
+
+
+def _next_matmul(op: ir.Operation) -> ir.Operation | None:
+    """The batch_matmul right after `op` (its zero fill between)."""
+    after = _following(op)[:2]
+    return after[1] if len(after) == 2 and after[1].name == "linalg.batch_matmul" else None
+
+
+def _reshaped(value: ir.Value) -> bool:
+    """Is `value` its buffer (contiguous, row-major) or a reshape of it, so
+    that its elements in row-major order are the buffer's?"""
+    while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
+        value = owner.operands[0]
+    owner = defining_op(value)
+    return owner is not None and owner.name == "memref.alloc" and _row_major(ir.MemRefType(value.type))
+
+
+def _row_major(memref_type: ir.MemRefType) -> bool:
+    strides, offset = memref_type.get_strides_and_offset()
+    shape = memref_type.shape
+    return offset == 0 and all(strides[d] == math.prod(shape[d + 1:]) for d in range(len(shape)))
+
+
+def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:
+    """The row-wise softmax over the keys of the scores, right after their matmul."""
+    last = scores.found.consumer if scores.found else scores.op
+    after = _following(last)
+    if not after or dispatch_kind(after[0]) is not DispatchKind.REDUCTION_ROWS:
+        return None
+    group = next((g for g in row_groups(after[0].block) if after[0] in g), None)
+    ops = [o for o in group or [] if o.name != "memref.alloc"]
+    if [o.name for o in ops] != ["linalg.fill", "linalg.generic"] * 2 + ["linalg.generic"]:
+        return None
+    return _match_softmax(ops, scores.output, keys)
+
+
+def _match_softmax(ops: list[ir.Operation], scores: ir.Value, keys: int) -> _Softmax | None:
+    """fill(-inf), max; fill(0), sum of exp(s - max); exp(s - max) / sum,
+    each reading s as the scores (maybe widened), the division maybe narrowed."""
+    max_fill, max_op, sum_fill, sum_op, divide = ops
+    maximum, total = max_op.opview.outputs[0], sum_op.opview.outputs[0]
+    if not (_fills(max_fill, maximum, float("-inf")) and _fills(sum_fill, total, 0.0)):
+        return None
+    names = {maximum: "max", total: "sum"}
+    trees = [_tree(op, scores, names, keys) for op in (max_op, sum_op, divide)]
+    if None in trees or not _row_reduction(max_op) or not _row_reduction(sum_op):
+        return None
+    pre = _widening(trees[0])
+    if pre is None or trees[0][0] not in MAX_OPS:
+        return None
+    exponential = ("math.exp", ("arith.subf", pre, "max"))
+    quotient = ("arith.divf", exponential, "sum")
+    if trees[1] not in (("arith.addf", exponential, "out"), ("arith.addf", "out", exponential)) \
+            or trees[2] not in (quotient, ("arith.truncf", quotient)):
+        return None
+    probabilities = divide.opview.outputs[0]
+    if map_dims(indexing_maps(divide)[-1]) != tuple(range(len(ir.MemRefType(probabilities.type).shape))) \
+            or not _reshaped(probabilities):
+        return None
+    return _Softmax(ops, probabilities, [maximum, total], trees[0][0])
+
+
+def _widening(max_tree: tuple) -> object | None:
+    """The scores as the max reads them: s, or s widened (fp16)."""
+    operands = [t for t in max_tree[1:] if t != "out"]
+    if len(max_tree) != 3 or len(operands) != 1 or operands[0] not in ("s", ("arith.extf", "s")):
+        return None
+    return operands[0]
+
+
+def _fills(fill: ir.Operation, buffer: ir.Value, value: float) -> bool:
+    constant = defining_op(fill.operands[0])
+    return (fill.operands[1] == buffer and constant is not None and constant.name == "arith.constant"
+            and isinstance(constant.attributes["value"], ir.FloatAttr)
+            and ir.FloatAttr(constant.attributes["value"]).value == value)
+
+
+def _row_reduction(op: ir.Operation) -> bool:
+    """Reduces the last loop dim only, into a buffer indexed by the others."""
+    iterators = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
+    rows = len(iterators) - 1
+    return all("parallel" in it for it in iterators[:-1]) and "reduction" in iterators[-1] \
+        and map_dims(indexing_maps(op)[-1]) == tuple(range(rows))
+
+
+def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple | str | None:
+    """The generic's yielded value as a nested tuple (op name, operands...),
+    its inputs named: "s" (the scores, each element), "max" and "sum" (per
+    row), "out" (the output's old value); None if an input is anything else."""
+    body = describe_body(op)
+    if body is None:
+        return None
+    ops, result = body
+    maps, inputs = indexing_maps(op), list(op.opview.inputs)
+    rows = maps[0].n_dims - 1
+    leaves = {("arg", len(inputs)): "out"}
+    for k, (value, affine_map) in enumerate(zip(inputs, maps)):
+        dims = map_dims(affine_map)
+        if buffer_root(value) == buffer_root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores, keys):
+            leaves[("arg", k)] = "s"
+        elif value in names and dims == tuple(range(rows)):
+            leaves[("arg", k)] = names[value]
+        else:
+            return None
+
+    def build(ref):
+        if ref in leaves:
+            return leaves[ref]
+        if ref[0] == "op":
+            return (ops[ref[1]].name, *(build(r) for r in ops[ref[1]].operands))
+        return ref  # an index or a constant: never part of a softmax the kernel takes
+    return build(result)
+
+
+def _reads_scores(value: ir.Value, scores: ir.Value, keys: int) -> bool:
+    """A row-major reshape of the scores with the keys innermost."""
+    shape, whole = ir.MemRefType(value.type).shape, ir.MemRefType(scores.type).shape
+    return _reshaped(value) and shape[-1] == keys and math.prod(shape) == math.prod(whole)
+
+
+def _only_chain_between(chain: _Chain) -> bool:
+    """Between Q·Kᵀ and P·V (where the kernel goes), does every op that
+    touches data go with the kernel?"""
+    ops = [o.operation for o in chain.scores.op.block.operations]
+    absorbed = chain.ops()
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in VIEW_OPS
+               for o in ops[ops.index(chain.scores.op):ops.index(chain.values.op)])
+
+
+def _temporaries(chain: _Chain) -> list[ir.Value]:
+    """The buffers that go with the kernel: the scores, P, the max and the sum."""
+    found = []
+    for value in [chain.scores.output, chain.softmax.probabilities, *chain.softmax.row_buffers]:
+        if buffer_root(value) not in found:
+            found.append(buffer_root(value))
+    return found
+
+
+def _temporaries_private(chain: _Chain) -> bool:
+    """Is each temporary an allocation that nothing outside the chain uses
+    while the chain's values live in it? Memory planning gives one buffer
+    to several layers' attentions: uses before the chain are fine, and so
+    are uses after it that start by overwriting the whole buffer."""
+    absorbed = chain.ops()
+    block_ops = [o.operation for o in chain.scores.op.block.operations]
+    positions = [block_ops.index(op) for op in absorbed
+                 if op in block_ops and op.name not in ("memref.alloc", "memref.dealloc")]
+    for buffer in _temporaries(chain):
+        owner = defining_op(buffer)
+        if owner is None or owner.name != "memref.alloc" \
+                or not _free_outside(buffer, absorbed, block_ops, min(positions), max(positions)):
+            return False
+    return True
+
+
+def _free_outside(buffer: ir.Value, inside: list[ir.Operation], block_ops: list[ir.Operation], first: int,
+                  last: int) -> bool:
+    """Do the ops using `buffer` other than `inside` (views and deallocations
+    aside) all come before block position `first`, or after `last` with the
+    first of those overwriting it whole?"""
+    others = [u for u in _view_users(buffer) if u not in inside and u.name not in ("memref.dealloc", *VIEW_OPS)]
+    if any(u not in block_ops or first <= block_ops.index(u) <= last for u in others):
+        return False
+    after = sorted((u for u in others if block_ops.index(u) > last), key=block_ops.index)
+    return not after or _overwrites(after[0], buffer)
+
+
+def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
+    """Does `op` write every element of `buffer` without reading it first: a
+    fill, or an all-parallel generic with an identity output map that
+    neither takes the buffer as an input nor reads its output's old value?"""
+    written = written_buffers(op) if op.name.startswith("linalg.") else []
+    if len(written) != 1 or buffer_root(written[0]) != buffer \
+            or math.prod(ir.MemRefType(written[0].type).shape) != math.prod(ir.MemRefType(buffer.type).shape):
+        return False
+    if op.name == "linalg.fill":
+        return True
+    if op.name != "linalg.generic" or any(buffer_root(v) == buffer for v in op.opview.inputs):
+        return False
+    output_map = indexing_maps(op)[-1]
+    iterators = [str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"])]
+    body = op.regions[0].blocks[0]
+    old_value = body.arguments[len(body.arguments) - 1]
+    return map_dims(output_map) == tuple(range(len(iterators))) and all("parallel" in it for it in iterators) \
+        and not list(old_value.uses)
+
+
+def _view_users(buffer: ir.Value) -> list[ir.Operation]:
+    """The users of `buffer` and, through views, of its views (views included)."""
+    users = []
+    for user in users_of(buffer):
+        users.append(user)
+        if user.name in VIEW_OPS:
+            users += _view_users(user.results[0])
+    return users
+
+
+# ------------------------------------------------------------ rewriting
+def _replace(chain: _Chain, kernel: str) -> None:
+    """The kernel, built in place of the P·V matmul; then the chain's ops
+    and temporaries go. (A kernel that fails to build leaves them all.)"""
+    values, scores = chain.values.kernel_operands(), chain.scores.kernel_operands()
+    q, k, v = (read.argument for read in chain.reads)
+    operands = AttentionKernelOperands(q, k, v, values.c, values.epilogue, values.captured, scores.epilogue,
+                                       scores.captured)
+    build_flash_attention(chain.values.op, kernel, chain.attention, chain.config, operands)
+    temporaries = _temporaries(chain)
+    erase_site(chain.values)
+    for op in reversed(chain.softmax.ops):
+        op.erase()
+    erase_site(chain.scores)
+    for buffer in temporaries:
+        _erase_buffer(buffer)
+    for read in chain.reads:
+        if read.producer is not None:
+            read.producer.erase()
+            _erase_buffer(read.copy)
+
+
+def _erase_buffer(buffer: ir.Value) -> None:
+    """Erase an allocation no kernel reads any more, with its views and
+    deallocations; one that later ops still use (another layer's) stays."""
+    if any(u.name not in ("memref.dealloc", *VIEW_OPS) for u in _view_users(buffer)):
+        return
+    for user in users_of(buffer):
+        if user.name in VIEW_OPS:
+            _erase_buffer(user.results[0])
+        else:
+            user.erase()
+    defining_op(buffer).erase()

@@ -1,0 +1,580 @@
+"""gpu-matmul-kernels: linalg.matmul / linalg.batch_matmul on memrefs become
+a shared-memory tiled kernel: tensor cores for f16 and bf16 operands
+(Hopper's warpgroup MMA, twintrack.compiler.kernels.wgmma_matmul, when the option
+`arch` is sm_90a; else, or when no wgmma tile fits, mma.sync,
+twintrack.compiler.kernels.mma_matmul), CUDA cores (twintrack.compiler.kernels.simt_matmul)
+otherwise or when no tensor-core tile fits.
+
+The tile shapes come from lowering/tuning/matmul.toml; a wgmma tile's
+ring takes as many of the table's stages as the matmul's K steps and the
+shared memory of an SM allow (`ring_depth`). A zero fill of the
+output right before the matmul is folded into the kernel's first write, and
+the first op reading its result into its stores, as an epilogue
+(twintrack.compiler.kernels.epilogue), when that op is elementwise (bias, activation,
+residual, narrowing) or a transpose, reads the result through any
+expand_shape and any permutation of its loops, and does not write over A or
+B: the kernel splits each result's indices into the epilogue's loop
+indices (an OutputView) and stores it where the epilogue's output map puts
+it. The matmuls of one horizontal dispatch share one kernel. Matmuls the
+kernels cannot take (shapes not a multiple of any tile, dynamic or
+unaligned layouts, other element types) stay linalg ops for the generic
+pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mlir import ir
+
+from ..autotune import TuningKey, TuningRequest, compiler_version, request_for, tile_record
+from ..kernels.epilogue import Epilogue, EpilogueInput
+from ..kernels.matmul_common import (
+    VECTOR_BYTES,
+    KernelOperands,
+    MatmulOperands,
+    OutputView,
+    build_horizontal,
+    element_bytes,
+)
+from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ...errors import UsageError
+from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
+from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
+from .generic_body import describe_body, indexing_maps, map_dims
+from .kernel_fallback import kernel_site, record_refusal
+from .ir_helpers import (
+    VIEW_OPS,
+    PythonPass,
+    buffer_root,
+    defining_op,
+    dispatch_label,
+    nested_ops,
+    users_of,
+    vectors_fit,
+)
+
+ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
+MIN_REFILLED_STAGES = 3  # a ring refilled in the loop: one step computing, one queued, one arriving
+TUNING_ATTR = "twintrack.tuning"  # module attribute: {kernel: its tuning key and tile, as JSON}
+
+# Tile tables by generator name: (schedule, the fewest blocks it must give), largest first.
+TileTables = dict[str, list[tuple[object, int]]]
+
+
+def load_tile_tables(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> TileTables:
+    """lowering/tuning/matmul.toml: each generator's tiles, under its name,
+    each with its own `min_blocks` or the table's."""
+    data = tomllib.loads((Path(lowering_dir) / "tuning" / "matmul.toml").read_text())
+    unknown = set(data) - {"min_blocks"} - set(GENERATORS_BY_NAME)
+    if unknown:
+        raise UsageError(f"{lowering_dir}/tuning/matmul.toml: no kernel generator named {', '.join(sorted(unknown))} "
+                         f"(known: {', '.join(GENERATORS_BY_NAME)})")
+
+    def entries(generator: KernelGenerator):
+        return [(generator.schedule(**{k: v for k, v in e.items() if k != "min_blocks"}),
+                 e.get("min_blocks", data["min_blocks"])) for e in data.get(generator.name, ())]
+    return {g.name: entries(g) for g in MATMUL_GENERATORS}
+
+
+def choose_kernel(operands: list[MatmulOperands], tables: TileTables, arch: str = DEFAULT_ARCH,
+                  target: GpuTarget | None = None, request: TuningRequest = TuningRequest()):
+    """(writer class, tile, generator name, tuning note) for one matmul's
+    operands, or one tile for several (a horizontal kernel), or None: the
+    generic pipeline. The note is {"candidates": how many tiles fit,
+    "untuned": the cache had no entry}. The heuristic takes the registry's first generator that
+    applies and has a fitting tile, and within it the table's rule
+    (`choose_tile`); with --autotune the tuning cache (or, for a tuning
+    variant, the candidate's rank) decides among them all."""
+    candidates, heuristic = [], None
+    for writer_class, name, tiles in _generators(operands, tables, arch, target):
+        fitting = _fitting(operands, tiles)
+        if heuristic is None and fitting:
+            heuristic = len(candidates) + [t for t, _ in fitting].index(choose_tile(operands, fitting))
+        candidates += [(writer_class, tile, name) for tile, _ in fitting]
+    if not candidates:
+        return None
+    index, untuned = request.choose(tuning_key(operands, arch), [(name, tile) for _, tile, name in candidates],
+                                    heuristic)
+    return (*candidates[index], {"candidates": len(candidates), "untuned": untuned})
+
+
+def _generators(operands: list[MatmulOperands], tables: TileTables, arch: str, target: GpuTarget | None = None):
+    """(writer class, generator name, tiles) of each registered generator
+    that applies to the matmuls, preferred first. A wgmma tile's ring is
+    deepened for the shapes (`ring_depth`)."""
+    target = target or gpu_target()
+    for generator in MATMUL_GENERATORS:
+        if generator.applies(operands, target, arch) is not None:
+            continue
+        tiles = tables.get(generator.name, [])
+        if generator.writer is WgmmaMatmulWriter:
+            tiles = _deepened(tiles, operands, target)
+        yield generator.writer, generator.name, tiles
+
+
+def refusals(operands: list[MatmulOperands], tables: TileTables, arch: str, target: GpuTarget | None = None) -> str:
+    """Why no generator takes the matmuls: each one's reason (the registry's, or no fitting tile)."""
+    target = target or gpu_target()
+    reasons = []
+    for generator in MATMUL_GENERATORS:
+        why = generator.applies(operands, target, arch)
+        if why is None and not _fitting(operands, tables.get(generator.name, [])):
+            why = "no tile of lowering/tuning/matmul.toml divides " + " and ".join(
+                f"{o.m}x{o.n}x{o.k}" for o in operands)
+        if why is not None:
+            reasons.append(f"{generator.name}: {why}")
+    return "; ".join(reasons)
+
+
+def _deepened(tiles: list[tuple], operands: list[MatmulOperands], target: GpuTarget) -> list[tuple]:
+    """Each wgmma tile with its ring as deep as helps; tiles that end up alike once."""
+    size = element_bytes(operands[0].in_element)
+    deepened = [(ring_depth(t.for_element(size), operands, size, target), least) for t, least in tiles]
+    return [(t, least) for i, (t, least) in enumerate(deepened) if t not in [u for u, _ in deepened[:i]]]
+
+
+def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int, target: GpuTarget) -> WgmmaTileConfig:
+    """The wgmma tile with as many stages as help, up to the table's: no
+    more than the K steps (the whole K in the ring), and no more than fit
+    beside the other blocks that must share an SM for the grid to run in
+    one wave, where that many could share it at all. A short, latency-bound
+    matmul then has all of K in flight; a long one, more steps ahead."""
+    k_steps = max(1, max(o.k for o in operands) // tile.bk)  # (a K under one step: no fit anyway)
+    stage = tile.stage_bytes(size)
+    smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
+    one_wave = -(-_blocks(operands, tile) // target.sm_count)  # blocks per SM
+    sharing = max(1, min(one_wave, target.shared_bytes_per_sm // (smallest + target.reserved_shared_bytes)))
+    budget = min(target.shared_bytes_per_sm // sharing - target.reserved_shared_bytes, target.shared_bytes_per_block)
+    stages = min(tile.stages, k_steps, (budget - ATOM_BYTES) // stage)
+    return replace(tile, stages=stages if stages >= k_steps else max(stages, MIN_REFILLED_STAGES))
+
+
+def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
+    """What a tile's speed depends on: the op and B's layout, the shapes (of
+    each matmul of a horizontal kernel), the dtypes, the arch, the compiler."""
+    first = operands[0]
+    op = ("batch_matmul" if first.batch else "matmul") + (".bT" if first.b_transposed else "") \
+        + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "")
+    shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
+    multiplied = "tf32" if first.tf32 else first.in_element
+    return TuningKey(op, shapes, f"{multiplied}->{first.out_element}", arch, compiler_version())
+
+
+def _blocks(operands: list[MatmulOperands], tile) -> int:
+    """Blocks the tile gives (a split-K schedule's K slices count too)."""
+    slices = getattr(tile, "splits", 1)
+    return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
+
+
+def _fitting(operands: list[MatmulOperands], tiles: list[tuple]) -> list[tuple]:
+    """The (tile, min_blocks) entries whose tile divides every matmul."""
+    return [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
+
+
+def _divides(tile, o: MatmulOperands) -> bool:
+    """Does the tile divide the matmul (and meet its schedule's own conditions, where it has any)?"""
+    own = getattr(tile, "divides", None)
+    return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0 and (own is None or own(o))
+
+
+def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
+    """The first tile that divides every matmul and gives at least its
+    `min_blocks` blocks in all, else the dividing tile with the most blocks,
+    else None."""
+    fitting = _fitting(operands, tiles)
+    for tile, least in fitting:
+        if _blocks(operands, tile) >= least:
+            return tile
+    return max((t for t, _ in fitting), key=lambda t: _blocks(operands, t), default=None)
+
+
+def _aligned(memref_type: ir.MemRefType) -> bool:
+    """Static layout, unit innermost stride, rows and offset 16-byte aligned."""
+    element = str(memref_type.element_type)
+    if element not in ELEMENTS or not memref_type.has_static_shape:
+        return False
+    return vectors_fit(memref_type, VECTOR_BYTES // element_bytes(element))
+
+
+def b_is_transposed(op: ir.Operation) -> bool | None:
+    """Does the matmul read B transposed (its indexing maps swap B's last two
+    dims)? None for any other maps than these two: the generic pipeline."""
+    maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]] \
+        if "indexing_maps" in op.attributes else None
+    if maps is None:
+        return False
+    dims = [map_dims(m) for m in maps]
+    batch = (0,) if op.name == "linalg.batch_matmul" else ()
+    m, n, k = (d + len(batch) for d in range(3))
+    if dims[0] != (*batch, m, k) or dims[2] != (*batch, m, n):
+        return None
+    return {(*batch, k, n): False, (*batch, n, k): True}.get(dims[1])
+
+
+def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None:
+    """The kernel's view of `op` writing into `output` (its own or a narrower one)."""
+    a, b, c = op.operands[0].type, op.operands[1].type, output.type
+    transposed = b_is_transposed(op)
+    if transposed is None or not all(isinstance(t, ir.MemRefType) and _aligned(t) for t in (a, b, c)):
+        return None
+    if str(a.element_type) != str(b.element_type):
+        return None
+    batched = op.name == "linalg.batch_matmul"
+    *batch, m, k = a.shape
+    n = b.shape[-2] if transposed else b.shape[-1]
+    return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
+                          str(a.element_type), str(c.element_type), transposed)
+
+
+def _previous(op: ir.Operation) -> ir.Operation | None:
+    """The op before `op`, passing over allocations and views (they touch
+    no data; an earlier look at this matmul may have moved its epilogue's
+    before it)."""
+    block_ops = [o.operation for o in op.block.operations]
+    index = block_ops.index(op) - 1
+    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in VIEW_OPS):
+        index -= 1
+    return block_ops[index] if index >= 0 else None
+
+
+def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
+    """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
+    previous = _previous(op)
+    if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
+        return None
+    value = defining_op(previous.operands[0])
+    if value is None or value.name != "arith.constant":
+        return None
+    attr = value.attributes["value"]
+    return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
+
+
+def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple, list] | None:
+    """(epilogue, loop dims of the accumulator, loop dims of the output, the
+    buffers its body gathers from) of an elementwise linalg.generic or a
+    linalg.transpose reading `accumulator` once, through a permutation of
+    its loops, and writing one output through another; None for anything else."""
+    if consumer.name == "linalg.transpose":
+        permutation = tuple(ir.DenseI64ArrayAttr(consumer.attributes["permutation"]))
+        read = [0] * len(permutation)
+        for out_dim, in_dim in enumerate(permutation):
+            read[in_dim] = out_dim
+        return Epilogue((EpilogueInput(None),), (), ("arg", 0)), tuple(read), tuple(range(len(permutation))), []
+    if any("reduction" in str(it) for it in consumer.attributes["iterator_types"]):
+        return None
+    view = consumer.opview
+    inputs, outputs = list(view.inputs), list(view.outputs)
+    dims = [map_dims(m) for m in indexing_maps(consumer)]
+    loops = tuple(range(indexing_maps(consumer)[0].n_dims))
+    if len(outputs) != 1 or sum(v == accumulator for v in inputs) != 1 \
+            or any(d is None or sorted(d) != list(loops) for d in (dims[-1], dims[inputs.index(accumulator)])):
+        return None
+    if list(consumer.regions[0].blocks[0].arguments[len(inputs)].uses):
+        return None  # reads the output's old value
+    described = []
+    for value, read in zip(inputs, dims):
+        if value == accumulator:
+            described.append(EpilogueInput(None))
+        elif isinstance(value.type, ir.MemRefType) and read is not None:
+            described.append(EpilogueInput(str(value.type), read))
+        else:
+            return None
+    captured: list[ir.Value] = []  # tables it gathers from (an embedding looked up again for a residual)
+    body = describe_body(consumer, captured=captured)
+    if body is None:
+        return None
+    epilogue = Epilogue(tuple(described), *body, tuple(str(v.type) for v in captured))
+    return epilogue, dims[inputs.index(accumulator)], dims[-1], captured
+
+
+@dataclass(frozen=True)
+class _FoundEpilogue:
+    consumer: ir.Operation              # a linalg.generic or linalg.transpose
+    epilogue: Epilogue
+    output_view: OutputView
+    view: ir.Operation | None           # the memref.expand_shape it reads the result through
+    allocations: list[ir.Operation]     # allocations and views between matmul and epilogue: the kernel writes into them
+    captured: list[ir.Value]            # the buffers the epilogue gathers from, in the order of Epilogue.captured
+
+    @property
+    def output(self) -> ir.Value:
+        return self.consumer.operands[-1]
+
+
+def _reassociation(view: ir.Operation) -> list[list[int]]:
+    """The dim groups of a memref.expand_shape."""
+    return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
+
+
+def _output_view(result: ir.Value, view: ir.Operation | None, read_dims, store_dims) -> OutputView:
+    """C's dims split as `view` splits them (or not at all), read and stored as the consumer's maps say."""
+    if view is None:
+        splits = tuple((size,) for size in ir.MemRefType(result.type).shape)
+    else:
+        shape = ir.MemRefType(view.results[0].type).shape
+        splits = tuple(tuple(shape[d] for d in group) for group in _reassociation(view))
+    return OutputView(splits, tuple(read_dims), tuple(store_dims))
+
+
+def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
+    """The elementwise op (or transpose) after the matmul that is the only
+    reader of its (temporary) result, maybe through an expand_shape: bias,
+    activation, residual, a narrowing to f16, a split into heads and their
+    permutation. The kernel applies it to each result and stores it where it
+    goes, so the temporary never exists."""
+    result = op.operands[2]
+    first = _first_reader(op, result)
+    if first is None or first[0].name not in ("linalg.generic", "linalg.transpose"):
+        return None
+    after, view = first
+    read = view.results[0] if view is not None else result
+    between = _ops_between(op, after)
+    described = describe_epilogue(after, read) if between is not None else None
+    if described is None:
+        return None
+    moved, skipped = between
+    epilogue, read_dims, store_dims, captured = described
+    found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved, captured)
+    in_place = buffer_root(found.output) == result  # reuse-buffers made it overwrite the temporary
+    owner = defining_op(result)
+    users = users_of(result) + (users_of(read) if view is not None else [])
+    ours = [o for o in (op, after, view) if o is not None]  # Operation == None raises in the bindings
+    if not in_place and (owner is None or owner.name != "memref.alloc" or any(
+            u.name not in ("linalg.fill", "memref.dealloc") and u not in ours for u in users)):
+        return None
+    # The kernel stores results while other blocks still read A and B: the
+    # output must not be (a view of) either. (Separate kernels were ordered.)
+    output = buffer_root(found.output)
+    if output in (buffer_root(op.operands[0]), buffer_root(op.operands[1])):
+        return None
+    for value, inp in zip(after.operands, epilogue.inputs):
+        if inp.memref_type is not None and buffer_root(value) == output and inp.dims != store_dims:
+            return None  # read at other elements than the one being written
+    if output in {buffer_root(table) for table in found.captured}:
+        return None  # gathered at any element, maybe one another block has stored
+    return found if not _conflicts(after, skipped) else None
+
+
+def _first_reader(op: ir.Operation, result: ir.Value) -> tuple[ir.Operation, ir.Operation | None] | None:
+    """The first linalg op after the matmul to read its result, directly or
+    through an expand_shape (that view, or None)."""
+    candidates = [(user, None) for user in users_of(result)]
+    candidates += [(user, view) for view in users_of(result) if view.name == "memref.expand_shape"
+                   for user in users_of(view.results[0])]
+    block_ops = [o.operation for o in op.block.operations]
+    after = block_ops.index(op)
+    readers = [(block_ops.index(user), user, view) for user, view in candidates
+               if user.name.startswith("linalg.") and user.name != "linalg.fill" and user.block == op.block
+               and block_ops.index(user) > after]
+    return min(readers, key=lambda r: r[0])[1:] if readers else None
+
+
+def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] | None:
+    """The ops between a matmul and its epilogue: (allocations and views,
+    which the kernel's operands may need moved before it; the other linalg
+    ops of its horizontal dispatch, which the epilogue moves across), or
+    None if anything else sits there."""
+    block_ops = [o.operation for o in op.block.operations]
+    label, moved, skipped = dispatch_label(op), [], []
+    for between in block_ops[block_ops.index(op) + 1:block_ops.index(consumer)]:
+        if between.name == "memref.alloc" or between.name in VIEW_OPS:
+            moved.append(between)
+        elif dispatch_kind(op) is DispatchKind.MATMUL_HORIZONTAL and dispatch_label(between) == label:
+            skipped.append(between)
+        else:
+            return None
+    return moved, skipped
+
+
+def written_buffers(op: ir.Operation) -> list[ir.Value]:
+    """The buffers a linalg op writes: its inits (`outputs`; a transpose's,
+    a copy's `init`), or all its operands where it names none."""
+    view = op.opview
+    for name in ("outputs", "init"):
+        if hasattr(view, name):
+            written = getattr(view, name)
+            return [written] if isinstance(written, ir.Value) else list(written)
+    return list(op.operands)
+
+
+def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
+    """Would running `consumer` before `others` change what either sees
+    (one writes a buffer the other touches)?"""
+    touched = {buffer_root(v) for v in consumer.operands if isinstance(v.type, ir.MemRefType)}
+    written = buffer_root(consumer.operands[-1])
+    for other in others:
+        other_written = {buffer_root(v) for v in written_buffers(other)}
+        other_read = {buffer_root(v) for v in other.operands if isinstance(v.type, ir.MemRefType)}
+        if other_written & touched or written in other_read:
+            return True
+    return False
+
+
+@dataclass
+class MatmulSite:
+    """A matmul and the ops around it that its kernel absorbs."""
+    op: ir.Operation
+    fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
+    found: _FoundEpilogue | None = None    # the op applied as the kernel's epilogue
+
+    @classmethod
+    def of(cls, op: ir.Operation) -> MatmulSite:
+        fill = _zero_fill_before(op)
+        found = _epilogue_after(op) if fill is not None else None
+        if found is not None:
+            # The kernel, in the matmul's place, writes into them (harmless if
+            # the matmul stays: they touch no data); an epilogue in place
+            # writes through the view.
+            for allocation in found.allocations + ([found.view] if found.view is not None else []):
+                allocation.move_before(op)
+        return cls(op, fill, found)
+
+    def operands(self) -> MatmulOperands | None:
+        operands = matmul_operands(self.op, self.output)
+        if operands is not None and self.found is not None:
+            return replace(operands, view=self.found.output_view)
+        return operands
+
+    @property
+    def epilogue(self) -> Epilogue | None:
+        return self.found.epilogue if self.found else None
+
+    @property
+    def output(self) -> ir.Value:
+        """Where the kernel stores: the epilogue's output, else the matmul's."""
+        return self.found.output if self.found else self.op.operands[2]
+
+    def kernel_operands(self) -> KernelOperands:
+        """What the kernel reads and writes: A, B, the output, the epilogue's tensors and tables."""
+        if self.found is None:
+            return KernelOperands(self.op.operands[0], self.op.operands[1], self.output)
+        tensors = tuple(self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs())
+        return KernelOperands(self.op.operands[0], self.op.operands[1], self.output, tensors,
+                              tuple(self.found.captured))
+
+    def absorbed(self) -> list[ir.Operation]:
+        """Ops that go away with the matmul (the temporary too, with an epilogue)."""
+        ops = [o for o in (self.fill, self.found.consumer if self.found else None) if o is not None]
+        temporary = self.op.operands[2]
+        if self.found is not None and buffer_root(self.output) != temporary:
+            if self.found.view is not None:
+                ops.append(self.found.view)  # read only by the epilogue
+            ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
+        return ops
+
+
+@dataclass(frozen=True)
+class GpuMatmulKernels(PythonPass):
+    name = "gpu-matmul-kernels"
+    arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
+    tf32: bool = False        # f32 matmuls may use tf32 tensor cores (--allow-tf32)
+    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the tile tables and the target are read (--lowering-dir)
+    tuning_cache: str = ""    # --autotune: tiles from this cache where it has them ("" for none)
+    tuning_variant: str = ""  # a tuning variant: every matmul its k-th fitting tile ("" for none)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        matmuls = nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul"))
+        table = load_tile_tables(Path(self.lowering_dir))
+        target = gpu_target(Path(self.lowering_dir))
+        request = request_for(self.tuning_cache, self.tuning_variant)
+        tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
+        for group in _horizontal_groups(matmuls):
+            sites = [MatmulSite.of(op) for op in group]
+            operands = [self._precision(site.operands()) for site in sites]
+            if len(sites) > 1 and None not in operands and \
+                    self._horizontal(module, sites, operands, table, target, request, tuned):
+                continue
+            for site, single in zip(sites, operands):
+                chosen = choose_kernel([single], table, self.arch, target, request) if single else None
+                if chosen is None:
+                    record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
+                                   else "operands not static f32/f16/bf16 with 16-byte aligned rows")
+                    continue
+                kernel = f"forward_{chosen[2]}_{len(tuned)}"
+                with kernel_site(module, self.strict):
+                    _replace(module, site, single, *chosen[:2], kernel)
+                    tuned[kernel] = _tuning_note([single], chosen, self.arch)
+        if tuned:
+            module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
+
+    def _horizontal(self, module, sites, operands, table, target, request, tuned) -> bool:
+        """One kernel for the group's matmuls; False (each then on its own) where none is built."""
+        built = False
+        with kernel_site(module, self.strict):
+            built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned)
+        return built
+
+    def _precision(self, operands: MatmulOperands | None) -> MatmulOperands | None:
+        if operands is None or not self.tf32 or operands.in_element != "f32":
+            return operands
+        return replace(operands, tf32=True)
+
+
+def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
+    """The matmuls in program order, those of one horizontal dispatch
+    (twintrack-form-dispatches' matmul_horizontal_N, in one block) together."""
+    groups: list[tuple[ir.Block | None, str | None, list[ir.Operation]]] = []
+    for op in matmuls:
+        label = dispatch_label(op)
+        horizontal = dispatch_kind(op) is DispatchKind.MATMUL_HORIZONTAL
+        same = [ops for block, key, ops in groups if horizontal and key == label and block == op.block]
+        if same:
+            same[0].append(op)
+        else:
+            groups.append((op.block, label if horizontal else None, [op]))
+    return [ops for _, _, ops in groups]
+
+
+def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> str:
+    _, tile, stem, note = chosen
+    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile), **note})
+
+
+def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str) -> None:
+    writer = writer_class(operands, tile, site.fill is None, site.epilogue)
+    writer.build(site.op, kernel, site.kernel_operands())
+    erase_site(site)
+
+
+def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTables,
+                        arch: str, target: GpuTarget, request: TuningRequest, number: int, tuned: dict) -> bool:
+    """One kernel for the matmuls of a horizontal dispatch, in place of the
+    last (every operand is defined by then); False where they cannot share
+    one: no tile for all, or different shared buffers."""
+    chosen = choose_kernel(operands, table, arch, target, request)
+    if chosen is None:
+        return False
+    writer_class, tile, stem, _ = chosen
+    writers = [writer_class(o, tile, site.fill is None, site.epilogue) for o, site in zip(operands, sites)]
+    if any(w.workgroup_types() != writers[0].workgroup_types() for w in writers) or not _only_absorbed_between(sites):
+        return False
+    for writer in writers:
+        writer.path += f" horizontal x{len(writers)}"
+    kernel = f"forward_{stem}_{number}"
+    build_horizontal(sites[-1].op, kernel, writers, [site.kernel_operands() for site in sites])
+    tuned[kernel] = _tuning_note(operands, chosen, arch)
+    for site in sites:
+        erase_site(site)
+    return True
+
+
+def _only_absorbed_between(sites: list[MatmulSite]) -> bool:
+    """Between the first matmul and the last (where the kernel goes), does
+    every op that touches data go with the kernel?"""
+    absorbed = {o for site in sites for o in [site.op, *site.absorbed()]}
+    block_ops = [o.operation for o in sites[0].op.block.operations]
+    return all(o in absorbed or o.name == "memref.alloc" or o.name in VIEW_OPS
+               for o in block_ops[block_ops.index(sites[0].op):block_ops.index(sites[-1].op)])
+
+
+def erase_site(site: MatmulSite) -> None:
+    absorbed = site.absorbed()
+    site.op.erase()
+    for other in absorbed:
+        other.erase()

@@ -1,0 +1,83 @@
+"""unsigned-literals: each unsigned `torch.vtensor.literal` built as a signed
+one and converted.
+
+torch-mlir folds a constant uint8 tensor (`torch.full(..., dtype=uint8)`,
+`ones_like` of a uint8 input, a constant converted to uint8) into a
+`torch.vtensor.literal` of `ui8` elements, and its own linalg pipeline then
+rewrites that literal's value to signless `i8`, which the literal's type
+check refuses ('linalg' fails). So this pass, on the torch backend contract,
+replaces each such literal with
+
+    %wide = torch.vtensor.literal(<the values as si32>)
+    %kept = torch.aten.bitwise_and.Scalar %wide, 255     (no folder: the
+    %out  = torch.aten.to.dtype %kept, uint8              cast stays a cast)
+
+whose truncation gives the original bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir_helpers import PythonPass
+
+UINT8_SCALAR_TYPE = 0  # torch's ScalarType numbering (c10/core/ScalarType.h)
+LITERAL = "torch.vtensor.literal"
+
+
+def _mlir():
+    """torch-mlir's `ir` and torch dialect (loaded through twintrack.bindings,
+    which loads upstream mlir first)."""
+    from ...bindings import bindings
+    ir = bindings("torch_mlir").ir
+    from torch_mlir.dialects import torch as torch_dialect
+    return ir, torch_dialect
+
+
+def _unsigned_literals(root) -> list:
+    from ...bindings import bindings
+    ir = bindings("torch_mlir").ir
+    found = []
+
+    def visit(op):
+        if op.name == LITERAL and str(op.results[0].type).endswith(",ui8>"):
+            found.append(op.operation if hasattr(op, "operation") else op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def _as_signed(literal) -> None:
+    ir, torch_dialect = _mlir()
+    unsigned_type = literal.results[0].type
+    wide_type = ir.Type.parse(str(unsigned_type).replace(",ui8>", ",si32>"))
+    values = ir.DenseElementsAttr(literal.attributes["value"])
+    shape = ir.ShapedType(values.type).shape
+    if values.is_splat:
+        wide_values = np.full(shape, int(ir.IntegerAttr(values.get_splat_value()).value) & 0xFF, dtype=np.int32)
+    else:
+        wide_values = np.array(ir.DenseIntElementsAttr(values), copy=True).astype(np.uint8).astype(np.int32)
+    with ir.InsertionPoint(literal), literal.location:
+        wide = torch_dialect.ValueTensorLiteralOp(ir.DenseElementsAttr.get(wide_values.reshape(shape), signless=False),
+                                                  results=[wide_type]).result
+        kept = torch_dialect.AtenBitwiseAndScalarOp(wide_type, wide, torch_dialect.ConstantIntOp(255).result).result
+        false = torch_dialect.ConstantBoolOp(False).result
+        converted = torch_dialect.AtenToDtypeOp(unsigned_type, kept, torch_dialect.ConstantIntOp(UINT8_SCALAR_TYPE).result,
+                                                false, false, torch_dialect.ConstantNoneOp().result).result
+    literal.results[0].replace_all_uses_with(converted)
+    literal.erase()
+
+
+@dataclass(frozen=True)
+class UnsignedLiterals(PythonPass):
+    """Runs in torch-mlir's bindings (a `tool = "torch-mlir-opt"` stage)."""
+
+    name = "unsigned-literals"
+    binding = "torch_mlir"
+
+    def _run(self, op, pass_) -> None:
+        for literal in _unsigned_literals(op):
+            _as_signed(literal)

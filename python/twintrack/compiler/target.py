@@ -1,0 +1,55 @@
+"""One description of the GPU target, read from lowering/targets/gpu.toml:
+the device's limits (SMs, shared memory, registers, warp size), the
+features of each architecture (wgmma, cp.async, TMA, clusters) and its
+rates. The kernel passes and the kernel report read these facts here; no
+hardware constant lives in a pass. Pure Python (tomllib), so the runtime's
+machine needs nothing more."""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LOWERING_DIR = Path(__file__).resolve().parents[3] / "lowering"
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    name: str
+    default_arch: str
+    sm_count: int
+    warp_size: int
+    max_threads_per_block: int
+    registers_per_sm: int
+    registers_per_thread: int
+    shared_bytes_per_sm: int
+    shared_bytes_per_block: int
+    static_shared_bytes: int
+    reserved_shared_bytes: int
+    copy_bandwidth: float                  # bytes/s, read + written
+    flop_rate: float                       # flop/s, f32 on CUDA cores
+    peak_flop_rate: dict[str, float]       # by torch dtype name
+    features: dict[str, frozenset[str]]    # by arch
+
+    def has(self, feature: str, arch: str) -> bool:
+        """Does `arch` (sm_90a, sm_80, ...) have `feature` (wgmma, cp.async, tma, clusters, mma.sync)?"""
+        return feature in self.features.get(arch, frozenset())
+
+    def archs_with(self, feature: str) -> tuple[str, ...]:
+        return tuple(arch for arch, features in self.features.items() if feature in features)
+
+
+@functools.cache
+def gpu_target(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> GpuTarget:
+    """The GPU target of `lowering_dir` (lowering/targets/gpu.toml)."""
+    data = tomllib.loads((Path(lowering_dir) / "targets" / "gpu.toml").read_text())
+    device = dict(data["device"])
+    features = {arch: frozenset(names) for arch, names in device.pop("features").items()}
+    fields = {key.replace("-", "_"): value for key, value in device.items()}
+    return GpuTarget(**fields, flop_rate=data["flop-rate"], peak_flop_rate=dict(data["peak-flop-rate"]),
+                     features=features)
+
+
+DEFAULT_ARCH = gpu_target().default_arch
