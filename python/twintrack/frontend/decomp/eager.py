@@ -59,10 +59,11 @@ import math
 import operator
 
 import torch
+from torch._prims_common import canonicalize_dim
 import torch.utils._pytree as pytree
 from torch._meta_registrations import pooling_output_shape
 
-from .dtypes import HALF_DTYPES
+from .dtypes import HALF_DTYPES, is_nan
 from .loops import elementwise_while
 from .registry import Family
 
@@ -75,27 +76,20 @@ NARROW_INTEGERS = (torch.int8, torch.uint8, torch.int16)
 
 # ---------------------------------------------------------------- NaN-propagating selects
 
-def _is_nan(value):
-    """A boolean mask (tensor) or bool (Python number): where `value` is NaN."""
-    if isinstance(value, torch.Tensor):
-        return value != value  # ne.Tensor(x, x) is not folded; eq.Tensor(x, x) is
-    return isinstance(value, float) and math.isnan(value)
-
-
 def _upper(a: torch.Tensor, b):
     """max(a, b) with NaN winning, as eager's maximum and clamp_min: `b`
     where it is larger or NaN, else `a` (a NaN `a` stays, since a NaN is
     never less than `b`)."""
     if not isinstance(b, torch.Tensor):
-        return torch.full_like(a, math.nan) if _is_nan(b) else torch.where(a < b, b, a)
-    return torch.where((a < b) | _is_nan(b), b, a)
+        return torch.full_like(a, math.nan) if is_nan(b) else torch.where(a < b, b, a)
+    return torch.where((a < b) | is_nan(b), b, a)
 
 
 def _lower(a: torch.Tensor, b):
     """min(a, b) with NaN winning, as eager's minimum and clamp_max."""
     if not isinstance(b, torch.Tensor):
-        return torch.full_like(a, math.nan) if _is_nan(b) else torch.where(b < a, b, a)
-    return torch.where((b < a) | _is_nan(b), b, a)
+        return torch.full_like(a, math.nan) if is_nan(b) else torch.where(b < a, b, a)
+    return torch.where((b < a) | is_nan(b), b, a)
 
 
 def _result_dtype(input: torch.Tensor, *others) -> torch.dtype:
@@ -107,7 +101,7 @@ def _result_dtype(input: torch.Tensor, *others) -> torch.dtype:
     return dtype
 
 
-def _float_result(input: torch.Tensor, *others) -> torch.dtype | None:
+def _floating_result_dtype(input: torch.Tensor, *others) -> torch.dtype | None:
     """The dtype eager computes `input` with `others` in, if floating (NaN
     is possible); else None."""
     dtype = _result_dtype(input, *others)
@@ -124,7 +118,7 @@ def _bounded(input, lower=None, upper=None):
     bound, as eager does; NotImplemented (torch-mlir's own lowering) for
     integers, which hold no NaN. The upper bound is applied last, so with
     lower > upper every element is `upper`, as in eager."""
-    dtype = _float_result(input, lower, upper)
+    dtype = _floating_result_dtype(input, lower, upper)
     if dtype is None:
         return _integer_bounded(input, lower, upper)
     result = input.to(dtype)
@@ -176,14 +170,14 @@ def _hardtanh(input, min_val=-1.0, max_val=1.0):
 
 
 def _maximum(input, other):
-    dtype = _float_result(input, other)
+    dtype = _floating_result_dtype(input, other)
     if dtype is None:
         return _integer_extreme(aten.maximum.default, input, other)
     return _upper(input.to(dtype), other.to(dtype))
 
 
 def _minimum(input, other):
-    dtype = _float_result(input, other)
+    dtype = _floating_result_dtype(input, other)
     if dtype is None:
         return _integer_extreme(aten.minimum.default, input, other)
     return _lower(input.to(dtype), other.to(dtype))
@@ -229,9 +223,9 @@ def _first_index_of_extreme(x: torch.Tensor, dim: int, keepdim: bool, extreme) -
     occurrence wins. amax/amin are lowered to maximumf/minimumf, which
     propagate NaN, so the extreme is NaN exactly when the row holds one;
     the index is the smallest position equal to it, or holding a NaN."""
-    dim = dim % x.dim()
+    dim = canonicalize_dim(x.dim(), dim)
     best = extreme(x, dim, keepdim=True)
-    hit = (x == best) | _is_nan(x)
+    hit = (x == best) | is_nan(x)
     length = x.shape[dim]
     positions = torch.arange(length, device=x.device).reshape([length if d == dim else 1 for d in range(x.dim())])
     index = torch.where(hit, positions, length).amin(dim, keepdim=keepdim)

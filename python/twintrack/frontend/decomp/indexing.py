@@ -49,10 +49,11 @@ from __future__ import annotations
 import math
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .dtypes import HALF_DTYPES
 from .registry import Family
-from .scans import _normalized_dim, _shifted
+from .scans import _shifted
 
 aten = torch.ops.aten
 
@@ -66,7 +67,7 @@ def _index_reduce(input, dim, index, source, reduce, *, include_self=True):
     if input.dim() == 0:
         out = _index_reduce(input.reshape(1), 0, index, source.reshape(1), reduce, include_self=include_self)
         return out.reshape(())
-    dim = _normalized_dim(input, dim)
+    dim = canonicalize_dim(input.dim(), dim)
     shape = [1] * source.dim()
     shape[dim] = -1
     expanded = index.to(torch.int64).reshape(shape).expand(source.shape)
@@ -227,7 +228,7 @@ def _cumulative_extreme(input, dim, largest: bool):
     2s entries up to it. The front is padded with a value every element
     beats (-inf / +inf, or the dtype's extreme: `>=` / `<=` let any element
     win against it). Bools scan as uint8."""
-    dim = _normalized_dim(input, dim)
+    dim = canonicalize_dim(input.dim(), dim)
     if input.dim() == 0 or input.numel() == 0:
         return input.clone(), torch.zeros(input.shape, dtype=torch.int64, device=input.device)
     x = input.to(torch.uint8) if input.dtype == torch.bool else input
@@ -355,7 +356,7 @@ def _mode(input, dim=-1, keepdim=False):
     std::sort is not stable, and its index is then any occurrence.)"""
     if input.dim() == 0:
         return input.clone(), torch.zeros((), dtype=torch.int64, device=input.device)
-    dim = _normalized_dim(input, dim)
+    dim = canonicalize_dim(input.dim(), dim)
     length = input.shape[dim]
     if length == 0:
         return NotImplemented

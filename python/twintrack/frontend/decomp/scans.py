@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .dtypes import HALF_DTYPES
 from .registry import Family
@@ -94,20 +95,12 @@ def _log_add_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return high + torch.log1p(torch.exp(gap))
 
 
-def _normalized_dim(x: torch.Tensor, dim: int) -> int:
-    """`dim` as a non-negative index; a 0-d tensor takes 0 or -1, as eager."""
-    rank = max(x.dim(), 1)
-    if not -rank <= dim < rank:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
-    return dim % rank
-
-
 def _scan(x: torch.Tensor, dim: int, computed: torch.dtype, combine, identity) -> torch.Tensor:
     """`x` cast to `computed` (so a narrower `dtype` rounds the input first,
     as eager casts before scanning), scanned in its accumulator type along
     `dim` and rounded once to `computed`. 0-d tensors and empty ones need no
     step."""
-    dim = _normalized_dim(x, dim)
+    dim = canonicalize_dim(x.dim(), dim)
     x = x.to(computed)
     if x.dim() == 0 or x.numel() == 0:
         return x.clone()

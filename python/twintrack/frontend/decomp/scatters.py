@@ -4,7 +4,7 @@ and an index_put with a boolean mask as a `where`.
 torch-mlir's scatter lowering (convertTorchScatterIndexAndSrcToTMScatterIndexAndSrc)
 indexes its shape vectors with `dim` as given and crashes the process on a
 negative one (x.scatter(-1, ...) aborts torch-mlir-opt). So scatter,
-scatter_add, scatter_reduce and index_add get `dim % x.dim()`; the op with
+scatter_add, scatter_reduce and index_add get the dim counted from the front; the op with
 a non-negative dim is kept as it is.
 
 scatter_reduce 'mean' is rewritten as eager computes it: a 'sum' scatter,
@@ -32,6 +32,7 @@ left to torch-mlir and the lower-scatters pass.
 from __future__ import annotations
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .registry import Family
 
@@ -84,7 +85,7 @@ def _with_positive_dim(op):
     def decomposition(input, dim, *args, **kwargs):
         if dim >= 0:
             return NotImplemented
-        return op(input, dim % max(1, input.dim()), *args, **kwargs)
+        return op(input, canonicalize_dim(input.dim(), dim), *args, **kwargs)
     return decomposition
 
 

@@ -24,6 +24,7 @@ breaks ties by index too, so median matches it exactly.
 from __future__ import annotations
 
 import torch
+from torch._prims_common import canonicalize_dim
 
 from .loops import counted_while
 from .registry import Family
@@ -130,7 +131,7 @@ def _sorted_prefix(x, dim, descending, k):
     and their indices, shaped as x with that dim of size k."""
     if x.dim() == 0:
         return x.clone(), torch.zeros_like(x, dtype=torch.int64)
-    dim = dim % x.dim()
+    dim = canonicalize_dim(x.dim(), dim)
     n = x.shape[dim]
     k = n if k is None else k
     if k == 0 or n == 1 or x.numel() == 0:

@@ -58,8 +58,9 @@ import math
 from fractions import Fraction
 
 import torch
+from torch._prims_common import get_computation_dtype  # float32 for half precision: eager's opmath
 
-from .dtypes import HALF_DTYPES
+from .dtypes import is_nan
 from .loops import elementwise_while
 from .registry import Family
 
@@ -75,15 +76,10 @@ BERNOULLI = [Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30)
 
 # ---------------------------------------------------------------- dtypes and small helpers
 
-def _float_result(dtype: torch.dtype) -> torch.dtype:
+def _float_op_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype eager returns for a float op over `dtype`: floats keep
     theirs, integers and bool give the default float dtype."""
     return dtype if dtype.is_floating_point else torch.get_default_dtype()
-
-
-def _opmath(dtype: torch.dtype) -> torch.dtype:
-    """The dtype eager computes a `dtype` result in: float32 for half precision."""
-    return torch.float32 if dtype in HALF_DTYPES else dtype
 
 
 def _is_complex(*values) -> bool:
@@ -96,8 +92,8 @@ def _unary(kernel, in_float64: bool = False):
     def decomposition(self):
         if _is_complex(self):
             return NotImplemented
-        result = _float_result(self.dtype)
-        return kernel(self.to(torch.float64 if in_float64 else _opmath(result))).to(result)
+        result = _float_op_dtype(self.dtype)
+        return kernel(self.to(torch.float64 if in_float64 else get_computation_dtype(result))).to(result)
     decomposition.__name__ = kernel.__name__
     return decomposition
 
@@ -115,17 +111,13 @@ def _binary(kernel, in_float64: bool = False):
     def decomposition(self, other):
         if _is_complex(self, other):
             return NotImplemented
-        result = _float_result(torch.result_type(self, other))
+        result = _float_op_dtype(torch.result_type(self, other))
         device = (self if isinstance(self, torch.Tensor) else other).device
-        compute = torch.float64 if in_float64 else _opmath(result)
+        compute = torch.float64 if in_float64 else get_computation_dtype(result)
         a, b = (_as_operand(v, compute, device) for v in (self, other))
         return kernel(a, b).to(result)
     decomposition.__name__ = kernel.__name__
     return decomposition
-
-
-def _is_nan(x: torch.Tensor) -> torch.Tensor:
-    return x != x  # eq.Tensor(x, x) is folded to true by torch-mlir
 
 
 def _polevl(x, coefficients):
@@ -806,21 +798,21 @@ def _polynomial(kernel):
     def tensors(x, n):
         if _is_complex(x, n):
             return NotImplemented
-        result = _float_result(torch.result_type(x, n))
-        compute = _opmath(result)
+        result = _float_op_dtype(torch.result_type(x, n))
+        compute = get_computation_dtype(result)
         return kernel(x.to(compute), _whole_degree(n.to(compute))).to(result)
 
     def x_scalar(x, n):
         if _is_complex(n):
             return NotImplemented
-        result = _float_result(torch.result_type(n, x))
+        result = _float_op_dtype(torch.result_type(n, x))
         return tensors(torch.full((), x, dtype=result, device=n.device), n)
 
     def n_scalar(x, n):
         if _is_complex(x):
             return NotImplemented
-        result = _float_result(torch.result_type(x, n))
-        compute = _opmath(result)
+        result = _float_op_dtype(torch.result_type(x, n))
+        compute = get_computation_dtype(result)
         # eager's int64 cast, in Python: torch-mlir folds a constant's trunc wrongly
         whole = int(n) if math.isfinite(n) else -1
         return kernel(x.to(compute), torch.full_like(x, whole, dtype=compute)).to(result)
@@ -961,7 +953,7 @@ def _nextafter(grid: torch.dtype):
 
     def kernel(x, y):
         magnitude = torch.abs(x)
-        finite = torch.where((magnitude == INF) | (magnitude == 0) | _is_nan(magnitude), 1.0, magnitude)
+        finite = torch.where((magnitude == INF) | (magnitude == 0) | is_nan(magnitude), 1.0, magnitude)
         e = torch.clamp(_exponent(finite, finfo), min=emin)
         low, high = _power_of_two(e, x.dtype)
         spacing = low * high * finfo.eps
@@ -973,7 +965,7 @@ def _nextafter(grid: torch.dtype):
         smallest = torch.full_like(x, finfo.tiny * finfo.eps)  # a tensor: where(c, number, number) is float32
         result = torch.where(x == 0, torch.where(y > 0, smallest, -smallest), result)
         result = torch.where(x == y, y, result)
-        return torch.where(_is_nan(x) | _is_nan(y), NAN, result)
+        return torch.where(is_nan(x) | is_nan(y), NAN, result)
     return kernel
 
 
@@ -983,10 +975,10 @@ def _frexp(self):
     if not self.is_floating_point():
         return NotImplemented
     grid = self.dtype
-    x = self.to(_opmath(grid))
+    x = self.to(get_computation_dtype(grid))
     finfo = torch.finfo(grid)
     magnitude = torch.abs(x)
-    special = (magnitude == 0) | (magnitude == INF) | _is_nan(x)
+    special = (magnitude == 0) | (magnitude == INF) | is_nan(x)
     finite = torch.where(special, 1.0, magnitude)
     exponent = _exponent(finite, finfo) + 1
     low, high = _power_of_two(-exponent, x.dtype)
@@ -1037,10 +1029,10 @@ def _angle(self):
     """angle of a real tensor: pi below 0, else 0, NaN kept; a float result."""
     if self.is_complex():
         return NotImplemented
-    result = _float_result(self.dtype)
-    x = self.to(_opmath(result)) if self.dtype != torch.bool else self.to(result)
+    result = _float_op_dtype(self.dtype)
+    x = self.to(get_computation_dtype(result)) if self.dtype != torch.bool else self.to(result)
     value = torch.where(x < 0, math.pi, torch.zeros_like(x))
-    return torch.where(_is_nan(x), NAN, value).to(result)
+    return torch.where(is_nan(x), NAN, value).to(result)
 
 
 # ---------------------------------------------------------------- the table
