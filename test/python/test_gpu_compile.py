@@ -219,6 +219,20 @@ def test_compile_api_targets_the_gpu():
     assert relative_error(compiled(x.cuda()).cpu(), module.double()(x.double())) < 1e-5
 
 
+def test_row_kernel_sites_over_zero_dim_buffers_compile():
+    """OpInfo's segment max over bfloat16 offsets: a row-kernel site with a
+    0-d buffer. Asking whether vectors fit a 0-d memref divided by its rank
+    (0), and the whole compile failed at 'row-kernels'."""
+    import twintrack
+    from twintrack.harness.coverage import cases
+
+    case = next(c for c in cases.all_cases(dtypes=("bfloat16",)) if c.id == "_segment_reduce.offsets:bfloat16")
+    samples = cases.samples(case, 2)
+    assert samples
+    for sample in samples:
+        assert "gpu.binary" in twintrack.compile(sample.module, sample.inputs, target="gpu").as_text()
+
+
 @pytest.mark.parametrize("name", ["softmax", "layernorm", "transformer_block"])
 def test_gpu_numerics(name, run_tool, tmp_path):
     import torch

@@ -42,8 +42,10 @@ VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "m
 def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool:
     """Can `width`-element vectors run along dim `inner` (unit stride), each
     aligned to a whole vector: a static layout whose offset and other strides
-    are multiples of `width`?"""
+    are multiples of `width`? Not along a 0-d memref's: it has no dim."""
     strides, offset = memref_type.get_strides_and_offset()
+    if not strides:
+        return False
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     inner %= len(strides)
     if offset == dynamic or dynamic in strides or strides[inner] != 1:
