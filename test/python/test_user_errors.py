@@ -167,12 +167,13 @@ def test_interrupted_compile_leaves_nothing(tmp_path):
     outdir.mkdir()
     (outdir / "manifest.json").write_text("{}")  # an earlier artifact: kept as it was
     # a subprocess: the signal is the point
-    # The GPU pipeline: 2-3 s of stages and ptxas are left after stage 01, so a
-    # loaded machine that delivers the signal late still delivers it mid-compile
-    # (the CPU pipeline's last 18 stages take 0.4 s, and once raced past it).
+    # SIGINT as a terminal's Ctrl-C finds it: a test run started in the background
+    # (`make test &`) hands its children SIGINT ignored, which Python then keeps.
+    # The GPU pipeline leaves 2-3 s of stages and ptxas after stage 01.
     process = subprocess.Popen([sys.executable, str(REPO / "tools" / "compile.py"), "zoo:transformer_block",
                                 "--pipeline", "gpu", "-o", str(outdir)], stderr=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "TWINTRACK_CACHE": "0"})
+                               stdout=subprocess.DEVNULL, text=True, cwd=REPO, env={**os.environ, "TWINTRACK_CACHE": "0"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in process.stderr:
         lines.append(line)
