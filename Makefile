@@ -15,8 +15,8 @@ CPP_SOURCES := CMakeLists.txt $(shell find dialects tools/twintrack-opt -type f)
 # redirect mode), so a module added, moved or removed needs a reinstall: this
 # list of module files changes (and the install reruns) only when that happens.
 MODULE_LIST := $(VENV)/.python-modules
-$(shell test -d $(VENV) && find python/twintrack -name '*.py' -not -path '*/__pycache__/*' | sort > $(MODULE_LIST).new \
-  && { cmp -s $(MODULE_LIST).new $(MODULE_LIST) || mv $(MODULE_LIST).new $(MODULE_LIST); }; rm -f $(MODULE_LIST).new)
+LIST_MODULES := find python/twintrack -name '*.py' -not -path '*/__pycache__/*' | sort
+$(shell test -f $(MODULE_LIST) && { $(LIST_MODULES) | cmp -s - $(MODULE_LIST) || $(LIST_MODULES) > $(MODULE_LIST); })
 
 # $(call bounded,WHAT,SECONDS,COMMAND): COMMAND, up to 3 tries of at most
 # SECONDS each, saying what it waits for; fails with a clear message.
@@ -41,6 +41,7 @@ $(STAMP): pyproject.toml
 # when a C++ source changes.
 $(BUILT): $(STAMP) $(CPP_SOURCES) $(wildcard $(MODULE_LIST))
 	@$(call bounded,installing twintrack and its pinned test packages (builds the C++),1800,env CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) --no-build-isolation -e '.[test]')
+	$(LIST_MODULES) > $(MODULE_LIST)
 	touch $(BUILT)
 
 # The comparison of both tracks on the transformer block: the table, and
