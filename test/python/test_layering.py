@@ -101,17 +101,18 @@ def test_imports_follow_the_layers():
 def test_no_module_level_import_cycle():
     graph = {name: {m for m in imports_of(path, module_level_only=True) if _is_module(m) and m != name}
              for name, path in modules().items()}
-    state: dict[str, int] = {}
+    visiting, done = set(), set()
 
     def visit(node, trail):
-        state[node] = 1
-        for nxt in sorted(graph.get(nxt_name := node, ())):
-            if state.get(nxt) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(nxt):] + [nxt]))
-            if nxt not in state:
-                visit(nxt, trail + [nxt])
-        state[nxt_name] = 2
+        visiting.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor in visiting:
+                raise AssertionError("import cycle: " + " -> ".join(trail[trail.index(successor):] + [successor]))
+            if successor not in done:
+                visit(successor, trail + [successor])
+        visiting.discard(node)
+        done.add(node)
 
     for name in sorted(graph):
-        if name not in state:
+        if name not in done:
             visit(name, [name])
