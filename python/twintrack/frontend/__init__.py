@@ -13,6 +13,8 @@
   process.
 
 Modules here import from the core (errors, phases, locations, calling,
-bindings), never from the compiler, the runtime or the tools. This
-package's __init__ imports nothing, so that `model_spec` stays cheap.
+bindings) and the runtime, not from the compiler or the harness, but for
+the two imports test_layering.ALLOWED names with their reasons (the zoo
+for zoo: specs, the compile cache's digest). This package's __init__
+imports nothing, so that `model_spec` stays cheap.
 """
