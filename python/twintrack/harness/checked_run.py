@@ -32,7 +32,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..calling import TensorSpec
+from ..errors import user_code
 from ..frontend.export import ModelSource, load_model, model_state
+from ..frontend.model_spec import load_user_model
 from .numerics import OutputCheck, compare, float64_reference, random_inputs
 from .timing import Measurement, measure
 
@@ -105,8 +107,12 @@ class CheckedRun:
     @classmethod
     def load(cls, model: str, dtype: str | None = None, device: str = "cpu", seed: int = COMPARE_SEED,
              timing: Timing | None = None) -> "CheckedRun":
-        """MODEL as tools/compile.py takes it: zoo:NAME, file.py:factory or a torch.export file."""
-        return cls.of(load_model(model, dtype), device, seed, timing=timing)
+        """MODEL as tools/compile.py takes it: zoo:NAME, file.py:factory or a
+        torch.export file. The user's code failing (the factory, the model's
+        float64 forward) is a one-line ModelLoadError."""
+        source = load_user_model(model, dtype)
+        with user_code(f"{model}: the float64 eager reference failed"):
+            return cls.of(source, device, seed, timing=timing)
 
     def reseeded(self, seed: int) -> "CheckedRun":
         """The same model and device on other fresh inputs."""

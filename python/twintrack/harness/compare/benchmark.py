@@ -20,11 +20,10 @@ from typing import Callable
 
 import torch
 
-from ..checked_run import CheckedRun, eager_track, use_exact_float32
+from ..checked_run import COMPARE_SEED, CheckedRun, use_exact_float32
 from ..numerics import float32_matmuls, tolerance
 from ..timing import NOISY_FOOTNOTE, NOISY_MARK
-from .comparison import checked_run, compare_timing, inductor_track, timing_summary
-from .twintrack_track import scratch_directory, twintrack_track
+from ..tracks import EagerTrack, InductorTrack, TrackReport, compare_timing, timing_summary, twintrack_on
 
 SCHEMA_VERSION = 1
 
@@ -106,22 +105,34 @@ def _twintrack_source(artifacts: Path | None) -> dict | None:
 
 
 def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
-    run = checked_run(entry.model, entry.dtype, request.device, compare_timing(request.repeat))
+    """Each track asked once, on one run of the entry's model."""
+    run = CheckedRun.load(entry.model, entry.dtype, request.device, COMPARE_SEED, compare_timing(request.repeat))
+    artifact = request.artifacts / entry.name if request.artifacts and request.device == "cuda" else None
+    twintrack = twintrack_on(request.device, artifact, freeze="--freeze" in entry.flags, with_program=False)
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
-           "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32, "inductor": {}}
+           "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32}
     with float32_matmuls(entry.allow_tf32):
-        row["eager"] = run.check_and_time(eager_track(run.source, run.device)).figures()
-        for mode in request.modes:
-            row["inductor"][mode] = _inductor(run, mode)
-    row["twintrack"], graph = _twintrack(request, entry, run)
+        row["eager"] = _figures(EagerTrack().report(run))
+        row["inductor"] = {mode: _figures(InductorTrack(None if mode == "default" else mode).report(run))
+                           for mode in request.modes}
+    measured = twintrack.report(run)
+    row["twintrack"] = _figures(measured)
     row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
     row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
-    if graph:
-        row["twintrack_graph"] = graph
-        row["ratio_graph_vs_inductor"] = _ratios_vs_inductor(row, graph)
-    tracks = [row["eager"], row["twintrack"], *row["inductor"].values(), *([graph] if graph else [])]
-    row["ok"] = all(_within(track, row["tolerance"]) for track in tracks)
+    if measured.graph is not None:
+        row["twintrack_graph"] = measured.graph.figures()
+        row["ratio_graph_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack_graph"])
+    row["ok"] = all(_within(track, row["tolerance"]) for track in _measured(row))
     return row
+
+
+def _figures(report: TrackReport) -> dict:
+    """A track's entry in the results (bench/results.schema.json's `measured`)."""
+    if report.failure is not None:
+        return {"error": report.error[:300]}
+    compiled = {} if report.compile_seconds is None else {"compile_seconds": round(report.compile_seconds, 2)}
+    kernels = {} if report.kernels is None else {"kernels": report.kernel_count}
+    return {**compiled, **kernels, **report.result.figures()}
 
 
 def _measured(row: dict) -> list[dict]:
@@ -132,30 +143,6 @@ def _measured(row: dict) -> list[dict]:
 
 def _ratios_vs_inductor(row: dict, track: dict) -> dict:
     return {mode: _ratio(track.get("latency_ms"), inductor.get("latency_ms")) for mode, inductor in row["inductor"].items()}
-
-
-def _inductor(run: CheckedRun, mode: str) -> dict:
-    result, track = inductor_track(run, None if mode == "default" else mode)
-    if track is None:
-        return {"error": result.error}
-    return {"compile_seconds": round(result.compile_seconds, 2), "kernels": len(result.kernels),
-            **run.check_and_time(track).figures()}
-
-
-def _twintrack(request: BenchRequest, entry: BenchEntry, run: CheckedRun) -> tuple[dict, dict | None]:
-    """twintrack's measurement, and on the GPU its plan replayed as one CUDA
-    graph (host work out of the way: the kernels' own time)."""
-    from ...errors import TwintrackError
-    artifact = request.artifacts / entry.name if request.artifacts and request.device == "cuda" else None
-    try:
-        with scratch_directory() as scratch:
-            track = twintrack_track(run.source, request.device, Path(scratch), artifact,
-                                    freeze="--freeze" in entry.flags, with_program=False)
-            measured = {"compile_seconds": track.compile_seconds, "kernels": len(track.kernels),
-                        **run.check_and_time(track.run).figures()}
-            return measured, (run.check_and_time(track.graph_run).figures() if track.graph_run else None)
-    except (TwintrackError, RuntimeError) as e:
-        return {"error": " ".join(str(e).split())[:300]}, None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
