@@ -14,6 +14,20 @@ _LIBRARY_FRAME = re.compile(r"(^|/)(torch|functorch)/|twintrack/frontend/export\
 _STACK_TRACE_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
+def target_name(target) -> str:
+    """'aten.addmm' for an FX node's target: an op's namespace and name,
+    without its overload (aten::div.Tensor_mode -> aten.div); any other
+    callable (a higher-order op, operator.getitem) by its own name."""
+    if hasattr(target, "_schema"):
+        return target._schema.name.replace("::", ".")
+    return getattr(target, "__name__", str(target))
+
+
+def is_model_frame(path: str) -> bool:
+    """Whether a stack frame's file is the model's, not the framework's."""
+    return not _LIBRARY_FRAME.search(path)
+
+
 def short_location(location) -> str:
     """'loc("model.py":12:5)' -> 'model.py:12:5'. A callsite keeps its
     innermost frame; if that frame is the op marker, 'aten.addmm at model.py:12:5'."""
@@ -55,7 +69,7 @@ def source_key(op: str, frames: list[tuple[str, int]]) -> str | None:
     line produces get the same frames in twintrack (torch.export) and in
     Inductor (Dynamo), whatever torch version or checkout path each ran with.
     None if no frame is the model's."""
-    own = [f"{path.rsplit('/', 1)[-1]}:{line}" for path, line in frames if not _LIBRARY_FRAME.search(path)]
+    own = [f"{path.rsplit('/', 1)[-1]}:{line}" for path, line in frames if is_model_frame(path)]
     return f"{op} @ {' > '.join(own)}" if own else None
 
 

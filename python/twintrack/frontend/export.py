@@ -258,7 +258,8 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
     else:
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
     program = _export(target, args, source.spec)
-    report = run_pipeline(program, FxReport(source.spec, checks))
+    report = FxReport(source.spec, checks)
+    program = run_pipeline(program, report)
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],

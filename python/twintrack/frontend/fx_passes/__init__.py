@@ -1,10 +1,12 @@
 """The FX passes: the exported, decomposed program rewritten for torch-mlir,
 in the order of PIPELINE.
 
-Every pass has one interface, `run(program, report)`: it rewrites the
-ExportedProgram in place (its graph module, and where it must, its
-signature and constants) and records in the `FxReport` what the calling
-convention needs to know. The order matters:
+Every pass has one interface, `run(program, report) -> program`: it
+takes the ExportedProgram, returns the program rewritten (most passes edit
+the graph module, and where they must the constants, in place and return
+the same program; the calling convention returns a new one with its new
+signature), and records in the `FxReport` what later passes and the
+calling convention need to know. The order matters:
 
 - zero-size values fold first: later passes and torch-mlir's lowerings
   divide by the zero extent;
@@ -52,51 +54,62 @@ class FxReport:
     calling: CallingConvention | None = None
 
 
+Program = torch.export.ExportedProgram
+
+
 @dataclass(frozen=True)
 class FxPass:
     name: str
-    run: Callable[[torch.export.ExportedProgram, FxReport], None]
+    run: Callable[[Program, FxReport], Program]
 
 
-def _complex_pairs(program, report):
+def _complex_pairs(program: Program, report: FxReport) -> Program:
     report.complex_outputs = carry_complex_as_pairs(program, frontend_table())
+    return program
 
 
-def _bounded_results(program, report):
+def _bounded_results(program: Program, report: FxReport) -> Program:
     report.lengths = bound_data_dependent_results(program, frontend_table())
+    return program
 
 
-def _guards(program, report):
+def _guards(program: Program, report: FxReport) -> Program:
     report.violations = add_guards(program) if report.checks else []
+    return program
 
 
-def _calling_convention(program, report):
-    report.calling = functional_results(program, report.spec, report.violations, report.complex_outputs,
-                                        report.lengths)
+def _calling_convention(program: Program, report: FxReport) -> Program:
+    functional, report.calling = functional_results(program, report.spec, report.violations,
+                                                    report.complex_outputs, report.lengths)
+    return functional
 
 
-def _on_program(rewrite):
-    """A pass that needs nothing from the report."""
-    return lambda program, report: rewrite(program)
+def _in_place(rewrite: Callable[[Program], None]) -> Callable[[Program, FxReport], Program]:
+    """A pass that edits the program in place and needs nothing from the report."""
+    def run(program: Program, report: FxReport) -> Program:
+        rewrite(program)
+        return program
+    return run
 
 
 PIPELINE = (
-    FxPass("fold zero-size values", _on_program(fold_zero_size_values)),
+    FxPass("fold zero-size values", _in_place(fold_zero_size_values)),
     FxPass("complex as pairs", _complex_pairs),
     FxPass("bound data-dependent results", _bounded_results),
-    FxPass("refuse unsupported", _on_program(refuse_unsupported)),
-    FxPass("unsigned operands", _on_program(convert_unsigned_operands)),
+    FxPass("refuse unsupported", _in_place(refuse_unsupported)),
+    FxPass("unsigned operands", _in_place(convert_unsigned_operands)),
     FxPass("guards", _guards),
-    FxPass("name ops", _on_program(name_ops_in_locations)),
-    FxPass("bfloat16 constants", _on_program(bfloat16_constants_as_float32)),
-    FxPass("tensor metadata", _on_program(refresh_tensor_metadata)),
+    FxPass("name ops", _in_place(name_ops_in_locations)),
+    FxPass("bfloat16 constants", _in_place(bfloat16_constants_as_float32)),
+    FxPass("tensor metadata", _in_place(refresh_tensor_metadata)),
     FxPass("calling convention", _calling_convention),
 )
 
 
-def run_pipeline(program: torch.export.ExportedProgram, report: FxReport) -> FxReport:
-    """Every pass of PIPELINE on `program`, in order, each timed as `fx: NAME`."""
+def run_pipeline(program: Program, report: FxReport) -> Program:
+    """Every pass of PIPELINE on `program`, in order, each timed as `fx: NAME`:
+    the program the last returns."""
     for fx_pass in PIPELINE:
         with phase(f"fx: {fx_pass.name}"):
-            fx_pass.run(program, report)
-    return report
+            program = fx_pass.run(program, report)
+    return program

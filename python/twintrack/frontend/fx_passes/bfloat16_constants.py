@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch.export.graph_signature import InputKind
 
+from .graph_edit import NodeBuilder
+
 
 def bfloat16_constants_as_float32(program: torch.export.ExportedProgram) -> None:
     """torch-mlir's importer writes a constant (a lifted tensor, a frozen
@@ -26,7 +28,5 @@ def bfloat16_constants_as_float32(program: torch.export.ExportedProgram) -> None
             else value
         narrow = node.meta["val"]
         node.meta["val"] = narrow.float()
-        with graph.inserting_after(node):
-            cast = graph.call_function(torch.ops.aten._to_copy.default, (node,), {"dtype": torch.bfloat16})
-        cast.meta.update(val=narrow, stack_trace=node.meta.get("stack_trace"))
+        cast = NodeBuilder(graph, node, after=True)(torch.ops.aten._to_copy.default, node, dtype=torch.bfloat16)
         node.replace_all_uses_with(cast, delete_user_cb=lambda user: user is not cast)

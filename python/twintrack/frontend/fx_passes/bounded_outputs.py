@@ -22,7 +22,7 @@ from torch._guards import detect_fake_mode
 
 from ...errors import UsageError
 from .graph_edit import splice_traced
-from .naming import model_line, op_name
+from .naming import located
 from .unsupported import data_dependent
 
 aten = torch.ops.aten
@@ -173,8 +173,8 @@ def _carry_rows(graph: fx.Graph, counts: dict) -> dict[int, fx.Node]:
             graph.erase_node(node)
             continue
         if len(bounded) != 1 or not _keeps_rows(node):
-            raise UsageError(f"shapes that depend on the data are not supported: {op_name(node)} at "
-                             f"{model_line(node)} reads a result whose length depends on the data "
+            raise UsageError(f"shapes that depend on the data are not supported: {located(node)} "
+                             f"reads a result whose length depends on the data "
                              f"(only pointwise ops, casts, unsqueeze and cat may follow one)")
         args, kwargs = fx.node.map_aggregate((node.args, node.kwargs),
                                              lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)

@@ -4,6 +4,7 @@ returned."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import operator
 
@@ -16,17 +17,18 @@ from ...errors import ModelLoadError
 
 
 def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
-                       complex_outputs: set[int] = frozenset(), lengths: dict | None = None) -> CallingConvention:
-    """Rewrite `program` (in place) to return each computed tensor once, the
-    updated inputs first and the guards' flags (`violations`, frontend/fx_passes/guards.py)
-    last, with no mutation left in its signature; return the convention
-    that rebuilds the module's outputs from those results. The outputs at
+                       complex_outputs: set[int] = frozenset(),
+                       lengths: dict | None = None) -> tuple[torch.export.ExportedProgram, CallingConvention]:
+    """`program` rewritten to return each computed tensor once, the updated
+    inputs first and the guards' flags (`violations`, frontend/fx_passes/guards.py)
+    last, with no mutation left in its signature (a new program over the
+    same graph, which is edited in place); and the convention that rebuilds
+    the module's outputs from those results. The outputs at
     `complex_outputs` are real pairs of complex values (frontend/fx_passes/complex_pairs.py);
     each output in `lengths` is cut to the count its node holds
     (frontend/fx_passes/bounded_outputs.py)."""
     lengths = lengths or {}
-    _drop_effect_tokens(program, where)
-    signature = program.graph_signature
+    signature = _without_effect_tokens(program, where)
     arguments = signature.user_inputs
     output_node = program.graph.output_node()
     values = list(output_node.args[0])
@@ -53,14 +55,15 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
               for p, leaf in zip(positions, leaves)]
     guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
     out_spec = program.call_spec.out_spec
-    _return_only(program, list(results))
-    _drop_unused_scalar_reads(program.graph)
-    return CallingConvention(out_spec, leaves, mutations, guards)
+    functional = _returning_only(program, signature, list(results))
+    _drop_unused_scalar_reads(functional.graph)
+    return functional, CallingConvention(out_spec, leaves, mutations, guards)
 
 
-def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> None:
-    """Remove torch.export's effect tokens (in place): the TOKEN input and
-    output and each `with_effects` node threading it. Tokens order ops with
+def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) -> ExportGraphSignature:
+    """Remove torch.export's effect tokens from the graph (in place): the
+    TOKEN input and output and each `with_effects` node threading it; the
+    signature without them. Tokens order ops with
     side effects; the ones export makes here are error checks
     (aten._linalg_check_errors after linalg.inv, cholesky, lu_factor) whose
     only result is the token, so dropping them drops the check and nothing
@@ -68,7 +71,7 @@ def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> No
     graph = program.graph
     effects = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.with_effects]
     if not effects and all(s.kind != OutputKind.TOKEN for s in program.graph_signature.output_specs):
-        return
+        return program.graph_signature
     for node in effects:
         if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
             raise ModelLoadError(f"{where}: side-effect op {node.args[1]} whose results are used is not supported")
@@ -86,8 +89,7 @@ def _drop_effect_tokens(program: torch.export.ExportedProgram, where: str) -> No
             raise ModelLoadError(f"{where}: effect token used outside with_effects is not supported")
         graph.erase_node(node)
     inputs = [s for s in program.graph_signature.input_specs if s.kind != InputKind.TOKEN]
-    program._graph_signature = ExportGraphSignature(inputs, [s for s, _ in kept])
-    program.graph_module.recompile()
+    return ExportGraphSignature(inputs, [s for s, _ in kept])
 
 
 SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
@@ -129,13 +131,20 @@ def _drop_unused_scalar_reads(graph: torch.fx.Graph) -> None:
             graph.erase_node(dead)
 
 
-def _return_only(program: torch.export.ExportedProgram, results: list[torch.fx.Node]) -> None:
-    """The program's output: `results`, each a plain user output."""
+def _returning_only(program: torch.export.ExportedProgram, signature: ExportGraphSignature,
+                    results: list[torch.fx.Node]) -> torch.export.ExportedProgram:
+    """The program over the same graph whose output is `results`, each a
+    plain user output."""
     output_node = program.graph.output_node()
     output_node.args = (tuple(results),)
     program.graph_module.recompile()
     specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None) for node in results]
-    program._graph_signature = ExportGraphSignature(list(program.graph_signature.input_specs), specs)
-    entry = program._module_call_graph[0].signature
-    if entry is not None:
-        entry.out_spec = pytree.tree_structure(tuple(range(len(results))))
+    call_graph = copy.deepcopy(program.module_call_graph)
+    if call_graph[0].signature is not None:
+        call_graph[0].signature.out_spec = pytree.tree_structure(tuple(range(len(results))))
+    return torch.export.ExportedProgram(
+        root=program.graph_module, graph=program.graph,
+        graph_signature=ExportGraphSignature(list(signature.input_specs), specs),
+        state_dict=program.state_dict, range_constraints=program.range_constraints,
+        module_call_graph=call_graph, example_inputs=program.example_inputs, constants=program.constants,
+        verifiers=program.verifiers)

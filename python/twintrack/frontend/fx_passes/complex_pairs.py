@@ -29,8 +29,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from ...errors import UsageError
-from .graph_edit import located_at, splice_traced
-from .naming import model_line, op_name
+from .graph_edit import NodeBuilder, splice_traced
+from .naming import located
 from .unsupported import holds_complex
 
 aten = torch.ops.aten
@@ -578,11 +578,11 @@ def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions
             continue
         fn = RULES.get(node.target) or RULES.get(getattr(node.target, "overloadpacket", None))
         if fn is None:
-            raise UsageError(f"complex dtypes are not supported: {op_name(node)} at {model_line(node)}")
+            raise UsageError(f"complex dtypes are not supported: {located(node)}")
         try:
             replacement, is_pair = _inline_rule(graph, node, fn, pairs, decompositions)
         except _Refused as refusal:
-            raise UsageError(f"{op_name(node)} at {model_line(node)}: {refusal}") from None
+            raise UsageError(f"{located(node)}: {refusal}") from None
         node.replace_all_uses_with(replacement)
         graph.erase_node(node)
         if is_pair:
@@ -614,10 +614,7 @@ def _inline_rule(graph: fx.Graph, node: fx.Node, fn, pairs: set, decompositions:
     result = splice_traced(graph, node, traced, [leaves[i] for i in slots], decompositions, "complex-pairs")
     is_pair = isinstance(expected, torch.Tensor) and expected.dtype in REAL_OF_COMPLEX
     if result in leaves and (result in pairs) != is_pair:  # a view across: one node can't be both
-        with graph.inserting_before(node):
-            result = graph.call_function(aten.clone.default, (result,))
-        result.meta["val"] = result.args[0].meta["val"].clone()
-        located_at(result, node)
+        result = NodeBuilder(graph, node)(aten.clone.default, result)
     return result, is_pair
 
 

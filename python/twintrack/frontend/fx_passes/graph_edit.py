@@ -1,11 +1,14 @@
-"""Replacing one op of an exported FX graph by plain torch code.
+"""The two ways the FX passes add nodes to an exported graph, both placing
+each new node at the source location of the op it is made for, named
+after that op (naming.located_at):
 
-The frontend's graph rewrites (fx_passes/complex_pairs.py, bounded_outputs.py) write
-what an op becomes as a Python function over tensors. `splice_traced`
-traces that function with make_fx on the op's fake arguments, through the
-frontend's decomposition table (so the new ops are the ones every later
-stage takes), and copies its nodes in before the op, each at the op's
-source location and named after it.
+- `NodeBuilder`: one ATen op at a time, its fake value computed on the
+  spot (the guards, the unsigned-operand casts, zero-size folding);
+- `splice_traced`: what an op becomes, written as a Python function over
+  tensors (fx_passes/complex_pairs.py, bounded_outputs.py), traced with
+  make_fx on the op's fake arguments through the frontend's decomposition
+  table (so the new ops are the ones every later stage takes), and copied
+  in before the op.
 """
 
 from __future__ import annotations
@@ -15,10 +18,42 @@ from collections.abc import Callable
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from torch._guards import detect_fake_mode
+
 from ...errors import CompilerError, TwintrackError
-from .naming import model_line, op_name
+from .naming import located, located_at, op_name
 
 fx = torch.fx
+
+
+class NodeBuilder:
+    """New nodes before `anchor` (or, with `after`, after it in the order
+    made), each with its fake value, at the anchor's source location."""
+
+    def __init__(self, graph: fx.Graph, anchor: fx.Node, after: bool = False):
+        self.graph, self.anchor = graph, anchor
+        self._last = anchor if after else None
+        self.mode = _fake_mode(graph, anchor)
+
+    def __call__(self, op, *args, **kwargs) -> fx.Node:
+        place = self.graph.inserting_before(self.anchor) if self._last is None else self.graph.inserting_after(self._last)
+        with place:
+            node = self.graph.call_function(op, args, kwargs)
+        if self._last is not None:
+            self._last = node
+        fake_args, fake_kwargs = fx.node.map_arg((args, kwargs), lambda n: n.meta["val"])
+        with self.mode:
+            node.meta["val"] = op(*fake_args, **fake_kwargs)
+        located_at(node, self.anchor)
+        return node
+
+
+def _fake_mode(graph: fx.Graph, anchor: fx.Node):
+    """The graph's fake mode, read off the anchor and its inputs (every fake
+    value of one graph shares it), so a pass over many sites does not scan
+    the graph for each; the whole graph only where those hold none."""
+    near = [anchor.meta.get("val"), *(n.meta.get("val") for n in anchor.all_input_nodes)]
+    return detect_fake_mode(near) or detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
 
 
 def splice_traced(graph: fx.Graph, anchor: fx.Node, fn: Callable, inputs: list[fx.Node], decompositions: dict,
@@ -33,7 +68,7 @@ def splice_traced(graph: fx.Graph, anchor: fx.Node, fn: Callable, inputs: list[f
     except TwintrackError:  # a rewrite refusing its arguments: the user's to fix
         raise
     except Exception as e:  # a rewrite meeting arguments it was not written for: our bug, named
-        raise CompilerError(stage, [f"{op_name(anchor)} at {model_line(anchor)}: {type(e).__name__}: "
+        raise CompilerError(stage, [f"{located(anchor)}: {type(e).__name__}: "
                                     f"{' '.join(str(e).split())[:200]}"]) from e
     env: dict[fx.Node, fx.Node] = {}
     placeholders = iter(inputs)
@@ -49,12 +84,6 @@ def splice_traced(graph: fx.Graph, anchor: fx.Node, fn: Callable, inputs: list[f
                 env[inner] = graph.node_copy(inner, lambda n: env[n])
                 located_at(env[inner], anchor)
     raise AssertionError("a traced graph has an output node")
-
-
-def located_at(new: fx.Node, anchor: fx.Node) -> None:
-    """`new` at `anchor`'s source location, named after its op (name_ops.py)."""
-    new.meta["stack_trace"] = anchor.meta.get("stack_trace")
-    new.meta["original_aten"] = anchor.meta.get("original_aten") or anchor.target
 
 
 def _copied_submodule(graph: fx.Graph, traced: fx.GraphModule, inner: fx.Node, anchor: fx.Node, stage: str):

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch._guards import detect_fake_mode
 
-from ...locations import stack_trace_source_key
+from .graph_edit import NodeBuilder
+from .naming import located
 
 aten = torch.ops.aten
 fx = torch.fx
@@ -32,31 +32,6 @@ class Violation:
     flag: fx.Node      # 0-d bool: the check failed somewhere
     kind: str          # 'division' or 'index'
     message: str       # "aten.embedding at model.py:12: index out of range"
-
-
-class NodeBuilder:
-    """New FX nodes before `anchor`, each with its fake value and the anchor's stack trace."""
-
-    def __init__(self, graph: fx.Graph, anchor: fx.Node):
-        self.graph, self.anchor = graph, anchor
-        self.mode = _fake_mode(graph, anchor)
-
-    def __call__(self, op, *args) -> fx.Node:
-        with self.graph.inserting_before(self.anchor):
-            node = self.graph.call_function(op, args)
-        values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
-        with self.mode:
-            node.meta["val"] = op(*values)
-        _like(node, self.anchor)
-        return node
-
-
-def _fake_mode(graph: fx.Graph, anchor: fx.Node):
-    """The graph's fake mode, read off the anchor and its inputs (every fake
-    value of one graph shares it), so a pass over many sites does not scan
-    the graph for each; the whole graph only where those hold none."""
-    near = [anchor.meta.get("val"), *(n.meta.get("val") for n in anchor.all_input_nodes)]
-    return detect_fake_mode(near) or detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
 
 
 def _integer(node) -> bool:
@@ -75,28 +50,10 @@ def _guard_division(graph: fx.Graph, node: fx.Node) -> Violation | None:
     safe_divisor = new(aten.masked_fill.Scalar, divisor, new(aten.logical_or.default, zero, minus_one), 1)
     node.args = (dividend, safe_divisor, *node.args[2:])
     if node.target is aten.div.Tensor_mode:  # x / -1 == -x, wrapping at INT_MIN as two's complement does
-        with graph.inserting_after(node):
-            negated = graph.call_function(aten.neg.default, (dividend,))
-        with graph.inserting_after(negated):
-            chosen = graph.call_function(aten.where.self, (minus_one, negated, node))
+        after = NodeBuilder(graph, node, after=True)
+        chosen = after(aten.where.self, minus_one, after(aten.neg.default, dividend), node)
         node.replace_all_uses_with(chosen, delete_user_cb=lambda user: user is not chosen)
-        for extra in (negated, chosen):
-            _fake(extra, node)
-    return Violation(new(aten.any.default, zero), "division", f"{_where(node)}: integer division by zero")
-
-
-def _fake(node: fx.Node, like: fx.Node) -> None:
-    mode = detect_fake_mode([like.meta["val"]])
-    values = [a.meta["val"] if isinstance(a, fx.Node) else a for a in node.args]
-    with mode:
-        node.meta["val"] = node.target(*values)
-    _like(node, like)
-
-
-def _like(node: fx.Node, anchor: fx.Node) -> None:
-    """Located at the guarded op, and named after it (name_ops.py)."""
-    node.meta["stack_trace"] = anchor.meta.get("stack_trace")
-    node.meta["original_aten"] = anchor.meta.get("original_aten") or anchor.target
+    return Violation(new(aten.any.default, zero), "division", f"{located(node)}: integer division by zero")
 
 
 def _guard_index(graph: fx.Graph, node: fx.Node, index: fx.Node, size: int, wraps: bool,
@@ -108,7 +65,7 @@ def _guard_index(graph: fx.Graph, node: fx.Node, index: fx.Node, size: int, wrap
     new = NodeBuilder(graph, node)
     outside = new(aten.logical_or.default, new(aten.lt.Scalar, index, low), new(aten.ge.Scalar, index, size))
     replace(new(aten.clamp.default, index, low, size - 1))
-    return Violation(new(aten.any.default, outside), "index", f"{_where(node)}: index out of range")
+    return Violation(new(aten.any.default, outside), "index", f"{located(node)}: index out of range")
 
 
 def _embedding(graph, node):
@@ -167,9 +124,3 @@ def add_guards(program: torch.export.ExportedProgram) -> list[Violation]:
             violations += INDEXING[node.target](graph, node)
     return [v for v in violations if v is not None]
 
-
-def _where(node: fx.Node) -> str:
-    """`aten.embedding at model.py:12`: the op and the model's innermost line that called it."""
-    op = "aten." + node.target.name().removeprefix("aten::").split(".")[0]
-    key = stack_trace_source_key(op, node.meta.get("stack_trace"))  # 'op @ outer.py:3 > inner.py:9'
-    return f"{op} at {key.rsplit(' > ', 1)[-1].split(' @ ')[-1]}" if key else op

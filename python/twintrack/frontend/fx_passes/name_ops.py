@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ...locations import OP_FRAME_PREFIX
+from .naming import op_name
 
 
 def name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
@@ -17,7 +18,7 @@ def name_ops_in_locations(program: torch.export.ExportedProgram) -> None:
     model wrote."""
     for node in program.graph.nodes:
         target = node.meta.get("original_aten") or node.target
-        if node.op == "call_function" and hasattr(target, "name"):
-            op = target.name().removeprefix("aten::").split(".")[0]
+        if node.op == "call_function" and hasattr(target, "name"):  # an op, not operator.getitem
+            op = op_name(node).removeprefix(OP_FRAME_PREFIX)
             trace = node.meta.get("stack_trace") or ""
             node.meta["stack_trace"] = f'{trace}\n  File "{OP_FRAME_PREFIX}{op}", line 0, in <op>'

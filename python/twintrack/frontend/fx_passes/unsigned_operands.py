@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .guards import NodeBuilder
+from .graph_edit import NodeBuilder
 
 
 def convert_unsigned_operands(program: torch.export.ExportedProgram) -> None:

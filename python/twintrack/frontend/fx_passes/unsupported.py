@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import UsageError
-from .naming import model_line, op_name
+from .naming import located
 
 aten = torch.ops.aten
 
@@ -30,7 +30,7 @@ def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
             continue
         problem = _unsupported(node)
         if problem:
-            raise UsageError(f"{problem} are not supported: {op_name(node)} at {model_line(node)}")
+            raise UsageError(f"{problem} are not supported: {located(node)}")
 
 
 RESHAPING_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.as_strided.default,

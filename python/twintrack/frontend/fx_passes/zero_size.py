@@ -6,6 +6,7 @@ import operator
 
 import torch
 
+from .graph_edit import NodeBuilder
 from .unsupported import data_dependent
 
 aten = torch.ops.aten
@@ -22,10 +23,7 @@ def fold_zero_size_values(program: torch.export.ExportedProgram) -> None:
              and _pure(node.target) and node.target is not aten.zeros.default]
     for node in sites:
         value = node.meta["val"]
-        with graph.inserting_before(node):
-            zeros = graph.call_function(aten.zeros.default, (list(value.shape),),
-                                        {"dtype": value.dtype, "device": value.device})
-        zeros.meta = {**node.meta, "val": value.new_zeros(value.shape)}
+        zeros = NodeBuilder(graph, node)(aten.zeros.default, list(value.shape), dtype=value.dtype, device=value.device)
         node.replace_all_uses_with(zeros)
     if sites:
         graph.eliminate_dead_code()
