@@ -18,8 +18,8 @@ family wraps an earlier one:
   accumulation; PyTorch's exact gelu/elu, layer norm's statistics in f32);
 - `scatters` before `eager`: eager's bools-through-int32 wraps the
   positive-dim scatters (scatter_add, index_add, scatter_reduce, index_put);
-- `eager` before `views`: the views' 0-d argmax/argmin/amax/amin wraps
-  eager's NaN-aware reductions;
+- `eager` before `edges`: the 0-d argmax/argmin/amax/amin of `edges`
+  wraps eager's NaN-aware reductions;
 - the others name disjoint ops; they follow in a fixed order so the table
   is the same in every process.
 Built once per process (materializing the core table alone takes 0.1 s);
@@ -34,11 +34,12 @@ import functools
 import torch
 
 from ...phases import phase
-from . import (attention, eager, exact, half_reductions, indexing, linalg, random, scans, scatters, sorts, special,
-               views)
+from . import (attention, eager, edges, exact, half_reductions, indexing, linalg, random, scans, scatters, signs,
+               sorts, special, views)
 from .registry import falling_back
 
-PROVIDERS = (half_reductions, exact, scans, sorts, scatters, eager, views, special, linalg, indexing, random)
+PROVIDERS = (half_reductions, exact, scans, sorts, scatters, eager, views, signs, edges, special, linalg, indexing,
+             random)
 
 
 def program_table(program: torch.export.ExportedProgram) -> dict:

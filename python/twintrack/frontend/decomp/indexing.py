@@ -53,7 +53,7 @@ from torch._prims_common import canonicalize_dim
 
 from .dtypes import HALF_DTYPES
 from .registry import Family
-from .scans import _shifted
+from .scans import shifted
 
 aten = torch.ops.aten
 
@@ -243,8 +243,8 @@ def _cumulative_extreme(input, dim, largest: bool):
     index = torch.arange(length, dtype=torch.int64, device=x.device).reshape(shape).expand(x.shape)
     step = 1
     while step < length:
-        earlier = _shifted(x, dim, step, identity)
-        earlier_index = _shifted(index, dim, step, 0)
+        earlier = shifted(x, dim, step, identity)
+        earlier_index = shifted(index, dim, step, 0)
         later_wins = _later_wins(earlier, x, largest)
         x = torch.where(later_wins, x, earlier)
         index = torch.where(later_wins, index, earlier_index)

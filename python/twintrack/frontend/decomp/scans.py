@@ -61,7 +61,7 @@ def _accumulator(computed: torch.dtype) -> torch.dtype:
     return computed
 
 
-def _shifted(x: torch.Tensor, dim: int, step: int, identity) -> torch.Tensor:
+def shifted(x: torch.Tensor, dim: int, step: int, identity) -> torch.Tensor:
     """`x` moved `step` places forward along `dim`: the first `step` entries
     are `identity`, the last `step` fall off. A slice and a pad, both of
     which torch-mlir lowers to plain tensor ops."""
@@ -78,7 +78,7 @@ def _inclusive_scan(x: torch.Tensor, dim: int, combine, identity) -> torch.Tenso
     length = x.shape[dim]
     step = 1
     while step < length:
-        x = combine(_shifted(x, dim, step, identity), x)
+        x = combine(shifted(x, dim, step, identity), x)
         step *= 2
     return x
 
