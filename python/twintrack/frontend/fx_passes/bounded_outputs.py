@@ -18,10 +18,9 @@ bincount has no bound the shapes fix and stays refused.
 from __future__ import annotations
 
 import torch
-from torch._guards import detect_fake_mode
 
 from ...errors import UsageError
-from .graph_edit import splice_traced
+from .graph_edit import graph_fake_mode, splice_traced
 from .naming import located
 from .unsupported import data_dependent
 
@@ -164,7 +163,7 @@ def _carry_rows(graph: fx.Graph, counts: dict) -> dict[int, fx.Node]:
     """Give each op reading a bounded buffer its static fake value, as a
     bounded buffer itself; refuse one that would mix its rows; return the
     outputs to cut, by position."""
-    mode = detect_fake_mode([n.meta["val"] for n in graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)])
+    mode = graph_fake_mode(graph)
     for node in list(graph.nodes):
         bounded = {_bounded_by(a) for a in node.all_input_nodes} - {None}
         if node.op != "call_function" or not bounded:

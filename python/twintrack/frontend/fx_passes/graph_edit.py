@@ -53,7 +53,12 @@ def _fake_mode(graph: fx.Graph, anchor: fx.Node):
     value of one graph shares it), so a pass over many sites does not scan
     the graph for each; the whole graph only where those hold none."""
     near = [anchor.meta.get("val"), *(n.meta.get("val") for n in anchor.all_input_nodes)]
-    return detect_fake_mode(near) or detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
+    return detect_fake_mode(near) or graph_fake_mode(graph)
+
+
+def graph_fake_mode(graph: fx.Graph):
+    """The fake mode of the graph's values (one scan of the graph)."""
+    return detect_fake_mode([n.meta.get("val") for n in graph.nodes if "val" in n.meta])
 
 
 def splice_traced(graph: fx.Graph, anchor: fx.Node, fn: Callable, inputs: list[fx.Node], decompositions: dict,
