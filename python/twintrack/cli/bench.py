@@ -12,8 +12,9 @@ from .common import (CommandParser, add_debug_flag, add_threads_flag, output_dir
                      set_threads, write_whole)
 
 EPILOG = """\
-For each model of the table (default: bench/gpu_models.txt, the zoo at
-benchmark sizes: `name dtype MODEL [compile flags]` per line), one run
+For each model of the table (default: bench/gpu_models.txt for the GPU,
+bench/cpu_models.txt for the CPU, the zoo at benchmark sizes: `name dtype
+MODEL [compile flags]` per line), one run
 measures eager PyTorch, Inductor in each --modes, and twintrack on the same
 fresh random inputs: the median latency of --repeat runs (CUDA events, L2
 flushed before each run) and the error against float64 eager, checked
@@ -39,7 +40,9 @@ On the CPU (--device cpu) twintrack compiles each model here.
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="bench.py", description="Benchmark eager, Inductor and twintrack over the zoo.",
                            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", type=Path, default=Path("bench/gpu_models.txt"), help="model table (default: %(default)s)")
+    parser.add_argument("--models", type=Path,
+                        help="model table (default: bench/gpu_models.txt with --device cuda, bench/cpu_models.txt "
+                             "with --device cpu)")
     parser.add_argument("--only", help="comma-separated names from the table to run (default: all)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="where every track runs (default: cuda)")
@@ -59,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     from ..harness.compare.benchmark import BenchRequest, markdown_summary, read_model_table, run_benchmarks
     from ..errors import UsageError
+    if args.models is None:
+        args.models = Path("bench/gpu_models.txt" if args.device == "cuda" else "bench/cpu_models.txt")
     if not args.models.is_file():
         raise UsageError(f"{args.models}: no such model table")
     entries = read_model_table(args.models)

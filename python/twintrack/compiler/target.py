@@ -1,9 +1,10 @@
-"""One description of the GPU target, read from lowering/targets/gpu.toml:
-the device's limits (SMs, shared memory, registers, warp size), the
-features of each architecture (wgmma, cp.async, TMA, clusters) and its
-rates. The kernel passes and the kernel report read these facts here; no
-hardware constant lives in a pass. Pure Python (tomllib), so the runtime's
-machine needs nothing more."""
+"""One description of each target, read from lowering/targets/: the GPU's
+limits (SMs, shared memory, registers, warp size), the features of each
+architecture (wgmma, cp.async, TMA, clusters) and its rates
+(lowering/targets/gpu.toml); the CPU host's vector registers and caches
+(lowering/targets/cpu.toml). The kernel passes and the kernel report read
+these facts here; no hardware constant lives in a pass. Pure Python
+(tomllib), so the runtime's machine needs nothing more."""
 
 from __future__ import annotations
 
@@ -53,3 +54,25 @@ def gpu_target(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> GpuTarget:
 
 
 DEFAULT_ARCH = gpu_target().default_arch
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    name: str
+    cores: int
+    vector_bits: int          # the widest vector register
+    vector_registers: int
+    l1_bytes: int             # data cache, per core
+    l2_bytes: int             # per core
+    l3_bytes: int             # shared
+
+    def lanes(self, element_bytes: int) -> int:
+        """Elements of `element_bytes` one vector register holds."""
+        return self.vector_bits // 8 // element_bytes
+
+
+@functools.cache
+def cpu_target(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> CpuTarget:
+    """The CPU host of `lowering_dir` (lowering/targets/cpu.toml, [host])."""
+    data = tomllib.loads((Path(lowering_dir) / "targets" / "cpu.toml").read_text())
+    return CpuTarget(**{key.replace("-", "_"): value for key, value in data["host"].items()})

@@ -20,6 +20,7 @@ PASSES = {
     "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
     "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
     "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),
+    "cpu-matmul-kernels": ("cpu_matmul_kernels", "CpuMatmulKernels"),
     "distinct-results": ("distinct_results", "DistinctResults"),
     "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
     "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),

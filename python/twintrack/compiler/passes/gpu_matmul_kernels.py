@@ -47,6 +47,7 @@ from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfi
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .kernel_fallback import kernel_site, record_refusal
+from .matmul_sites import b_is_transposed, zero_fill_before
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
@@ -201,21 +202,6 @@ def _aligned(memref_type: ir.MemRefType) -> bool:
     return vectors_fit(memref_type, VECTOR_BYTES // element_bytes(element))
 
 
-def b_is_transposed(op: ir.Operation) -> bool | None:
-    """Does the matmul read B transposed (its indexing maps swap B's last two
-    dims)? None for any other maps than these two: the generic pipeline."""
-    maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]] \
-        if "indexing_maps" in op.attributes else None
-    if maps is None:
-        return False
-    dims = [map_dims(m) for m in maps]
-    batch = (0,) if op.name == "linalg.batch_matmul" else ()
-    m, n, k = (d + len(batch) for d in range(3))
-    if dims[0] != (*batch, m, k) or dims[2] != (*batch, m, n):
-        return None
-    return {(*batch, k, n): False, (*batch, n, k): True}.get(dims[1])
-
-
 def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None:
     """The kernel's view of `op` writing into `output` (its own or a narrower one)."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
@@ -229,29 +215,6 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
     n = b.shape[-2] if transposed else b.shape[-1]
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
                           str(a.element_type), str(c.element_type), transposed)
-
-
-def _previous(op: ir.Operation) -> ir.Operation | None:
-    """The op before `op`, passing over allocations and views (they touch
-    no data; an earlier look at this matmul may have moved its epilogue's
-    before it)."""
-    block_ops = [o.operation for o in op.block.operations]
-    index = block_ops.index(op) - 1
-    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in VIEW_OPS):
-        index -= 1
-    return block_ops[index] if index >= 0 else None
-
-
-def _zero_fill_before(op: ir.Operation) -> ir.Operation | None:
-    """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
-    previous = _previous(op)
-    if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
-        return None
-    value = defining_op(previous.operands[0])
-    if value is None or value.name != "arith.constant":
-        return None
-    attr = value.attributes["value"]
-    return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
 
 
 def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple, list] | None:
@@ -424,7 +387,7 @@ class MatmulSite:
 
     @classmethod
     def of(cls, op: ir.Operation) -> MatmulSite:
-        fill = _zero_fill_before(op)
+        fill = zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
         if found is not None:
             # The kernel, in the matmul's place, writes into them (harmless if

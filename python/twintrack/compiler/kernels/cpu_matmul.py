@@ -1,0 +1,318 @@
+"""The CPU matmul kernel: C (batch?, M, N) = A (batch?, M, K) @ B, register
+blocked and cache blocked, built in place through the `mlir` bindings.
+
+The schedule is the classic one of BLAS libraries, sized from the host's
+description (twintrack.compiler.target.CpuTarget):
+- a micro-kernel keeps a `rows` x `cols` tile of C in vector registers
+  (`cols` = `vectors` registers of `lanes` floats) and, for each k, loads
+  `vectors` vectors of B's row k, broadcasts A's `rows` elements of column k,
+  and does rows x vectors fused multiply-adds;
+- the accumulators take half the vector registers: the rest hold B's
+  vectors, the broadcasts, and what LLVM keeps beside them (more rows
+  spilled in measurements, bench/NOTES.md v41);
+- the loops run column panel (`n_block` columns) > K block (`k_block`
+  steps) > row block (`rows`) > column block (`cols`) > k, the order of
+  BLAS libraries: the k_block x cols slice of B one micro-kernel reads
+  fits half of L1, and the k_block x n_block block of B that every row
+  block of A passes over fits half of L2, so B is read from memory once
+  per column panel; A's rows x k_block strip stays in L1 across the
+  column blocks;
+- a transposed B (a linear layer's weight, N x K) is first packed into
+  panels of `cols` columns, K x cols each, zero-padded past N, so the
+  micro-kernel reads B's rows as unit-stride vectors either way.
+
+Rows past the last whole `rows` block get a micro-kernel of their own
+height; columns past the last whole `cols` block use masked loads and
+stores. Accumulation is in f32, in the order k = 0, 1, ..., as a plain
+loop accumulates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf, vector
+
+from ...locations import short_location
+from ..target import CpuTarget
+from .builder import KernelBuildError, KernelBuilder, vector_of
+
+SCHEDULE_ATTR = "twintrack.schedule"  # on the kernel's outer loop: the schedule and why, for the stage dumps
+ACCUMULATOR_BYTES = 4  # f32
+
+
+@dataclass(frozen=True)
+class CpuMatmulShape:
+    """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N); with
+    `b_transposed` the B buffer holds Bᵀ (batch?, N, K)."""
+    batch: int | None
+    m: int
+    n: int
+    k: int
+    b_transposed: bool
+
+
+@dataclass(frozen=True)
+class CpuMatmulSchedule:
+    lanes: int      # f32 elements per vector register
+    rows: int       # rows of C a micro-kernel holds
+    vectors: int    # vectors per row of that tile
+    k_block: int    # K steps per pass over B's block
+    n_block: int    # columns of C per panel (a multiple of cols)
+    pack_b: bool    # B copied into K x cols panels first (a transposed B)
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def cols(self) -> int:
+        return self.lanes * self.vectors
+
+    def describe(self) -> str:
+        packing = " pack-b" if self.pack_b else ""
+        return (f"rows={self.rows} cols={self.cols} ({self.vectors}x{self.lanes}-lane vectors) "
+                f"k-block={self.k_block} n-block={self.n_block}{packing}")
+
+
+def choose_schedule(target: CpuTarget, shape: CpuMatmulShape) -> CpuMatmulSchedule:
+    """The schedule for `shape` on `target`, with the reason for each choice."""
+    lanes = target.lanes(ACCUMULATOR_BYTES)
+    vectors = 2
+    rows = max(1, target.vector_registers // 2 // vectors)
+    cols = lanes * vectors
+    slice_row_bytes = cols * ACCUMULATOR_BYTES
+    k_block = min(_power_of_two_at_most(max(1, target.l1_bytes // 2 // slice_row_bytes)), shape.k)
+    n_block = max(cols, target.l2_bytes // 2 // (k_block * ACCUMULATOR_BYTES) // cols * cols)
+    n_block = min(n_block, -(-shape.n // cols) * cols)
+    reasons = (
+        f"vectors of {lanes} f32 lanes ({target.vector_bits}-bit registers)",
+        f"a {rows}x{cols} accumulator tile: {rows * vectors} of the {target.vector_registers} vector registers "
+        f"(half; the rest hold {vectors} B vectors and the broadcasts)",
+        f"k-block {k_block}: a {k_block}x{cols} f32 slice of B is {k_block * slice_row_bytes // 1024} KiB, at most "
+        f"half of the {target.l1_bytes // 1024} KiB L1",
+        f"n-block {n_block}: a {k_block}x{n_block} f32 block of B is {k_block * n_block * ACCUMULATOR_BYTES // 1024} "
+        f"KiB, at most half of the {target.l2_bytes // 1024} KiB L2",
+        "B packed into K x cols panels: it is transposed (N x K)" if shape.b_transposed
+        else "B read in place: its rows are unit-stride",
+    )
+    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, reasons)
+
+
+def _power_of_two_at_most(value: int) -> int:
+    return 1 << (value.bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class CpuMatmulOperands:
+    a: ir.Value
+    b: ir.Value
+    c: ir.Value
+
+
+class CpuMatmulWriter:
+    """Builds the kernel for one matmul site before `anchor` (the linalg op).
+    `zero_init`: C starts from zero (a fill the kernel takes over), else the
+    kernel accumulates onto C as linalg.matmul does."""
+
+    def __init__(self, shape: CpuMatmulShape, schedule: CpuMatmulSchedule, zero_init: bool, element: ir.Type):
+        self.shape, self.schedule, self.zero_init, self.element = shape, schedule, zero_init, element
+
+    def build(self, anchor: ir.Operation, operands: CpuMatmulOperands, kernel: str) -> None:
+        """The kernel, in one scf.execute_region right before `anchor`. Any
+        failure, in building or in verifying it, erases it and is a
+        KernelBuildError naming `kernel`, the schedule and the op."""
+        self.operands = operands
+        with ir.InsertionPoint(anchor), anchor.location:
+            self.accumulator = vector_of(self.schedule.lanes, self.element)
+            region = scf.ExecuteRegionOp([])
+            block = region.regions[0].blocks.append()
+            self.w = KernelBuilder(ir.InsertionPoint(region.operation), path="cpu-matmul")
+            try:
+                with ir.InsertionPoint(block):
+                    self._build_body()
+                    scf.YieldOp([])
+                region.operation.verify()
+            except Exception as error:  # noqa: BLE001 - every failure here is the generator's
+                self.w.discard(region)
+                raise KernelBuildError(kernel, self.schedule.describe(), short_location(anchor.location),
+                                       error) from error
+
+    def _build_body(self) -> None:
+        packed = self._packed_b_buffer() if self.schedule.pack_b else None
+        if self.shape.batch is None:
+            outer = self._one_matmul(None, packed)
+        else:
+            with self.w.loop(0, self.shape.batch, 1) as batch:
+                self._one_matmul(batch.induction, packed)
+                batch.yield_([])
+            outer = batch.op
+        outer.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(
+            f"cpu-matmul {self.schedule.describe()}: " + "; ".join(self.schedule.reasons))
+        if packed is not None:
+            memref.DeallocOp(packed)
+
+    # ------------------------------------------------------------ one batch entry
+
+    def _one_matmul(self, batch: ir.Value | None, packed: ir.Value | None) -> ir.Operation:
+        """B packed (if it is), then the column panels: the whole ones in a
+        loop, the last narrower one after it. Returns the first loop built."""
+        s, shape = self.schedule, self.shape
+        first = self._pack_b(batch, packed) if packed is not None else None
+        whole = shape.n - shape.n % s.n_block
+        if whole:
+            with self.w.loop(0, whole, s.n_block) as panels:
+                self._column_panel(batch, packed, panels.induction, s.n_block)
+                panels.yield_([])
+            first = first or panels.op
+        if shape.n % s.n_block:
+            last = self._column_panel(batch, packed, self.w.index(whole), shape.n % s.n_block)
+            first = first or last
+        return first
+
+    def _column_panel(self, batch, packed, panel: ir.Value, width: int) -> ir.Operation:
+        """C[:, panel:panel+width] over every K block. Returns the K-block loop."""
+        s, shape = self.schedule, self.shape
+        with self.w.loop(0, shape.k, s.k_block) as k_blocks:
+            k_end = arith.minui(self.w.add(k_blocks.induction, s.k_block), self.w.index(shape.k))
+            block = _KBlock(batch, packed, k_blocks.induction, k_end)
+            whole_rows = shape.m - shape.m % s.rows
+            if whole_rows:
+                with self.w.loop(0, whole_rows, s.rows) as row_blocks:
+                    self._row_block(block, row_blocks.induction, s.rows, panel, width)
+                    row_blocks.yield_([])
+            if shape.m % s.rows:
+                self._row_block(block, self.w.index(whole_rows), shape.m % s.rows, panel, width)
+            k_blocks.yield_([])
+        return k_blocks.op
+
+    def _row_block(self, block: "_KBlock", row: ir.Value, rows: int, panel: ir.Value, width: int) -> None:
+        """`rows` rows of the panel, a micro-kernel per column block; the
+        last, narrower one masks its last vector."""
+        s = self.schedule
+        whole = width - width % s.cols
+        if whole:
+            with self.w.loop(0, whole, s.cols) as columns:
+                col = arith.addi(panel, columns.induction)
+                self._micro_kernel(block, row, rows, col, [None] * s.vectors)
+                columns.yield_([])
+        if width % s.cols:
+            remaining = width % s.cols
+            masks = [None] * (remaining // s.lanes) + ([remaining % s.lanes] if remaining % s.lanes else [])
+            self._micro_kernel(block, row, rows, self.w.add(panel, whole), masks)
+
+    # ------------------------------------------------------------ the micro-kernel
+
+    def _micro_kernel(self, block: "_KBlock", row: ir.Value, rows: int, col: ir.Value,
+                      masks: list[int | None]) -> None:
+        """C[row:row+rows, col:col+len(masks)*lanes] += A[rows, k block] @ B[k block, those columns];
+        a mask m keeps a vector's first m lanes."""
+        w = self.w
+        tile = _Tile(block, col, masks)
+        row_indices = [row if r == 0 else w.add(row, r) for r in range(rows)]
+        start = self._initial_accumulators(tile, row_indices)
+        panel = w.div(col, self.schedule.cols) if block.packed is not None else None
+        with w.loop(block.k_start, block.k_end, 1, carried=start) as steps:
+            k = steps.induction
+            b_vectors = [self._load_b(tile, panel, k, v) for v in range(len(masks))]
+            accumulators = list(steps.carried)
+            for r, i in enumerate(row_indices):
+                a = memref.load(self.operands.a, self._indices(block.batch, i, k))
+                broadcast = vector.broadcast(self.accumulator, a)
+                for v, b in enumerate(b_vectors):
+                    position = r * len(b_vectors) + v
+                    accumulators[position] = vector.fma(broadcast, b, accumulators[position])
+            steps.yield_(accumulators)
+        for r, i in enumerate(row_indices):
+            for v, mask in enumerate(masks):
+                self._store_c(steps.results[r * len(masks) + v], tile, i, v, mask)
+
+    def _initial_accumulators(self, tile: "_Tile", row_indices: list[ir.Value]) -> list[ir.Value]:
+        """C's tile, or zeros in the first K block where the kernel took over a zero fill."""
+        def loaded() -> list[ir.Value]:
+            return [self._load_c(tile, i, v, mask) for i in row_indices for v, mask in enumerate(tile.masks)]
+        if not self.zero_init:
+            return loaded()
+        first = arith.cmpi(arith.CmpIPredicate.eq, tile.block.k_start, self.w.index(0))
+        count = len(row_indices) * len(tile.masks)
+        choice = scf.IfOp(first, [self.accumulator] * count, has_else=True)
+        with ir.InsertionPoint(choice.then_block):
+            scf.YieldOp([self.w.constant(0.0, self.accumulator)] * count)
+        with ir.InsertionPoint(choice.else_block):
+            scf.YieldOp(loaded())
+        return list(choice.results)
+
+    # ------------------------------------------------------------ operand access
+
+    def _indices(self, batch: ir.Value | None, *indices: ir.Value) -> list[ir.Value]:
+        return ([batch] if batch is not None else []) + list(indices)
+
+    def _column(self, tile: "_Tile", v: int) -> ir.Value:
+        return tile.col if v == 0 else self.w.add(tile.col, v * self.schedule.lanes)
+
+    def _load_b(self, tile: "_Tile", panel: ir.Value | None, k: ir.Value, v: int) -> ir.Value:
+        if panel is not None:  # packed, zero-padded: never masked
+            return self.w.load(self.schedule.lanes, self.element, tile.block.packed,
+                               [panel, k, self.w.index(v * self.schedule.lanes)])
+        return self._masked_load(self.operands.b, self._indices(tile.block.batch, k, self._column(tile, v)),
+                                 tile.masks[v])
+
+    def _load_c(self, tile: "_Tile", i: ir.Value, v: int, mask: int | None) -> ir.Value:
+        return self._masked_load(self.operands.c, self._indices(tile.block.batch, i, self._column(tile, v)), mask)
+
+    def _store_c(self, value: ir.Value, tile: "_Tile", i: ir.Value, v: int, mask: int | None) -> None:
+        indices = self._indices(tile.block.batch, i, self._column(tile, v))
+        if mask is None:
+            self.w.store(value, self.operands.c, indices)
+        else:
+            vector.maskedstore(self.operands.c, indices, self._mask(mask), value)
+
+    def _masked_load(self, buffer: ir.Value, indices: list[ir.Value], mask: int | None) -> ir.Value:
+        if mask is None:
+            return self.w.load(self.schedule.lanes, self.element, buffer, indices)
+        return vector.maskedload(self.accumulator, buffer, indices, self._mask(mask),
+                                 self.w.constant(0.0, self.accumulator))
+
+    def _mask(self, count: int) -> ir.Value:
+        return vector.constant_mask(ir.VectorType.get([self.schedule.lanes], ir.IntegerType.get_signless(1)), [count])
+
+    # ------------------------------------------------------------ packing a transposed B
+
+    def _packed_b_buffer(self) -> ir.Value:
+        s = self.schedule
+        panels = -(-self.shape.n // s.cols)
+        return memref.alloc(ir.MemRefType.get([panels, self.shape.k, s.cols], self.element), [], [],
+                            alignment=64)
+
+    def _pack_b(self, batch: ir.Value | None, packed: ir.Value) -> ir.Operation:
+        """packed[j / cols, k, j % cols] = Bᵀ[j, k], zero past N. Reads run
+        along Bᵀ's rows (unit stride). Returns the loop."""
+        w, s, shape = self.w, self.schedule, self.shape
+        padded = -(-shape.n // s.cols) * s.cols
+        zero = w.constant(0.0, self.element)
+        with w.loop(0, padded, 1) as columns:
+            j = columns.induction
+            inside = w.less(j, shape.n)
+            source_row = arith.minui(j, w.index(shape.n - 1))
+            panel, lane = w.div(j, s.cols), w.rem(j, s.cols)
+            with w.loop(0, shape.k, 1) as steps:
+                value = memref.load(self.operands.b, self._indices(batch, source_row, steps.induction))
+                memref.store(arith.select(inside, value, zero), packed, [panel, steps.induction, lane])
+                steps.yield_([])
+            columns.yield_([])
+        return columns.op
+
+
+@dataclass(frozen=True)
+class _KBlock:
+    """One K block of one batch entry: the steps k_start..k_end of B (or its packed panels)."""
+    batch: ir.Value | None
+    packed: ir.Value | None
+    k_start: ir.Value
+    k_end: ir.Value
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """The columns one micro-kernel computes in one K block."""
+    block: _KBlock
+    col: ir.Value
+    masks: list[int | None]  # per vector: None (whole) or the lanes it keeps

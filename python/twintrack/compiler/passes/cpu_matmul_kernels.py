@@ -1,0 +1,78 @@
+"""cpu-matmul-kernels: linalg.matmul / linalg.batch_matmul on f32 memrefs
+become the register- and cache-blocked CPU kernel
+(twintrack.compiler.kernels.cpu_matmul), sized from the host description
+(lowering/targets/cpu.toml). A zero fill of the output right before the
+matmul is folded into the kernel's first K block. Matmuls the kernel does
+not take (other element types, dynamic shapes, strided or transposed A)
+stay linalg ops for the generic loops, and the reason is recorded for
+--explain-fusion's remarks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlir import ir
+
+from ..kernels.cpu_matmul import CpuMatmulOperands, CpuMatmulShape, CpuMatmulWriter, choose_schedule
+from ..target import DEFAULT_LOWERING_DIR, cpu_target
+from .ir_helpers import PythonPass, nested_ops
+from .kernel_fallback import kernel_site, record_refusal
+from .matmul_sites import b_is_transposed, zero_fill_before
+
+MATMULS = ("linalg.matmul", "linalg.batch_matmul")
+
+
+def cpu_matmul_shape(op: ir.Operation) -> CpuMatmulShape | str:
+    """The kernel's view of a matmul, or why the kernel does not take it."""
+    transposed = b_is_transposed(op)
+    if transposed is None:
+        return "indexing maps other than A (m, k), B (k, n) or (n, k), C (m, n)"
+    types = [value.type for value in op.operands[:3]]
+    if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
+        return "operands not static memrefs"
+    if any(str(t.element_type) != "f32" for t in types):
+        return "element types other than f32"
+    if not all(_row_major(t) for t in types):
+        return "operands not row-major with unit-stride rows"
+    a, b, _ = types
+    *batch, m, k = a.shape
+    n = b.shape[-2] if transposed else b.shape[-1]
+    return CpuMatmulShape(batch[0] if batch else None, m, n, k, transposed)
+
+
+def _row_major(memref_type: ir.MemRefType) -> bool:
+    strides, offset = memref_type.get_strides_and_offset()
+    return offset == 0 and strides == _contiguous_strides(memref_type.shape)
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for length in reversed(list(shape)):
+        strides.append(step)
+        step *= length
+    return strides[::-1]
+
+
+@dataclass(frozen=True)
+class CpuMatmulKernels(PythonPass):
+    name = "cpu-matmul-kernels"
+    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        target = cpu_target(Path(self.lowering_dir))
+        for number, op in enumerate(nested_ops(module, lambda o: o.name in MATMULS)):
+            shape = cpu_matmul_shape(op)
+            if isinstance(shape, str):
+                record_refusal(module, op, f"cpu-matmul: {shape}")
+                continue
+            fill = zero_fill_before(op)
+            writer = CpuMatmulWriter(shape, choose_schedule(target, shape), fill is not None,
+                                     ir.F32Type.get())
+            with kernel_site(module, self.strict):
+                writer.build(op, CpuMatmulOperands(*op.operands[:3]), f"cpu_matmul_{number}")
+                op.erase()
+                if fill is not None:
+                    fill.erase()

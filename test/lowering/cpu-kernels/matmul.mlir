@@ -1,0 +1,60 @@
+// RUN: %stage-cpu-kernels %s | FileCheck %s
+
+// The cpu-kernels stage turns an f32 matmul into the register-blocked
+// kernel: an 8x32 accumulator tile (16 vectors of 16 lanes, the host's
+// 512-bit registers) carried through the k loop, each k step loading two
+// B vectors and broadcasting A's eight elements into 16 fused
+// multiply-adds. The zero fill before the matmul becomes the first K
+// block's zero accumulators. The schedule, and why, is on the kernel.
+
+// CHECK-LABEL: func.func @filled(
+// CHECK-NOT:     linalg.fill
+// CHECK-NOT:     linalg.matmul
+// CHECK:         scf.if
+// CHECK:           scf.yield %{{.*}} : vector<16xf32>, {{.*}}
+// CHECK:         } else {
+// CHECK-COUNT-16:  vector.load
+// CHECK:         scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>,
+// CHECK-COUNT-2:   vector.load %{{.*}} : memref<64x64xf32>, vector<16xf32>
+// CHECK:           memref.load
+// CHECK-NEXT:      vector.broadcast
+// CHECK-NEXT:      vector.fma
+// CHECK-NEXT:      vector.fma
+// CHECK-COUNT-16:  vector.store
+// CHECK:         twintrack.schedule = "cpu-matmul rows=8 cols=32 (2x16-lane vectors) k-block=64 n-block=64: {{.*}}half of the 32 KiB L1{{.*}}B read in place
+// CHECK-NOT:     linalg.matmul
+func.func @filled(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<64x64xf32>)
+  linalg.matmul ins(%a, %b : memref<64x64xf32>, memref<64x64xf32>) outs(%c : memref<64x64xf32>)
+  return
+}
+
+// A linear layer's weight (N x K) is packed into zero-padded K x 32 panels
+// first; 40 columns are a whole block and a last one of 8 lanes, whose
+// loads and stores of C are masked. Without a fill the kernel adds onto C.
+
+// CHECK-LABEL: func.func @transposed_with_a_tail(
+// CHECK:         memref.alloc() {alignment = 64 : i64} : memref<2x48x32xf32>
+// CHECK:         arith.select
+// CHECK:         memref.store {{.*}} : memref<2x48x32xf32>
+// CHECK:         twintrack.schedule = "cpu-matmul {{.*}} pack-b: {{.*}}B packed into K x cols panels: it is transposed (N x K)"
+// CHECK-NOT:     scf.if
+// CHECK:         vector.maskedload %{{.*}} : memref<5x40xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// CHECK:         vector.maskedstore
+// CHECK:         memref.dealloc {{.*}} : memref<2x48x32xf32>
+func.func @transposed_with_a_tail(%a: memref<5x48xf32>, %w: memref<40x48xf32>, %c: memref<5x40xf32>) {
+  linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>,
+                                 affine_map<(d0, d1, d2) -> (d0, d1)>]
+    ins(%a, %w : memref<5x48xf32>, memref<40x48xf32>) outs(%c : memref<5x40xf32>)
+  return
+}
+
+// Other element types stay linalg ops for the generic loops.
+
+// CHECK-LABEL: func.func @half(
+// CHECK:         linalg.matmul
+func.func @half(%a: memref<4x4xf16>, %b: memref<4x4xf16>, %c: memref<4x4xf16>) {
+  linalg.matmul ins(%a, %b : memref<4x4xf16>, memref<4x4xf16>) outs(%c : memref<4x4xf16>)
+  return
+}
