@@ -28,13 +28,15 @@ class Exported:
         """The FX graph of the exported program."""
         return self.exported.fx_text()
 
-    def lower(self, to: str | None = "linalg", target: str = "cpu", emulate_precision_casts: bool = False) -> "Lowered":
+    def lower(self, to: str | None = "linalg", target: str = "cpu", emulate_precision_casts: bool = False,
+              fast_kernels: bool = True) -> "Lowered":
         """Run the target's stages up to `to` (None: all of them).
         `emulate_precision_casts`: f16/bf16 ops round each result as eager's
-        (CompileOptions.emulate_precision_casts)."""
+        (CompileOptions.emulate_precision_casts); `fast_kernels`: False skips
+        the hand-scheduled kernel stages (the generic loops only)."""
         options = CompileOptions(pipeline=target, freeze=self.exported.frozen, stop_after=to,
                                  allow_tf32=torch.backends.cuda.matmul.allow_tf32,
-                                 emulate_precision_casts=emulate_precision_casts)
+                                 emulate_precision_casts=emulate_precision_casts, fast_kernels=fast_kernels)
         return Lowered(self, compile_exported(self.exported, options))
 
     def compile(self, target: str = "cpu", emulate_precision_casts: bool = False) -> "Compiled":

@@ -10,10 +10,10 @@ import ctypes
 import numpy as np
 import pytest
 from mlir import ir
-from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
 from twintrack.compiler import driver
+from twintrack.compiler.cpu_jit import execution_engine
 from twintrack.compiler.kernels.cpu_matmul import CpuMatmulShape, CpuMatmulWriter, choose_schedule
 from twintrack.compiler.recipes import PipelineVariables, load_recipe
 from twintrack.compiler.target import CpuTarget, cpu_target
@@ -43,8 +43,8 @@ def _matmul_function(shape: CpuMatmulShape, zero_fill: bool) -> str:
             f"outs(%c : {types['c']})\n  return\n}}")
 
 
-def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0,
-         fallbacks: list | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0, fallbacks: list | None = None,
+         threads: int = 1) -> tuple[np.ndarray, np.ndarray, str]:
     """(the kernel's C, float64 numpy's, the cpu-kernels stage's IR);
     kernels that fell back are added to `fallbacks`."""
     rng = np.random.default_rng(seed)
@@ -54,14 +54,14 @@ def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0,
     c = rng.standard_normal(batch + (shape.m, shape.n)).astype(np.float32)
     b_rows = np.swapaxes(b, -1, -2) if shape.b_transposed else b
     expected = (0 if zero_fill else c.astype(np.float64)) + a.astype(np.float64) @ b_rows.astype(np.float64)
-    stages = {s.name: s for s in load_recipe("cpu", variables=PipelineVariables()).stages}
+    stages = {s.name: s for s in load_recipe("cpu", variables=PipelineVariables(threads=threads)).stages}
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(_matmul_function(shape, zero_fill))
         kernel_ir = None
         for name in STAGES:
             module = driver.run_stage(stages[name], module, fallbacks=fallbacks)
             kernel_ir = kernel_ir or str(module)
-        engine = ExecutionEngine(module, opt_level=2)
+        engine = execution_engine(module)
         engine.invoke("mm", *(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(x))) for x in (a, b, c)))
     return c, expected, kernel_ir
 
@@ -86,6 +86,13 @@ def test_kernel_matches_float64(name, zero_fill):
     assert "vector.fma" in kernel_ir and "linalg.matmul" not in kernel_ir and "linalg.batch_matmul" not in kernel_ir
     error = np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-30)
     assert error < 1e-5, error
+
+
+@pytest.mark.parametrize("name", ["a row and column tail", "three K blocks", "transposed with tails", "batched"])
+def test_parallel_row_blocks_match_float64(name):
+    got, expected, kernel_ir = _run(SHAPES[name], zero_fill=True, threads=2)
+    assert "scf.parallel" in kernel_ir
+    assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-5
 
 
 def test_schedule_follows_the_host_description():

@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "bytes saved against flops recomputed, on the target's roofline in lowering/targets/)")
     parser.add_argument("--no-fast-kernels", action="store_true",
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
-                             "matmul and row-wise kernels), to compare paths or work around one; their IR dump is "
-                             "then unchanged")
+                             "matmul and row-wise kernels, the CPU matmul kernel), to compare paths or work around "
+                             "one; their IR dump is then unchanged")
     parser.add_argument("--strict-kernels", action=argparse.BooleanOptionalAction,
                         default=None,
                         help="a fast-path kernel that fails to build (a compiler bug) fails the compile; by default "

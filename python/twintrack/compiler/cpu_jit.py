@@ -66,12 +66,30 @@ def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
                 f"{spec.name} ({spec.kind}): expected {spec.dtype}{list(spec.shape)}, got {got_dtype}{list(tensor.shape)}")
 
 
-def _runtime_libraries() -> list[str]:
-    """MLIR's C runner utils (memrefCopy for strided memref.copy), from the mlir wheel."""
+RUNTIME_LIBRARIES = (
+    "libmlir_c_runner_utils.so",   # memrefCopy, for strided memref.copy
+    "libmlir_async_runtime.so",    # the thread pool the CPU kernels' parallel loops run on (async dialect)
+)
+
+
+def execution_engine(module, opt_level: int = 2):
+    """MLIR's ExecutionEngine for an LLVM-dialect module, with the runtime
+    libraries. torch-mlir's bindings are loaded first: once the engine has
+    loaded LLVM's code generator, their own copy of LLVM registers the same
+    command-line options again at import, and LLVM aborts the process."""
+    from mlir.execution_engine import ExecutionEngine
+
+    from ..bindings import bindings
+    bindings("torch_mlir")
+    return ExecutionEngine(module, opt_level=opt_level, shared_libs=runtime_libraries())
+
+
+def runtime_libraries() -> list[str]:
+    """MLIR's runtime libraries the JIT links, from the mlir wheel."""
     from pathlib import Path
 
     import mlir
-    libs = [Path(root) / "lib" / "libmlir_c_runner_utils.so" for root in mlir.__path__]
+    libs = [Path(root) / "lib" / name for root in mlir.__path__ for name in RUNTIME_LIBRARIES]
     return [str(p) for p in libs if p.is_file()]
 
 
@@ -81,7 +99,6 @@ class CpuExecutable:
     def __init__(self, llvm_dialect_text: str, arguments: list[TensorSpec], outputs: list[TensorSpec],
                  opt_level: int = 2):
         from mlir import ir
-        from mlir.execution_engine import ExecutionEngine
 
         self.arguments, self.outputs = arguments, outputs
         self.poison_outputs = True  # always: an unwritten output shows up as NaN
@@ -95,7 +112,7 @@ class CpuExecutable:
                 raise ArtifactError(f"the executable is not valid MLIR (damaged?): {_first_line(e)}") from None
             _check_signature(self._module, arguments, outputs)
             self._largest_buffer = _largest_buffer(self._module)
-            self._engine = ExecutionEngine(self._module, opt_level=opt_level, shared_libs=_runtime_libraries())
+            self._engine = execution_engine(self._module, opt_level)
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         check_inputs(self.arguments, list(tensors))

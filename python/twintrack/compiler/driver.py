@@ -93,7 +93,8 @@ def compile_exported(exported: ExportedModel, options: CompileOptions,
     variables = PipelineVariables(options.arch, options.pipeline, options.fusion, options.explain_fusion,
                                   options.lowering_dir, options.allow_tf32, options.strict_kernels,
                                   options.tuning_cache, options.tuning_variant,
-                                  emulate_precision_casts=options.emulate_precision_casts)
+                                  emulate_precision_casts=options.emulate_precision_casts,
+                                  threads=options.resolved_cpu_threads() if options.pipeline == "cpu" else 1)
     recipe = load_recipe(options.pipeline, options.lowering_dir, variables)
     result = Compilation(exported, recipe, options)
     _record(result, StageDump(0, "fx", 0.0, rendered=exported.fx_text()), on_stage)

@@ -36,10 +36,19 @@ class CompileOptions:
     # ptxas --Ofast-compile level ("0": its full optimization). "mid" assembles a wgmma matmul in 0.2 s
     # instead of 4.7 s, and its kernels ran as fast on the H200 (bench/NOTES.md, ptxas).
     ptxas_fast_compile: str = "mid"
+    # Threads the CPU kernels' parallel loops run on; 0: torch.get_num_threads() at compile time.
+    cpu_threads: int = 0
+
+    def resolved_cpu_threads(self) -> int:
+        if self.cpu_threads:
+            return self.cpu_threads
+        import torch
+        return torch.get_num_threads()
 
     def stable_hash(self) -> str:
         """Every option, and the content of the tuning cache (the tiles it chooses)."""
         from .autotune import cache_digest
         data = {k: str(v) for k, v in asdict(self).items()}
         data["tuning_cache"] = cache_digest(self.tuning_cache)
+        data["cpu_threads"] = str(self.resolved_cpu_threads()) if self.pipeline == "cpu" else "0"
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

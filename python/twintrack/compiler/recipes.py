@@ -62,7 +62,8 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 
 class PipelineVariables(Mapping):
     """Variables recipe pipelines may use, resolved only when used:
-    $arch, $target, $tf32, $strict and $emulate_precision_casts (true or false), $lowering (the recipes' directory), $tuning (the
+    $arch, $target, $tf32, $strict and $emulate_precision_casts (true or false), $threads (the CPU kernels'
+    threads), $lowering (the recipes' directory), $tuning (the
     matmul pass's tuning_cache/tuning_variant options, or nothing), $libdevice, and $fusion (the options of twintrack-form-dispatches:
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
@@ -70,10 +71,11 @@ class PipelineVariables(Mapping):
     def __init__(self, arch: str = DEFAULT_ARCH, target: str = "cpu", fuse: bool = True, explain: bool = False,
                  lowering_dir: Path = DEFAULT_LOWERING_DIR, tf32: bool = False, strict: bool = False,
                  tuning_cache: Path | None = None, tuning_variant: int | None = None,
-                 emulate_precision_casts: bool = False):
+                 emulate_precision_casts: bool = False, threads: int = 1):
         self._values = {"arch": lambda: arch, "target": lambda: target,
                         "tf32": lambda: str(tf32).lower(), "strict": lambda: str(strict).lower(),
                         "emulate_precision_casts": lambda: str(emulate_precision_casts).lower(),
+                        "threads": lambda: str(threads),
                         "lowering": lambda: str(Path(lowering_dir).resolve()),
                         "tuning": lambda: _tuning_options(tuning_cache, tuning_variant),
                         "libdevice": _libdevice,

@@ -129,9 +129,11 @@ class InductorTrack(ModelTrack):
 
 @dataclass
 class TwintrackCpuTrack(ModelTrack):
-    """Compiled here for the CPU (`freeze`: the weights baked in); its
-    kernels are the fusion stage's dispatches, each with its MLIR."""
+    """Compiled here for the CPU (`freeze`: the weights baked in;
+    `fast_kernels` False: the generic loops only); its kernels are the
+    fusion stage's dispatches, each with its MLIR."""
     freeze: bool = False
+    fast_kernels: bool = True
     name = "twintrack"
     recorded = (TwintrackError, RuntimeError)
 
@@ -140,7 +142,7 @@ class TwintrackCpuTrack(ModelTrack):
         from ..compiler.dispatch_report import dispatch_report
         start = time.perf_counter()
         exported = api.export(run.source.module, run.source.example_inputs, freeze=self.freeze)
-        lowered = exported.lower(to="fusion", target="cpu")
+        lowered = exported.lower(to="fusion", target="cpu", fast_kernels=self.fast_kernels)
         kernels = dispatch_report(lowered.compilation.module)
         compiled = lowered.compile("cpu")
         return _Prepared(lambda *xs: flat_outputs(compiled(*xs)), time.perf_counter() - start, kernels,
@@ -177,11 +179,11 @@ class TwintrackGpuTrack(ModelTrack):
 
 
 def twintrack_on(device: str, artifact: Path | None = None, freeze: bool = False,
-                 with_program: bool = True) -> ModelTrack:
-    """twintrack's track for `device` ('cpu' or 'cuda')."""
+                 with_program: bool = True, fast_kernels: bool = True) -> ModelTrack:
+    """twintrack's track for `device` ('cpu' or 'cuda'); `fast_kernels` applies to the CPU."""
     if device == "cuda":
         return TwintrackGpuTrack(artifact, freeze, with_program)
-    return TwintrackCpuTrack(freeze)
+    return TwintrackCpuTrack(freeze, fast_kernels)
 
 
 def compare_timing(repeat: int) -> Timing:

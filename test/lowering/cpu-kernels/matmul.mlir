@@ -1,4 +1,5 @@
 // RUN: %stage-cpu-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes "cpu-matmul-kernels{threads=2}" %s | FileCheck %s --check-prefix=THREADS
 
 // The cpu-kernels stage turns an f32 matmul into the register-blocked
 // kernel: an 8x32 accumulator tile (16 vectors of 16 lanes, the host's
@@ -21,8 +22,17 @@
 // CHECK-NEXT:      vector.fma
 // CHECK-NEXT:      vector.fma
 // CHECK-COUNT-16:  vector.store
-// CHECK:         twintrack.schedule = "cpu-matmul rows=8 cols=32 (2x16-lane vectors) k-block=64 n-block=64: {{.*}}half of the 32 KiB L1{{.*}}B read in place
+// CHECK:         twintrack.schedule = "cpu-matmul rows=8 cols=32 (2x16-lane vectors) k-block=64 n-block=64 threads=1: {{.*}}half of the 32 KiB L1{{.*}}B read in place
 // CHECK-NOT:     linalg.matmul
+
+// With threads, each K block's whole row blocks are one parallel loop (the
+// llvm stage splits it into tasks for MLIR's async runtime).
+// THREADS-LABEL: func.func @filled(
+// THREADS:         scf.for
+// THREADS:           scf.parallel ({{.*}}) = (%c0) to (%c64) step (%c8) {
+// THREADS:             vector.fma
+// THREADS:             scf.reduce
+// THREADS:         threads=2: {{.*}}2 threads share each K block's 8 whole row blocks
 func.func @filled(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<64x64xf32>)
@@ -38,7 +48,7 @@ func.func @filled(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64
 // CHECK:         memref.alloc() {alignment = 64 : i64} : memref<2x48x32xf32>
 // CHECK:         arith.select
 // CHECK:         memref.store {{.*}} : memref<2x48x32xf32>
-// CHECK:         twintrack.schedule = "cpu-matmul {{.*}} pack-b: {{.*}}B packed into K x cols panels: it is transposed (N x K)"
+// CHECK:         twintrack.schedule = "cpu-matmul {{.*}} pack-b threads=1: {{.*}}B packed into K x cols panels: it is transposed (N x K); one thread
 // CHECK-NOT:     scf.if
 // CHECK:         vector.maskedload %{{.*}} : memref<5x40xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
 // CHECK:         vector.maskedstore

@@ -29,6 +29,8 @@ loop accumulates.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mlir import ir
@@ -61,6 +63,7 @@ class CpuMatmulSchedule:
     k_block: int    # K steps per pass over B's block
     n_block: int    # columns of C per panel (a multiple of cols)
     pack_b: bool    # B copied into K x cols panels first (a transposed B)
+    threads: int = 1  # > 1: each K block's row blocks are a parallel loop
     reasons: tuple[str, ...] = ()
 
     @property
@@ -70,11 +73,11 @@ class CpuMatmulSchedule:
     def describe(self) -> str:
         packing = " pack-b" if self.pack_b else ""
         return (f"rows={self.rows} cols={self.cols} ({self.vectors}x{self.lanes}-lane vectors) "
-                f"k-block={self.k_block} n-block={self.n_block}{packing}")
+                f"k-block={self.k_block} n-block={self.n_block}{packing} threads={self.threads}")
 
 
-def choose_schedule(target: CpuTarget, shape: CpuMatmulShape) -> CpuMatmulSchedule:
-    """The schedule for `shape` on `target`, with the reason for each choice."""
+def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1) -> CpuMatmulSchedule:
+    """The schedule for `shape` on `target` and `threads` threads, with the reason for each choice."""
     lanes = target.lanes(ACCUMULATOR_BYTES)
     vectors = 2
     rows = max(1, target.vector_registers // 2 // vectors)
@@ -93,8 +96,10 @@ def choose_schedule(target: CpuTarget, shape: CpuMatmulShape) -> CpuMatmulSchedu
         f"KiB, at most half of the {target.l2_bytes // 1024} KiB L2",
         "B packed into K x cols panels: it is transposed (N x K)" if shape.b_transposed
         else "B read in place: its rows are unit-stride",
+        f"{threads} threads share each K block's {shape.m // rows} whole row blocks (the rows past them, and "
+        f"the packing, run on one)" if threads > 1 else "one thread",
     )
-    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, reasons)
+    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, threads, reasons)
 
 
 def _power_of_two_at_most(value: int) -> int:
@@ -175,7 +180,10 @@ class CpuMatmulWriter:
             k_end = arith.minui(self.w.add(k_blocks.induction, s.k_block), self.w.index(shape.k))
             block = _KBlock(batch, packed, k_blocks.induction, k_end)
             whole_rows = shape.m - shape.m % s.rows
-            if whole_rows:
+            if whole_rows and s.threads > 1:
+                with self._parallel(0, whole_rows, s.rows) as row:
+                    self._row_block(block, row, s.rows, panel, width)
+            elif whole_rows:
                 with self.w.loop(0, whole_rows, s.rows) as row_blocks:
                     self._row_block(block, row_blocks.induction, s.rows, panel, width)
                     row_blocks.yield_([])
@@ -198,6 +206,18 @@ class CpuMatmulWriter:
             remaining = width % s.cols
             masks = [None] * (remaining // s.lanes) + ([remaining % s.lanes] if remaining % s.lanes else [])
             self._micro_kernel(block, row, rows, self.w.add(panel, whole), masks)
+
+    @contextlib.contextmanager
+    def _parallel(self, start: int, stop: int, step: int) -> Iterator[ir.Value]:
+        """An scf.parallel over one index (async-parallel-for splits it into
+        tasks for the runtime's threads); yields the index."""
+        bounds = [[self.w.index(v)] for v in (start, stop, step)]
+        loop = scf.ParallelOp([], *bounds, [])
+        body = loop.regions[0].blocks.append(ir.IndexType.get())
+        self.w.tag(loop)
+        with ir.InsertionPoint(body):
+            yield body.arguments[0]
+            scf.ReduceOp([], 0)
 
     # ------------------------------------------------------------ the micro-kernel
 

@@ -60,6 +60,7 @@ class CpuMatmulKernels(PythonPass):
     name = "cpu-matmul-kernels"
     strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
     lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
+    threads: int = 1          # > 1: the row blocks run as a parallel loop
 
     def _run(self, module: ir.Operation, pass_) -> None:
         target = cpu_target(Path(self.lowering_dir))
@@ -69,7 +70,7 @@ class CpuMatmulKernels(PythonPass):
                 record_refusal(module, op, f"cpu-matmul: {shape}")
                 continue
             fill = zero_fill_before(op)
-            writer = CpuMatmulWriter(shape, choose_schedule(target, shape), fill is not None,
+            writer = CpuMatmulWriter(shape, choose_schedule(target, shape, self.threads), fill is not None,
                                      ir.F32Type.get())
             with kernel_site(module, self.strict):
                 writer.build(op, CpuMatmulOperands(*op.operands[:3]), f"cpu_matmul_{number}")

@@ -108,7 +108,8 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
     """Each track asked once, on one run of the entry's model."""
     run = CheckedRun.load(entry.model, entry.dtype, request.device, COMPARE_SEED, compare_timing(request.repeat))
     artifact = request.artifacts / entry.name if request.artifacts and request.device == "cuda" else None
-    twintrack = twintrack_on(request.device, artifact, freeze="--freeze" in entry.flags, with_program=False)
+    twintrack = twintrack_on(request.device, artifact, freeze="--freeze" in entry.flags, with_program=False,
+                             fast_kernels="--no-fast-kernels" not in entry.flags)
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
            "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32}
     with float32_matmuls(entry.allow_tf32):
