@@ -109,6 +109,17 @@ class Compiled:
             write_state(staging, manifest, self._state)
         return manifest
 
+    @property
+    def poison_outputs(self) -> bool:
+        """Whether each call's outputs start as NaN (0 for integers), so that
+        an element the program never writes shows: the checked runs of the
+        tools set it; a plain call does not pay for the fill."""
+        return self._executable.poison_outputs
+
+    @poison_outputs.setter
+    def poison_outputs(self, value: bool) -> None:
+        self._executable.poison_outputs = value
+
     def __call__(self, *inputs):
         model = self.exported.exported
         tensors = scalar_checked(inputs, model.scalars, len(model.inputs))

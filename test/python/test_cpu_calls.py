@@ -31,3 +31,35 @@ def test_calls_keep_no_memory():
     for _ in range(200):
         compiled(x)
     assert len(ctypes._pointer_type_cache) == pointer_types
+
+
+class PartlyWritten(torch.nn.Module):
+    """Its output is computed whole; poisoning must not change it."""
+    def forward(self, x):
+        return x[:, :2].sum(dim=1)
+
+
+def test_a_call_passes_the_tensors_own_memory():
+    x = torch.randn(6, 4)
+    compiled = twintrack.compile(Scale(), (x,))
+    executable = compiled._executable
+    out = executable(x)[0]
+    pointers = [d.aligned for d in executable._descriptors]
+    assert pointers == [x.data_ptr(), out.data_ptr()], "no copy of the input, the output written in place"
+
+
+def test_a_strided_or_non_cpu_view_is_made_contiguous_first():
+    base = torch.randn(4, 6)
+    view = base.t()  # (6, 4), not contiguous
+    compiled = twintrack.compile(Scale(), (torch.randn(6, 4),))
+    assert torch.equal(compiled(view), view * 2 + 1)
+
+
+def test_poisoned_outputs_start_as_nan_only_when_asked():
+    x = torch.randn(3, 4)
+    compiled = twintrack.compile(PartlyWritten(), (x,))
+    assert not compiled.poison_outputs, "a plain call does not pay for the fill"
+    compiled.poison_outputs = True
+    assert torch.allclose(compiled(x), x[:, :2].sum(dim=1)), "every element written over the NaN"
+    compiled._executable._entry = lambda packed: None  # a program that writes nothing
+    assert torch.isnan(compiled(x)).all()

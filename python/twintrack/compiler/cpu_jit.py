@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
-import numpy as np
 import torch
 
 from ..errors import ArtifactError, InputMismatchError, OutOfMemory
@@ -18,39 +18,16 @@ ENTRY = "forward"
 SIGNATURE_ATTR = "twintrack.signature"  # the module's own record of what its entry point takes
 
 
-# numpy has no bfloat16: such tensors cross as their bits (a bf16 memref has
-# the same 2-byte elements), viewed back as bfloat16 on return.
-_BITS_FOR = {"bfloat16": np.int16}
-_QUIET_NAN_BITS = {"bfloat16": 0x7FC0}
+def _torch_dtype(dtype: str) -> torch.dtype:
+    found = getattr(torch, dtype, None)
+    if not isinstance(found, torch.dtype) or found.is_complex:
+        raise InputMismatchError(f"dtype {dtype} is not supported by the CPU runtime")
+    return found
 
 
-def _numpy_dtype(dtype: str) -> np.dtype:
-    if dtype in _BITS_FOR:
-        return np.dtype(_BITS_FOR[dtype])
-    try:
-        return np.dtype(dtype if dtype != "bool" else np.bool_)
-    except TypeError:
-        raise InputMismatchError(f"dtype {dtype} is not supported by the CPU runtime") from None
-
-
-def _as_array(tensor: torch.Tensor) -> np.ndarray:
-    tensor = tensor.detach().cpu()
-    if tensor.dtype == torch.bfloat16:
-        tensor = tensor.view(torch.int16)
-    return np.ascontiguousarray(tensor.numpy())
-
-
-def _output_array(spec: TensorSpec, poison: bool) -> np.ndarray:
-    """An output buffer; poisoned, it starts as NaN (floats) or 0, so an unwritten element shows."""
-    result = np.empty(spec.shape, _numpy_dtype(spec.dtype))
-    if poison:
-        result.fill(_QUIET_NAN_BITS.get(spec.dtype, np.nan if result.dtype.kind == "f" else 0))
-    return result
-
-
-def _as_tensor(array: np.ndarray, spec: TensorSpec) -> torch.Tensor:
-    tensor = torch.from_numpy(array)
-    return tensor.view(getattr(torch, spec.dtype)) if spec.dtype in _BITS_FOR else tensor
+def _poison(tensor: torch.Tensor) -> None:
+    """NaN (floats) or 0, so that an element the program never wrote shows."""
+    tensor.fill_(float("nan") if tensor.is_floating_point() else 0)
 
 
 def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
@@ -94,16 +71,23 @@ def runtime_libraries() -> list[str]:
 
 
 class CpuExecutable:
-    """A JIT-compiled LLVM-dialect module, callable on torch tensors."""
+    """A JIT-compiled LLVM-dialect module, callable on torch tensors.
+
+    A call passes the tensors' own memory: each argument's and output's
+    memref descriptor (shape and strides fixed at load) is made once, and a
+    call only writes the data pointers into them and calls the entry point
+    through its packed C interface. A lock keeps two threads from sharing
+    the descriptors at once."""
 
     def __init__(self, llvm_dialect_text: str, arguments: list[TensorSpec], outputs: list[TensorSpec],
                  opt_level: int = 2):
         from mlir import ir
 
         self.arguments, self.outputs = arguments, outputs
-        self.poison_outputs = True  # always: an unwritten output shows up as NaN
-        for spec in arguments + outputs:
-            _numpy_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
+        self.poison_outputs = False  # True: outputs start as NaN (or 0), so an unwritten element shows
+        self._output_dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
+        for spec in arguments:
+            _torch_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
         self._context = ir.Context()
         with self._context:
             try:
@@ -113,41 +97,61 @@ class CpuExecutable:
             _check_signature(self._module, arguments, outputs)
             self._largest_buffer = _largest_buffer(self._module)
             self._engine = execution_engine(self._module, opt_level)
+        self._entry = self._engine.lookup(ENTRY)
+        self._descriptors = [_descriptor(spec.shape) for spec in arguments + outputs]
+        self._pointers = [ctypes.pointer(d) for d in self._descriptors]  # the C interface takes descriptor**
+        self._packed = (ctypes.c_void_p * len(self._pointers))(
+            *(ctypes.addressof(pointer) for pointer in self._pointers))
+        self._lock = threading.Lock()
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        check_inputs(self.arguments, list(tensors))
-        check_memory(self._largest_buffer)
-        arrays = [_as_array(t) for t in tensors]
-        results = [_output_array(spec, self.poison_outputs) for spec in self.outputs]
-        descriptors = [ctypes.pointer(ctypes.pointer(_memref_descriptor(a))) for a in arrays + results]
-        self._engine.invoke(ENTRY, *descriptors)
-        return [_as_tensor(r, spec) for r, spec in zip(results, self.outputs)]
+        check_inputs(self.arguments, tensors)
+        if self._largest_buffer > CHECKED_BUFFER_BYTES:
+            check_memory(self._largest_buffer)
+        inputs = [t if t.is_contiguous() and t.device.type == "cpu" else t.cpu().contiguous() for t in tensors]
+        results = [torch.empty(spec.shape, dtype=dtype) for spec, dtype in zip(self.outputs, self._output_dtypes)]
+        if self.poison_outputs:
+            for result in results:
+                _poison(result)
+        with self._lock:
+            for descriptor, tensor in zip(self._descriptors, inputs + results):
+                descriptor.allocated = descriptor.aligned = tensor.data_ptr()
+            self._entry(self._packed)
+        return results
+
+
+# A buffer smaller than this cannot fail to allocate on a machine that runs
+# torch at all; a larger one is checked against the memory available.
+CHECKED_BUFFER_BYTES = 1 << 28
 
 
 @functools.cache
-def _descriptor_type(rank: int, element) -> type:
+def _descriptor_type(rank: int) -> type:
     """The ctypes struct of a rank-`rank` memref descriptor, made once per
-    rank and element type. mlir.runtime makes a new struct class on every
-    call, and ctypes keeps every class's pointer type forever: 16 KB a call
-    that a long-lived process never got back."""
-    fields = [("allocated", ctypes.c_longlong), ("aligned", ctypes.POINTER(element)), ("offset", ctypes.c_longlong)]
+    rank (ctypes keeps every struct class it makes): the element type
+    does not matter to the C interface, which takes the pointers as they are."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_longlong)]
     if rank:
         fields += [("shape", ctypes.c_longlong * rank), ("strides", ctypes.c_longlong * rank)]
     return type("MemRefDescriptor", (ctypes.Structure,), {"_fields_": fields})
 
 
-def _memref_descriptor(array: np.ndarray):
-    """The memref descriptor of `array` (strides in elements, as MLIR counts them)."""
-    from mlir.runtime import as_ctype
-    element = as_ctype(array.dtype)
-    descriptor = _descriptor_type(array.ndim, element)()
-    descriptor.allocated = array.ctypes.data
-    descriptor.aligned = array.ctypes.data_as(ctypes.POINTER(element))
+def _descriptor(shape: tuple[int, ...]):
+    """A descriptor of a contiguous tensor of `shape` (strides in elements, as MLIR counts them)."""
+    descriptor = _descriptor_type(len(shape))()
     descriptor.offset = 0
-    if array.ndim:
-        descriptor.shape[:] = array.shape
-        descriptor.strides[:] = [stride // array.itemsize for stride in array.strides]
+    if shape:
+        descriptor.shape[:] = list(shape)
+        descriptor.strides[:] = _contiguous_strides(shape)
     return descriptor
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, step = [], 1
+    for length in reversed(list(shape)):
+        strides.append(step)
+        step *= length
+    return strides[::-1]
 
 
 def signature(arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:

@@ -123,7 +123,7 @@ class CheckedRun:
         """One run of `track` against the reference. Tolerances follow
         `output_specs`' dtypes (default: the outputs' own), tf32's for f32
         outputs where `allow_tf32`. A track that allocates its outputs
-        itself (ArtifactTrack) starts them as NaN: an unwritten element fails."""
+        itself (ArtifactTrack, CompiledTrack) starts them as NaN: an unwritten element fails."""
         with torch.no_grad(), _poisoned_outputs(track):
             outputs = [y.cpu() for y in track(*self.device_inputs)]
         return TrackResult(check_outputs(outputs, self.reference, output_specs, allow_tf32))
@@ -296,6 +296,26 @@ def check_artifact(outdir: Path, seed: int = ARTIFACT_SEED) -> CheckedArtifact:
 
 @contextlib.contextmanager
 def _poisoned_outputs(track: Track):
-    poisoned = track.poisoned_outputs() if isinstance(track, ArtifactTrack) else contextlib.nullcontext()
+    """The track's outputs start as NaN while it is checked, where it can
+    (ArtifactTrack, CompiledTrack): not while it is timed."""
+    poisoned = track.poisoned_outputs() if hasattr(track, "poisoned_outputs") else contextlib.nullcontext()
     with poisoned:
         yield
+
+
+@dataclass
+class CompiledTrack:
+    """A model compiled in this process (twintrack.compile's result, or a
+    Lowered's compile) as a track: its flat outputs."""
+    compiled: object
+
+    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        return flat_outputs(self.compiled(*inputs))
+
+    @contextlib.contextmanager
+    def poisoned_outputs(self):
+        self.compiled.poison_outputs = True
+        try:
+            yield
+        finally:
+            self.compiled.poison_outputs = False

@@ -24,7 +24,8 @@ import torch
 
 from ..errors import ArtifactError, TwintrackError
 from ..locations import brief_source
-from .checked_run import ArtifactTrack, CheckedRun, Timing, Track, TrackResult, eager_track, flat_outputs
+from .checked_run import (ArtifactTrack, CheckedRun, CompiledTrack, Timing, Track, TrackResult, eager_track,
+                          flat_outputs)
 from .timing import MIN_SECONDS, NOISY_FOOTNOTE, NOISY_SPREAD, WARMUP_SECONDS
 
 
@@ -145,7 +146,7 @@ class TwintrackCpuTrack(ModelTrack):
         lowered = exported.lower(to="fusion", target="cpu", fast_kernels=self.fast_kernels)
         kernels = dispatch_report(lowered.compilation.module)
         compiled = lowered.compile("cpu")
-        return _Prepared(lambda *xs: flat_outputs(compiled(*xs)), time.perf_counter() - start, kernels,
+        return _Prepared(CompiledTrack(compiled), time.perf_counter() - start, kernels,
                          program=exported.exported.program)
 
 
