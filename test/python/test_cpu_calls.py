@@ -63,3 +63,32 @@ def test_poisoned_outputs_start_as_nan_only_when_asked():
     assert torch.allclose(compiled(x), x[:, :2].sum(dim=1)), "every element written over the NaN"
     compiled._executable._entry = lambda packed: None  # a program that writes nothing
     assert torch.isnan(compiled(x)).all()
+
+
+class Project(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(64, 48))
+
+    def forward(self, x):
+        return x @ self.weight
+
+
+def test_parallel_kernels_outlive_each_other():
+    """MLIR's async runtime lives for the process: a freed executable does
+    not take its thread pool down under the next (that was a segfault)."""
+    import gc
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(32, 64)
+        first = twintrack.compile(Project(), (x,))
+        assert "scf.parallel" in first.compilation.text("cpu-kernels")
+        first(x)
+        del first
+        gc.collect()
+        model = Project()
+        second = twintrack.compile(model, (x,))
+        assert torch.allclose(second(x), model(x), atol=1e-4)
+    finally:
+        torch.set_num_threads(threads)

@@ -43,12 +43,6 @@ def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
                 f"{spec.name} ({spec.kind}): expected {spec.dtype}{list(spec.shape)}, got {got_dtype}{list(tensor.shape)}")
 
 
-RUNTIME_LIBRARIES = (
-    "libmlir_c_runner_utils.so",   # memrefCopy, for strided memref.copy
-    "libmlir_async_runtime.so",    # the thread pool the CPU kernels' parallel loops run on (async dialect)
-)
-
-
 def execution_engine(module, opt_level: int = 2):
     """MLIR's ExecutionEngine for an LLVM-dialect module, with the runtime
     libraries. torch-mlir's bindings are loaded first: once the engine has
@@ -58,16 +52,52 @@ def execution_engine(module, opt_level: int = 2):
 
     from ..bindings import bindings
     bindings("torch_mlir")
-    return ExecutionEngine(module, opt_level=opt_level, shared_libs=runtime_libraries())
+    engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=runtime_libraries())
+    runtime = _async_runtime()
+    for name in ASYNC_RUNTIME_FUNCTIONS if runtime is not None else ():
+        engine.raw_register_runtime(name, ctypes.cast(getattr(runtime, name), ctypes.c_void_p))
+    return engine
+
+
+RUNTIME_LIBRARIES = (
+    "libmlir_c_runner_utils.so",   # memrefCopy, for strided memref.copy
+)
+# MLIR's async runtime: the thread pool the CPU kernels' parallel loops run
+# on. It is loaded once for the process and its functions given to each
+# engine by address, never as an engine's shared library: an engine that
+# loads it destroys the runtime's thread pool when it goes, under every
+# engine still running (a segfault at the next parallel loop).
+ASYNC_RUNTIME = "libmlir_async_runtime.so"
+ASYNC_RUNTIME_FUNCTIONS = (
+    "mlirAsyncRuntimeAddRef", "mlirAsyncRuntimeDropRef", "mlirAsyncRuntimeCreateToken",
+    "mlirAsyncRuntimeCreateValue", "mlirAsyncRuntimeCreateGroup", "mlirAsyncRuntimeEmplaceToken",
+    "mlirAsyncRuntimeEmplaceValue", "mlirAsyncRuntimeSetTokenError", "mlirAsyncRuntimeSetValueError",
+    "mlirAsyncRuntimeIsTokenError", "mlirAsyncRuntimeIsValueError", "mlirAsyncRuntimeIsGroupError",
+    "mlirAsyncRuntimeAwaitToken", "mlirAsyncRuntimeAwaitValue", "mlirAsyncRuntimeAwaitAllInGroup",
+    "mlirAsyncRuntimeExecute", "mlirAsyncRuntimeGetValueStorage", "mlirAsyncRuntimeAddTokenToGroup",
+    "mlirAsyncRuntimeAwaitTokenAndExecute", "mlirAsyncRuntimeAwaitValueAndExecute",
+    "mlirAsyncRuntimeAwaitAllInGroupAndExecute", "mlirAsyncRuntimGetNumWorkerThreads",
+    "mlirAsyncRuntimePrintCurrentThreadId",
+)
 
 
 def runtime_libraries() -> list[str]:
-    """MLIR's runtime libraries the JIT links, from the mlir wheel."""
+    """MLIR's runtime libraries an engine loads, from the mlir wheel."""
+    return [path for path in map(_mlir_library, RUNTIME_LIBRARIES) if path]
+
+
+@functools.cache
+def _async_runtime() -> ctypes.CDLL | None:
+    path = _mlir_library(ASYNC_RUNTIME)
+    return ctypes.CDLL(path) if path else None
+
+
+def _mlir_library(name: str) -> str | None:
     from pathlib import Path
 
     import mlir
-    libs = [Path(root) / "lib" / name for root in mlir.__path__ for name in RUNTIME_LIBRARIES]
-    return [str(p) for p in libs if p.is_file()]
+    found = [Path(root) / "lib" / name for root in mlir.__path__ if (Path(root) / "lib" / name).is_file()]
+    return str(found[0]) if found else None
 
 
 class CpuExecutable:
