@@ -6,6 +6,9 @@ schedule follows the host description; a kernel that fails to build leaves
 the matmul to the generic loops."""
 
 import ctypes
+import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from mlir.runtime import get_ranked_memref_descriptor
 from twintrack.compiler import driver
 from twintrack.compiler.cpu_jit import execution_engine
 from twintrack.compiler.kernels.cpu_matmul import CpuMatmulShape, CpuMatmulWriter, choose_schedule
-from twintrack.compiler.recipes import PipelineVariables, load_recipe
+from twintrack.compiler.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, load_recipe
 from twintrack.compiler.target import CpuTarget, cpu_target
 from twintrack.errors import CompilerError
 
@@ -44,7 +47,7 @@ def _matmul_function(shape: CpuMatmulShape, zero_fill: bool) -> str:
 
 
 def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0, fallbacks: list | None = None,
-         threads: int = 1) -> tuple[np.ndarray, np.ndarray, str]:
+         threads: int = 1, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> tuple[np.ndarray, np.ndarray, str]:
     """(the kernel's C, float64 numpy's, the cpu-kernels stage's IR);
     kernels that fell back are added to `fallbacks`."""
     rng = np.random.default_rng(seed)
@@ -54,7 +57,8 @@ def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0, fallbacks: list 
     c = rng.standard_normal(batch + (shape.m, shape.n)).astype(np.float32)
     b_rows = np.swapaxes(b, -1, -2) if shape.b_transposed else b
     expected = (0 if zero_fill else c.astype(np.float64)) + a.astype(np.float64) @ b_rows.astype(np.float64)
-    stages = {s.name: s for s in load_recipe("cpu", variables=PipelineVariables(threads=threads)).stages}
+    variables = PipelineVariables(threads=threads, lowering_dir=lowering_dir)
+    stages = {s.name: s for s in load_recipe("cpu", lowering_dir, variables).stages}
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(_matmul_function(shape, zero_fill))
         kernel_ir = None
@@ -88,16 +92,33 @@ def test_kernel_matches_float64(name, zero_fill):
     assert error < 1e-5, error
 
 
-@pytest.mark.parametrize("name", ["a row and column tail", "three K blocks", "transposed with tails", "batched"])
-def test_parallel_row_blocks_match_float64(name):
-    got, expected, kernel_ir = _run(SHAPES[name], zero_fill=True, threads=2)
-    assert "scf.parallel" in kernel_ir
+@pytest.fixture(scope="module")
+def every_matmul_parallel(tmp_path_factory) -> Path:
+    """The recipes with a host description that runs every matmul on its threads."""
+    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(DEFAULT_LOWERING_DIR, lowering)
+    host = lowering / "targets" / "cpu.toml"
+    host.write_text(re.sub(r"(?m)^parallel-min-flops = .*$", "parallel-min-flops = 0", host.read_text()))
+    return lowering
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("name", ["a row and column tail", "three K blocks", "transposed with tails", "batched",
+                                  "batched, transposed"])
+def test_parallel_row_blocks_match_float64(name, threads, every_matmul_parallel):
+    got, expected, kernel_ir = _run(SHAPES[name], zero_fill=True, threads=threads, lowering_dir=every_matmul_parallel)
+    assert ("scf.parallel" in kernel_ir) == (SHAPES[name].m // 8 >= threads), "a whole row block for each thread"
     assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-5
+
+
+def test_a_short_matmul_stays_on_one_thread():
+    got, expected, kernel_ir = _run(SHAPES["a row and column tail"], zero_fill=True, threads=2)
+    assert "scf.parallel" not in kernel_ir and "less than the 40 MFLOP that pays for starting 2 threads" in kernel_ir
 
 
 def test_schedule_follows_the_host_description():
     avx2 = CpuTarget("AVX2", cores=4, vector_bits=256, vector_registers=16, l1_bytes=32768, l2_bytes=262144,
-                     l3_bytes=8 << 20)
+                     l3_bytes=8 << 20, parallel_min_flops=4e7)
     shape = CpuMatmulShape(None, 512, 512, 512, False)
     wide, narrow = choose_schedule(cpu_target(), shape), choose_schedule(avx2, shape)
     assert (wide.lanes, wide.rows, wide.cols, wide.k_block, wide.n_block) == (16, 8, 32, 128, 512)

@@ -25,14 +25,11 @@
 // CHECK:         twintrack.schedule = "cpu-matmul rows=8 cols=32 (2x16-lane vectors) k-block=64 n-block=64 threads=1: {{.*}}half of the 32 KiB L1{{.*}}B read in place
 // CHECK-NOT:     linalg.matmul
 
-// With threads, each K block's whole row blocks are one parallel loop (the
-// llvm stage splits it into tasks for MLIR's async runtime).
+// A matmul this short runs on one thread even when there are more: starting
+// and joining them would cost more than they save.
 // THREADS-LABEL: func.func @filled(
-// THREADS:         scf.for
-// THREADS:           scf.parallel ({{.*}}) = (%c0) to (%c64) step (%c8) {
-// THREADS:             vector.fma
-// THREADS:             scf.reduce
-// THREADS:         threads=2: {{.*}}2 threads share each K block's 8 whole row blocks
+// THREADS-NOT:     scf.parallel
+// THREADS:         threads=1: {{.*}}one thread: 0.5 MFLOP is less than the 40 MFLOP that pays for starting 2 threads
 func.func @filled(%a: memref<64x64xf32>, %b: memref<64x64xf32>, %c: memref<64x64xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<64x64xf32>)
@@ -66,5 +63,18 @@ func.func @transposed_with_a_tail(%a: memref<5x48xf32>, %w: memref<40x48xf32>, %
 // CHECK:         linalg.matmul
 func.func @half(%a: memref<4x4xf16>, %b: memref<4x4xf16>, %c: memref<4x4xf16>) {
   linalg.matmul ins(%a, %b : memref<4x4xf16>, memref<4x4xf16>) outs(%c : memref<4x4xf16>)
+  return
+}
+
+// A long one is split into one run of whole row blocks per thread, in
+// parallel (the llvm stage makes each a task for MLIR's async runtime).
+// THREADS-LABEL: func.func @long(
+// THREADS:         scf.parallel ({{.*}}) = (%c0) to (%c2) step (%c1) {
+// THREADS:           arith.minui
+// THREADS:           vector.fma
+// THREADS:           scf.reduce
+// THREADS:         threads=2: {{.*}}2 threads, each a run of the whole row blocks
+func.func @long(%a: memref<256x512xf32>, %b: memref<512x256xf32>, %c: memref<256x256xf32>) {
+  linalg.matmul ins(%a, %b : memref<256x512xf32>, memref<512x256xf32>) outs(%c : memref<256x256xf32>)
   return
 }

@@ -96,10 +96,32 @@ def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1) 
         f"KiB, at most half of the {target.l2_bytes // 1024} KiB L2",
         "B packed into K x cols panels: it is transposed (N x K)" if shape.b_transposed
         else "B read in place: its rows are unit-stride",
-        f"{threads} threads share each K block's {shape.m // rows} whole row blocks (the rows past them, and "
-        f"the packing, run on one)" if threads > 1 else "one thread",
+        _threads_reason(target, shape, rows, threads),
     )
-    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, threads, reasons)
+    used = threads if _parallel_pays(target, shape, rows, threads) else 1
+    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, used, reasons)
+
+
+def _flops(shape: CpuMatmulShape) -> int:
+    return 2 * (shape.batch or 1) * shape.m * shape.n * shape.k
+
+
+def _parallel_pays(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads: int) -> bool:
+    """More than one thread, a whole row block for each, and a matmul long
+    enough to pay for starting and joining them."""
+    return threads > 1 and shape.m // rows >= threads and _flops(shape) >= target.parallel_min_flops
+
+
+def _threads_reason(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads: int) -> str:
+    if _parallel_pays(target, shape, rows, threads):
+        return (f"{threads} threads, each a run of the whole row blocks (the {shape.m % rows} rows past them, "
+                f"and the packing, on one)")
+    if threads == 1:
+        return "one thread"
+    if shape.m // rows < threads:
+        return f"one thread: {shape.m // rows} whole row blocks for {threads} threads"
+    return (f"one thread: {_flops(shape) / 1e6:.1f} MFLOP is less than the "
+            f"{target.parallel_min_flops / 1e6:.0f} MFLOP that pays for starting {threads} threads")
 
 
 def _power_of_two_at_most(value: int) -> int:
@@ -158,37 +180,52 @@ class CpuMatmulWriter:
     # ------------------------------------------------------------ one batch entry
 
     def _one_matmul(self, batch: ir.Value | None, packed: ir.Value | None) -> ir.Operation:
-        """B packed (if it is), then the column panels: the whole ones in a
-        loop, the last narrower one after it. Returns the first loop built."""
+        """B packed (if it is), then the loop nest over the whole row
+        blocks (split in `threads` parts run in parallel, if more than one),
+        then over the rows past them. Returns the first loop built."""
         s, shape = self.schedule, self.shape
         first = self._pack_b(batch, packed) if packed is not None else None
+        whole_rows, tail = shape.m - shape.m % s.rows, shape.m % s.rows
+        if s.threads > 1 and whole_rows:
+            part_rows = -(-whole_rows // s.rows // s.threads) * s.rows
+            with self._parallel(0, s.threads, 1) as (loop, part):
+                start = arith.minui(self.w.mul(part, part_rows), self.w.index(whole_rows))
+                stop = arith.minui(self.w.add(start, part_rows), self.w.index(whole_rows))
+                self._panels(batch, packed, _Rows(start, stop))
+            first = first or loop
+            whole_rows = 0
+        if whole_rows or tail:
+            nest = self._panels(batch, packed, _Rows(self.w.index(0), self.w.index(whole_rows), tail, shape.m - tail))
+            first = first or nest
+        return first
+
+    def _panels(self, batch, packed, rows: "_Rows") -> ir.Operation:
+        """`rows` of C over its column panels: the whole ones in a loop, the
+        last narrower one after it. Returns the first loop built."""
+        s, shape = self.schedule, self.shape
+        first = None
         whole = shape.n - shape.n % s.n_block
         if whole:
             with self.w.loop(0, whole, s.n_block) as panels:
-                self._column_panel(batch, packed, panels.induction, s.n_block)
+                self._column_panel(batch, packed, panels.induction, s.n_block, rows)
                 panels.yield_([])
-            first = first or panels.op
+            first = panels.op
         if shape.n % s.n_block:
-            last = self._column_panel(batch, packed, self.w.index(whole), shape.n % s.n_block)
+            last = self._column_panel(batch, packed, self.w.index(whole), shape.n % s.n_block, rows)
             first = first or last
         return first
 
-    def _column_panel(self, batch, packed, panel: ir.Value, width: int) -> ir.Operation:
-        """C[:, panel:panel+width] over every K block. Returns the K-block loop."""
+    def _column_panel(self, batch, packed, panel: ir.Value, width: int, rows: "_Rows") -> ir.Operation:
+        """`rows` of C[:, panel:panel+width] over every K block. Returns the K-block loop."""
         s, shape = self.schedule, self.shape
         with self.w.loop(0, shape.k, s.k_block) as k_blocks:
             k_end = arith.minui(self.w.add(k_blocks.induction, s.k_block), self.w.index(shape.k))
             block = _KBlock(batch, packed, k_blocks.induction, k_end)
-            whole_rows = shape.m - shape.m % s.rows
-            if whole_rows and s.threads > 1:
-                with self._parallel(0, whole_rows, s.rows) as row:
-                    self._row_block(block, row, s.rows, panel, width)
-            elif whole_rows:
-                with self.w.loop(0, whole_rows, s.rows) as row_blocks:
-                    self._row_block(block, row_blocks.induction, s.rows, panel, width)
-                    row_blocks.yield_([])
-            if shape.m % s.rows:
-                self._row_block(block, self.w.index(whole_rows), shape.m % s.rows, panel, width)
+            with self.w.loop(rows.start, rows.stop, s.rows) as row_blocks:
+                self._row_block(block, row_blocks.induction, s.rows, panel, width)
+                row_blocks.yield_([])
+            if rows.tail:
+                self._row_block(block, self.w.index(rows.tail_at), rows.tail, panel, width)
             k_blocks.yield_([])
         return k_blocks.op
 
@@ -208,15 +245,15 @@ class CpuMatmulWriter:
             self._micro_kernel(block, row, rows, self.w.add(panel, whole), masks)
 
     @contextlib.contextmanager
-    def _parallel(self, start: int, stop: int, step: int) -> Iterator[ir.Value]:
-        """An scf.parallel over one index (async-parallel-for splits it into
-        tasks for the runtime's threads); yields the index."""
+    def _parallel(self, start: int, stop: int, step: int) -> Iterator[tuple[ir.Operation, ir.Value]]:
+        """An scf.parallel over one index (async-parallel-for makes each
+        iteration a task for the runtime's threads); yields it and its index."""
         bounds = [[self.w.index(v)] for v in (start, stop, step)]
         loop = scf.ParallelOp([], *bounds, [])
         body = loop.regions[0].blocks.append(ir.IndexType.get())
         self.w.tag(loop)
         with ir.InsertionPoint(body):
-            yield body.arguments[0]
+            yield loop.operation, body.arguments[0]
             scf.ReduceOp([], 0)
 
     # ------------------------------------------------------------ the micro-kernel
@@ -319,6 +356,16 @@ class CpuMatmulWriter:
                 steps.yield_([])
             columns.yield_([])
         return columns.op
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows one loop nest computes: whole row blocks from `start` to
+    `stop`, then `tail` rows (fewer than a block) at `tail_at`."""
+    start: ir.Value
+    stop: ir.Value
+    tail: int = 0
+    tail_at: int = 0
 
 
 @dataclass(frozen=True)
