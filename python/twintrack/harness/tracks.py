@@ -187,6 +187,19 @@ def twintrack_on(device: str, artifact: Path | None = None, freeze: bool = False
     return TwintrackCpuTrack(freeze, fast_kernels)
 
 
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's model and core count ('AMD EPYC, 2 cores')."""
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    import os
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "cpu")
+    except OSError:
+        model = "cpu"
+    return f"{model}, {os.cpu_count()} cores"
+
+
 def compare_timing(repeat: int) -> Timing:
     """compare's and bench's: `repeat` runs after 5 warm-ups, L2 flushed before each on the GPU."""
     return Timing(repeat=repeat, warmup=5, flush_l2=True)

@@ -23,7 +23,8 @@ import torch
 from ..checked_run import COMPARE_SEED, CheckedRun, use_exact_float32
 from ..numerics import float32_matmuls, tolerance
 from ..timing import NOISY_FOOTNOTE, NOISY_MARK
-from ..tracks import EagerTrack, InductorTrack, TrackReport, compare_timing, timing_summary, twintrack_on
+from ..tracks import (EagerTrack, InductorTrack, TrackReport, compare_timing, device_name, timing_summary,
+                      twintrack_on)
 
 SCHEMA_VERSION = 1
 
@@ -78,7 +79,7 @@ def run_benchmarks(request: BenchRequest, progress: Callable[[str], None] = lamb
 def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
     return {
         "schema_version": SCHEMA_VERSION, "date": date.today().isoformat(), "device": request.device,
-        "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
+        "device_name": device_name(request.device),
         "torch": torch.__version__, "triton": _triton_version(), "repeat": request.repeat,
         "twintrack_source": _twintrack_source(request.artifacts),
         "modes": list(request.modes), "total_seconds": round(seconds, 1),

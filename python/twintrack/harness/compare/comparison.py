@@ -13,7 +13,8 @@ import torch
 from ..checked_run import COMPARE_SEED, CheckedRun, use_exact_float32
 from ...compiler.recipes import target_roofline
 from ..timing import median_ms
-from ..tracks import EagerTrack, InductorTrack, TrackReport, compare_timing, timing_summary, twintrack_on
+from ..tracks import (EagerTrack, InductorTrack, TrackReport, compare_timing, device_name, timing_summary,
+                      twintrack_on)
 from .matching import kernel_groups, op_graph
 
 
@@ -51,7 +52,7 @@ def run_comparison(request: CompareRequest, progress: Callable[[str], None] = la
     program = reports["twintrack"].program
     return {
         "model": request.model, "device": request.device, "dtype": dtype,
-        "device_name": torch.cuda.get_device_name() if request.device == "cuda" else "cpu",
+        "device_name": device_name(request.device),
         "date": date.today().isoformat(), "torch": torch.__version__, "ceilings": ceilings,
         "tracks": tracks,
         "timing": timing_summary(request.repeat, list(tracks.values())),
