@@ -145,9 +145,10 @@ def test_bench_results_follow_the_schema(run_tool, tmp_path):
     result = run_tool("bench", "--device", "cpu", "--models", table, "--modes", "default", "--repeat", "3",
                       "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
-    written = list((tmp_path / "out").glob("*-cpu.json"))
+    written = list((tmp_path / "out").glob("*.json"))  # <date>-<the CPU model and cores>.json
     assert len(written) == 1 and written[0].with_suffix(".md").is_file()
     bench = json.loads(written[0].read_text())
+    assert bench["device"] == "cpu" and "cores" in bench["device_name"] and "cores" in written[0].name
     schema = json.loads((REPO / "bench" / "results.schema.json").read_text())
     jsonschema.validate(bench, schema)
     ratios = [m["ratio_vs_inductor"]["default"] for m in bench["models"]]
