@@ -16,7 +16,7 @@ from twintrack.harness import numerics
 from twintrack.frontend import export as frontend
 from twintrack.compiler.cpu_jit import CpuExecutable
 from twintrack.compiler.options import CompileOptions
-from twintrack.compiler.recipes import load_recipe
+from twintrack.compiler.recipes import PipelineVariables, load_recipe
 
 REDUCTIONS = Path(__file__).resolve().parents[2] / "bench" / "models" / "reductions.py"
 MODELS = [
@@ -42,7 +42,7 @@ def emulate(spec: str):
     compilation = driver.compile_exported(exported, CompileOptions(pipeline="gpu", stop_after="distribute",
                                                                       fast_kernels=False))
     assert "gpu.all_reduce" not in compilation.text()
-    llvm_stage = next(s for s in load_recipe("cpu").stages if s.name == "llvm")
+    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
     module = driver.run_stage(llvm_stage, compilation.module)
     executable = CpuExecutable(str(module), exported.arguments, exported.outputs)
     inputs = numerics.random_inputs(exported.inputs, seed=11)

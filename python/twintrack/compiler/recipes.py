@@ -63,7 +63,7 @@ def available_pipelines(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> list[str]:
 class PipelineVariables(Mapping):
     """Variables recipe pipelines may use, resolved only when used:
     $arch, $target, $tf32, $strict and $emulate_precision_casts (true or false), $threads (the CPU kernels'
-    threads), $lowering (the recipes' directory), $tuning (the
+    threads) and $parallel (with more than one, the passes that make parallel loops async tasks), $lowering (the recipes' directory), $tuning (the
     matmul pass's tuning_cache/tuning_variant options, or nothing), $libdevice, and $fusion (the options of twintrack-form-dispatches:
     the target's roofline from lowering/targets/<target>.toml, and whether to
     fuse and to explain)."""
@@ -76,6 +76,7 @@ class PipelineVariables(Mapping):
                         "tf32": lambda: str(tf32).lower(), "strict": lambda: str(strict).lower(),
                         "emulate_precision_casts": lambda: str(emulate_precision_casts).lower(),
                         "threads": lambda: str(threads),
+                        "parallel": lambda: _async_passes(threads),
                         "lowering": lambda: str(Path(lowering_dir).resolve()),
                         "tuning": lambda: _tuning_options(tuning_cache, tuning_variant),
                         "libdevice": _libdevice,
@@ -106,6 +107,16 @@ def _fusion_options(lowering_dir: Path, target: str, fuse: bool, explain: bool) 
     options += [] if fuse else ["fuse=false"]
     options += ["explain=true"] if explain else []
     return " ".join(options)
+
+
+def _async_passes(threads: int) -> str:
+    """The passes that run scf.parallel loops as tasks on MLIR's async
+    runtime, ending in a comma; none for one thread, where a parallel loop
+    (a GPU loop nest run on the CPU, say) stays a loop."""
+    if threads <= 1:
+        return ""
+    return (f"async-parallel-for{{num-workers={threads} min-task-size=1}}, async-to-async-runtime, "
+            "async-runtime-ref-counting, async-runtime-ref-counting-opt, convert-async-to-llvm,")
 
 
 def target_roofline(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> dict:
