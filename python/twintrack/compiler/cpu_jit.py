@@ -172,11 +172,12 @@ def _descriptor(shape: tuple[int, ...]):
     descriptor.offset = 0
     if shape:
         descriptor.shape[:] = list(shape)
-        descriptor.strides[:] = _contiguous_strides(shape)
+        descriptor.strides[:] = contiguous_strides(shape)
     return descriptor
 
 
-def _contiguous_strides(shape) -> list[int]:
+def contiguous_strides(shape) -> list[int]:
+    """Row-major strides of `shape`, in elements."""
     strides, step = [], 1
     for length in reversed(list(shape)):
         strides.append(step)

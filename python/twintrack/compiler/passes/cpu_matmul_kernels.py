@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mlir import ir
 
+from ..cpu_jit import contiguous_strides
 from ..kernels.cpu_matmul import CpuMatmulOperands, CpuMatmulShape, CpuMatmulWriter, choose_schedule
 from ..target import DEFAULT_LOWERING_DIR, cpu_target
 from .ir_helpers import PythonPass, nested_ops
@@ -44,15 +45,7 @@ def cpu_matmul_shape(op: ir.Operation) -> CpuMatmulShape | str:
 
 def _row_major(memref_type: ir.MemRefType) -> bool:
     strides, offset = memref_type.get_strides_and_offset()
-    return offset == 0 and strides == _contiguous_strides(memref_type.shape)
-
-
-def _contiguous_strides(shape) -> list[int]:
-    strides, step = [], 1
-    for length in reversed(list(shape)):
-        strides.append(step)
-        step *= length
-    return strides[::-1]
+    return offset == 0 and strides == contiguous_strides(memref_type.shape)
 
 
 @dataclass(frozen=True)
