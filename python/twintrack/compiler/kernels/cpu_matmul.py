@@ -24,7 +24,9 @@ description (twintrack.compiler.target.CpuTarget):
 Rows past the last whole `rows` block get a micro-kernel of their own
 height; columns past the last whole `cols` block use masked loads and
 stores. Accumulation is in f32, in the order k = 0, 1, ..., as a plain
-loop accumulates.
+loop accumulates. With threads (and enough work to pay for them), the whole
+row blocks are split into one run per thread, an scf.parallel whose every
+iteration runs the schedule above on its own rows.
 """
 
 from __future__ import annotations
