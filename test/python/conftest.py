@@ -96,3 +96,16 @@ def copies_read_through(kernel_path: str) -> int:
     over (its path says "(N copies read through)"; each was a kernel)."""
     found = re.search(r"\((\d) copies read through\)", kernel_path)
     return int(found.group(1)) if found else 0
+
+
+def compile_on_threads(model: torch.nn.Module, inputs: tuple, threads: int = 1):
+    """(twintrack's CPU compile of `model`, its cpu-kernels stage IR),
+    compiled while torch has `threads` threads (the kernels take that many)."""
+    import twintrack
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        lowered = twintrack.export(model, inputs).lower(to=None)
+        return lowered.compile(), lowered.as_text("cpu-kernels")
+    finally:
+        torch.set_num_threads(previous)

@@ -118,7 +118,7 @@ def test_a_short_matmul_stays_on_one_thread():
 
 def test_schedule_follows_the_host_description():
     avx2 = CpuTarget("AVX2", cores=4, vector_bits=256, vector_registers=16, l1_bytes=32768, l2_bytes=262144,
-                     l3_bytes=8 << 20, parallel_min_flops=4e7)
+                     l3_bytes=8 << 20, parallel_min_flops=4e7, parallel_min_elements=1 << 18)
     shape = CpuMatmulShape(None, 512, 512, 512, False)
     wide, narrow = choose_schedule(cpu_target(), shape), choose_schedule(avx2, shape)
     assert (wide.lanes, wide.rows, wide.cols, wide.k_block, wide.n_block) == (16, 8, 32, 128, 512)
@@ -127,8 +127,8 @@ def test_schedule_follows_the_host_description():
     assert any("half of the 256 KiB L2" in reason for reason in narrow.reasons)
 
 
-def _broken_body(writer: CpuMatmulWriter) -> None:
-    writer.w.store(writer.w.index(0), writer.operands.c, [])  # an index stored into f32 memory: invalid
+def _broken_body(writer: CpuMatmulWriter, w) -> None:
+    w.store(w.index(0), writer.operands.c, [])  # an index stored into f32 memory: invalid
 
 
 def test_a_kernel_that_fails_to_build_leaves_the_matmul_to_the_loops(monkeypatch):

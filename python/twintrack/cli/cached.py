@@ -25,7 +25,7 @@ from ..frontend.model_spec import absolute_model_spec, model_file
 from ..phases import phase
 
 # Flags that print what an artifact does not keep (fusion remarks, every stage's IR) or tune on a GPU.
-UNCACHED_FLAGS = ("autotune", "explain_fusion", "print_ir_after_all", "stop_after")
+UNCACHED_FLAGS = ("autotune", "explain_fusion", "explain_schedule", "print_ir_after_all", "stop_after")
 # Flags that change no byte of the artifact.
 PRESENTATION_FLAGS = ("output", "quiet", "time_stages", "debug")
 # The environment a compile reads.

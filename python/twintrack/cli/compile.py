@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--explain-fusion", action="store_true",
                         help="print each decision of the fusion cost model (which ops fused, which did not, and why: "
                              "bytes saved against flops recomputed, on the target's roofline in lowering/targets/)")
+    parser.add_argument("--explain-schedule", action="store_true",
+                        help="CPU: print each kernel's schedule (tiles, packing, vector width, threads) and why each "
+                             "choice was made (the cache and register sizes of lowering/targets/cpu.toml's [host], "
+                             "the work that pays for threads), then the ops no kernel took and why")
     parser.add_argument("--no-fast-kernels", action="store_true",
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
                              "matmul and row-wise kernels, the CPU matmul kernel), to compare paths or work around "
@@ -176,6 +180,8 @@ def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, reques
             print(compilation.text(args.stop_after))
         if args.explain_fusion:
             print_fusion_decisions(compilation.remarks)
+        if args.explain_schedule:
+            print_schedules(compilation)
         if args.time_stages:
             print_phase_times(clock)
         return 0
@@ -187,6 +193,8 @@ def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, reques
         print(compilation.text(args.stop_after))
     if args.explain_fusion:
         print_fusion_decisions(compilation.remarks)
+    if args.explain_schedule:
+        print_schedules(compilation)
     _report(args, manifest, outdir, say, clock)
     if untuned:
         print(f"autotune: {len(untuned)} matmul(s) have no tuning entry and took the heuristic tile; "
@@ -328,6 +336,29 @@ def print_fusion_decisions(remarks: list[str]) -> None:
     """One line per decision of the fusion cost model, at the torch op it concerns."""
     print(f"fusion decisions ({len(remarks)}):")
     for remark in remarks:
+        where, _, message = remark.partition(": ")
+        print(f"  {_brief(where):<34} {message}")
+
+
+def print_schedules(compilation) -> None:
+    """Each CPU kernel's schedule with its reasons, then the ops the kernel
+    passes left to the generic loops, with theirs."""
+    if compilation.recipe.target == "cpu":
+        from ..compiler.target import cpu_target
+        host = cpu_target(compilation.options.lowering_dir)
+        print(f"host: {host.name}: {host.vector_bits}-bit vectors, {host.vector_registers} vector registers, "
+              f"L1 {host.l1_bytes // 1024} KiB, L2 {host.l2_bytes // 1024} KiB, L3 {host.l3_bytes >> 20} MiB "
+              f"(lowering/targets/cpu.toml [host])")
+    print(f"kernel schedules ({len(compilation.schedules)}):")
+    for site, text in compilation.schedules.items():
+        where, _, kernel = site.rpartition(" ")
+        schedule, *reasons = text.split("\n")
+        print(f"  {kernel} at {_brief(where)}: {schedule}")
+        for reason in reasons:
+            print(f"      - {reason}")
+    generic = [remark for remark in compilation.remarks if ": generic path: " in remark]
+    print(f"generic loops ({len(generic)}):")
+    for remark in generic:
         where, _, message = remark.partition(": ")
         print(f"  {_brief(where):<34} {message}")
 

@@ -72,6 +72,7 @@ class Compilation:
     module: object = None      # the last stage's module (mlir or torch_mlir bindings)
     remarks: list[str] = field(default_factory=list)  # 'location: message', from passes that explain
     fallbacks: list[KernelFallback] = field(default_factory=list)  # fast-path kernels that went generic
+    schedules: dict[str, str] = field(default_factory=dict)  # 'location kernel' -> schedule and reasons (CPU kernels)
 
     @property
     def last_stage(self) -> str:
@@ -118,7 +119,7 @@ def resume(result: Compilation, stop_after: str | None = None,
         start = time.perf_counter()
         if result.options.fast_kernels or not stage.fast_path:
             with phase(f"stage {stage.name}"):
-                module = run_stage(stage, module, result.remarks, result.fallbacks, before)
+                module = run_stage(stage, module, result.remarks, result.fallbacks, before, result.schedules)
         seconds = time.perf_counter() - start
         result.module, before = module, _snapshot(module)
         _record(result, StageDump(len(result.dumps), stage.name, seconds, before), on_stage)
@@ -170,13 +171,14 @@ def copy_compilation(result: Compilation) -> Compilation:
 # ---------------------------------------------------------------- stages
 
 def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
-              fallbacks: list[KernelFallback] | None = None, before=None):
+              fallbacks: list[KernelFallback] | None = None, before=None, schedules: dict[str, str] | None = None):
     """Run one stage on `module`, moving it to the stage's bindings first.
     Remarks the passes emit (e.g. the fusion cost model's, with explain)
     are appended to `remarks` as 'location: message'; kernels that fell
-    back to the generic path (a warning each) to `fallbacks`. `before`: a
-    copy of `module` (taken here if not given), rendered as the
-    reproducer's input only if the stage fails."""
+    back to the generic path (a warning each) to `fallbacks`; the CPU
+    kernels' schedules to `schedules`. `before`: a copy of `module` (taken
+    here if not given), rendered as the reproducer's input only if the
+    stage fails."""
     module = _in_bindings(module, stage.binding, stage.name)
     bindings = _bindings(stage.binding)
     before = module.operation.clone() if before is None else before
@@ -198,7 +200,7 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
         finally:
             handler.detach()
     if stage.python_passes:
-        _collect_fallbacks(stage, module, input_ir, fallbacks, remarks)
+        _collect_fallbacks(stage, module, input_ir, fallbacks, remarks, schedules)
     return module
 
 
@@ -224,12 +226,15 @@ def _interrupts_held():
 
 
 def _collect_fallbacks(stage: StageRecipe, module, input_ir: Callable[[], str], fallbacks: list[KernelFallback] | None,
-                       remarks: list[str] | None) -> None:
+                       remarks: list[str] | None, schedules: dict[str, str] | None) -> None:
     """Take the kernel passes' records off the module: a warning and a
     reproducer (the stage's passes, strict) for each kernel that failed to
-    build; a remark for each op no fast path took, with the reason."""
+    build; a remark for each op no fast path took, with the reason; each
+    kernel's schedule and its reasons."""
     from .passes.kernel_fallback import take_records
-    failed, refused = take_records(module.operation)
+    failed, refused, scheduled = take_records(module.operation)
+    if schedules is not None:
+        schedules.update(scheduled)
     if remarks is not None:
         remarks += [f"{op}: {stage.name}: generic path: {reason}" for op, reason in refused.items()]
     strict = [spec.replace("strict=false", "strict=true") for spec in stage.python_passes]

@@ -65,7 +65,8 @@ class CpuTarget:
     l1_bytes: int             # data cache, per core
     l2_bytes: int             # per core
     l3_bytes: int             # shared
-    parallel_min_flops: float  # the least work a parallel loop pays for its threads with
+    parallel_min_flops: float  # the least work a parallel matmul pays for its threads with
+    parallel_min_elements: int  # the fewest elements a parallel row kernel pays for its threads with
 
     def lanes(self, element_bytes: int) -> int:
         """Elements of `element_bytes` one vector register holds."""

@@ -154,6 +154,15 @@ class KernelBuilder:
     def rem(self, a: ir.Value, b: int) -> ir.Value:
         return arith.remui(a, self.index(b))
 
+    def delinearize(self, flat: ir.Value, extents: Sequence[int]) -> list[ir.Value]:
+        """The indices, one per extent (row-major), of position `flat` in a
+        box of `extents`."""
+        rest, indices = flat, []
+        for k, extent in reversed(list(enumerate(extents))):
+            indices.append(self.rem(rest, extent) if k else rest)
+            rest = self.div(rest, extent) if k else rest
+        return list(reversed(indices))
+
     def less(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
         """a < b, unsigned (indices)."""
         return arith.cmpi(arith.CmpIPredicate.ult, a, self.index(b) if isinstance(b, int) else b)
@@ -222,6 +231,18 @@ class KernelBuilder:
             yield frame
             scf.YieldOp(frame.yielded)
 
+    @contextlib.contextmanager
+    def parallel(self, start: int, stop: int, step: int) -> Iterator[tuple[ir.Operation, ir.Value]]:
+        """An scf.parallel over one index (on the CPU, async-parallel-for makes
+        each iteration a task for the runtime's threads); yields it and its index."""
+        bounds = [[self.index(v)] for v in (start, stop, step)]
+        loop = scf.ParallelOp([], *bounds, [])
+        body = loop.regions[0].blocks.append(ir.IndexType.get())
+        self.tag(loop)
+        with ir.InsertionPoint(body):
+            yield loop.operation, body.arguments[0]
+            scf.ReduceOp([], 0)
+
     def barrier(self) -> None:
         """gpu.barrier, naming the kernel's path: when K is one step, the K
         loop (which names it as well) folds away, and the barriers stay."""
@@ -243,6 +264,26 @@ class KernelBuilder:
     def tag(self, op) -> None:
         operation = op.operation if hasattr(op, "operation") else op
         operation.attributes[KERNEL_PATH_ATTR] = ir.StringAttr.get(self.path)
+
+
+def build_cpu_kernel(anchor: ir.Operation, kernel: str, path: str, schedule: str,
+                     body: Callable[[KernelBuilder], None]) -> None:
+    """A CPU kernel, in one scf.execute_region right before `anchor`, its
+    body built by `body`. Any failure, in building or in verifying it,
+    erases it and is a KernelBuildError naming `kernel`, the schedule and
+    the op."""
+    with ir.InsertionPoint(anchor), anchor.location:
+        region = scf.ExecuteRegionOp([])
+        block = region.regions[0].blocks.append()
+        w = KernelBuilder(ir.InsertionPoint(region.operation), path=path)
+        try:
+            with ir.InsertionPoint(block):
+                body(w)
+                scf.YieldOp([])
+            region.operation.verify()
+        except Exception as error:  # noqa: BLE001 - every failure here is the generator's
+            w.discard(region)
+            raise KernelBuildError(kernel, schedule, _short(anchor.location), error) from error
 
 
 # gpu.all_reduce's kinds by name (gpu_distribute.COMBINERS and its integer ones)

@@ -31,16 +31,13 @@ iteration runs the schedule above on its own rows.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, memref, scf, vector
 
-from ...locations import short_location
 from ..target import CpuTarget
-from .builder import KernelBuildError, KernelBuilder, vector_of
+from .builder import KernelBuilder, build_cpu_kernel, vector_of
 
 SCHEDULE_ATTR = "twintrack.schedule"  # on the kernel's outer loop: the schedule and why, for the stage dumps
 ACCUMULATOR_BYTES = 4  # f32
@@ -135,6 +132,7 @@ class CpuMatmulOperands:
     a: ir.Value
     b: ir.Value
     c: ir.Value
+    batched: str = "abc"  # the operands indexed by the batch entry first (a convolution's: "c", per image)
 
 
 class CpuMatmulWriter:
@@ -146,26 +144,13 @@ class CpuMatmulWriter:
         self.shape, self.schedule, self.zero_init, self.element = shape, schedule, zero_init, element
 
     def build(self, anchor: ir.Operation, operands: CpuMatmulOperands, kernel: str) -> None:
-        """The kernel, in one scf.execute_region right before `anchor`. Any
-        failure, in building or in verifying it, erases it and is a
-        KernelBuildError naming `kernel`, the schedule and the op."""
+        """The kernel, right before `anchor` (build_cpu_kernel: a failure is a KernelBuildError)."""
         self.operands = operands
-        with ir.InsertionPoint(anchor), anchor.location:
-            self.accumulator = vector_of(self.schedule.lanes, self.element)
-            region = scf.ExecuteRegionOp([])
-            block = region.regions[0].blocks.append()
-            self.w = KernelBuilder(ir.InsertionPoint(region.operation), path="cpu-matmul")
-            try:
-                with ir.InsertionPoint(block):
-                    self._build_body()
-                    scf.YieldOp([])
-                region.operation.verify()
-            except Exception as error:  # noqa: BLE001 - every failure here is the generator's
-                self.w.discard(region)
-                raise KernelBuildError(kernel, self.schedule.describe(), short_location(anchor.location),
-                                       error) from error
+        build_cpu_kernel(anchor, kernel, "cpu-matmul", self.schedule.describe(), self._build_body)
 
-    def _build_body(self) -> None:
+    def _build_body(self, w: KernelBuilder) -> None:
+        self.w = w
+        self.accumulator = vector_of(self.schedule.lanes, self.element)
         packed = self._packed_b_buffer() if self.schedule.pack_b else None
         if self.shape.batch is None:
             outer = self._one_matmul(None, packed)
@@ -179,6 +164,14 @@ class CpuMatmulWriter:
         if packed is not None:
             memref.DeallocOp(packed)
 
+    def build_within(self, w: KernelBuilder, operands: CpuMatmulOperands, batch: ir.Value) -> ir.Operation:
+        """The matmul of batch entry `batch` of `operands` (B not transposed)
+        at the current insertion point of a kernel `w` builds (a
+        convolution's, per image). Returns its first loop."""
+        self.w, self.operands = w, operands
+        self.accumulator = vector_of(self.schedule.lanes, self.element)
+        return self._one_matmul(batch, None)
+
     # ------------------------------------------------------------ one batch entry
 
     def _one_matmul(self, batch: ir.Value | None, packed: ir.Value | None) -> ir.Operation:
@@ -190,7 +183,7 @@ class CpuMatmulWriter:
         whole_rows, tail = shape.m - shape.m % s.rows, shape.m % s.rows
         if s.threads > 1 and whole_rows:
             part_rows = -(-whole_rows // s.rows // s.threads) * s.rows
-            with self._parallel(0, s.threads, 1) as (loop, part):
+            with self.w.parallel(0, s.threads, 1) as (loop, part):
                 start = arith.minui(self.w.mul(part, part_rows), self.w.index(whole_rows))
                 stop = arith.minui(self.w.add(start, part_rows), self.w.index(whole_rows))
                 self._panels(batch, packed, _Rows(start, stop))
@@ -246,20 +239,6 @@ class CpuMatmulWriter:
             masks = [None] * (remaining // s.lanes) + ([remaining % s.lanes] if remaining % s.lanes else [])
             self._micro_kernel(block, row, rows, self.w.add(panel, whole), masks)
 
-    @contextlib.contextmanager
-    def _parallel(self, start: int, stop: int, step: int) -> Iterator[tuple[ir.Operation, ir.Value]]:
-        """An scf.parallel over one index (async-parallel-for makes each
-        iteration a task for the runtime's threads); yields it and its index."""
-        bounds = [[self.w.index(v)] for v in (start, stop, step)]
-        loop = scf.ParallelOp([], *bounds, [])
-        body = loop.regions[0].blocks.append(ir.IndexType.get())
-        self.w.tag(loop)
-        with ir.InsertionPoint(body):
-            yield loop.operation, body.arguments[0]
-            scf.ReduceOp([], 0)
-
-    # ------------------------------------------------------------ the micro-kernel
-
     def _micro_kernel(self, block: "_KBlock", row: ir.Value, rows: int, col: ir.Value,
                       masks: list[int | None]) -> None:
         """C[row:row+rows, col:col+len(masks)*lanes] += A[rows, k block] @ B[k block, those columns];
@@ -274,7 +253,7 @@ class CpuMatmulWriter:
             b_vectors = [self._load_b(tile, panel, k, v) for v in range(len(masks))]
             accumulators = list(steps.carried)
             for r, i in enumerate(row_indices):
-                a = memref.load(self.operands.a, self._indices(block.batch, i, k))
+                a = memref.load(self.operands.a, self._indices("a", block.batch, i, k))
                 broadcast = vector.broadcast(self.accumulator, a)
                 for v, b in enumerate(b_vectors):
                     position = r * len(b_vectors) + v
@@ -301,8 +280,9 @@ class CpuMatmulWriter:
 
     # ------------------------------------------------------------ operand access
 
-    def _indices(self, batch: ir.Value | None, *indices: ir.Value) -> list[ir.Value]:
-        return ([batch] if batch is not None else []) + list(indices)
+    def _indices(self, operand: str, batch: ir.Value | None, *indices: ir.Value) -> list[ir.Value]:
+        """Where operand "a", "b" or "c" is read at `indices` of batch entry `batch`."""
+        return ([batch] if batch is not None and operand in self.operands.batched else []) + list(indices)
 
     def _column(self, tile: "_Tile", v: int) -> ir.Value:
         return tile.col if v == 0 else self.w.add(tile.col, v * self.schedule.lanes)
@@ -311,14 +291,14 @@ class CpuMatmulWriter:
         if panel is not None:  # packed, zero-padded: never masked
             return self.w.load(self.schedule.lanes, self.element, tile.block.packed,
                                [panel, k, self.w.index(v * self.schedule.lanes)])
-        return self._masked_load(self.operands.b, self._indices(tile.block.batch, k, self._column(tile, v)),
+        return self._masked_load(self.operands.b, self._indices("b", tile.block.batch, k, self._column(tile, v)),
                                  tile.masks[v])
 
     def _load_c(self, tile: "_Tile", i: ir.Value, v: int, mask: int | None) -> ir.Value:
-        return self._masked_load(self.operands.c, self._indices(tile.block.batch, i, self._column(tile, v)), mask)
+        return self._masked_load(self.operands.c, self._indices("c", tile.block.batch, i, self._column(tile, v)), mask)
 
     def _store_c(self, value: ir.Value, tile: "_Tile", i: ir.Value, v: int, mask: int | None) -> None:
-        indices = self._indices(tile.block.batch, i, self._column(tile, v))
+        indices = self._indices("c", tile.block.batch, i, self._column(tile, v))
         if mask is None:
             self.w.store(value, self.operands.c, indices)
         else:
@@ -353,7 +333,7 @@ class CpuMatmulWriter:
             source_row = arith.minui(j, w.index(shape.n - 1))
             panel, lane = w.div(j, s.cols), w.rem(j, s.cols)
             with w.loop(0, shape.k, 1) as steps:
-                value = memref.load(self.operands.b, self._indices(batch, source_row, steps.induction))
+                value = memref.load(self.operands.b, self._indices("b", batch, source_row, steps.induction))
                 memref.store(arith.select(inside, value, zero), packed, [panel, steps.induction, lane])
                 steps.yield_([])
             columns.yield_([])

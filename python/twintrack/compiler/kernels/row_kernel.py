@@ -135,7 +135,7 @@ class _RowKernelWriter:
 
     def _body(self, w: KernelBuilder, ids: LaunchIds) -> None:
         self.w, p = w, self.p
-        self.row = self._row_indices(ids.block_x)
+        self.row = w.delinearize(ids.block_x, p.rows)
         self.positions = [self._chunk_start(i) for i in range(p.chunks)]
         builders = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
         self._prefetch_read_only()
@@ -145,13 +145,6 @@ class _RowKernelWriter:
                 w.barrier()
 
     # ------------------------------------------------------------ indices
-    def _row_indices(self, row: ir.Value) -> list[ir.Value]:
-        w, rest, indices = self.w, row, []
-        for k, extent in reversed(list(enumerate(self.p.rows))):
-            indices.append(w.rem(rest, extent) if k else rest)
-            rest = w.div(rest, extent) if k else rest
-        return list(reversed(indices))
-
     def _chunk_start(self, i: int) -> tuple[ir.Value, ir.Value | None]:
         """(first element of this thread's chunk i, clamped into the row; the
         i1 'inside the row', or None when every chunk is)."""
@@ -267,7 +260,7 @@ class _RowKernelWriter:
         w, p = self.w, self.p
         combine, kind = step.combiner
         t = element_type(step.element)
-        partial = w.constant(_neutral(kind, t), t)
+        partial = w.constant(neutral(kind, t), t)
         for chunk, (_, inside) in enumerate(self.positions):
             lanes = self._input_values(step, chunk)
             for lane in range(p.vector_width):
@@ -344,7 +337,7 @@ _FLOAT_NEUTRAL = {"add": 0.0, "mul": 1.0, "maximumf": float("-inf"), "minimumf":
 _INTEGER_NEUTRAL = {"or": 0, "add": 0, "and": -1, "maxsi": "min", "minsi": "max"}
 
 
-def _neutral(kind: str, t: ir.Type) -> int | float:
+def neutral(kind: str, t: ir.Type) -> int | float:
     if not isinstance(t, ir.IntegerType):
         return _FLOAT_NEUTRAL[kind]
     value, bits = _INTEGER_NEUTRAL[kind], t.width

@@ -20,7 +20,9 @@ PASSES = {
     "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
     "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
     "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),
+    "cpu-conv-kernels": ("cpu_conv_kernels", "CpuConvKernels"),
     "cpu-matmul-kernels": ("cpu_matmul_kernels", "CpuMatmulKernels"),
+    "cpu-row-kernels": ("cpu_row_kernels", "CpuRowKernels"),
     "distinct-results": ("distinct_results", "DistinctResults"),
     "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
     "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
@@ -45,6 +47,7 @@ PASSES = {
     "tight-windows": ("tight_windows", "TightWindows"),
     "unroll-bounded-loops": ("masked_loops", "UnrollBoundedLoops"),
     "unsigned-literals": ("unsigned_literals", "UnsignedLiterals"),
+    "vector-exp": ("vector_exp", "VectorExp"),
     "widen-bool-buffers": ("widen_bool_buffers", "WidenBoolBuffers"),
 }
 

@@ -19,7 +19,7 @@ from ..cpu_jit import contiguous_strides
 from ..kernels.cpu_matmul import CpuMatmulOperands, CpuMatmulShape, CpuMatmulWriter, choose_schedule
 from ..target import DEFAULT_LOWERING_DIR, cpu_target
 from .ir_helpers import PythonPass, nested_ops
-from .kernel_fallback import kernel_site, record_refusal
+from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .matmul_sites import b_is_transposed, zero_fill_before
 
 MATMULS = ("linalg.matmul", "linalg.batch_matmul")
@@ -31,16 +31,25 @@ def cpu_matmul_shape(op: ir.Operation) -> CpuMatmulShape | str:
     if transposed is None:
         return "indexing maps other than A (m, k), B (k, n) or (n, k), C (m, n)"
     types = [value.type for value in op.operands[:3]]
+    refusal = f32_row_major_refusal(types)
+    if refusal is not None:
+        return refusal
+    a, b, _ = types
+    *batch, m, k = a.shape
+    n = b.shape[-2] if transposed else b.shape[-1]
+    return CpuMatmulShape(batch[0] if batch else None, m, n, k, transposed)
+
+
+def f32_row_major_refusal(types: list[ir.Type]) -> str | None:
+    """Why a CPU kernel cannot read or write buffers of `types` in place
+    (it takes static, row-major f32 memrefs), or None if it can."""
     if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
         return "operands not static memrefs"
     if any(str(t.element_type) != "f32" for t in types):
         return "element types other than f32"
     if not all(_row_major(t) for t in types):
         return "operands not row-major with unit-stride rows"
-    a, b, _ = types
-    *batch, m, k = a.shape
-    n = b.shape[-2] if transposed else b.shape[-1]
-    return CpuMatmulShape(batch[0] if batch else None, m, n, k, transposed)
+    return None
 
 
 def _row_major(memref_type: ir.MemRefType) -> bool:
@@ -63,10 +72,12 @@ class CpuMatmulKernels(PythonPass):
                 record_refusal(module, op, f"cpu-matmul: {shape}")
                 continue
             fill = zero_fill_before(op)
-            writer = CpuMatmulWriter(shape, choose_schedule(target, shape, self.threads), fill is not None,
-                                     ir.F32Type.get())
+            schedule = choose_schedule(target, shape, self.threads)
+            writer = CpuMatmulWriter(shape, schedule, fill is not None, ir.F32Type.get())
             with kernel_site(module, self.strict):
                 writer.build(op, CpuMatmulOperands(*op.operands[:3]), f"cpu_matmul_{number}")
+                record_schedule(module, op.location, f"cpu_matmul_{number}", f"cpu-matmul {schedule.describe()}",
+                                schedule.reasons)
                 op.erase()
                 if fill is not None:
                     fill.erase()

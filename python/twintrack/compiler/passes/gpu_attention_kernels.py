@@ -52,7 +52,7 @@ from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
-from .gpu_row_kernels import row_groups
+from .row_sites import row_groups
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,

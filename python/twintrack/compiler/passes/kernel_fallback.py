@@ -18,6 +18,7 @@ from ...locations import short_location
 
 FALLBACKS_ATTR = "twintrack.kernel_fallbacks"
 REFUSALS_ATTR = "twintrack.kernel_refusals"  # torch op -> why no fast path took it
+SCHEDULES_ATTR = "twintrack.kernel_schedules"  # torch op and kernel -> its schedule and the reasons, one a line
 
 
 @contextlib.contextmanager
@@ -50,10 +51,19 @@ def record_refusal(module: ir.Operation, op: ir.Operation, reason: str) -> None:
     module.attributes[REFUSALS_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in recorded.items()})
 
 
-def take_records(module: ir.Operation) -> tuple[dict[str, str], dict[str, str]]:
-    """(fallbacks, refusals) recorded on the module, removed from it."""
-    records = fallbacks(module), _strings(module, REFUSALS_ATTR)
-    for name in (FALLBACKS_ATTR, REFUSALS_ATTR):
+def record_schedule(module: ir.Operation, location: ir.Location, kernel: str, schedule: str,
+                    reasons: tuple[str, ...]) -> None:
+    """Note the schedule a CPU kernel generator chose for the op at
+    `location`, and why: the driver keeps it for --explain-schedule."""
+    recorded = _strings(module, SCHEDULES_ATTR)
+    recorded[f"{short_location(location)} {kernel}"] = "\n".join((schedule, *reasons))
+    module.attributes[SCHEDULES_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in recorded.items()})
+
+
+def take_records(module: ir.Operation) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(fallbacks, refusals, schedules) recorded on the module, removed from it."""
+    records = fallbacks(module), _strings(module, REFUSALS_ATTR), _strings(module, SCHEDULES_ATTR)
+    for name in (FALLBACKS_ATTR, REFUSALS_ATTR, SCHEDULES_ATTR):
         if name in module.attributes:
             del module.attributes[name]
     return records

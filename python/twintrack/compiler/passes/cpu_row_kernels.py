@@ -1,0 +1,59 @@
+"""cpu-row-kernels: each row-wise dispatch (a reduction along rows and the
+elementwise steps around it: softmax, layer norm) becomes one CPU row
+kernel (twintrack.compiler.kernels.cpu_row), vectors sized and threads chosen
+from the host description (lowering/targets/cpu.toml). The groups are read by
+twintrack.compiler.passes.row_sites, as for the GPU. A group the kernel does
+not take stays linalg ops for the loops, one loop nest per op, and the
+reason is recorded for --explain-fusion's remarks; so does one whose kernel
+fails to build (with `strict`, an error).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlir import ir
+
+from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ..kernels.cpu_row import VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule, cpu_row_refusal
+from ..target import DEFAULT_LOWERING_DIR, cpu_target
+from .ir_helpers import PythonPass, vectors_fit
+from .kernel_fallback import kernel_site, record_refusal, record_schedule
+from .row_sites import RowSiteReader, replace_group, row_groups
+
+
+def _unit_stride_rows(memref_type: ir.MemRefType, width: int) -> bool:
+    """Vectors load and store along the rows anywhere (no alignment needed on the CPU)."""
+    return memref_type.has_static_shape and str(memref_type.element_type) in VECTOR_ELEMENTS \
+        and vectors_fit(memref_type, 1)
+
+
+@dataclass(frozen=True)
+class CpuRowKernels(PythonPass):
+    name = "cpu-row-kernels"
+    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
+    threads: int = 1          # > 1: runs of rows in parallel
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        target = cpu_target(Path(self.lowering_dir))
+        lanes, count = target.lanes(4), 0
+        for func in module.regions[0].blocks[0].operations:
+            if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
+                continue
+            for group in row_groups(func.operation.regions[0].blocks[0]):
+                if dispatch_kind(group[-1]) != DispatchKind.REDUCTION_ROWS:
+                    continue  # elementwise dispatches: the vectorized loops are as good on a CPU
+                program = RowSiteReader(group, lambda _inner: lanes, _unit_stride_rows).read()
+                refusal = "ops or bodies the row reader does not take" if program is None else cpu_row_refusal(program)
+                if refusal is not None:
+                    record_refusal(module, group[-1], f"cpu-row: {refusal}")
+                    continue
+                schedule = choose_row_schedule(target, program, self.threads)
+                kernel, location = f"cpu_row_{count}", group[-1].location
+                with kernel_site(module, self.strict):
+                    replace_group(group, functools.partial(CpuRowWriter(program, schedule).build, kernel=kernel))
+                    record_schedule(module, location, kernel, f"cpu-row {schedule.describe()}", schedule.reasons)
+                count += 1

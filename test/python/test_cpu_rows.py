@@ -1,0 +1,134 @@
+"""The CPU row kernel (cpu-kernels stage: softmax, layer norm and other
+row-wise dispatches) and the polynomial vector exp, against float64 eager on
+fresh random inputs: rows shorter than a vector, rows ending in a partial
+vector, several row dims, threads, NaN and infinite elements; and the sites
+it does not take (a bool mask) still compute the right values on the loops."""
+
+import pytest
+import torch
+from conftest import compile_on_threads
+
+from twintrack.compiler import driver
+from twintrack.compiler.kernels.cpu_row import CpuRowWriter
+
+
+class Softmax(torch.nn.Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.softmax(x, self.dim)
+
+
+class LogSoftmaxScaled(torch.nn.Module):
+    def forward(self, x):
+        return torch.log_softmax(x * 0.5, -1) + 1.0
+
+
+class RmsNorm(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(width))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class MaskedSoftmax(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.softmax(x.masked_fill(mask, float("-inf")), -1)
+
+
+def _check(model: torch.nn.Module, inputs: tuple, threads: int = 1, row_kernel: bool = True,
+           tolerance: float = 2e-6) -> str:
+    compiled, kernel_ir = compile_on_threads(model, inputs, threads)
+    fresh = tuple(torch.randn_like(x) * 4 if x.is_floating_point() else x for x in inputs)
+    expected = model.double()(*(x.double() if x.is_floating_point() else x for x in fresh))
+    model.float()
+    got = compiled(*fresh)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), expected, rtol=tolerance, atol=tolerance, equal_nan=True)
+    assert ("cpu-row lanes=" in kernel_ir) == row_kernel, kernel_ir
+    return kernel_ir
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (7, 16), (9, 37), (4, 3, 100), (2, 1024)],
+                         ids=["shorter than a vector", "one vector", "a partial last vector", "two row dims",
+                              "long rows"])
+def test_softmax_rows(shape):
+    _check(Softmax(), (torch.randn(*shape),))
+
+
+@pytest.mark.parametrize("model,width", [(LogSoftmaxScaled(), 40), (RmsNorm(48), 48)],
+                         ids=["log_softmax", "rms_norm"])
+def test_other_row_programs(model, width):
+    _check(model, (torch.randn(6, width),))
+
+
+def test_layer_norm_with_weight_and_bias():
+    model = torch.nn.LayerNorm(70)
+    with torch.no_grad():
+        model.weight.normal_()
+        model.bias.normal_()
+    _check(model, (torch.randn(5, 70),))
+
+
+def test_threads_split_the_rows():
+    """Enough elements for the host's parallel-min-elements: runs of rows on two threads."""
+    kernel_ir = _check(Softmax(), (torch.randn(600, 512),), threads=2)
+    assert "scf.parallel" in kernel_ir and "threads=2" in kernel_ir
+
+
+def test_nan_and_infinity_propagate_as_eager():
+    compiled, _ = compile_on_threads(Softmax(), (torch.randn(4, 20),))
+    x = torch.randn(4, 20)
+    x[0, 3] = float("nan")
+    x[1, 17] = float("inf")
+    x[2, :] = float("-inf")
+    x[3, 5] = 1e30
+    torch.testing.assert_close(compiled(x), torch.softmax(x, -1), equal_nan=True)
+
+
+def test_a_bool_mask_stays_on_the_loops():
+    """i1 buffers become bytes only after the kernel stage: the site is
+    refused, and the loops compute it."""
+    x, mask = torch.randn(6, 24), torch.rand(6, 24) > 0.7
+    mask[:, 0] = False
+    compiled, kernel_ir = compile_on_threads(MaskedSoftmax(), (x, mask))
+    assert "cpu-row lanes=" not in kernel_ir
+    torch.testing.assert_close(compiled(x, mask), MaskedSoftmax()(x, mask))
+
+
+def _broken_body(writer: CpuRowWriter, w) -> None:
+    w.store(w.index(0), writer.p.buffers[0], [])  # an index stored into f32 memory: invalid
+
+
+def test_a_kernel_that_fails_to_build_leaves_the_rows_to_the_loops(monkeypatch):
+    monkeypatch.setattr(CpuRowWriter, "_body", _broken_body)
+    monkeypatch.setenv("TWINTRACK_STRICT_KERNELS", "0")  # the tests' default is strict
+    with pytest.warns(driver.KernelFallbackWarning, match="cpu_row_0"):
+        _check(Softmax(), (torch.randn(5, 40),), row_kernel=False)
+
+
+class Exp(torch.nn.Module):
+    def forward(self, x):
+        return torch.exp(x)
+
+
+def test_vector_exp_over_the_whole_range():
+    """The polynomial exp of the vectorized loops, at most 2 ulp from
+    float64 over f32's range, exact at the ends (0, inf) and NaN."""
+    compiled, _ = compile_on_threads(Exp(), (torch.randn(4096),))
+    x = torch.cat([torch.linspace(-110.0, 90.0, 4096 - 8),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.72, -87.0, float("inf"), float("-inf")])])
+    got, expected = compiled(x).double(), torch.exp(x.double())
+    largest = torch.finfo(torch.float32).max
+    finite = (expected <= largest) & (expected > 1.2e-38)   # normal f32 results
+    ulp = torch.exp2(torch.floor(torch.log2(expected[finite]))) * 2.0 ** -23
+    assert ((got[finite] - expected[finite]).abs() / ulp).max() <= 2.0
+    subnormal = (expected <= 1.2e-38) & (expected > 0)
+    assert ((got[subnormal] - expected[subnormal]).abs() <= 2.0 ** -149).all()
+    assert torch.equal(got[x < -104], torch.zeros_like(got[x < -104]))
+    assert torch.isinf(got[expected > largest * 1.0001]).all()
+    assert compiled(torch.full((4096,), float("nan"))).isnan().all()
