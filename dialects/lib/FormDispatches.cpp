@@ -490,8 +490,9 @@ SmallVector<Operation *> FormDispatchesPass::withRecomputedProducers(ArrayRef<Op
   return all.takeVector();
 }
 
-/// Rule 5: a reduction along rows and the ops reading its per-row result
-/// (the next reduction of layernorm's variance, softmax's normalization)
+/// Rule 5: a reduction along rows and the ops reading its per-row result,
+/// directly or through per-row ops (the next reduction of layernorm's
+/// variance, reading the mean; softmax's normalization)
 /// run as one row-wise program: one block per row reads the row once and
 /// keeps the per-row values in registers. Gathers in the bodies (embedding
 /// lookups before a layernorm) are loaded element by element, in each step
@@ -522,9 +523,17 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
         if (recomputed.contains(reader) && whyNotRows({reader}, rows, inner).empty()) {
           for (Value result : reader->getResults())
             collect(result);
-        } else if (!llvm::is_contained(readers, reader.getOperation())) {
-          readers.push_back(reader);
+          continue;
         }
+        if (llvm::is_contained(readers, reader.getOperation()))
+          continue;
+        readers.push_back(reader);
+        // A per-row op (layernorm's mean = sum / n) hands the rows on: what
+        // reads it (the variance's reduction, the normalization) reads them too.
+        std::string notRowWise;
+        if (classify(reader) == Kind::Elementwise && rowWiseRanges(reader, notRowWise) == rows)
+          for (Value result : reader->getResults())
+            collect(result);
       }
     };
     collect(op->getResult(0));

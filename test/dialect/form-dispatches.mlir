@@ -444,6 +444,56 @@ func.func @two_reductions(%x: tensor<16x64xf32>) -> (tensor<16xf32>, tensor<16x6
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
+#r1 = affine_map<(d0) -> (d0)>
+
+// Rule 5 through a per-row op: the mean is the sum divided per row (kept
+// apart from its readers where recomputing it per element costs more than
+// it saves: COSTLY); the variance and the normalization read the mean, not
+// the sum, and still join the sum's row-wise dispatch.
+// COSTLY-LABEL: func.func @mean_then_variance(
+// COSTLY:         twintrack.dispatch "reduction_rows_{{[0-9]+}}" kind<reduction_rows>
+// COSTLY-NOT:     twintrack.dispatch
+// COSTLY:         return
+func.func @mean_then_variance(%x: tensor<16x64xf32>) -> tensor<16x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %n = arith.constant 64.0 : f32
+  %er = tensor.empty() : tensor<16xf32>
+  %e = tensor.empty() : tensor<16x64xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<16xf32>) -> tensor<16xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<16x64xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %mean = linalg.generic {indexing_maps = [#r1, #r1], iterator_types = ["parallel"]}
+      ins(%sum : tensor<16xf32>) outs(%er : tensor<16xf32>) {
+  ^bb0(%s: f32, %o: f32):
+    %m = arith.divf %s, %n : f32
+    linalg.yield %m : f32
+  } -> tensor<16xf32>
+  %sq = linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %mean : tensor<16x64xf32>, tensor<16xf32>) outs(%si : tensor<16xf32>) {
+  ^bb0(%v: f32, %m: f32, %s: f32):
+    %d = arith.subf %v, %m : f32
+    %p = arith.mulf %d, %d : f32
+    %r = arith.addf %p, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<16xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %mean, %sq : tensor<16x64xf32>, tensor<16xf32>, tensor<16xf32>) outs(%e : tensor<16x64xf32>) {
+  ^bb0(%v: f32, %m: f32, %q: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %r = arith.mulf %d, %q : f32
+    linalg.yield %r : f32
+  } -> tensor<16x64xf32>
+  return %out : tensor<16x64xf32>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
 
 // Negative of rule 5: the row sums are read by an op over other rows (16 x 32,
 // not 16 x 64): no row-wise dispatch.
