@@ -1,5 +1,5 @@
 """The CPU row kernel (cpu-kernels stage: softmax, layer norm and other
-row-wise dispatches) and the polynomial vector exp, against float64 eager on
+row-wise dispatches), against float64 eager on
 fresh random inputs: rows shorter than a vector, rows ending in a partial
 vector, several row dims, threads, NaN and infinite elements; and the sites
 it does not take (a bool mask) still compute the right values on the loops."""
@@ -109,26 +109,3 @@ def test_a_kernel_that_fails_to_build_leaves_the_rows_to_the_loops(monkeypatch):
     monkeypatch.setenv("TWINTRACK_STRICT_KERNELS", "0")  # the tests' default is strict
     with pytest.warns(driver.KernelFallbackWarning, match="cpu_row_0"):
         _check(Softmax(), (torch.randn(5, 40),), row_kernel=False)
-
-
-class Exp(torch.nn.Module):
-    def forward(self, x):
-        return torch.exp(x)
-
-
-def test_vector_exp_over_the_whole_range():
-    """The polynomial exp of the vectorized loops, at most 2 ulp from
-    float64 over f32's range, exact at the ends (0, inf) and NaN."""
-    compiled, _ = compile_on_threads(Exp(), (torch.randn(4096),))
-    x = torch.cat([torch.linspace(-110.0, 90.0, 4096 - 8),
-                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 88.72, -87.0, float("inf"), float("-inf")])])
-    got, expected = compiled(x).double(), torch.exp(x.double())
-    largest = torch.finfo(torch.float32).max
-    finite = (expected <= largest) & (expected > 1.2e-38)   # normal f32 results
-    ulp = torch.exp2(torch.floor(torch.log2(expected[finite]))) * 2.0 ** -23
-    assert ((got[finite] - expected[finite]).abs() / ulp).max() <= 2.0
-    subnormal = (expected <= 1.2e-38) & (expected > 0)
-    assert ((got[subnormal] - expected[subnormal]).abs() <= 2.0 ** -149).all()
-    assert torch.equal(got[x < -104], torch.zeros_like(got[x < -104]))
-    assert torch.isinf(got[expected > largest * 1.0001]).all()
-    assert compiled(torch.full((4096,), float("nan"))).isnan().all()

@@ -47,7 +47,7 @@ PASSES = {
     "tight-windows": ("tight_windows", "TightWindows"),
     "unroll-bounded-loops": ("masked_loops", "UnrollBoundedLoops"),
     "unsigned-literals": ("unsigned_literals", "UnsignedLiterals"),
-    "vector-exp": ("vector_exp", "VectorExp"),
+    "vector-math": ("vector_math", "VectorMath"),
     "widen-bool-buffers": ("widen_bool_buffers", "WidenBoolBuffers"),
 }
 
