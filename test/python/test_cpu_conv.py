@@ -69,3 +69,16 @@ def test_explain_schedule_prints_each_kernel_and_why(run_tool, tmp_path):
     assert "      - im2col: each image's patches copied into a 27x256 matrix" in conv
     assert "half of the 32 KiB L1" in conv
     assert "generic loops (" in out
+
+
+class PadThenConcatenate(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.cat([torch.nn.functional.pad(x, (1, 2, 3, 0)), y], dim=1)
+
+
+def test_pads_and_concatenations_copy_through_loops():
+    """Writes into part of a buffer (memref.copy into a strided view) run as loops."""
+    x, y = torch.randn(2, 3, 5, 7), torch.randn(2, 4, 8, 10)
+    compiled, _ = compile_on_threads(PadThenConcatenate(), (x, y))
+    fresh = torch.randn_like(x), torch.randn_like(y)
+    torch.testing.assert_close(compiled(*fresh), PadThenConcatenate()(*fresh), rtol=0, atol=0)

@@ -6,9 +6,11 @@ multiplies it into the image's F x (OH*OW) output with the matmul kernel
 holds (linalg's convolution adds onto its output: the bias broadcast
 before it, or a zero fill).
 
+The patches are written straight into the matmul kernel's packed layout
+(panels of K x 32 columns, zero past OH*OW), so its B loads are unit-stride.
 A patch row is the input row at a kernel offset, so with unit stride along
-the width the copy is vector loads and stores; with another stride it is
-element by element. With threads and work enough, the images are split
+the width (and rows a whole number of vectors) the copy is vector loads and
+stores; otherwise it is element by element. With threads and work enough, the images are split
 into one run per thread, each with its own patch matrix; otherwise each
 image's matmul splits its rows among the threads, as any matmul's.
 """
@@ -73,18 +75,27 @@ def choose_conv_schedule(target: CpuTarget, shape: CpuConvShape, threads: int) -
     """Threads over the images when each thread gets one and the work pays
     for them; the matmul's schedule for one image."""
     over_images = threads > 1 and shape.batch >= threads and shape.flops >= target.parallel_min_flops
-    matmul = choose_schedule(target, shape.matmul, 1 if over_images else threads)
+    panels = ("the patches written straight into the matmul's K x cols panels (unit-stride B loads; "
+              "a patch row in place would be 4 B x OH*OW apart)")
+    matmul = choose_schedule(target, shape.matmul, 1 if over_images else threads, packed_by_caller=panels)
     patches = shape.patch * shape.out_h * shape.out_w * F32_BYTES
     reasons = [f"im2col: each image's patches copied into a {shape.patch}x{shape.out_h * shape.out_w} matrix "
                f"({patches // 1024} KiB), the filter read as {shape.filters}x{shape.patch}",
-               "patch rows copied in vectors (unit stride along the width)" if shape.strides[1] == 1
-               else f"patch rows copied element by element (stride {shape.strides[1]} along the width)"]
+               "patch rows copied in vectors (unit stride along the width, rows a whole number of vectors)"
+               if _vector_copies(shape, matmul.lanes)
+               else "patch rows copied element by element (a stride along the width, or rows not a whole "
+                    "number of vectors)"]
     if over_images:
         reasons.append(f"{threads} threads, each a run of {-(-shape.batch // threads)} images with its own patches")
     elif threads > 1:
         reasons.append(f"images one after another ({shape.batch} images, {shape.flops / 1e6:.1f} MFLOP); "
                        "the matmul's threads as its schedule says")
     return CpuConvSchedule(matmul, threads if over_images else 1, tuple(reasons + list(matmul.reasons)))
+
+
+def _vector_copies(shape: CpuConvShape, lanes: int) -> bool:
+    """Can a patch row be copied in whole vectors, each inside one panel?"""
+    return shape.strides[1] == 1 and shape.out_w % lanes == 0
 
 
 @dataclass(frozen=True)
@@ -125,18 +136,29 @@ class CpuConvWriter:
             f"cpu-conv {self.schedule.describe()}: " + "; ".join(self.schedule.reasons))
 
     def _images(self, start: ir.Value, stop: ir.Value) -> ir.Operation:
-        """Images start..stop, with one patch matrix for all of them. Returns the loop."""
-        s = self.shape
-        patches = memref.alloc(ir.MemRefType.get([s.patch, s.out_h * s.out_w], ir.F32Type.get()), [], [],
-                               alignment=64)
+        """Images start..stop, with one patch matrix (in panels) for all of
+        them. Returns the loop."""
+        matmul = CpuMatmulWriter(self.shape.matmul, self.schedule.matmul, False, ir.F32Type.get())
+        patches = memref.alloc(matmul.packed_b_type(), [], [], alignment=64)
+        self._zero_padding(patches)
         with self.w.loop(start, stop, 1) as images:
             self._copy_patches(images.induction, patches)
             operands = CpuMatmulOperands(self.filter_matrix, patches, self.output_matrices, batched="c")
-            CpuMatmulWriter(s.matmul, self.schedule.matmul, False, ir.F32Type.get()).build_within(
-                self.w, operands, images.induction)
-            images.yield_([])
+            matmul.build_within(self.w, operands, images.induction)
         memref.dealloc(patches)
         return images.op
+
+    def _zero_padding(self, patches: ir.Value) -> None:
+        """The last panel's columns past OH*OW are zeros (the copies never write them)."""
+        w, s = self.w, self.shape
+        cols, lanes = self.schedule.matmul.cols, self.schedule.matmul.lanes
+        positions = s.out_h * s.out_w
+        if positions % cols == 0:
+            return
+        last, zero = w.index(positions // cols), w.constant(0.0, vector_of(lanes, ir.F32Type.get()))
+        with w.loop(0, s.patch, 1) as rows:
+            for v in range(cols // lanes):
+                w.store(zero, patches, [last, rows.induction, w.index(v * lanes)])
 
     def _copy_patches(self, image: ir.Value, patches: ir.Value) -> None:
         """patches[(c, kh, kw), (oh, ow)] = input[image, c, oh*sh + kh*dh, ow*sw + kw*dw]."""
@@ -150,36 +172,33 @@ class CpuConvWriter:
                 oh = out_rows.induction
                 input_row = w.add(w.mul(oh, stride_h), w.mul(kh, dilation_h))
                 first_col = w.mul(kw, dilation_w)
-                if stride_w == 1:
+                if _vector_copies(s, self.schedule.matmul.lanes):
                     self._copy_row_vectors(image, c, input_row, first_col, patches, patch_row, oh)
                 else:
                     self._copy_row_elements(image, c, input_row, first_col, patches, patch_row, oh)
 
+    def _panel_position(self, oh: ir.Value, ow: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(panel, column in it) of output position (oh, ow)."""
+        w, cols = self.w, self.schedule.matmul.cols
+        position = w.add(w.mul(oh, self.shape.out_w), ow)
+        return w.div(position, cols), w.rem(position, cols)
+
     def _copy_row_vectors(self, image, c, input_row, first_col, patches, patch_row, oh) -> None:
+        """Whole vectors: OW is a multiple of the lanes, so none straddles a panel."""
         w, s = self.w, self.shape
         lanes = self.schedule.matmul.lanes
         t = vector_of(lanes, ir.F32Type.get())
-        whole = s.out_w - s.out_w % lanes
-
-        def copy(ow: ir.Value, mask: ir.Value | None) -> None:
-            source = [image, c, input_row, w.add(first_col, ow)]
-            target = [patch_row, w.add(w.mul(oh, s.out_w), ow)]
-            if mask is None:
-                w.store(vector.LoadOp(t, self.operands.input, source).result, patches, target)
-            else:
-                loaded = vector.maskedload(t, self.operands.input, source, mask, w.constant(0.0, t))
-                vector.maskedstore(patches, target, mask, loaded)
-
-        if whole:
-            with w.loop(0, whole, lanes) as cols:
-                copy(cols.induction, None)
-        if s.out_w % lanes:
-            copy(w.index(whole), vector.constant_mask(vector_of(lanes, "i1"), [s.out_w % lanes]))
+        with w.loop(0, s.out_w, lanes) as cols:
+            ow = cols.induction
+            panel, column = self._panel_position(oh, ow)
+            loaded = vector.LoadOp(t, self.operands.input, [image, c, input_row, w.add(first_col, ow)]).result
+            w.store(loaded, patches, [panel, patch_row, column])
 
     def _copy_row_elements(self, image, c, input_row, first_col, patches, patch_row, oh) -> None:
         w, s = self.w, self.shape
         with w.loop(0, s.out_w, 1) as cols:
             ow = cols.induction
+            panel, column = self._panel_position(oh, ow)
             value = memref.load(self.operands.input,
                                 [image, c, input_row, w.add(first_col, w.mul(ow, s.strides[1]))])
-            memref.store(value, patches, [patch_row, w.add(w.mul(oh, s.out_w), ow)])
+            memref.store(value, patches, [panel, patch_row, column])

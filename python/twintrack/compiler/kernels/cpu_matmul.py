@@ -75,30 +75,37 @@ class CpuMatmulSchedule:
                 f"k-block={self.k_block} n-block={self.n_block}{packing} threads={self.threads}")
 
 
-def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1) -> CpuMatmulSchedule:
-    """The schedule for `shape` on `target` and `threads` threads, with the reason for each choice."""
+def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1,
+                    packed_by_caller: str | None = None) -> CpuMatmulSchedule:
+    """The schedule for `shape` on `target` and `threads` threads, with the
+    reason for each choice. `packed_by_caller`: the caller writes B in the
+    packed panels itself (a convolution's patches), and why."""
     lanes = target.lanes(ACCUMULATOR_BYTES)
     vectors = 2
     rows = max(1, target.vector_registers // 2 // vectors)
     cols = lanes * vectors
     slice_row_bytes = cols * ACCUMULATOR_BYTES
-    k_block = min(_power_of_two_at_most(max(1, target.l1_bytes // 2 // slice_row_bytes)), shape.k)
+    k_most = _power_of_two_at_most(max(1, target.l1_bytes // 2 // slice_row_bytes))
+    k_blocks = -(-shape.k // k_most)
+    k_block = -(-shape.k // k_blocks)  # equal blocks: no short last one paying a whole pass over C
     n_block = max(cols, target.l2_bytes // 2 // (k_block * ACCUMULATOR_BYTES) // cols * cols)
     n_block = min(n_block, -(-shape.n // cols) * cols)
     reasons = (
         f"vectors of {lanes} f32 lanes ({target.vector_bits}-bit registers)",
         f"a {rows}x{cols} accumulator tile: {rows * vectors} of the {target.vector_registers} vector registers "
         f"(half; the rest hold {vectors} B vectors and the broadcasts)",
-        f"k-block {k_block}: a {k_block}x{cols} f32 slice of B is {k_block * slice_row_bytes // 1024} KiB, at most "
+        f"k-block {k_block} ({k_blocks} equal blocks of K={shape.k}): a {k_block}x{cols} f32 slice of B is "
+        f"{k_block * slice_row_bytes // 1024} KiB, at most "
         f"half of the {target.l1_bytes // 1024} KiB L1",
         f"n-block {n_block}: a {k_block}x{n_block} f32 block of B is {k_block * n_block * ACCUMULATOR_BYTES // 1024} "
         f"KiB, at most half of the {target.l2_bytes // 1024} KiB L2",
-        "B packed into K x cols panels: it is transposed (N x K)" if shape.b_transposed
-        else "B read in place: its rows are unit-stride",
+        packed_by_caller or ("B packed into K x cols panels: it is transposed (N x K)" if shape.b_transposed
+                             else "B read in place: its rows are unit-stride"),
         _threads_reason(target, shape, rows, threads),
     )
     used = threads if _parallel_pays(target, shape, rows, threads) else 1
-    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, shape.b_transposed, used, reasons)
+    pack_b = shape.b_transposed or packed_by_caller is not None
+    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, pack_b, used, reasons)
 
 
 def _flops(shape: CpuMatmulShape) -> int:
@@ -165,21 +172,26 @@ class CpuMatmulWriter:
             memref.DeallocOp(packed)
 
     def build_within(self, w: KernelBuilder, operands: CpuMatmulOperands, batch: ir.Value) -> ir.Operation:
-        """The matmul of batch entry `batch` of `operands` (B not transposed)
-        at the current insertion point of a kernel `w` builds (a
-        convolution's, per image). Returns its first loop."""
+        """The matmul of batch entry `batch` of `operands` at the current
+        insertion point of a kernel `w` builds (a convolution's, per image),
+        B already in the packed panels (`packed_b_type`). Returns its first loop."""
         self.w, self.operands = w, operands
         self.accumulator = vector_of(self.schedule.lanes, self.element)
-        return self._one_matmul(batch, None)
+        return self._one_matmul(batch, operands.b, pack=False)
+
+    def packed_b_type(self) -> ir.MemRefType:
+        """B as the kernel reads it packed: panels x K x cols, zero past N."""
+        s = self.schedule
+        return ir.MemRefType.get([-(-self.shape.n // s.cols), self.shape.k, s.cols], self.element)
 
     # ------------------------------------------------------------ one batch entry
 
-    def _one_matmul(self, batch: ir.Value | None, packed: ir.Value | None) -> ir.Operation:
-        """B packed (if it is), then the loop nest over the whole row
-        blocks (split in `threads` parts run in parallel, if more than one),
-        then over the rows past them. Returns the first loop built."""
+    def _one_matmul(self, batch: ir.Value | None, packed: ir.Value | None, pack: bool = True) -> ir.Operation:
+        """B packed (if it is, and `pack`), then the loop nest over the
+        whole row blocks (split in `threads` parts run in parallel, if more
+        than one), then over the rows past them. Returns the first loop built."""
         s, shape = self.schedule, self.shape
-        first = self._pack_b(batch, packed) if packed is not None else None
+        first = self._pack_b(batch, packed) if packed is not None and pack else None
         whole_rows, tail = shape.m - shape.m % s.rows, shape.m % s.rows
         if s.threads > 1 and whole_rows:
             part_rows = -(-whole_rows // s.rows // s.threads) * s.rows
@@ -316,10 +328,7 @@ class CpuMatmulWriter:
     # ------------------------------------------------------------ packing a transposed B
 
     def _packed_b_buffer(self) -> ir.Value:
-        s = self.schedule
-        panels = -(-self.shape.n // s.cols)
-        return memref.alloc(ir.MemRefType.get([panels, self.shape.k, s.cols], self.element), [], [],
-                            alignment=64)
+        return memref.alloc(self.packed_b_type(), [], [], alignment=64)
 
     def _pack_b(self, batch: ir.Value | None, packed: ir.Value) -> ir.Operation:
         """packed[j / cols, k, j % cols] = Bᵀ[j, k], zero past N. Reads run
