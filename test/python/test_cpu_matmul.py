@@ -22,7 +22,7 @@ from twintrack.compiler.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, 
 from twintrack.compiler.target import CpuTarget, cpu_target
 from twintrack.errors import CompilerError
 
-STAGES = ("cpu-kernels", "copies", "affine", "scalrep", "widen-bools", "vectorize", "tile", "llvm")
+STAGES = ("cpu-kernels", "memory", "affine", "scalrep", "widen-bools", "vectorize", "tile", "llvm")
 
 
 def _matmul_function(shape: CpuMatmulShape, zero_fill: bool) -> str:

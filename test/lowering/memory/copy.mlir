@@ -1,4 +1,4 @@
-// RUN: %stage-copies %s | FileCheck %s
+// RUN: %stage-memory %s | FileCheck %s
 
 // memref.copy between static buffers becomes linalg.copy (then affine loops,
 // like any linalg op), into a strided view too; a dynamic one stays.
