@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--explain-schedule", action="store_true",
                         help="CPU: print each kernel's schedule (tiles, packing, vector width, threads) and why each "
                              "choice was made (the cache and register sizes of lowering/targets/cpu.toml's [host], "
-                             "the work that pays for threads), then the ops no kernel took and why")
+                             "the work that pays for threads), each loop without dependences between its iterations "
+                             "and whether it runs on threads, then the ops no kernel took and why")
     parser.add_argument("--no-fast-kernels", action="store_true",
                         help="generic pipeline only: skip the stages that emit hand-scheduled kernels (the GPU "
                              "matmul and row-wise kernels, the CPU matmul kernel), to compare paths or work around "
@@ -341,15 +342,17 @@ def print_fusion_decisions(remarks: list[str]) -> None:
 
 
 def print_schedules(compilation) -> None:
-    """Each CPU kernel's schedule with its reasons, then the ops the kernel
-    passes left to the generic loops, with theirs."""
+    """Each CPU kernel's schedule with its reasons and each parallel loop's
+    threads and why, then the ops the kernel passes left to the generic
+    loops, with their reasons."""
     if compilation.recipe.target == "cpu":
         from ..compiler.target import cpu_target
         host = cpu_target(compilation.options.lowering_dir)
         print(f"host: {host.name}: {host.vector_bits}-bit vectors, {host.vector_registers} vector registers, "
               f"L1 {host.l1_bytes // 1024} KiB, L2 {host.l2_bytes // 1024} KiB, L3 {host.l3_bytes >> 20} MiB "
               f"(lowering/targets/cpu.toml [host])")
-    print(f"kernel schedules ({len(compilation.schedules)}):")
+    print(f"schedules ({len(compilation.schedules)}: the kernels, and the loops without dependences between "
+          f"iterations):")
     for site, text in compilation.schedules.items():
         where, _, kernel = site.rpartition(" ")
         schedule, *reasons = text.split("\n")

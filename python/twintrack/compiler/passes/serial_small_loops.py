@@ -10,7 +10,8 @@ A parallel loop becomes tasks on MLIR's async runtime in the llvm stage
 0.1 ms, so a nest over fewer than the host's `parallel-min-elements`
 (lowering/targets/cpu.toml) stays one loop, as does every nest when
 there is one thread. Each loop kept parallel records why
-(`twintrack.schedule`), and the pass records it for --explain-schedule.
+(`twintrack.schedule`); --explain-schedule prints each outermost parallel
+loop, kept or not, and why.
 """
 
 from __future__ import annotations
@@ -87,6 +88,12 @@ def _elements(block: ir.Block) -> int:
     return total
 
 
+def _why_serial(trips: int, elements: int, threads: int, target) -> str:
+    if trips < threads:
+        return f"{trips} iterations for {threads} threads"
+    return f"{elements} elements, under the {target.parallel_min_elements} that pay for starting {threads} threads"
+
+
 def _as_serial_loop(op: ir.Operation, lower: int, upper: int, step: int) -> None:
     """The affine.parallel `op` as an affine.for over the same range."""
     body = op.regions[0].blocks[0]
@@ -108,7 +115,7 @@ class SerialSmallLoops(PythonPass):
 
     def _run(self, module: ir.Operation, pass_) -> None:
         target = cpu_target(Path(self.lowering_dir))
-        kept = 0
+        number = 0
         for op in nested_ops(module, lambda o: o.name == "affine.parallel"):
             bounds = _parallel_range(op)
             if bounds is None:
@@ -123,7 +130,10 @@ class SerialSmallLoops(PythonPass):
                 reason = (f"loops: {trips} iterations in parallel on {self.threads} threads: no dependence between "
                           f"them (affine-parallelize), and {elements} elements pay for starting the threads")
                 op.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(reason)
-                record_schedule(module, op.location, f"parallel_loop_{kept}", reason, ())
-                kept += 1
+                record_schedule(module, op.location, f"loop_{number}", reason, ())
             else:
+                if self.threads > 1 and outermost:
+                    record_schedule(module, op.location, f"loop_{number}", "loops: serial, though no dependence "
+                                    "between iterations: " + _why_serial(trips, elements, self.threads, target), ())
                 _as_serial_loop(op, lower, upper, step)
+            number += 1
