@@ -63,6 +63,8 @@ def _plannable(op: ir.Operation) -> int | None:
         return None
     if str(memref_type.element_type) == "i1":
         return None  # widen-bools makes bool buffers bytes later, by their allocations
+    if str(memref_type.element_type) == "bf16":
+        return None  # at constant addresses LLVM's x86 backend forms bf16 vectors it cannot legalize (an abort)
     if memref_type.memory_space is not None:
         return None
     return _bytes(memref_type)
