@@ -1,0 +1,159 @@
+"""Workloads at the sizes people run (issue 17's benchmark set), as model
+factories: `bench/gpu_models_at_scale.txt` names them as
+`python/twintrack/harness/at_scale.py:NAME?k=v&...`. Each factory's
+defaults are small (the tests compile every one on the CPU); the benchmark
+file gives the real sizes. Weights and inputs come from a seeded generator.
+
+- `attention`: scaled dot-product attention alone, B×H×S×D, full, causal
+  (`causal=1`), with an explicit boolean causal mask (`mask=1`), or with
+  grouped key/value heads (`kv_heads` < `heads`).
+- `llama_layer`: a LLaMA-style decoder layer: RMSNorm, rotary embeddings on
+  Q and K, causal attention with grouped KV heads, SwiGLU MLP.
+- `bert_layer`: a BERT encoder layer (post-norm, GELU MLP).
+- `rows`: one row-wise op over rows × cols (`op=0..4`: layer norm, RMSNorm,
+  softmax, GELU, row sum).
+- `conv3x3`: one 3×3 convolution with padding 1 (ResNet-50's shapes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _seeded_module(module: nn.Module, seed: int) -> nn.Module:
+    """`module` with every parameter drawn from a seeded generator (scaled like PyTorch's defaults)."""
+    g = _generator(seed + 1)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            fan_in = parameter.shape[-1] if parameter.dim() > 1 else parameter.numel()
+            parameter.copy_(torch.randn(parameter.shape, generator=g) / math.sqrt(fan_in))
+    return module.eval()
+
+
+class Attention(nn.Module):
+    def __init__(self, causal: bool, masked: bool, grouped: bool):
+        super().__init__()
+        self.causal, self.masked, self.grouped = causal, masked, grouped
+
+    def forward(self, q, k, v, *mask):
+        attn_mask = mask[0] if self.masked else None
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=self.causal,
+                                              enable_gqa=self.grouped)
+
+
+def attention(batch: int = 2, heads: int = 4, kv_heads: int = 0, seq: int = 64, head_dim: int = 16,
+              causal: int = 0, mask: int = 0, seed: int = 0):
+    """SDPA on B×H×S×D inputs; kv_heads (0: as heads) groups the key/value heads."""
+    kv_heads = kv_heads or heads
+    g = _generator(seed)
+    q = torch.randn(batch, heads, seq, head_dim, generator=g)
+    k, v = (torch.randn(batch, kv_heads, seq, head_dim, generator=g) for _ in range(2))
+    inputs = (q, k, v)
+    if mask:
+        inputs += (torch.ones(seq, seq, dtype=torch.bool).tril(),)
+    return Attention(bool(causal), bool(mask), kv_heads != heads), inputs
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class LlamaLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, kv_heads: int, ffn: int, seq: int):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.kv = nn.Linear(dim, 2 * kv_heads * self.head_dim, bias=False)
+        self.o = nn.Linear(dim, dim, bias=False)
+        self.gate, self.up = nn.Linear(dim, ffn, bias=False), nn.Linear(dim, ffn, bias=False)
+        self.down = nn.Linear(ffn, dim, bias=False)
+        frequencies = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+        angles = torch.outer(torch.arange(seq).float(), frequencies)
+        self.register_buffer("cos", torch.cat((angles.cos(), angles.cos()), dim=-1))
+        self.register_buffer("sin", torch.cat((angles.sin(), angles.sin()), dim=-1))
+
+    def forward(self, x):
+        batch, seq, dim = x.shape
+        h = self.attn_norm(x)
+        q = self.q(h).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(h).view(batch, seq, 2 * self.kv_heads, self.head_dim).transpose(1, 2).chunk(2, dim=1)
+        q, k = _rotate(q, self.cos, self.sin), _rotate(k, self.cos, self.sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv_heads != self.heads)
+        x = x + self.o(y.transpose(1, 2).reshape(batch, seq, dim))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def llama_layer(batch: int = 1, seq: int = 32, dim: int = 64, heads: int = 4, kv_heads: int = 2, ffn: int = 176,
+                seed: int = 0):
+    model = _seeded_module(LlamaLayer(dim, heads, kv_heads, ffn, seq), seed)
+    return model, (torch.randn(batch, seq, dim, generator=_generator(seed)),)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, dim: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.o = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, ffn), nn.Linear(ffn, dim)
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+
+    def forward(self, x):
+        batch, seq, dim = x.shape
+        q, k, v = (t.reshape(batch, seq, self.heads, dim // self.heads).transpose(1, 2)
+                   for t in self.qkv(x).split(dim, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, seq, dim)
+        x = self.ln1(x + self.o(y))
+        return self.ln2(x + self.fc2(F.gelu(self.fc1(x))))
+
+
+def bert_layer(batch: int = 2, seq: int = 32, dim: int = 64, heads: int = 4, ffn: int = 256, seed: int = 0):
+    model = _seeded_module(BertLayer(dim, heads, ffn), seed)
+    return model, (torch.randn(batch, seq, dim, generator=_generator(seed)),)
+
+
+class Rows(nn.Module):
+    OPS = ("layer norm", "RMSNorm", "softmax", "GELU", "row sum")
+
+    def __init__(self, op: int, cols: int):
+        super().__init__()
+        self.op = op
+        self.norm = nn.LayerNorm(cols) if op == 0 else RMSNorm(cols) if op == 1 else None
+
+    def forward(self, x):
+        if self.norm is not None:
+            return self.norm(x)
+        return torch.softmax(x, -1) if self.op == 2 else F.gelu(x) if self.op == 3 else x.sum(-1)
+
+
+def rows(rows: int = 64, cols: int = 128, op: int = 0, seed: int = 0):
+    """One row-wise op (op: 0 layer norm, 1 RMSNorm, 2 softmax, 3 GELU, 4 row sum)."""
+    if not 0 <= op < len(Rows.OPS):
+        raise ValueError(f"op={op}: one of {', '.join(f'{k} ({name})' for k, name in enumerate(Rows.OPS))}")
+    model = _seeded_module(Rows(op, cols), seed)
+    return model, (torch.randn(rows, cols, generator=_generator(seed)),)
+
+
+def conv3x3(batch: int = 2, channels: int = 8, filters: int = 8, size: int = 14, seed: int = 0):
+    model = _seeded_module(nn.Conv2d(channels, filters, 3, padding=1), seed)
+    return model, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
