@@ -57,3 +57,14 @@ def test_twintrack_track_follows_the_device():
     assert isinstance(twintrack_on("cpu", freeze=True), TwintrackCpuTrack)
     gpu = twintrack_on("cuda", with_program=False)
     assert isinstance(gpu, TwintrackGpuTrack) and gpu.artifact is None and not gpu.with_program
+
+
+def test_the_dtype_of_a_model_without_parameters_is_its_inputs():
+    """An fp16 artifact of attention alone (no parameters) matches the fp16
+    model; a model with parameters is as its parameters."""
+    import torch
+    from twintrack.harness.tracks import _floating_dtype
+    half = torch.randn(2, 3).half()
+    assert _floating_dtype(torch.nn.Softmax(-1), (half,)) == "float16"
+    assert _floating_dtype(torch.nn.Linear(3, 3), (half,)) == "float32"
+    assert _floating_dtype(torch.nn.Identity(), (torch.ones(2, dtype=torch.int64),)) == "float32"

@@ -271,13 +271,22 @@ def _compile_gpu_artifact(run: CheckedRun, outdir: Path, freeze: bool) -> tuple[
     return outdir, exported.exported.program
 
 
+def _floating_dtype(module: torch.nn.Module, inputs) -> str:
+    """The dtype --dtype gave the model: its first floating parameter's, or,
+    for a model without any (attention alone, a softmax), its first
+    floating input's; float32 when it has neither."""
+    tensors = [*module.parameters(), *(x for x in inputs if isinstance(x, torch.Tensor))]
+    first = next((t for t in tensors if t.is_floating_point()), None)
+    return str(first.dtype).removeprefix("torch.") if first is not None else "float32"
+
+
 def _check_artifact_matches(manifest: dict, run: CheckedRun, artifact: Path) -> None:
     from ..frontend.model_spec import absolute_model_spec
     if manifest.get("pipeline") != "gpu":
         raise ArtifactError(f"{artifact}: a '{manifest.get('pipeline')}' artifact; compile MODEL with --pipeline gpu")
     if absolute_model_spec(manifest.get("model") or "") != absolute_model_spec(run.source.spec):
         raise ArtifactError(f"{artifact}: compiled from {manifest.get('model')}, not {run.source.spec}")
-    dtype = str(next(iter(run.source.module.parameters()), torch.empty(0)).dtype).removeprefix("torch.")
+    dtype = _floating_dtype(run.source.module, run.source.example_inputs)
     if (manifest.get("dtype") or "float32") != dtype:
         raise ArtifactError(f"{artifact}: compiled for {manifest.get('dtype') or 'float32'}, the model is {dtype}")
 
