@@ -10,15 +10,12 @@ kernel fails to build (with `strict`, an error).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from mlir import ir
 
 from ..kernels.cpu_conv import CpuConvOperands, CpuConvShape, CpuConvWriter, choose_conv_schedule
-from ..target import DEFAULT_LOWERING_DIR, cpu_target
-from .cpu_matmul_kernels import f32_row_major_refusal
-from .ir_helpers import PythonPass, nested_ops
-from .kernel_fallback import kernel_site, record_refusal, record_schedule
+from .cpu_matmul_kernels import CpuKernelPass, f32_row_major_refusal
+from .kernel_fallback import kernel_site, record_schedule
 
 CONVOLUTIONS = ("linalg.conv_2d_nchw_fchw",)
 
@@ -38,19 +35,12 @@ def cpu_conv_shape(op: ir.Operation) -> CpuConvShape | str:
 
 
 @dataclass(frozen=True)
-class CpuConvKernels(PythonPass):
+class CpuConvKernels(CpuKernelPass):
     name = "cpu-conv-kernels"
-    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
-    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
-    threads: int = 1          # > 1: images (or each image's matmul rows) in parallel
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        target = cpu_target(Path(self.lowering_dir))
-        for number, op in enumerate(nested_ops(module, lambda o: o.name in CONVOLUTIONS)):
-            shape = cpu_conv_shape(op)
-            if isinstance(shape, str):
-                record_refusal(module, op, f"cpu-conv: {shape}")
-                continue
+        target = self._target()
+        for number, op, shape in self._sites(module, CONVOLUTIONS, cpu_conv_shape, "cpu-conv"):
             schedule = choose_conv_schedule(target, shape, self.threads)
             with kernel_site(module, self.strict):
                 CpuConvWriter(shape, schedule).build(op, CpuConvOperands(*op.operands[:3]), f"cpu_conv_{number}")

@@ -10,6 +10,7 @@ stay linalg ops for the generic loops, and the reason is recorded for
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from mlir import ir
 
 from ..cpu_jit import contiguous_strides
 from ..kernels.cpu_matmul import CpuMatmulOperands, CpuMatmulShape, CpuMatmulWriter, choose_schedule
-from ..target import DEFAULT_LOWERING_DIR, cpu_target
+from ..target import DEFAULT_LOWERING_DIR, CpuTarget, cpu_target
 from .ir_helpers import PythonPass, nested_ops
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .matmul_sites import b_is_transposed, zero_fill_before
@@ -58,19 +59,33 @@ def _row_major(memref_type: ir.MemRefType) -> bool:
 
 
 @dataclass(frozen=True)
-class CpuMatmulKernels(PythonPass):
-    name = "cpu-matmul-kernels"
+class CpuKernelPass(PythonPass):
+    """The options every CPU kernel pass takes."""
     strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
     lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
-    threads: int = 1          # > 1: the row blocks run as a parallel loop
+    threads: int = 1          # > 1: the kernel's rows (row blocks, images, rows) run as a parallel loop
+
+    def _target(self) -> CpuTarget:
+        return cpu_target(Path(self.lowering_dir))
+
+    def _sites(self, module: ir.Operation, names: tuple[str, ...], shape_of: Callable, kind: str) -> Iterator:
+        """(number, op, shape) of each op named in `names` whose `shape_of`
+        is a shape; the others stay for the loops, the reason recorded."""
+        for number, op in enumerate(nested_ops(module, lambda o: o.name in names)):
+            shape = shape_of(op)
+            if isinstance(shape, str):
+                record_refusal(module, op, f"{kind}: {shape}")
+                continue
+            yield number, op, shape
+
+
+@dataclass(frozen=True)
+class CpuMatmulKernels(CpuKernelPass):
+    name = "cpu-matmul-kernels"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        target = cpu_target(Path(self.lowering_dir))
-        for number, op in enumerate(nested_ops(module, lambda o: o.name in MATMULS)):
-            shape = cpu_matmul_shape(op)
-            if isinstance(shape, str):
-                record_refusal(module, op, f"cpu-matmul: {shape}")
-                continue
+        target = self._target()
+        for number, op, shape in self._sites(module, MATMULS, cpu_matmul_shape, "cpu-matmul"):
             fill = zero_fill_before(op)
             schedule = choose_schedule(target, shape, self.threads)
             writer = CpuMatmulWriter(shape, schedule, fill is not None, ir.F32Type.get())

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
 from mlir import ir
 
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.cpu_row import VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule, cpu_row_refusal
-from ..target import DEFAULT_LOWERING_DIR, cpu_target
-from .ir_helpers import PythonPass, vectors_fit
+from .cpu_matmul_kernels import CpuKernelPass
+from .ir_helpers import vectors_fit
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .row_sites import RowSiteReader, replace_group, row_groups
 
@@ -31,14 +30,11 @@ def _unit_stride_rows(memref_type: ir.MemRefType, width: int) -> bool:
 
 
 @dataclass(frozen=True)
-class CpuRowKernels(PythonPass):
+class CpuRowKernels(CpuKernelPass):
     name = "cpu-row-kernels"
-    strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
-    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the host description is read (--lowering-dir)
-    threads: int = 1          # > 1: runs of rows in parallel
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        target = cpu_target(Path(self.lowering_dir))
+        target = self._target()
         lanes, count = target.lanes(4), 0
         for func in module.regions[0].blocks[0].operations:
             if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
