@@ -105,15 +105,18 @@ def _on_interval(x: ir.Value, low: float, high: float) -> ir.Value:
     return arith.mulf(arith.subf(clamped, _splat(t, middle)), _splat(t, 1.0 / half))
 
 
+def _fitted(value: ir.Value, function, low: float, high: float, degree: int) -> ir.Value:
+    """`function` at `value` (in [low, high]) by its degree-`degree` Chebyshev fit."""
+    return _horner(_on_interval(value, low, high), _chebyshev_fit(function, low, high, degree))
+
+
 def polynomial_erf(x: ir.Value) -> ir.Value:
     """erf(x) for an f32 vector x, as the module docstring says."""
     t = ir.VectorType(x.type)
     a = math.absf(x)
-    (small_function, *small), (_, *middle), (_, *large) = ERF_PIECES
-    near_zero = arith.mulf(a, _horner(_on_interval(arith.mulf(a, a), 0.0, 1.0),
-                                      _chebyshev_fit(small_function, *small)))
-    near_one = _horner(_on_interval(a, 1.0, 2.0), _chebyshev_fit(pymath.erf, *middle))
-    far = _horner(_on_interval(a, 2.0, 4.0), _chebyshev_fit(pymath.erf, *large))
+    small, middle, large = ERF_PIECES
+    near_zero = arith.mulf(a, _fitted(arith.mulf(a, a), *small))
+    near_one, far = _fitted(a, *middle), _fitted(a, *large)
     below_one = arith.cmpf(arith.CmpFPredicate.OLT, a, _splat(t, 1.0))
     below_two = arith.cmpf(arith.CmpFPredicate.OLT, a, _splat(t, 2.0))
     rounds_to_one = arith.cmpf(arith.CmpFPredicate.OGE, a, _splat(t, ERF_ROUNDS_TO_ONE))
