@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from datetime import date
@@ -56,13 +57,17 @@ def check_one(outdir: Path) -> dict:
     graphed = artifact.graphed()
     graphed(*run.device_inputs)  # captures
     graph_result = graphed.check(run.reseeded(REPLAY_SEED))  # replays must see new inputs
+    moved = dataclasses.replace(graphed, state=[t.clone() for t in graphed.state])
+    moved_result = moved.check(run.reseeded(REPLAY_SEED + 1))  # and new parameter tensors
+    replay = graphed.executable.replay_summary()
     graph_ms = run.time(graphed)
     eager_ms, eager_peak = _eager(run, artifact.allow_tf32)
     return {
         "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"),
         "rel_error": checked.result.rel_error,
-        "ok": checked.result.ok and graph_result.ok, "twintrack_ms": twintrack_ms,
+        "ok": checked.result.ok and graph_result.ok and moved_result.ok, "twintrack_ms": twintrack_ms,
+        "graph_replay": replay,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
         "ratio_vs_eager": twintrack_ms / eager_ms if eager_ms else None,
         "graph_ratio_vs_eager": graph_ms / eager_ms if eager_ms else None,

@@ -246,12 +246,8 @@ class ArtifactTrack:
 
     @contextlib.contextmanager
     def poisoned_outputs(self):
-        """Outputs filled with NaN (-1 for integers) before the kernels run.
-        Not for a CUDA-graph replay: its capture would keep the fill in every
-        replay, the timed ones too."""
-        if self.executable.cuda_graph:
-            yield
-            return
+        """Outputs filled with NaN (-1 for integers) before the kernels run
+        (a CUDA-graph replay fills its fresh outputs before each replay)."""
         self.executable.poison_outputs = True
         try:
             yield

@@ -37,6 +37,7 @@ class TrackReport:
     kernels: list[dict] | None = None   # None: the track has no kernels of its own (eager)
     failure: Exception | None = None    # why the track could not run
     graph: TrackResult | None = None    # twintrack on the GPU: its plan replayed as one CUDA graph
+    graph_replay: dict | None = None    # how that replay takes the caller's tensors (GpuExecutable.replay_summary)
     program: object | None = None       # twintrack: the torch.export program (compare's op graph)
 
     @property
@@ -54,7 +55,8 @@ class TrackReport:
         figures = {"compile_seconds": self.compile_seconds, "kernel_count": self.kernel_count, "error": self.error,
                    **measured}
         if self.graph is not None:
-            figures.update(self.graph.timing.figures("graph_latency"), graph_rel_error=self.graph.rel_error)
+            figures.update(self.graph.timing.figures("graph_latency"), graph_rel_error=self.graph.rel_error,
+                           graph_replay=self.graph_replay)
         return figures
 
 
@@ -89,8 +91,11 @@ class ModelTrack:
         kernels = prepared.kernels
         if kernel_times and kernels is not None:
             kernels = _with_kernel_times(run, prepared.call, kernels, prepared.site_of)
-        graph = run.check_and_time(prepared.graph_call) if prepared.graph_call is not None else None
-        return TrackReport(self.name, result, prepared.compile_seconds, kernels, graph=graph,
+        graph, replay = None, None
+        if prepared.graph_call is not None:
+            graph = run.check_and_time(prepared.graph_call)
+            replay = prepared.graph_call.executable.replay_summary()
+        return TrackReport(self.name, result, prepared.compile_seconds, kernels, graph=graph, graph_replay=replay,
                            program=prepared.program)
 
     def _prepare(self, run: CheckedRun, scratch: Path) -> _Prepared:

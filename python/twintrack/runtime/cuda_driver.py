@@ -69,24 +69,18 @@ def static_shared_limit() -> int:
     return int(check(driver.cuDeviceGetAttribute(attribute, device), "shared memory per block"))
 
 
-class PreparedLaunch:
-    """One kernel launch with its parameter block built once.
+class LaunchParameters:
+    """A kernel's parameter block, built once.
 
     A memref travels as (allocated, aligned, offset, sizes..., strides...);
-    only the two pointers change between calls, so a call patches them and
-    launches. Building the block per call costs more than the launch itself
-    for small kernels."""
+    only the two pointers change between calls, so a call patches them.
+    Building the block per call costs more than the launch itself for small
+    kernels."""
 
     _SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,
                 "f32": ctypes.c_float, "f64": ctypes.c_double}
 
-    def __init__(self, function, grid, block, shared_bytes: int, args: list[dict], what: str):
-        self.function, self.grid, self.block, self.shared_bytes, self.what = function, grid, block, shared_bytes, what
-        if shared_bytes > static_shared_limit():  # a kernel must opt in to more dynamic shared memory
-            driver = _driver()
-            limit = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            check(driver.cuFuncSetAttribute(function, limit, shared_bytes),
-                  f"{what}: allowing {shared_bytes} bytes of dynamic shared memory")
+    def __init__(self, args: list[dict]):
         self.pointer_slots: list[tuple[str, ctypes.c_void_p, ctypes.c_void_p]] = []
         self._values = []
         for arg in args:
@@ -99,15 +93,55 @@ class PreparedLaunch:
             else:
                 self._values.append(self._SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
         self._pointers = (ctypes.c_void_p * len(self._values))(*[ctypes.addressof(v) for v in self._values])
+        self.address = ctypes.addressof(self._pointers)  # the void** a launch takes
+
+    @property
+    def buffers(self) -> set[str]:
+        return {buffer for buffer, _, _ in self.pointer_slots}
+
+    def point(self, addresses: dict[str, int]) -> None:
+        """Point the memrefs of the named buffers at these device addresses (others keep theirs)."""
+        for buffer, allocated, aligned in self.pointer_slots:
+            if buffer in addresses:
+                allocated.value = aligned.value = addresses[buffer]
+
+    def addresses(self) -> dict[str, int]:
+        return {buffer: aligned.value for buffer, _, aligned in self.pointer_slots}
+
+
+class PreparedLaunch:
+    """One kernel launch with its parameter block built once; a call points
+    it at the buffers' current addresses and launches."""
+
+    def __init__(self, function, grid, block, shared_bytes: int, args: list[dict], what: str):
+        self.function, self.grid, self.block, self.shared_bytes, self.what = function, grid, block, shared_bytes, what
+        if shared_bytes > static_shared_limit():  # a kernel must opt in to more dynamic shared memory
+            driver = _driver()
+            limit = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(driver.cuFuncSetAttribute(function, limit, shared_bytes),
+                  f"{what}: allowing {shared_bytes} bytes of dynamic shared memory")
+        self.args = args
+        self.parameters = LaunchParameters(args)
 
     def __call__(self, buffers: dict, stream) -> None:
         """Launch on `stream` (a driver.CUstream) with the buffers' current addresses."""
-        for buffer, allocated, aligned in self.pointer_slots:
+        for buffer, allocated, aligned in self.parameters.pointer_slots:
             allocated.value = aligned.value = buffers[buffer].data_ptr()
         result = _driver().cuLaunchKernel(self.function, *self.grid, *self.block, self.shared_bytes, stream,
-                                          ctypes.addressof(self._pointers), 0)
+                                          self.parameters.address, 0)
         if result[0] != 0:
             check(result, f"launching {self.what}")
+
+    def node_parameters(self, parameters: LaunchParameters):
+        """This launch as a graph kernel node's parameters, with its own parameter block."""
+        driver = _driver()
+        node = driver.CUDA_KERNEL_NODE_PARAMS()
+        node.func = self.function
+        node.gridDimX, node.gridDimY, node.gridDimZ = self.grid
+        node.blockDimX, node.blockDimY, node.blockDimZ = self.block
+        node.sharedMemBytes = self.shared_bytes
+        node.kernelParams = parameters.address
+        return node
 
 
 def cuda_stream(handle: int):

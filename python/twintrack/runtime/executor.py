@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -24,7 +26,8 @@ class GpuExecutable:
     """Callable over (state..., inputs...) CUDA tensors; returns the plan's
     results, flat (load() wraps it in the model's calling convention)."""
 
-    def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False):
+    def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False,
+                 static_inputs: tuple[int, ...] = ()):
         self.outdir = Path(outdir)
         self.manifest = _read_json(self.outdir / "manifest.json")
         if self.manifest.get("pipeline") != "gpu":
@@ -36,11 +39,14 @@ class GpuExecutable:
         self.synchronize_each_launch = synchronize_each_launch
         self.poison_outputs = False
         self.cuda_graph = cuda_graph  # replay the whole plan as one CUDA graph: no per-launch host work
-        self._graph = None
+        self.static_inputs = frozenset(static_inputs)  # model inputs a graph replay binds, as it binds state
+        self._graph = None  # a GraphReplay once captured
+        self._recorded_launches = None  # a list while a graph is captured
         self._events = None  # (start, end) per launch while profiling
         self._modules: dict[str, KernelModule] = {}
         self._launches: dict[int, PreparedLaunch] = {}  # by id of the plan step
         self._constants: dict[str, torch.Tensor] = {}
+        self._steps = [(getattr(self, f"_{step['op']}"), step) for step in self.plan["steps"]]
         args = self.plan["arguments"]
         self.inputs = [a for a in args if a["kind"] != "output"]
         self.outputs = [a for a in args if a["kind"] == "output"]
@@ -53,29 +59,44 @@ class GpuExecutable:
         return self._replay(tensors) if self.cuda_graph else self._run(tensors)
 
     def _replay(self, tensors) -> list[torch.Tensor]:
-        """Capture the plan once, then replay it. Parameters and buffers are
-        used in place (a new tensor for one means a new capture); inputs are
-        copied into the captured ones; outputs are returned as copies."""
-        state = [t for spec, t in zip(self.inputs, tensors) if spec["kind"] != "input"]
-        if self._graph is None or [t.data_ptr() for t in state] != self._graph_state:
-            self._capture(tensors, state)
-        for static, tensor, spec in zip(self._graph_inputs, tensors, self.inputs):
-            if spec["kind"] == "input":
-                static.copy_(tensor)
-        self._graph.replay()
-        return [output.clone() for output in self._graph_outputs]
+        """The plan as one CUDA graph, captured on the first call (see graph_replay)."""
+        if self._graph is None or not self._graph.accepts(tensors):
+            self._graph = self._captured(tensors)
+        return self._graph(tensors)
 
-    def _capture(self, tensors, state) -> None:
-        self._graph_inputs = [t.clone() if spec["kind"] == "input" else t for spec, t in zip(self.inputs, tensors)]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self._run(self._graph_inputs)  # loads the kernel modules: not allowed during capture
-        torch.cuda.current_stream().wait_stream(side)
-        self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
-            self._graph_outputs = self._run(self._graph_inputs)
-        self._graph_state = [t.data_ptr() for t in state]
+    def _captured(self, tensors):
+        from .graph_replay import GraphReplay
+        try:
+            return GraphReplay(self, tensors)
+        except (TypeError, AttributeError, CudaError) as e:  # an older torch or driver: no node to patch
+            warnings.warn(f"{self.outdir.name}: CUDA graph replay copies its inputs and outputs: "
+                          f"its kernel nodes cannot be patched ({e})", stacklevel=3)
+            return GraphReplay(self, tensors, patching=False)
+
+    def replay_summary(self) -> dict | None:
+        """How the captured graph takes the caller's tensors: kernel nodes
+        patched per call, and the arguments it copies or binds instead."""
+        if self._graph is None:
+            return None
+        return {"patching": self._graph.patching, "patched_nodes": len(self._graph.nodes),
+                "copied_or_bound": [self.plan["arguments"][int(name[3:])]["name"] for name in sorted(self._graph.copied)]}
+
+    @contextlib.contextmanager
+    def recording_launches(self, launches: list):
+        """Append (launch, the addresses it used) for each launch while inside."""
+        self._recorded_launches = launches
+        poison, self.poison_outputs = self.poison_outputs, False  # a fill would be captured with the plan
+        try:
+            yield
+        finally:
+            self._recorded_launches, self.poison_outputs = None, poison
+
+    def empty_output(self, spec: dict) -> torch.Tensor:
+        """A new output tensor, NaN (or -1) throughout when outputs are poisoned."""
+        output = torch.empty(spec["shape"], dtype=_dtype(spec["dtype"]), device="cuda")
+        if self.poison_outputs:
+            output.fill_(float("nan") if output.is_floating_point() else -1)
+        return output
 
     def profile(self, *tensors: torch.Tensor, repeat: int = 20) -> list[dict]:
         """Median time of each launch (CUDA events around it), in plan order."""
@@ -95,14 +116,11 @@ class GpuExecutable:
                 for step, times in zip(launches, zip(*samples))]
 
     def _run(self, tensors) -> list[torch.Tensor]:
-        outputs = [torch.empty(a["shape"], dtype=_dtype(a["dtype"]), device="cuda") for a in self.outputs]
-        if self.poison_outputs:
-            for output in outputs:
-                output.fill_(float("nan") if output.is_floating_point() else -1)
+        outputs = [self.empty_output(spec) for spec in self.outputs]
         buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
         stream = cuda_stream(torch.cuda.current_stream().cuda_stream)
-        for step in self.plan["steps"]:
-            getattr(self, f"_{step['op']}")(step, buffers, stream)
+        for run_step, step in self._steps:
+            run_step(step, buffers, stream)
         return outputs
 
     def _check_inputs(self, tensors) -> None:
@@ -154,6 +172,8 @@ class GpuExecutable:
             prepared(buffers, stream)
         if self._events is not None:
             end.record()
+        if self._recorded_launches is not None:
+            self._recorded_launches.append((prepared, prepared.parameters.addresses()))
         if self.synchronize_each_launch:
             try:
                 torch.cuda.synchronize()
@@ -187,14 +207,19 @@ def _read_json(path: Path) -> dict:
         raise ArtifactError(f"{path}: corrupt JSON ({e})") from None
 
 
-def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False) -> LoadedArtifact:
+def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False,
+         static_inputs: tuple[int, ...] = ()) -> LoadedArtifact:
     """The artifact as the model: called with (state..., inputs...), or with
     the inputs alone when it carries its state, it returns what the model
     returns (a tensor, a tuple, a dict, a Python number, a complex tensor)
     and applies its in-place updates. `.flat()` gives the output tensors in
-    eager's flattened order; `.executable` the plan's raw results."""
+    eager's flattened order; `.executable` the plan's raw results.
+
+    With `cuda_graph`, calls replay one CUDA graph; parameters, buffers and
+    the model inputs numbered in `static_inputs` (0 is the first input) are
+    never copied into it, nor is any tensor only kernels touch."""
     manifest = read_manifest(Path(outdir))
-    executable = GpuExecutable(outdir, synchronize_each_launch, cuda_graph)
+    executable = GpuExecutable(outdir, synchronize_each_launch, cuda_graph, static_inputs)
     state = read_state(Path(outdir), manifest)
     if torch.cuda.is_available():
         state = [t.cuda() for t in state]

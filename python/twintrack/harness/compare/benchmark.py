@@ -67,22 +67,59 @@ def run_benchmarks(request: BenchRequest, progress: Callable[[str], None] = lamb
     if request.device == "cuda":
         use_exact_float32()
     start = time.perf_counter()
+    copy_gbps = copy_bandwidth_gbps() if request.device == "cuda" else None
     rows: list[dict] = []
     for number, entry in enumerate(request.entries, 1):
         progress(f"[{number}/{len(request.entries)}] {entry.name} ({time.perf_counter() - start:.0f} s elapsed)")
-        rows.append(_bench_one(request, entry))
-        result = _result(request, rows, time.perf_counter() - start)
+        rows.append(_with_bandwidth(_bench_one(request, entry), copy_gbps))
+        result = _result(request, rows, time.perf_counter() - start, copy_gbps)
         on_update(result)
     return result
 
 
-def _result(request: BenchRequest, rows: list[dict], seconds: float) -> dict:
+COPY_BYTES = 1 << 30
+
+
+def copy_bandwidth_gbps() -> float:
+    """The device's measured copy bandwidth: GB/s read plus written by a
+    512 MiB device-to-device copy (the median of 20, after warm-up)."""
+    from ..timing import median_ms
+    source = torch.empty(COPY_BYTES // 2, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    milliseconds = median_ms(lambda: target.copy_(source), "cuda", warmup=5, repeat=20)
+    return COPY_BYTES / (milliseconds / 1000) / 1e9
+
+
+def _with_bandwidth(row: dict, copy_gbps: float | None) -> dict:
+    """Each track's achieved share of the copy bandwidth on the model's
+    compulsory bytes (inputs, parameters and outputs, each moved once): near
+    1 for a memory-bound model at the copy's speed, a small share for a
+    compute-bound one."""
+    if copy_gbps is None or not row.get("compulsory_bytes"):
+        return row
+    for track in _measured(row):
+        if track.get("latency_ms"):
+            track["copy_fraction"] = row["compulsory_bytes"] / (track["latency_ms"] / 1000) / 1e9 / copy_gbps
+    return row
+
+
+def compulsory_bytes(run: CheckedRun, dtype: str) -> int:
+    """Bytes a model must read and write at least: its inputs and state
+    once, its outputs once (in the run's dtype where floating)."""
+    from ...frontend.export import model_state
+    read = sum(t.numel() * t.element_size() for t in [*run.device_inputs, *model_state(run.source.module).values()])
+    itemsize = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+    written = sum(r.numel() * (itemsize if r.is_floating_point() else r.element_size()) for r in run.reference)
+    return read + written
+
+
+def _result(request: BenchRequest, rows: list[dict], seconds: float, copy_gbps: float | None = None) -> dict:
     return {
         "schema_version": SCHEMA_VERSION, "date": date.today().isoformat(), "device": request.device,
         "device_name": device_name(request.device),
         "torch": torch.__version__, "triton": _triton_version(), "repeat": request.repeat,
         "twintrack_source": _twintrack_source(request.artifacts),
-        "modes": list(request.modes), "total_seconds": round(seconds, 1),
+        "modes": list(request.modes), "total_seconds": round(seconds, 1), "copy_gbps": copy_gbps,
         "timing": timing_summary(request.repeat, [track for r in rows for track in _measured(r)]),
         "complete": len(rows) == len(request.entries),
         "geomean": {mode: geomean([r["ratio_vs_inductor"].get(mode) for r in rows]) for mode in request.modes},
@@ -112,7 +149,8 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
     twintrack = twintrack_on(request.device, artifact, freeze="--freeze" in entry.flags, with_program=False,
                              fast_kernels="--no-fast-kernels" not in entry.flags)
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
-           "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32}
+           "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32,
+           "compulsory_bytes": compulsory_bytes(run, entry.dtype)}
     with float32_matmuls(entry.allow_tf32):
         row["eager"] = _figures(EagerTrack().report(run))
         row["inductor"] = {mode: _figures(InductorTrack(None if mode == "default" else mode).report(run))
@@ -185,25 +223,34 @@ def markdown_summary(result: dict) -> str:
              "`twintrack graph` is twintrack's plan replayed as one CUDA graph (GPU only); "
              "Inductor's max-autotune mode uses CUDA graphs too, its default mode does not.", "",
              "| model | dtype | eager ms | " + " | ".join(f"inductor {m} ms" for m in modes)
-             + " | twintrack ms | twintrack graph ms | " + " | ".join(ratio_columns) + " | twintrack/eager | numerics |",
-             "|---|---|" + "---:|" * (4 + 3 * len(modes)) + "---|"]
+             + " | twintrack ms | twintrack graph ms | " + " | ".join(ratio_columns)
+             + f" | twintrack/eager | twintrack % of copy | inductor {modes[0]} % of copy | numerics |",
+             "|---|---|" + "---:|" * (6 + 3 * len(modes)) + "---|"]
     for r in result["models"]:
         graph_ratios = r.get("ratio_graph_vs_inductor", {})
         cells = [r["name"], r["dtype"], _ms(r["eager"])] + [_ms(r["inductor"][m]) for m in modes]
         cells += [_ms(r["twintrack"]), _ms(r.get("twintrack_graph"))]
         cells += [_x(r["ratio_vs_inductor"][m]) for m in modes] + [_x(graph_ratios.get(m)) for m in modes]
-        cells += [_x(r["ratio_vs_eager"]), "ok" if r["ok"] else "FAIL"]
+        cells += [_x(r["ratio_vs_eager"]), _percent(r["twintrack"].get("copy_fraction")),
+                  _percent(r["inductor"][modes[0]].get("copy_fraction")), "ok" if r["ok"] else "FAIL"]
         lines.append("| " + " | ".join(cells) + " |")
     graph_geomean = result.get("graph_geomean", {})
     lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | | "
                  + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | "
-                 + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | |")
+                 + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | | | |")
+    if result.get("copy_gbps"):
+        lines += ["", f"% of copy: the compulsory bytes (inputs, parameters and outputs once each) per second, "
+                      f"against this run's measured device copy of {result['copy_gbps']:.0f} GB/s."]
     if result.get("timing", {}).get("noisy"):
         lines += ["", NOISY_FOOTNOTE + "."]
     failures = [f"- {r['name']} {track}: {info['error']}" for r in result["models"]
                 for track, info in [("twintrack", r["twintrack"])] + [(f"inductor {m}", r["inductor"][m]) for m in modes]
                 if "error" in info]
     return "\n".join(lines + ([""] + failures if failures else [])) + "\n"
+
+
+def _percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{100 * fraction:.0f}%"
 
 
 def _ms(track: dict | None) -> str:
