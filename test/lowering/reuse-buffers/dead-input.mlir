@@ -1,4 +1,4 @@
-// RUN: %stage-reuse-buffers %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes reuse-dead-inputs %s | FileCheck %s
 
 // An elementwise op whose input temporary dies with it writes into that
 // input's buffer instead of a fresh allocation.

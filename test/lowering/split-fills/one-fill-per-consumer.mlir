@@ -71,3 +71,37 @@ func.func @epilogue_destinations(%a: tensor<8x8xf32>, %w: tensor<8x8xf32>, %acc:
   } -> tensor<8x8xf32>
   return %r3 : tensor<8x8xf32>
 }
+
+// The same for one-row matmuls (decode) whose unit dim fusion dropped: the
+// epilogues read the matmul results through a collapse_shape.
+// CHECK-LABEL: func.func @row_epilogue_destinations(
+// CHECK:         %[[M1:.*]] = linalg.matmul
+// CHECK:         %[[C1:.*]] = tensor.collapse_shape %[[M1]]
+// CHECK:         %[[E1:.*]] = tensor.empty
+// CHECK:         linalg.generic {{.*}} ins(%[[C1]] : tensor<8xf32>) outs(%[[E1]] : tensor<8xf32>)
+// CHECK:         %[[M2:.*]] = linalg.matmul
+// CHECK:         %[[C2:.*]] = tensor.collapse_shape %[[M2]]
+// CHECK:         %[[E2:.*]] = tensor.empty
+// CHECK:         linalg.generic {{.*}} ins(%[[C2]] : tensor<8xf32>) outs(%[[E2]] : tensor<8xf32>)
+#id1 = affine_map<(d0) -> (d0)>
+func.func @row_epilogue_destinations(%a: tensor<1x8xf32>, %w: tensor<8x8xf32>, %acc: tensor<1x8xf32>) -> tensor<8xf32> {
+  %e = tensor.empty() : tensor<8xf32>
+  %m1 = linalg.matmul ins(%a, %w : tensor<1x8xf32>, tensor<8x8xf32>) outs(%acc : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %c1 = tensor.collapse_shape %m1 [[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
+  %r1 = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
+      ins(%c1 : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.addf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8xf32>
+  %x2 = tensor.expand_shape %r1 [[0, 1]] output_shape [1, 8] : tensor<8xf32> into tensor<1x8xf32>
+  %m2 = linalg.matmul ins(%x2, %w : tensor<1x8xf32>, tensor<8x8xf32>) outs(%acc : tensor<1x8xf32>) -> tensor<1x8xf32>
+  %c2 = tensor.collapse_shape %m2 [[0, 1]] : tensor<1x8xf32> into tensor<8xf32>
+  %r2 = linalg.generic {indexing_maps = [#id1, #id1], iterator_types = ["parallel"]}
+      ins(%c2 : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %out: f32):
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8xf32>
+  return %r2 : tensor<8xf32>
+}

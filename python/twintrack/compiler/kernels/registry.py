@@ -24,6 +24,7 @@ from ..target import GpuTarget
 from .matmul_common import MatmulOperands
 from .mma_matmul import MmaMatmulWriter, MmaTileConfig
 from .simt_matmul import SimtMatmulWriter, TileConfig
+from .skinny_matmul import SkinnyMatmulWriter, SkinnySchedule, skinny_applies
 from .split_k_matmul import (
     SplitKMatmulWriter,
     SplitKSchedule,
@@ -73,6 +74,7 @@ def _simt_applies(operands: Sequence[MatmulOperands], target: GpuTarget, arch: s
 
 # Preferred first: the heuristic takes the first generator that applies and has a fitting tile.
 MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
+    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, skinny_applies),
     KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule, split_k_wgmma_applies),
     KernelGenerator("wgmma_matmul", WgmmaMatmulWriter, WgmmaTileConfig, _wgmma_applies),
     KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, split_k_applies),

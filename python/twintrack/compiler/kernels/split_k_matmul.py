@@ -157,7 +157,7 @@ class _ReduceTile:
         return f"{REDUCE_THREADS} threads x {REDUCE_WIDTH}"
 
 
-class _ReduceWriter(TiledMatmulWriter):
+class ReduceWriter(TiledMatmulWriter):
     """Sums the f32 partials of REDUCE_WIDTH columns a thread, then finishes
     them as the matmul's one-kernel generators do (epilogue, narrowing,
     output view)."""
@@ -197,25 +197,30 @@ class SplitKMatmulWriter:
         self.ops, self.schedule = ops, schedule
         self.path = f"split-k-matmul {schedule.label()}"
         self.partial = schedule.partial(ops, schedule.tile, schedule.splits, self.path)
-        self.reduce = _ReduceWriter(ops, schedule.splits, accumulate, epilogue, self.path)
+        self.reduce = ReduceWriter(ops, schedule.splits, accumulate, epilogue, self.path)
         self.threads = schedule.threads
 
     def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
-        """The workspace, the two launches and the workspace's release, right before `before`."""
-        ops = self.ops
-        with before.location, ir.InsertionPoint(before):
-            workspace = memref.alloc(ir.MemRefType.get([self.schedule.splits * ops.m, ops.n], element_type("f32")),
-                                     [], [])
-        try:
-            self.partial.build(before, kernel, KernelOperands(operands.a, operands.b, workspace))
-            self.reduce.bind_workspace(workspace)
-            launch = self.reduce.build(before, f"{kernel}_reduce", operands)
-        except Exception:
-            _erase_users_and(workspace)
-            raise
-        with before.location, ir.InsertionPoint(before):
-            memref.dealloc(workspace)
-        return launch
+        return build_with_workspace(before, kernel, operands, self.partial, self.reduce,
+                                    [self.schedule.splits * self.ops.m, self.ops.n])
+
+
+def build_with_workspace(before: ir.Operation, kernel: str, operands: KernelOperands, partial: TiledMatmulWriter,
+                         reduce: ReduceWriter, workspace_shape: list[int]) -> ir.Operation:
+    """An f32 workspace, the partial kernel writing it, the reducing kernel
+    finishing C from it, and the workspace's release, right before `before`."""
+    with before.location, ir.InsertionPoint(before):
+        workspace = memref.alloc(ir.MemRefType.get(workspace_shape, element_type("f32")), [], [])
+    try:
+        partial.build(before, kernel, KernelOperands(operands.a, operands.b, workspace))
+        reduce.bind_workspace(workspace)
+        launch = reduce.build(before, f"{kernel}_reduce", operands)
+    except Exception:
+        _erase_users_and(workspace)
+        raise
+    with before.location, ir.InsertionPoint(before):
+        memref.dealloc(workspace)
+    return launch
 
 
 def _erase_users_and(workspace: ir.Value) -> None:

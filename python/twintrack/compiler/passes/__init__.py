@@ -39,6 +39,7 @@ PASSES = {
     "half-opmath": ("half_precision", "HalfOpmath"),
     "largest-buffer": ("largest_buffer", "LargestBuffer"),
     "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),
     "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),

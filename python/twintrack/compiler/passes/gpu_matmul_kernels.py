@@ -167,7 +167,10 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
 
 
 def _blocks(operands: list[MatmulOperands], tile) -> int:
-    """Blocks the tile gives (a split-K schedule's K slices count too)."""
+    """Blocks the tile gives (a split-K schedule's K slices count too; a
+    schedule that counts its own blocks says so)."""
+    if hasattr(tile, "blocks"):
+        return sum(tile.blocks(o) for o in operands)
     slices = getattr(tile, "splits", 1)
     return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
 
@@ -178,9 +181,11 @@ def _fitting(operands: list[MatmulOperands], tiles: list[tuple]) -> list[tuple]:
 
 
 def _divides(tile, o: MatmulOperands) -> bool:
-    """Does the tile divide the matmul (and meet its schedule's own conditions, where it has any)?"""
+    """Does the tile divide the matmul? A schedule with conditions of its own decides by them."""
     own = getattr(tile, "divides", None)
-    return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0 and (own is None or own(o))
+    if own is not None:
+        return own(o)
+    return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0
 
 
 def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
@@ -260,7 +265,7 @@ class _FoundEpilogue:
     consumer: ir.Operation              # a linalg.generic or linalg.transpose
     epilogue: Epilogue
     output_view: OutputView
-    view: ir.Operation | None           # the memref.expand_shape it reads the result through
+    view: ir.Operation | None           # the expand_shape (or unit-dim collapse_shape) it reads the result through
     allocations: list[ir.Operation]     # allocations and views between matmul and epilogue: the kernel writes into them
     captured: list[ir.Value]            # the buffers the epilogue gathers from, in the order of Epilogue.captured
 
@@ -270,18 +275,39 @@ class _FoundEpilogue:
 
 
 def _reassociation(view: ir.Operation) -> list[list[int]]:
-    """The dim groups of a memref.expand_shape."""
+    """The dim groups of a memref.expand_shape or collapse_shape."""
     return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
 
 
 def _output_view(result: ir.Value, view: ir.Operation | None, read_dims, store_dims) -> OutputView:
-    """C's dims split as `view` splits them (or not at all), read and stored as the consumer's maps say."""
+    """C's dims split as an expand_shape `view` splits them, or dropped where
+    a collapse_shape drops unit dims (no loop index left), or kept; read and
+    stored as the consumer's maps say."""
+    shape = ir.MemRefType(result.type).shape
     if view is None:
-        splits = tuple((size,) for size in ir.MemRefType(result.type).shape)
+        splits = tuple((size,) for size in shape)
+    elif view.name == "memref.collapse_shape":
+        kept = {_kept_dim(group, shape) for group in _reassociation(view)}
+        splits = tuple((size,) if d in kept else () for d, size in enumerate(shape))
     else:
-        shape = ir.MemRefType(view.results[0].type).shape
-        splits = tuple(tuple(shape[d] for d in group) for group in _reassociation(view))
+        expanded = ir.MemRefType(view.results[0].type).shape
+        splits = tuple(tuple(expanded[d] for d in group) for group in _reassociation(view))
     return OutputView(splits, tuple(read_dims), tuple(store_dims))
+
+
+def _kept_dim(group: list[int], shape: list[int]) -> int:
+    """The dim of a collapsed group that carries its index: the one not of size 1 (the last if all are)."""
+    return next((d for d in group if shape[d] != 1), group[-1])
+
+
+def _drops_unit_dims(view: ir.Operation) -> bool:
+    """Is `view` a collapse_shape that only drops dims of size 1, C's last dim kept?"""
+    if view.name != "memref.collapse_shape":
+        return False
+    shape = ir.MemRefType(view.operands[0].type).shape
+    groups = _reassociation(view)
+    return all(sum(1 for d in group if shape[d] != 1) <= 1 for group in groups) \
+        and _kept_dim(groups[-1], shape) == len(shape) - 1
 
 
 def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
@@ -325,9 +351,11 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
 
 def _first_reader(op: ir.Operation, result: ir.Value) -> tuple[ir.Operation, ir.Operation | None] | None:
     """The first linalg op after the matmul to read its result, directly or
-    through an expand_shape (that view, or None)."""
+    through an expand_shape or a collapse_shape dropping unit dims (that
+    view, or None)."""
     candidates = [(user, None) for user in users_of(result)]
-    candidates += [(user, view) for view in users_of(result) if view.name == "memref.expand_shape"
+    candidates += [(user, view) for view in users_of(result)
+                   if view.name == "memref.expand_shape" or _drops_unit_dims(view)
                    for user in users_of(view.results[0])]
     block_ops = [o.operation for o in op.block.operations]
     after = block_ops.index(op)

@@ -70,6 +70,32 @@ def users_of(value: ir.Value) -> list[ir.Operation]:
     return users
 
 
+RESHAPE_OPS = ("memref.expand_shape", "memref.collapse_shape")
+
+
+def reshape_aliases(root: ir.Value) -> list[ir.Value]:
+    """`root` and every reshape of it (and of those)."""
+    found, pending = [], [root]
+    while pending:
+        value = pending.pop()
+        found.append(value)
+        pending += [user.results[0] for user in users_of(value) if user.name in RESHAPE_OPS]
+    return found
+
+
+def block_positions(block: ir.Block) -> tuple[list[ir.Operation], dict]:
+    """The block's ops, and each one's index among them."""
+    ops = [op.operation for op in block.operations]
+    return ops, {op: i for i, op in enumerate(ops)}
+
+
+def position_in_block(user: ir.Operation, block: ir.Block, position: dict) -> int:
+    """The position in `block` (`block_positions`) of `user`, or of the op of the block it is nested in."""
+    while user.block != block:
+        user = user.parent
+    return position[user]
+
+
 def defined_functions(module: ir.Operation) -> list[ir.Operation]:
     """The module's func.func ops that have a body (declarations aside)."""
     return [op.operation for op in module.regions[0].blocks[0].operations

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import PythonPass, defining_op
+from .ir_helpers import (RESHAPE_OPS, PythonPass, block_positions, defining_op, position_in_block, reshape_aliases,
+                         users_of)
 
-_RESHAPES = ("memref.expand_shape", "memref.collapse_shape")
-_PLAIN_USERS = ("linalg.", "memref.dealloc", "memref.copy", "func.call") + _RESHAPES
+_PLAIN_USERS = ("linalg.", "memref.dealloc", "memref.copy", "func.call") + RESHAPE_OPS
 
 
 def _defined_by_alloc(value: ir.Value) -> bool:
@@ -28,19 +28,9 @@ def _defined_by_alloc(value: ir.Value) -> bool:
 
 def _root_alloc(value: ir.Value) -> ir.Value | None:
     """The allocation a value is (a reshape of), or None."""
-    while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
+    while (owner := defining_op(value)) is not None and owner.name in RESHAPE_OPS:
         value = owner.operands[0]
     return value if _defined_by_alloc(value) else None
-
-
-def _aliases(root: ir.Value) -> list[ir.Value]:
-    """The allocation and every reshape of it."""
-    found, pending = [], [root]
-    while pending:
-        value = pending.pop()
-        found.append(value)
-        pending += [user.results[0] for user in _uses(value) if user.name in _RESHAPES]
-    return found
 
 
 def _is_identity(map_attr) -> bool:
@@ -59,7 +49,7 @@ class ReuseDeadInputs(PythonPass):
                 self._reuse_in(func.operation.regions[0].blocks[0])
 
     def _reuse_in(self, block: ir.Block) -> None:
-        ops, position = _positions(block)
+        ops, position = block_positions(block)
         index = 0
         while index < len(ops):
             op = ops[index]
@@ -68,25 +58,9 @@ class ReuseDeadInputs(PythonPass):
                 _write_into(op, donor)
                 # Positions are taken afresh: erasing an op gives the
                 # bindings' handles of the others new identities.
-                ops, position = _positions(block)
+                ops, position = block_positions(block)
                 index -= 1  # the output's allocation, erased, came before it
             index += 1
-
-
-def _positions(block: ir.Block) -> tuple[list[ir.Operation], dict]:
-    ops = [op.operation for op in block.operations]
-    return ops, {op: i for i, op in enumerate(ops)}
-
-
-def _uses(value: ir.Value) -> list[ir.Operation]:
-    return [use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner for use in value.uses]
-
-
-def _position_in(user: ir.Operation, block: ir.Block, position: dict) -> int:
-    """The position in `block` of `user`, or of the op of the block it is nested in."""
-    while user.block != block:
-        user = user.parent
-    return position[user]
 
 
 def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | None:
@@ -101,7 +75,7 @@ def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | 
     body = op.regions[0].blocks[0]
     if not _is_identity(maps[inputs]) or list(body.arguments[inputs].uses) or not _defined_by_alloc(output):
         return None
-    if any(_position_in(user, op.block, position) < index for user in _uses(output)):
+    if any(position_in_block(user, op.block, position) < index for user in users_of(output)):
         return None  # written or read before this op (a loop's body included)
     operands = list(op.operands)[:inputs]
     for candidate, map_attr in zip(operands, maps):
@@ -109,10 +83,10 @@ def _dead_input_for(op: ir.Operation, index: int, position: dict) -> ir.Value | 
         if str(candidate.type) != str(output.type) or root is None \
                 or not _is_identity(map_attr):
             continue
-        aliases = _aliases(root)
+        aliases = reshape_aliases(root)
         if sum(1 for v in operands if any(v == alias for alias in aliases)) != 1:
             continue  # read again through another view: overwriting would change what it sees
-        users = [user for alias in aliases for user in _uses(alias) if user.name not in _RESHAPES]
+        users = [user for alias in aliases for user in users_of(alias) if user.name not in RESHAPE_OPS]
         if all(user.name.startswith(_PLAIN_USERS) and user in position
                and (position[user] <= index or user.name == "memref.dealloc") for user in users):
             return candidate
@@ -124,9 +98,9 @@ def _write_into(op: ir.Operation, donor: ir.Value) -> None:
     freed at the end of the block (where the output's was), the output's is gone."""
     output = op.operands[len(op.operands) - 1]
     block_end = list(op.block.operations)[-1].operation
-    for free in [user for user in _uses(_root_alloc(donor)) if user.name == "memref.dealloc"]:
+    for free in [user for user in users_of(_root_alloc(donor)) if user.name == "memref.dealloc"]:
         free.move_before(block_end)
-    for free in [user for user in _uses(output) if user.name == "memref.dealloc"]:
+    for free in [user for user in users_of(output) if user.name == "memref.dealloc"]:
         free.erase()
     output.replace_all_uses_with(donor)
     defining_op(output).erase()

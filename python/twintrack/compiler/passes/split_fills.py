@@ -29,10 +29,20 @@ from .ir_helpers import PythonPass, defining_op, nested_ops
 _MATMULS = ("linalg.matmul", "linalg.batch_matmul")
 
 
+_TENSOR_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
+
+
 def _reads_a_matmul(op: ir.Operation) -> bool:
-    """An elementwise op on a matmul's result: the epilogue the GPU kernels fold in."""
+    """An elementwise op on a matmul's result (maybe reshaped: a [1, N] row
+    with its unit dim dropped): the epilogue the GPU kernels fold in."""
     op = op.operation if isinstance(op, ir.OpView) else op
-    return op.name == "linalg.generic" and any(_owner_name(v) in _MATMULS for v in op.operands)
+    return op.name == "linalg.generic" and any(_owner_name(_through_reshapes(v)) in _MATMULS for v in op.operands)
+
+
+def _through_reshapes(value: ir.Value) -> ir.Value:
+    while (owner := defining_op(value)) is not None and owner.name in _TENSOR_RESHAPES:
+        value = owner.operands[0]
+    return value
 
 
 def _owner_name(value: ir.Value) -> str | None:

@@ -1,0 +1,65 @@
+// RUN: %PYTHON -m twintrack.compiler.passes 'gpu-matmul-kernels{arch=sm_90a strict=true}' %s | FileCheck %s
+
+// Matmuls with a few rows of A (decode) take the skinny kernel: 16-byte
+// loads of B, several in flight, f32 sums.
+
+// B as stored: the block's warps stride down K over 256 columns and meet in
+// shared memory; 16 column blocks alone are too few, so K splits 16 ways
+// and split-K's kernel sums the slices.
+// CHECK-LABEL: func.func @one_row(
+// CHECK-SAME:    %[[A:.*]]: memref<1x4096xf16>, %[[B:.*]]: memref<4096x4096xf16>, %[[C:.*]]: memref<1x4096xf16>)
+// CHECK:         %[[W:.*]] = memref.alloc() : memref<16x4096xf32>
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c16{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c16{{.*}}) {{.*}}module(@forward_skinny_matmul_0) {{.*}}workgroup(%{{.*}} : memref<8x256xf32, #gpu.address_space<workgroup>>)
+// CHECK-COUNT-4:   vector.load %[[B]][{{.*}}] {alignment = 16 : i64{{.*}}} : memref<4096x4096xf16>, vector<8xf16>
+// CHECK:           vector.fma {{.*}} : vector<8xf32>
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul B 8 warps x4 vectors, 16 splits"}
+// CHECK:           memref.store %{{.*}}, %[[W]]
+// CHECK:         module(@forward_skinny_matmul_0_reduce)
+// CHECK:           arith.truncf %{{.*}} : vector<4xf32> to vector<4xf16>
+// CHECK:         memref.dealloc %[[W]]
+// CHECK-NOT:     linalg.matmul
+func.func @one_row(%a: memref<1x4096xf16>, %b: memref<4096x4096xf16>, %c: memref<1x4096xf16>) {
+  %zero = arith.constant 0.0 : f16
+  linalg.fill ins(%zero : f16) outs(%c : memref<1x4096xf16>)
+  linalg.matmul ins(%a, %b : memref<1x4096xf16>, memref<4096x4096xf16>) outs(%c : memref<1x4096xf16>)
+  return
+}
+
+// Bᵀ (a linear layer's weight): a warp per column, its lanes along K, their
+// sums meeting by shuffles; 512 blocks need no split, so the kernel stores C,
+// its bias and ReLU applied: the epilogue reads the result through the
+// collapse_shape that dropped its unit dim.
+// CHECK-LABEL: func.func @linear_row(
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c512{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) {{.*}}module(@forward_skinny_matmul_1)
+// CHECK-COUNT-4:   vector.load %{{.*}} : memref<4096x4096xf16>, vector<8xf16>
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul Bt 8 warps x4 vectors, 1 splits"}
+// CHECK:           vector.reduction <add>
+// CHECK-COUNT-5:   gpu.shuffle xor
+// CHECK:           arith.select
+// CHECK:           vector.store %{{.*}} : memref<4096xf16>, vector<1xf16>
+// CHECK-NOT:     linalg.generic
+// CHECK-NOT:     linalg.matmul
+#a = affine_map<(m, n, k) -> (m, k)>
+#bt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id1 = affine_map<(d0) -> (d0)>
+func.func @linear_row(%x: memref<1x4096xf16>, %w: memref<4096x4096xf16>, %bias: memref<4096xf16>, %y: memref<4096xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<1x4096xf32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<1x4096xf32>)
+  linalg.matmul indexing_maps = [#a, #bt, #c] ins(%x, %w : memref<1x4096xf16>, memref<4096x4096xf16>) outs(%t : memref<1x4096xf32>)
+  %row = memref.collapse_shape %t [[0, 1]] : memref<1x4096xf32> into memref<4096xf32>
+  linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]}
+      ins(%bias, %row : memref<4096xf16>, memref<4096xf32>) outs(%y : memref<4096xf16>) {
+  ^bb0(%b: f16, %s: f32, %o: f16):
+    %wide = arith.extf %b : f16 to f32
+    %sum = arith.addf %wide, %s : f32
+    %positive = arith.cmpf ugt, %sum, %zero : f32
+    %relu = arith.select %positive, %sum, %zero : f32
+    %narrow = arith.truncf %relu : f32 to f16
+    linalg.yield %narrow : f16
+  }
+  memref.dealloc %t : memref<1x4096xf32>
+  return
+}
