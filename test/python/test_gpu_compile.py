@@ -77,6 +77,24 @@ def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, arch, path):
     assert all(p.startswith(path) or p == "generic" for p in paths)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("rows", [1, 8])
+def test_decode_linears_take_the_skinny_kernel(run_tool, tmp_path, dtype, rows):
+    """An MLP on a few rows (decode): each linear layer takes the skinny
+    kernel (and split-K's reducing kernel where it splits K) with its bias
+    and ReLU folded in, writing the output buffer itself (the plan copies
+    nothing); ptxas keeps every kernel free of spills."""
+    model = f"zoo:mlp?batch={rows}&features=1024&hidden=2048&out=512"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", dtype, "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    paths = [k["path"].split()[0] for k in manifest["kernels"]]
+    assert set(paths) == {"skinny-matmul"} and len(paths) >= 3, paths
+    assert all(k["spills"] == 0 for k in manifest["kernels"]), manifest["kernels"]
+    plan = json.loads((tmp_path / "m" / "plan.json").read_text())
+    assert not [step for step in plan["steps"] if step["op"] == "copy"]
+
+
 @pytest.mark.parametrize("flags, path, allowed", [
     ((), "simt-matmul", False),                                # torch's default: exact f32
     (("--allow-tf32",), "wgmma-matmul", True),

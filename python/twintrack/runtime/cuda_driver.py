@@ -122,13 +122,14 @@ class PreparedLaunch:
                   f"{what}: allowing {shared_bytes} bytes of dynamic shared memory")
         self.args = args
         self.parameters = LaunchParameters(args)
+        self._shape = (*grid, *block, shared_bytes)
+        self._launch = _driver().cuLaunchKernel  # looked up once: a launch costs microseconds of host time
 
     def __call__(self, buffers: dict, stream) -> None:
         """Launch on `stream` (a driver.CUstream) with the buffers' current addresses."""
         for buffer, allocated, aligned in self.parameters.pointer_slots:
             allocated.value = aligned.value = buffers[buffer].data_ptr()
-        result = _driver().cuLaunchKernel(self.function, *self.grid, *self.block, self.shared_bytes, stream,
-                                          self.parameters.address, 0)
+        result = self._launch(self.function, *self._shape, stream, self.parameters.address, 0)
         if result[0] != 0:
             check(result, f"launching {self.what}")
 

@@ -4,15 +4,15 @@
 // loads of B, several in flight, f32 sums.
 
 // B as stored: the block's warps stride down K over 256 columns and meet in
-// shared memory; 16 column blocks alone are too few, so K splits 16 ways
+// shared memory; 16 column blocks alone are too few, so K splits 32 ways
 // and split-K's kernel sums the slices.
 // CHECK-LABEL: func.func @one_row(
 // CHECK-SAME:    %[[A:.*]]: memref<1x4096xf16>, %[[B:.*]]: memref<4096x4096xf16>, %[[C:.*]]: memref<1x4096xf16>)
-// CHECK:         %[[W:.*]] = memref.alloc() : memref<16x4096xf32>
-// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c16{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c16{{.*}}) {{.*}}module(@forward_skinny_matmul_0) {{.*}}workgroup(%{{.*}} : memref<8x256xf32, #gpu.address_space<workgroup>>)
+// CHECK:         %[[W:.*]] = memref.alloc() : memref<32x4096xf32>
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c16{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c32{{.*}}) {{.*}}module(@forward_skinny_matmul_0) {{.*}}workgroup(%{{.*}} : memref<8x256xf32, #gpu.address_space<workgroup>>)
 // CHECK-COUNT-4:   vector.load %[[B]][{{.*}}] {alignment = 16 : i64{{.*}}} : memref<4096x4096xf16>, vector<8xf16>
 // CHECK:           vector.fma {{.*}} : vector<8xf32>
-// CHECK:           } {twintrack.kernel_path = "skinny-matmul B 8 warps x4 vectors, 16 splits"}
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul B 8 warps x4 vectors, 32 splits"}
 // CHECK:           memref.store %{{.*}}, %[[W]]
 // CHECK:         module(@forward_skinny_matmul_0_reduce)
 // CHECK:           arith.truncf %{{.*}} : vector<4xf32> to vector<4xf16>
@@ -32,8 +32,8 @@ func.func @one_row(%a: memref<1x4096xf16>, %b: memref<4096x4096xf16>, %c: memref
 // CHECK-LABEL: func.func @linear_row(
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c512{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) {{.*}}module(@forward_skinny_matmul_1)
-// CHECK-COUNT-4:   vector.load %{{.*}} : memref<4096x4096xf16>, vector<8xf16>
-// CHECK:           } {twintrack.kernel_path = "skinny-matmul Bt 8 warps x4 vectors, 1 splits"}
+// CHECK-COUNT-2:   vector.load %{{.*}} : memref<4096x4096xf16>, vector<8xf16>
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul Bt 8 warps x2 vectors, 1 splits"}
 // CHECK:           vector.reduction <add>
 // CHECK-COUNT-5:   gpu.shuffle xor
 // CHECK:           arith.select

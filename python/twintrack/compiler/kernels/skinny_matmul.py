@@ -137,7 +137,7 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 
         def step(trip: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
             rows = [w.add(first, w.mul(w.add(trip, u), s.warps)) for u in range(s.unroll)]
-            b_vectors = [self._f32(w.load(width, self.element, self.b, [k, column], VECTOR_BYTES)) for k in rows]
+            b_vectors = self._load_b([[k, column] for k in rows])
             for k, b_vector in zip(rows, b_vectors):
                 for m in range(self.rows):
                     a = vector.broadcast(vector_of(width, "f32"), self._f32(memref.load(self.a, [w.index(m), k])))
@@ -163,7 +163,7 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 
         def step(trip: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
             ks = [w.add(w.add(first, trip), u * span) for u in range(s.unroll)]
-            b_vectors = [self._f32(w.load(width, self.element, self.b, [column, k], VECTOR_BYTES)) for k in ks]
+            b_vectors = self._load_b([[column, k] for k in ks])
             for k, b_vector in zip(ks, b_vectors):  # A's vectors live one multiply each: registers for many rows
                 for m in range(self.rows):
                     a_vector = self._f32(w.load(width, self.element, self.a, [w.index(m), k], VECTOR_BYTES))
@@ -185,6 +185,14 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
         with w.loop(0, stop, step, [zero] * self.rows) as loop:
             loop.yield_(body(loop.induction, list(loop.carried)))
         return list(loop.results)
+
+    def _load_b(self, positions: list[list[ir.Value]]) -> list[ir.Value]:
+        """B's vectors at `positions`, as f32. The first load names the
+        kernel's path: a K loop of one trip folds away, and with it the
+        loop's name, which the kernel report reads."""
+        loads = [self.w.load(self.vector_width, self.element, self.b, at, VECTOR_BYTES) for at in positions]
+        self.w.tag(loads[0].owner)
+        return [self._f32(value) for value in loads]
 
     def _warp_sum(self, value: ir.Value) -> ir.Value:
         w, offset = self.w, WARP // 2

@@ -329,7 +329,7 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     moved, skipped = between
     epilogue, read_dims, store_dims, captured = described
     found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved, captured)
-    in_place = buffer_root(found.output) == result  # reuse-buffers made it overwrite the temporary
+    in_place = buffer_root(found.output) == buffer_root(result)  # it overwrites the result (reuse-buffers, outputs-in-place)
     owner = defining_op(result)
     users = users_of(result) + (users_of(read) if view is not None else [])
     ours = [o for o in (op, after, view) if o is not None]  # Operation == None raises in the bindings
@@ -452,7 +452,7 @@ class MatmulSite:
         """Ops that go away with the matmul (the temporary too, with an epilogue)."""
         ops = [o for o in (self.fill, self.found.consumer if self.found else None) if o is not None]
         temporary = self.op.operands[2]
-        if self.found is not None and buffer_root(self.output) != temporary:
+        if self.found is not None and buffer_root(self.output) != buffer_root(temporary):
             if self.found.view is not None:
                 ops.append(self.found.view)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]

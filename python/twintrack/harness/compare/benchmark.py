@@ -160,7 +160,7 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
     row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
     row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
     if measured.graph is not None:
-        row["twintrack_graph"] = measured.graph.figures()
+        row["twintrack_graph"] = {**measured.graph.figures(), "graph_replay": measured.graph_replay}
         row["ratio_graph_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack_graph"])
     row["ok"] = all(_within(track, row["tolerance"]) for track in _measured(row))
     return row
