@@ -31,6 +31,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/EquivalenceClasses.h"
@@ -119,14 +120,18 @@ int64_t iterations(linalg::LinalgOp op) {
   return total;
 }
 
-/// Floating-point work per loop iteration (casts, compares and selects are free).
+/// Floating-point work per loop iteration (casts, compares and selects are
+/// free, and so is integer arithmetic: index math, a causal mask's compare
+/// of row and key, which a recomputing consumer does for next to nothing).
 int64_t flopsPerIteration(linalg::LinalgOp op) {
   int64_t count = 0;
   op->getRegion(0).walk([&](Operation *inner) {
     if (isa<arith::ConstantOp, arith::ExtFOp, arith::TruncFOp, arith::CmpFOp, arith::SelectOp,
             arith::BitcastOp, arith::SIToFPOp, arith::FPToSIOp, linalg::YieldOp, linalg::IndexOp>(inner))
       return;
-    if (isa<arith::ArithDialect, math::MathDialect>(inner->getDialect()))
+    bool floating =
+        llvm::any_of(inner->getResultTypes(), [](Type t) { return isa<FloatType>(getElementTypeOrSelf(t)); });
+    if (floating && isa<arith::ArithDialect, math::MathDialect>(inner->getDialect()))
       count += 1;
   });
   return count;

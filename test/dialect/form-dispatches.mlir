@@ -114,6 +114,49 @@ func.func @softmax(%x: tensor<32x128xf32>) -> tensor<32x128xf32> {
 
 // -----
 
+// Rule 2 for a mask of the indices alone (a causal attention's tril): its
+// compares are integer work, which costs nothing, so it is merged into the
+// scores it masks, even though they read each element 64 times and even on
+// a slow target; there the flash kernel reads it as a condition on row and
+// key, and skips the tiles it hides.
+// CHECK-LABEL: func.func @index_mask(
+// CHECK:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise> (%{{.*}} : tensor<64x512x512xf32>)
+// CHECK-NOT:     twintrack.yield
+// CHECK:           tensor.empty() : tensor<512x512xi1>
+// CHECK-NOT:     twintrack.yield
+// CHECK:           tensor.empty() : tensor<64x512x512xf32>
+// COSTLY-LABEL: func.func @index_mask(
+// COSTLY:         twintrack.dispatch "elementwise_{{[0-9]+}}" kind<elementwise> (%{{.*}} : tensor<64x512x512xf32>)
+// COSTLY-NOT:    twintrack.yield
+// COSTLY:          tensor.empty() : tensor<512x512xi1>
+// COSTLY-NOT:    twintrack.yield
+// COSTLY:          tensor.empty() : tensor<64x512x512xf32>
+// EXPLAIN: remark: fused into its consumer linalg.generic: {{.*}} recomputes 0 flops
+#scores = affine_map<(b, q, k) -> (b, q, k)>
+#mask = affine_map<(b, q, k) -> (q, k)>
+#plane = affine_map<(q, k) -> (q, k)>
+func.func @index_mask(%s: tensor<64x512x512xf32>) -> tensor<64x512x512xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %me = tensor.empty() : tensor<512x512xi1>
+  %m = linalg.generic {indexing_maps = [#plane], iterator_types = ["parallel", "parallel"]} outs(%me : tensor<512x512xi1>) {
+  ^bb0(%o: i1):
+    %q = linalg.index 0 : index
+    %k = linalg.index 1 : index
+    %past = arith.cmpi ugt, %k, %q : index
+    linalg.yield %past : i1
+  } -> tensor<512x512xi1>
+  %e = tensor.empty() : tensor<64x512x512xf32>
+  %out = linalg.generic {indexing_maps = [#scores, #mask, #scores], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%s, %m : tensor<64x512x512xf32>, tensor<512x512xi1>) outs(%e : tensor<64x512x512xf32>) {
+  ^bb0(%v: f32, %hidden: i1, %o: f32):
+    %r = arith.select %hidden, %ninf, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x512x512xf32>
+  return %out : tensor<64x512x512xf32>
+}
+
+// -----
+
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #col = affine_map<(d0, d1) -> (d1)>
 

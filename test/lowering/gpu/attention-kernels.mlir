@@ -33,7 +33,7 @@
 // CHECK:             vector.load %[[PS]]
 // CHECK:             vector.load %[[VS]]
 // CHECK:             scf.yield
-// CHECK:           } {twintrack.kernel_path = "flash-attention-simt 64x64x32/4x8"}
+// CHECK:           } {twintrack.kernel_path = "flash-attention-simt 64x64x32/4x8", twintrack.mean_trips = 1.000000e+00 : f64}
 // CHECK:           arith.divf
 // CHECK:           vector.store %{{.*}}, %[[O]]
 // CHECK:         return
@@ -174,7 +174,7 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK-NOT:         arith.select {{.*}} : f16
 // CHECK-NOT:         arith.select {{.*}}, %cst{{.*}}, %{{.*}} : f32
 // CHECK:             gpu.shuffle
-// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
+// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32", twintrack.mean_trips = 5.000000e-01 : f64}
 // CHECK:           scf.for %[[KEY:.*]] = %[[VISIBLE]] to %[[END]] step %c64 iter_args(%{{.*}} = %[[FULL]]#0, {{.*}}) -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, f32, f32)
 // CHECK-NEXT:        nvvm.cp.async.wait.group 0
 // CHECK-NEXT:        gpu.barrier
@@ -201,7 +201,7 @@ func.func @scores_read_elsewhere(%q: memref<4x64x32xf32>, %kt: memref<4x32x64xf3
 // CHECK:             nvgpu.mma.sync(%{{.*}}, %[[ONES]], %{{.*}})
 // CHECK-NOT:         gpu.barrier
 // CHECK:             scf.yield
-// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32"}
+// CHECK:           } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32", twintrack.mean_trips = 1.000000e+00 : f64}
 // CHECK-NEXT:      nvvm.cp.async.wait.group 0
 // CHECK:           vector.store %{{.*}}, %arg3
 func.func @causal_f16(%q: memref<4x128x32xf16>, %kt: memref<4x32x128xf16>, %v: memref<4x128x32xf16>, %out: memref<4x128x32xf32>) {

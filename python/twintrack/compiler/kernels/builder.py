@@ -26,6 +26,7 @@ from mlir.dialects import arith, gpu, scf, vector
 from ..._twintrack_cpp import nvvm_mma_shape
 
 KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
+MEAN_TRIPS_ATTR = "twintrack.mean_trips"  # a loop's trips averaged over the blocks, where its bounds vary by block
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
@@ -264,6 +265,13 @@ class KernelBuilder:
     def tag(self, op) -> None:
         operation = op.operation if hasattr(op, "operation") else op
         operation.attributes[KERNEL_PATH_ATTR] = ir.StringAttr.get(self.path)
+
+    @staticmethod
+    def mean_trips(loop, trips: float) -> None:
+        """Record how many trips a loop with run-time bounds makes on average
+        over the blocks (the kernel report's flops and bytes count them)."""
+        operation = loop.operation if hasattr(loop, "operation") else loop
+        operation.attributes[MEAN_TRIPS_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(trips))
 
 
 def build_cpu_kernel(anchor: ir.Operation, kernel: str, path: str, schedule: str,

@@ -371,6 +371,28 @@ class FlashAttentionWriter(TiledMatmulWriter):
         (those wholly within m0 + reach), at most `end`."""
         return self._whole_tiles_below(self.reach + 1, end)  # row m0 sees keys below m0 + reach + 1
 
+    # The same bounds in Python, per block (m0 = its first query row), for
+    # the mean trips the kernel report counts.
+    def key_end_at(self, m0: int) -> int:
+        cfg, keys = self.cfg, self.attention.keys
+        if self.reach is None or cfg.bm + self.reach >= keys:
+            return keys
+        return self._whole_tiles_below_at(m0, cfg.bm + self.reach + cfg.keys - 1, keys)
+
+    def visible_end_at(self, m0: int) -> int:
+        return self._whole_tiles_below_at(m0, self.reach + 1, self.key_end_at(m0))
+
+    def _whole_tiles_below_at(self, m0: int, offset: int, bound: int) -> int:
+        return min(max(m0 + offset, 0) // self.cfg.keys * self.cfg.keys, bound)
+
+    def mean_key_tiles(self, start, stop) -> float | None:
+        """Key tiles from start(m0) to stop(m0), averaged over the blocks;
+        None without a causal mask (the bounds are the same for every block)."""
+        if self.reach is None:
+            return None
+        firsts = range(0, self.attention.queries, self.cfg.bm)
+        return sum(stop(m0) - start(m0) for m0 in firsts) / len(firsts) / self.cfg.keys
+
     def _whole_tiles_below(self, offset: int, bound: ir.Value) -> ir.Value:
         """The key-tile boundary at or below m0 + `offset` (0 where that is
         negative), at most `bound`."""
@@ -456,7 +478,8 @@ class SimtFlashWriter(FlashAttentionWriter):
         self.copy_tile(self.copy(cfg.bm, cfg.head_dim, self.tiles[0], (self.m0, w.index(0)),
                                  lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c)))
         zero = w.constant(0.0, vector_type(self.to, "f32"))
-        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), self.key_end())
+        results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), self.key_end(),
+                              self.mean_key_tiles(lambda m0: 0, self.key_end_at))
         self._store(results)
 
     def stage_copies(self, k: ir.Value) -> list[TileCopy]:
@@ -607,16 +630,20 @@ class MmaFlashWriter(FlashAttentionWriter):
             accumulators += self._scores(w.index(0))
         if self.own_mask:  # the tiles every row sees in full, then those the mask reaches into
             visible = self.visible_end(end)
-            accumulators = self._key_ring(w.index(0), visible, end, accumulators)
+            accumulators = self._key_ring(w.index(0), visible, end, accumulators,
+                                          self.mean_key_tiles(lambda m0: 0, self.visible_end_at))
             self.masking = True
-            results = self._key_ring(visible, end, end, accumulators)
+            results = self._key_ring(visible, end, end, accumulators,
+                                     self.mean_key_tiles(self.visible_end_at, self.key_end_at))
         else:
-            results = self._key_ring(w.index(0), end, end, accumulators)
+            results = self._key_ring(w.index(0), end, end, accumulators,
+                                     self.mean_key_tiles(lambda m0: 0, self.key_end_at))
         results = results[:self.carried]
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(results)
 
-    def _key_ring(self, start: ir.Value, stop: ir.Value, end: ir.Value, accumulators: list[ir.Value]) -> list[ir.Value]:
+    def _key_ring(self, start: ir.Value, stop: ir.Value, end: ir.Value, accumulators: list[ir.Value],
+                  mean_trips: float | None) -> list[ir.Value]:
         """The loop over the key tiles from `start` to `stop` (of the block's
         keys, which end at `end`), each step waiting for the
         tiles it reads, then issuing the copies `stages` - 1 tiles ahead.
@@ -626,6 +653,8 @@ class MmaFlashWriter(FlashAttentionWriter):
         they read a stale or zeroed buffer; their scores go unused.)"""
         w, cfg, s = self.w, self.cfg, self.stages
         with w.loop(start, stop, cfg.keys, accumulators) as loop:
+            if mean_trips is not None:
+                w.mean_trips(loop.op, mean_trips)
             self.k0 = loop.induction
             nvvm.CpAsyncWaitGroupOp(s - 3 if self.lookahead else s - 2)
             self.barrier()

@@ -285,9 +285,10 @@ class TiledMatmulWriter:
     def barrier(self) -> None:
         self.w.barrier()
 
-    def k_loop(self, step: int, accumulators: Sequence[ir.Value], end: ir.Value | None = None) -> list[ir.Value]:
-        """scf.for over K (or up to `end`, an index known only at run time)
-        in `step`s carrying the accumulators. Each step stages the operand
+    def k_loop(self, step: int, accumulators: Sequence[ir.Value], end: ir.Value | None = None,
+               mean_trips: float | None = None) -> list[ir.Value]:
+        """scf.for over K (or up to `end`, an index known only at run time,
+        making `mean_trips` on average over the blocks) in `step`s carrying the accumulators. Each step stages the operand
         tiles (`stage_copies(k)`) in shared memory and computes on them
         (`compute(accumulators)`). Where the tiles split into whole rounds
         of threads, the next step's tiles are loaded into registers before
@@ -300,6 +301,8 @@ class TiledMatmulWriter:
                 self.copy_tile(copy)
             self.barrier()
         with w.loop(0, end if end is not None else self.ops.k, step, accumulators) as loop:
+            if mean_trips is not None:
+                w.mean_trips(loop.op, mean_trips)
             k = loop.induction
             if prefetch:
                 # The last step reloads its own tiles: harmless, and no branch.

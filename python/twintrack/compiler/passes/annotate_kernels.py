@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ..kernels.builder import MEAN_TRIPS_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
@@ -36,15 +37,17 @@ def _constant(value: ir.Value) -> int | None:
     return None
 
 
-def _trip_count(loop: ir.Operation) -> int:
-    """Constant trip count; a per-thread start (k = thread; k < K; k += T) counts as from 0."""
+def _trip_count(loop: ir.Operation) -> float:
+    """Constant trip count; a per-thread start (k = thread; k < K; k += T)
+    counts as from 0; bounds known only at run time, the mean its generator
+    recorded (a causal attention's key loop), else one trip."""
     lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
     if upper is None or step is None:
-        return 1
+        return ir.FloatAttr(loop.attributes[MEAN_TRIPS_ATTR]).value if MEAN_TRIPS_ATTR in loop.attributes else 1
     return max(0, -(-(upper - (lower or 0)) // step))
 
 
-def _flops_per_thread(op: ir.Operation, multiplier: int = 1) -> int:
+def _flops_per_thread(op: ir.Operation, multiplier: float = 1) -> float:
     total = 0
     for region in op.regions:
         for block in region.blocks:
@@ -160,7 +163,7 @@ class AnnotateKernels(PythonPass):
         view = launch.opview
         launched = math.prod(_constant(v) or 1 for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
                                                          view.blockSizeX, view.blockSizeY, view.blockSizeZ))
-        flops = _flops_per_thread(kernel) * _active_threads(kernel, launched)
+        flops = round(_flops_per_thread(kernel) * _active_threads(kernel, launched))
         moved = sum(shaped_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
         i64 = ir.IntegerType.get_signless(64)
         locations, keys = _source_ops(kernel)
