@@ -81,14 +81,14 @@ class LaunchParameters:
                 "f32": ctypes.c_float, "f64": ctypes.c_double}
 
     def __init__(self, args: list[dict]):
-        self.pointer_slots: list[tuple[str, ctypes.c_void_p, ctypes.c_void_p]] = []
+        self.pointer_slots: list[tuple[str, ctypes.c_void_p]] = []
         self._values = []
         for arg in args:
             if "memref" in arg:
                 view = arg["memref"]
-                allocated, aligned = ctypes.c_void_p(), ctypes.c_void_p()
-                self.pointer_slots.append((view["buffer"], allocated, aligned))
-                self._values += [allocated, aligned, ctypes.c_int64(view["offset"])]
+                pointer = ctypes.c_void_p()  # the allocated and the aligned pointer: one value, read twice
+                self.pointer_slots.append((view["buffer"], pointer))
+                self._values += [pointer, pointer, ctypes.c_int64(view["offset"])]
                 self._values += [ctypes.c_int64(v) for v in view["sizes"] + view["strides"]]
             else:
                 self._values.append(self._SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
@@ -97,16 +97,16 @@ class LaunchParameters:
 
     @property
     def buffers(self) -> set[str]:
-        return {buffer for buffer, _, _ in self.pointer_slots}
+        return {buffer for buffer, _ in self.pointer_slots}
 
     def point(self, addresses: dict[str, int]) -> None:
         """Point the memrefs of the named buffers at these device addresses (others keep theirs)."""
-        for buffer, allocated, aligned in self.pointer_slots:
+        for buffer, pointer in self.pointer_slots:
             if buffer in addresses:
-                allocated.value = aligned.value = addresses[buffer]
+                pointer.value = addresses[buffer]
 
     def addresses(self) -> dict[str, int]:
-        return {buffer: aligned.value for buffer, _, aligned in self.pointer_slots}
+        return {buffer: pointer.value for buffer, pointer in self.pointer_slots}
 
 
 class PreparedLaunch:
@@ -127,8 +127,8 @@ class PreparedLaunch:
 
     def __call__(self, buffers: dict, stream) -> None:
         """Launch on `stream` (a driver.CUstream) with the buffers' current addresses."""
-        for buffer, allocated, aligned in self.parameters.pointer_slots:
-            allocated.value = aligned.value = buffers[buffer].data_ptr()
+        for buffer, pointer in self.parameters.pointer_slots:
+            pointer.value = buffers[buffer].data_ptr()
         result = self._launch(self.function, *self._shape, stream, self.parameters.address, 0)
         if result[0] != 0:
             check(result, f"launching {self.what}")

@@ -155,12 +155,22 @@ class GpuExecutable:
         _view(buffers, step["dst"]).copy_(_view(buffers, step["src"]))
 
     def _launch(self, step, buffers, stream) -> None:
-        prepared = self._launches.get(id(step))
-        if prepared is None:
-            function = self._module(step["module"]).function(step["kernel"])
-            prepared = PreparedLaunch(function, step["grid"], step["block"], step["dynamic_shared_bytes"],
-                                      step["args"], f"kernel {step['module']}")
-            self._launches[id(step)] = prepared
+        prepared = self._launches.get(id(step)) or self._prepare(step)
+        if self._events is None and self._recorded_launches is None and not self.synchronize_each_launch \
+                and not torch.autograd.profiler._is_profiler_enabled:
+            prepared(buffers, stream)  # the common case: nothing else per launch
+            return
+        self._instrumented_launch(step, prepared, buffers, stream)
+
+    def _prepare(self, step) -> PreparedLaunch:
+        function = self._module(step["module"]).function(step["kernel"])
+        prepared = PreparedLaunch(function, step["grid"], step["block"], step["dynamic_shared_bytes"],
+                                  step["args"], f"kernel {step['module']}")
+        self._launches[id(step)] = prepared
+        return prepared
+
+    def _instrumented_launch(self, step, prepared: PreparedLaunch, buffers, stream) -> None:
+        """A launch timed (events), named in a profile, recorded for a graph, or synchronized."""
         if self._events is not None:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self._events.append((start, end))
