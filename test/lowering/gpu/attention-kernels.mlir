@@ -590,3 +590,86 @@ func.func @scores_a_tile_ahead(%q: memref<4x64x32xf16>, %kt: memref<4x32x256xf16
   memref.dealloc %s : memref<4x64x256xf32>
   return
 }
+
+// Grouped KV heads (GQA): 4 query heads share 2 KV heads, so K and V are
+// copied into (batch, kv heads, group, seq, dim), each KV head repeated for
+// its group of 2. The kernel reads K and V at the group's head instead:
+// outer index batch / (2 heads x 2), head (batch / 2) % 2. The copies and
+// their buffers go.
+// CHECK-LABEL: func.func @grouped_heads(
+// CHECK-SAME:    %[[Q:.*]]: memref<4x64x32xf16>, %[[K:.*]]: memref<1x2x64x32xf16>, %[[V:.*]]: memref<1x2x64x32xf16>,
+// CHECK-NOT:     linalg.
+// CHECK-NOT:     memref.alloc
+// CHECK:         gpu.launch
+// CHECK:           %[[KV_OUTER:.*]] = arith.divui %[[BATCH:arg[0-9]+]], %c4 : index
+// CHECK:           %[[GROUP:.*]] = arith.divui %[[BATCH]], %c2 : index
+// CHECK:           %[[KV_HEAD:.*]] = arith.remui %[[GROUP]], %c2 : index
+// CHECK:           memref.subview %[[K]][%[[KV_OUTER]], %[[KV_HEAD]], 0, 0] [1, 1, 64, 32] [1, 1, 1, 1] : memref<1x2x64x32xf16> to memref<64x32xf16, strided<[32, 1], offset: ?>>
+// CHECK:           memref.subview %[[V]][{{.*}}] [1, 1, 64, 32]
+// CHECK:         } {twintrack.kernel_path = "flash-attention-mma.sync 64x64x32 (2 copies read through)"}
+// CHECK-NOT:     linalg.
+// CHECK:         return
+#repeat = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>
+#repeat_t = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4, d3)>
+#whole = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>
+func.func @grouped_heads(%q: memref<4x64x32xf16>, %k: memref<1x2x64x32xf16>, %v: memref<1x2x64x32xf16>, %out: memref<4x64x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %kg = memref.alloc() {alignment = 64 : i64} : memref<1x2x2x32x64xf16>
+  linalg.generic {indexing_maps = [#repeat_t, #whole], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%k : memref<1x2x64x32xf16>) outs(%kg : memref<1x2x2x32x64xf16>) attrs = {twintrack.dispatch = "elementwise_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
+  ^bb0(%in: f16, %o: f16):
+    linalg.yield %in : f16
+  }
+  %vg = memref.alloc() {alignment = 64 : i64} : memref<1x2x2x64x32xf16>
+  linalg.generic {indexing_maps = [#repeat, #whole], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%v : memref<1x2x64x32xf16>) outs(%vg : memref<1x2x2x64x32xf16>) attrs = {twintrack.dispatch = "elementwise_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<elementwise>} {
+  ^bb0(%in: f16, %o: f16):
+    linalg.yield %in : f16
+  }
+  %kt = memref.collapse_shape %kg [[0, 1, 2], [3], [4]] : memref<1x2x2x32x64xf16> into memref<4x32x64xf16>
+  %vv = memref.collapse_shape %vg [[0, 1, 2], [3], [4]] : memref<1x2x2x64x32xf16> into memref<4x64x32xf16>
+  %s = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf32>
+  linalg.fill {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%s : memref<4x64x64xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%q, %kt : memref<4x64x32xf16>, memref<4x32x64xf16>) outs(%s : memref<4x64x64xf32>)
+  %h = memref.alloc() {alignment = 64 : i64} : memref<4x64x64xf16>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : memref<4x64x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "matmul_3", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} {
+  ^bb0(%in: f32, %o: f16):
+    %n = arith.truncf %in : f32 to f16
+    linalg.yield %n : f16
+  }
+  %max = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%ninf : f32) outs(%max : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h : memref<4x64x64xf16>) outs(%max : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%in: f16, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %m = arith.maximumf %w, %o : f32
+    linalg.yield %m : f32
+  }
+  %sum = memref.alloc() {alignment = 64 : i64} : memref<4x64xf32>
+  linalg.fill {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%sum : memref<4x64xf32>)
+  linalg.generic {indexing_maps = [#id, #row, #row], iterator_types = ["parallel", "parallel", "reduction"]} ins(%h, %max : memref<4x64x64xf16>, memref<4x64xf32>) outs(%sum : memref<4x64xf32>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%in: f16, %m: f32, %o: f32):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %a = arith.addf %e, %o : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#id, #row, #row, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%h, %max, %sum : memref<4x64x64xf16>, memref<4x64xf32>, memref<4x64xf32>) outs(%h : memref<4x64x64xf16>) attrs = {twintrack.dispatch = "reduction_rows_4", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%in: f16, %m: f32, %t: f32, %o: f16):
+    %w = arith.extf %in : f16 to f32
+    %d = arith.subf %w, %m : f32
+    %e = math.exp %d : f32
+    %p = arith.divf %e, %t : f32
+    %n = arith.truncf %p : f32 to f16
+    linalg.yield %n : f16
+  }
+  linalg.fill {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%zero : f32) outs(%out : memref<4x64x32xf32>)
+  linalg.batch_matmul {twintrack.dispatch = "matmul_5", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul>} ins(%h, %vv : memref<4x64x64xf16>, memref<4x64x32xf16>) outs(%out : memref<4x64x32xf32>)
+  memref.dealloc %max : memref<4x64xf32>
+  memref.dealloc %sum : memref<4x64xf32>
+  memref.dealloc %h : memref<4x64x64xf16>
+  memref.dealloc %s : memref<4x64x64xf32>
+  memref.dealloc %kg : memref<1x2x2x32x64xf16>
+  memref.dealloc %vg : memref<1x2x2x64x32xf16>
+  return
+}

@@ -76,16 +76,20 @@ _COMBINE: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
 class OperandSlice:
     """Where a block finds its batch entry's tile of Q, K or V in the kernel
     argument (shape `sizes`): each dim of the argument is the batch index,
-    its outer part (batch / heads) or its head (batch % heads), or one of
-    the tile's two dims ("tile"), in the argument's order, so Q, K and V may
-    be read where a projection wrote them, heads interleaved, instead of
-    from a permuted copy. The tile is a rank-2 subview whose first dim has
-    stride `row_stride` in the argument and whose second is contiguous."""
+    its outer part (batch / (heads·group)) or its head ((batch / group) %
+    heads), or one of the tile's two dims ("tile"), in the argument's order,
+    so Q, K and V may be read where a projection wrote them, heads
+    interleaved, instead of from a permuted copy. With grouped KV heads
+    (`group` query heads share one), K and V are read at their group's head
+    instead of from a copy repeating each. The tile is a rank-2 subview
+    whose first dim has stride `row_stride` in the argument and whose second
+    is contiguous."""
     sizes: tuple[int, ...]
     dims: tuple[str, ...]   # each "batch", "outer", "head" or "tile"
     row_stride: int
     element: str
     heads: int = 1
+    group: int = 1
 
     def tile_type(self) -> ir.MemRefType:
         """memref<rows x cols x element, strided<[row_stride, 1], offset: ?>>."""
@@ -419,8 +423,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
 
     def _tile_view(self, argument: ir.Value, s: OperandSlice) -> ir.Value:
         w, batch = self.w, self.batch
-        where = {"batch": lambda: batch, "outer": lambda: w.div(batch, s.heads), "head": lambda: w.rem(batch, s.heads),
-                 "tile": lambda: None}
+        where = {"batch": lambda: batch, "outer": lambda: w.div(batch, s.heads * s.group),
+                 "head": lambda: w.rem(w.div(batch, s.group), s.heads), "tile": lambda: None}
         offsets = [where[d]() for d in s.dims]
         dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
         sizes = [size if d == "tile" else 1 for d, size in zip(s.dims, s.sizes)]

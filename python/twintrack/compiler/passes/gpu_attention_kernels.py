@@ -19,10 +19,12 @@ between the two matmuls; anything else stays as it was, three kernels.
 
 Q, K and V are often permuted copies: a projection writes (batch, seq,
 heads·dim), and a transpose (Q's also scaled) copies each into (batch,
-heads, seq, dim) for the matmuls. Where such a copy's buffer is read by the
-attention alone, the kernel reads the copy's source instead (each block
-its head's tile, `OperandSlice`; Q's scale applied as it is staged), and
-the copy goes: one kernel and one round trip through memory less each.
+heads, seq, dim) for the matmuls. With grouped KV heads the copies of K and
+V also repeat each KV head for its group of query heads (batch, kv heads,
+group, seq, dim). Where such a copy's buffer is read by the attention
+alone, the kernel reads the copy's source instead (each block its head's
+tile, `OperandSlice`; Q's scale applied as it is staged), and the copy
+goes: one kernel and one round trip through memory less each.
 
 The kernel is built in place, as a gpu.launch before the P·V matmul
 (`build_flash_attention`), reading the chain's values directly, the
@@ -167,10 +169,11 @@ def _plain_read(value: ir.Value) -> _Read:
     return _Read(value, _slice(memref_type, ("batch", "tile", "tile")))
 
 
-def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1) -> OperandSlice:
+def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1, group: int = 1) -> OperandSlice:
     strides, _ = memref_type.get_strides_and_offset()
     tiles = [d for d, name in enumerate(dims) if name == "tile"]
-    return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads)
+    return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads,
+                        group)
 
 
 def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation, allow_scale: bool) -> _Read | None:
@@ -195,16 +198,18 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     if permuted is None:
         return None
     source, source_dims, scale = permuted
-    rank = len(source_dims)
-    names = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
+    copy_shape = ir.MemRefType(copy.type).shape
+    names = {3: ("batch", "tile", "tile"), 4: ("outer", "head", "tile", "tile"),
+             5: ("outer", "head", "group", "tile", "tile")}[len(copy_shape)]
     dims = tuple(names[d] for d in source_dims)
-    tiles = [d for d in range(rank) if dims[d] == "tile"]
+    tiles = [d for d in range(len(dims)) if dims[d] == "tile"]
     source_type = ir.MemRefType(source.type)
     if not _tile_contiguous(source_type, tiles[1]) or not _untouched_between(producer, kernel_at, source):
         return None
-    heads = ir.MemRefType(copy.type).shape[1] if rank == 4 else 1
+    heads = copy_shape[1] if len(copy_shape) >= 4 else 1
+    group = copy_shape[2] if len(copy_shape) == 5 else 1
     swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
-    return _Read(source, _slice(source_type, dims, heads), producer, copy, swapped, scale)
+    return _Read(source, _slice(source_type, dims, heads, group), producer, copy, swapped, scale)
 
 
 def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
@@ -216,8 +221,9 @@ def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[
 
 
 def _collapsed_from(value: ir.Value) -> ir.Value | None:
-    """The row-major allocation (batch, r, c) or (outer, heads, r, c) whose
-    leading dims `value` (batch, r, c) collapses, else None."""
+    """The row-major allocation (batch, r, c), (outer, heads, r, c) or
+    (outer, kv heads, group, r, c) whose leading dims `value` (batch, r, c)
+    collapses, else None."""
     root = value
     while (owner := defining_op(root)) is not None and owner.name == "memref.collapse_shape":
         root = owner.operands[0]
@@ -225,12 +231,14 @@ def _collapsed_from(value: ir.Value) -> ir.Value | None:
     if owner is None or owner.name != "memref.alloc" or not _row_major(ir.MemRefType(root.type)):
         return None
     shape, collapsed = ir.MemRefType(root.type).shape, ir.MemRefType(value.type).shape
-    return root if len(shape) in (3, 4) and shape[-2:] == collapsed[-2:] else None
+    return root if len(shape) in (3, 4, 5) and shape[-2:] == collapsed[-2:] else None
 
 
 def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
     """(source, the copy's dim each source dim is, scale or None) of a copy
-    writing `copy` whole as a permutation of its one input; else None."""
+    writing `copy` whole as a permutation of its one input (or, for a 5-D
+    copy, a permutation repeating the source along dim 2, the KV head's
+    group); else None."""
     rank = len(ir.MemRefType(copy.type).shape)
     if op.name == "linalg.transpose" and op.operands[1] == copy:
         permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
@@ -239,7 +247,8 @@ def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
         return None
     maps = indexing_maps(op)
     source_dims = map_dims(maps[0])
-    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None or sorted(source_dims) != list(range(rank)):
+    read = [d for d in range(rank) if rank < 5 or d != 2]  # a 5-D copy repeats its source along the group
+    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None or sorted(source_dims) != read:
         return None
     body = describe_body(op)
     if body is None:
