@@ -489,6 +489,42 @@ func.func @horizontal(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memr
   return
 }
 
+// Negative: the second matmul's epilogue reads the first one's result (a
+// SwiGLU's silu(gate) * up on the up projection). In one kernel its blocks
+// would run beside the first's, in no order, and read results not yet
+// stored: each matmul keeps its own kernel, the first's before the second's.
+// CHECK-LABEL: func.func @horizontal_gated(
+// CHECK-SAME:    %[[X:.*]]: memref<256x64xf32>, %[[WG:.*]]: memref<64x512xf32>, %[[WU:.*]]: memref<64x512xf32>, %[[Y:.*]]: memref<256x512xf32>)
+// CHECK:         %[[GATE:.*]] = memref.alloc() : memref<256x512xf32>
+// CHECK:         gpu.launch
+// CHECK:           vector.load %[[WG]]
+// CHECK:           vector.store %{{.*}}, %[[GATE]]
+// CHECK:         gpu.launch
+// CHECK:           vector.load %[[WU]]
+// CHECK:           memref.load %[[GATE]]
+// CHECK:           vector.store %{{.*}}, %[[Y]]
+// CHECK-NOT:     linalg.
+// CHECK:         return
+func.func @horizontal_gated(%x: memref<256x64xf32>, %wg: memref<64x512xf32>, %wu: memref<64x512xf32>,
+                            %y: memref<256x512xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %gate = memref.alloc() : memref<256x512xf32>
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%gate : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wg : memref<256x64xf32>, memref<64x512xf32>) outs(%gate : memref<256x512xf32>)
+  %up = memref.alloc() : memref<256x512xf32>
+  linalg.fill {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%zero : f32) outs(%up : memref<256x512xf32>)
+  linalg.matmul {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} ins(%x, %wu : memref<256x64xf32>, memref<64x512xf32>) outs(%up : memref<256x512xf32>)
+  linalg.generic {indexing_maps = [#hz_id, #hz_id, #hz_id], iterator_types = ["parallel", "parallel"]}
+      ins(%gate, %up : memref<256x512xf32>, memref<256x512xf32>) outs(%y : memref<256x512xf32>) attrs = {twintrack.dispatch = "matmul_horizontal_0", twintrack.dispatch_kind = #twintrack.dispatch_kind<matmul_horizontal>} {
+  ^bb0(%g: f32, %u: f32, %o: f32):
+    %r = arith.mulf %g, %u : f32
+    linalg.yield %r : f32
+  }
+  memref.dealloc %gate : memref<256x512xf32>
+  memref.dealloc %up : memref<256x512xf32>
+  return
+}
+
 // Negative: an op of another dispatch between the two matmuls (it reads the
 // first one's result) would run before that result exists if the kernel
 // took the second's place: each matmul keeps its own kernel.

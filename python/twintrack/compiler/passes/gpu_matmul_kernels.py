@@ -543,7 +543,8 @@ def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOp
         return False
     writer_class, tile, stem, _ = chosen
     writers = [writer_class(o, tile, site.fill is None, site.epilogue) for o, site in zip(operands, sites)]
-    if any(w.workgroup_types() != writers[0].workgroup_types() for w in writers) or not _only_absorbed_between(sites):
+    if any(w.workgroup_types() != writers[0].workgroup_types() for w in writers) or not _only_absorbed_between(sites) \
+            or _reads_another_result(sites):
         return False
     for writer in writers:
         writer.path += f" horizontal x{len(writers)}"
@@ -553,6 +554,19 @@ def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOp
     for site in sites:
         erase_site(site)
     return True
+
+
+def _reads_another_result(sites: list[MatmulSite]) -> bool:
+    """Does one matmul's epilogue read what another of the group writes (a
+    SwiGLU's silu(gate) * up, on the up matmul)? One kernel would run the
+    reading blocks beside the writing ones, in no order."""
+    for site in sites:
+        operands = site.kernel_operands()
+        read = {buffer_root(v) for v in (*operands.epilogue, *operands.captured)}
+        if any(buffer_root(other.output) in read or buffer_root(other.op.operands[2]) in read
+               for other in sites if other is not site):
+            return True
+    return False
 
 
 def _only_absorbed_between(sites: list[MatmulSite]) -> bool:
