@@ -110,7 +110,7 @@ func.func @narrowed(%a: memref<128x64xf16>, %b: memref<64x128xf16>, %out: memref
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch
 // CHECK:           vector.fma
-// CHECK:           vector.load %[[BIAS]][%{{.*}}] {alignment = 16 : i64} : memref<512xf32>, vector<4xf32>
+// CHECK:           memref.load %[[BIAS]][%{{.*}}] : memref<512xf32>
 // CHECK:           arith.addf %{{.*}}, %{{.*}} : f32
 // CHECK:           arith.maximumf %{{.*}}, %{{.*}} : f32
 // CHECK:           vector.from_elements
@@ -172,8 +172,8 @@ func.func @output_allocated_between(%a: memref<256x64xf32>, %b: memref<64x512xf3
 // CHECK:         gpu.launch
 // CHECK:           %[[ROW:.*]] = arith.remui %{{.*}}, %c128
 // CHECK:           %[[BATCH:.*]] = arith.divui %{{.*}}, %c128
-// CHECK:           vector.load %[[RES]][%[[BATCH]], %[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<2x128x512xf32>, vector<4xf32>
-// CHECK:           vector.load %[[BIAS]][%{{.*}}] {alignment = 16 : i64} : memref<512xf32>, vector<4xf32>
+// CHECK:           memref.load %[[RES]][%[[BATCH]], %[[ROW]], %{{.*}}] : memref<2x128x512xf32>
+// CHECK:           memref.load %[[BIAS]][%{{.*}}] : memref<512xf32>
 // CHECK:           vector.store %{{.*}}, %[[Y]][%[[BATCH]], %[[ROW]], %{{.*}}] {{.*}} : memref<2x128x512xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     memref.expand_shape
@@ -377,7 +377,7 @@ func.func @causal_mask(%q: memref<16x128x64xf32>, %k: memref<16x64x128xf32>, %ou
 // CHECK:           %[[B:.*]] = arith.divui %{{.*}}, %c128
 // CHECK:           %[[D:.*]] = arith.remui %{{.*}}, %c64
 // CHECK:           %[[H:.*]] = arith.divui %{{.*}}, %c64
-// CHECK:           vector.load %{{.*}}[%[[H]], %[[D]]] {alignment = 16 : i64} : memref<8x64xf32>, vector<4xf32>
+// CHECK:           memref.load %{{.*}}[%[[H]], %[[D]]] : memref<8x64xf32>
 // CHECK:           vector.store %{{.*}}, %[[Q]][%[[B]], %[[H]], %[[S]], %[[D]]] {{.*}} : memref<2x8x128x64xf32>, vector<4xf32>
 // CHECK-NOT:     linalg.
 // CHECK:         return
@@ -459,7 +459,7 @@ func.func @heads_split_transpose(%a: memref<256x64xf32>, %b: memref<64x512xf32>,
 // CHECK:           %[[FIRST:.*]] = arith.cmpi ult, %[[BLOCK]], %c128 : index
 // CHECK:           scf.if %[[FIRST]] {
 // CHECK:             vector.load %[[WQ]]
-// CHECK:             vector.load %[[BQ]]
+// CHECK:             memref.load %[[BQ]]
 // CHECK:             vector.store %{{.*}}, %[[Q]]
 // CHECK:           } else {
 // CHECK:             arith.subi %[[BLOCK]], %c128 : index
@@ -501,7 +501,7 @@ func.func @horizontal(%x: memref<256x64xf32>, %wq: memref<64x512xf32>, %wk: memr
 // CHECK:           vector.store %{{.*}}, %[[GATE]]
 // CHECK:         gpu.launch
 // CHECK:           vector.load %[[WU]]
-// CHECK:           vector.load %[[GATE]]
+// CHECK:           memref.load %[[GATE]]
 // CHECK:           vector.store %{{.*}}, %[[Y]]
 // CHECK-NOT:     linalg.
 // CHECK:         return

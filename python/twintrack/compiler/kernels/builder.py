@@ -56,20 +56,6 @@ def workgroup_memref(shape: Sequence[int], element: str | ir.Type) -> ir.MemRefT
                              loc=ir.Location.unknown())
 
 
-def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool:
-    """Can `width`-element vectors run along dim `inner` (unit stride), each
-    aligned to a whole vector: a static layout whose offset and other strides
-    are multiples of `width`? Not along a 0-d memref's: it has no dim."""
-    strides, offset = memref_type.get_strides_and_offset()
-    if not strides:
-        return False
-    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    inner %= len(strides)
-    if offset == dynamic or dynamic in strides or strides[inner] != 1:
-        return False
-    return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
-
-
 def mma_shape(m: int, n: int, k: int) -> ir.Attribute:
     """#nvvm.shape<m, n, k>, through twintrack's C API (the bindings have no builder for it)."""
     return nvvm_mma_shape(m, n, k)

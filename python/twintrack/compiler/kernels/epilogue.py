@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import llvm, memref
 
-from .builder import KernelBuilder, vectors_fit
+from .builder import KernelBuilder
 
 # A value an epilogue op reads: ("arg", k) the generic's k-th input (the
 # accumulator or a loaded tensor element), ("op", i) the i-th op's result,
@@ -104,45 +104,16 @@ class EpilogueWriter:
                  captured: list[ir.Value] = ()):
         self.epilogue, self.w, self.tensors, self.captured = epilogue, writer, tensors, list(captured)
 
-    def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value],
-              loaded: dict[int, ir.Value] | None = None) -> ir.Value:
-        """The epilogue's value for the element at `loop_indices` (batch?,
-        row, col); `loaded`: tensor inputs already read for it, by position."""
+    def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value]) -> ir.Value:
+        """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
         values: dict[Ref, ir.Value] = {("index", d): index for d, index in enumerate(loop_indices)}
         values.update({("captured", i): buffer for i, buffer in enumerate(self.captured)})
         for k, inp in enumerate(self.epilogue.inputs):
             if inp.memref_type is None:
                 values[("arg", k)] = accumulator
-            elif loaded and k in loaded:
-                values[("arg", k)] = loaded[k]
             else:
                 values[("arg", k)] = memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
         return clone_body(self.w, self.epilogue.ops, self.epilogue.result, values)
-
-    def apply_lanes(self, accumulators: list[ir.Value], lanes: list[list[ir.Value]],
-                    inner: int | None) -> list[ir.Value]:
-        """The epilogue of consecutive results, lane i at loop indices
-        `lanes[i]`. Where the lanes move only loop dim `inner` (by one each,
-        from a multiple of their count), a tensor input read along `inner`
-        at its contiguous last dim is one vector load, and one that does not
-        read `inner` (a per-row value) one load for all."""
-        loaded: dict[int, list[ir.Value]] = {}
-        width, first = len(lanes), lanes[0]
-        for k, inp in self.epilogue.tensor_inputs() if inner is not None and width > 1 else ():
-            tensor_type = ir.MemRefType(self.tensors[k].type)
-            at = [first[d] for d in inp.dims]
-            if inp.dims and inp.dims[-1] == inner and vectors_fit(tensor_type, width):
-                element = tensor_type.element_type
-                vector = self.w.load(width, element, self.tensors[k], at, width * _bytes(element))
-                loaded[k] = [self.w.lane(vector, lane) for lane in range(width)]
-            elif inner not in inp.dims:
-                loaded[k] = [memref.load(self.tensors[k], at)] * width
-        return [self.apply(accumulator, indices, {k: values[lane] for k, values in loaded.items()})
-                for lane, (accumulator, indices) in enumerate(zip(accumulators, lanes))]
-
-
-def _bytes(element: ir.Type) -> int:
-    return max(1, element.width // 8)
 
 
 def clone_body(w: KernelBuilder, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, ir.Value]) -> ir.Value:

@@ -223,19 +223,10 @@ class TiledMatmulWriter:
         out = self.ops.out_element
         if self.epilogue is None:
             return self.from_f32(accumulators, width, out)
-        lanes = [self._lane_indices(first, row, col, lane, width) for lane in range(width)]
-        results = self.epilogue.apply_lanes([self.w.lane(accumulators, lane) for lane in range(width)], lanes,
-                                            self._moving_dim(len(first), width))
+        results = [self.epilogue.apply(self.w.lane(accumulators, lane),
+                                       self._lane_indices(first, row, col, lane, width))
+                   for lane in range(width)]
         return vector.from_elements(vector_type(width, out), results)
-
-    def _moving_dim(self, rank: int, width: int) -> int | None:
-        """The one loop dim that `width` consecutive columns move along (by
-        one each, from a multiple of `width`), or None where they cross a
-        split of the output view."""
-        view = self.ops.view
-        if view is None:
-            return rank - 1
-        return view.loop_dims[-1] if view.splits[-1] and view.splits[-1][-1] % width == 0 else None
 
     def _lane_indices(self, first: list[ir.Value], row: ir.Value, col: ir.Value, lane: int,
                       width: int) -> list[ir.Value]:

@@ -18,7 +18,7 @@ from mlir import ir
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.cpu_row import VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule, cpu_row_refusal
 from .cpu_matmul_kernels import CpuKernelPass
-from ..kernels.builder import vectors_fit
+from .ir_helpers import vectors_fit
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .row_sites import RowSiteReader, replace_group, row_groups
 

@@ -55,7 +55,6 @@ from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
 from .row_sites import row_groups
-from ..kernels.builder import vectors_fit
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
@@ -63,6 +62,7 @@ from .ir_helpers import (
     defining_op,
     nested_ops,
     users_of,
+    vectors_fit,
 )
 from .kernel_fallback import kernel_site
 

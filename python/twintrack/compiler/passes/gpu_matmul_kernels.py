@@ -48,7 +48,6 @@ from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .kernel_fallback import kernel_site, record_refusal
 from .matmul_sites import b_is_transposed, zero_fill_before
-from ..kernels.builder import vectors_fit
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
@@ -57,6 +56,7 @@ from .ir_helpers import (
     dispatch_label,
     nested_ops,
     users_of,
+    vectors_fit,
 )
 
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take

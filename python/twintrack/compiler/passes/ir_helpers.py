@@ -9,7 +9,6 @@ from collections.abc import Callable
 from mlir import ir
 
 
-
 class PythonPass:
     """Base of the Python passes: a subclass sets `name` (its kebab-case name
     in recipes) and defines `_run(self, module, pass_)`."""
@@ -38,6 +37,20 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
 
 VIEW_OPS = ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
             "memref.reinterpret_cast")
+
+
+def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool:
+    """Can `width`-element vectors run along dim `inner` (unit stride), each
+    aligned to a whole vector: a static layout whose offset and other strides
+    are multiples of `width`? Not along a 0-d memref's: it has no dim."""
+    strides, offset = memref_type.get_strides_and_offset()
+    if not strides:
+        return False
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    inner %= len(strides)
+    if offset == dynamic or dynamic in strides or strides[inner] != 1:
+        return False
+    return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
 
 
 def buffer_root(value: ir.Value) -> ir.Value:

@@ -25,8 +25,7 @@ from ..kernels.epilogue import BodyOp, Ref
 from ..kernels.row_kernel import RowProgram, RowStep, StepInput
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_distribute import COMBINERS
-from ..kernels.builder import vectors_fit
-from .ir_helpers import buffer_root, defining_op, dispatch_label
+from .ir_helpers import buffer_root, defining_op, dispatch_label, vectors_fit
 
 # integer combiner -> gpu.all_reduce kind (a masked softmax's "any row element unmasked" is an i1 or)
 INTEGER_COMBINERS = {"arith.ori": "or", "arith.andi": "and", "arith.addi": "add",
