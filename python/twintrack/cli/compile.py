@@ -395,12 +395,15 @@ def print_fallbacks(fallbacks: list[dict], outdir: Path) -> None:
 
 
 def print_kernel_report(kernels: list[dict]) -> None:
-    print(f"{'kernel':<24}{'path':<16}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>8}"
+    paths = [k.get("path", "generic").split()[0] for k in kernels]
+    name_width = max([22] + [len(k["name"]) for k in kernels]) + 2  # a long name never runs into its path
+    path_width = max([14] + [len(p) for p in paths]) + 2
+    print(f"{'kernel':<{name_width}}{'path':<{path_width}}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>8}"
           f"{'bytes':>11}{'flops':>13}  source")
-    for k in kernels:
+    for k, path in zip(kernels, paths):
         source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
         grid = "x".join(str(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
-        print(f"{k['name']:<24}{k.get('path', 'generic').split()[0]:<16}{grid:>12}{k['block'][0]:>6}"
+        print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
               f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{k['bytes']:>11}{k['flops']:>13}  {source}")
 
 
