@@ -23,8 +23,10 @@ in-process caches then serve later models with the same kernels), and each
 compile time is recorded.
 
 Writes OUT/<date>-<device>.json and .md (per model: each latency, the
-ratios twintrack/Inductor per mode and twintrack/eager, then their geomean)
-and prints the markdown. Exit 1 if any track's numerics fail.
+ratios twintrack/Inductor per mode and twintrack/eager, then their geomean;
+on the GPU, each track's share of the device's measured copy bandwidth on
+the model's compulsory bytes, and how twintrack's CUDA-graph replay takes
+its tensors) and prints the markdown. Exit 1 if any track's numerics fail.
 
 Each latency is the median of at least --repeat runs and 0.5 s of runs, after
 warm-up runs, with its spread (p10 to p90) and torch's thread count; one

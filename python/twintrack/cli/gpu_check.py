@@ -23,7 +23,8 @@ GPU but no MLIR: put python/ on PYTHONPATH there.
 
 EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
-with NaN first), the median time of twintrack (plain, and replayed as one
+with NaN first), the same for its CUDA-graph replay on other inputs and on
+new parameter tensors, the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
 runs after warm-up), each kernel's median device time (CUPTI through
 torch.profiler, L2 flushed), and the peak device memory each needs beyond its
