@@ -56,6 +56,7 @@ class GraphReplay:
         first_input = next((i for i, a in enumerate(arguments) if a["kind"] == "input"), len(arguments))
         self.kinds = ["static" if a["kind"] == "input" and i - first_input in executable.static_inputs else a["kind"]
                       for i, a in enumerate(arguments)]
+        self.outputs = [(name, spec) for name, spec in zip(self.names, arguments) if spec["kind"] == "output"]
         self.patching = patching
         self.copied = copied_buffers(executable.plan) if patching else set(self.names)
         self._capture(tensors)
@@ -68,7 +69,7 @@ class GraphReplay:
 
     def __call__(self, tensors) -> list[torch.Tensor]:
         outputs = [self.bound[name] if name in self.copied else self.executable.empty_output(spec)
-                   for name, spec in self._output_specs()]
+                   for name, spec in self.outputs]
         for name, kind, tensor in zip(self.names, self.kinds, tensors):
             if name in self.copied and kind == "input":
                 self.bound[name].copy_(tensor)
@@ -77,11 +78,7 @@ class GraphReplay:
             node.patch(self.exec, addresses)
         self.graph.replay()
         return [output.clone() if name in self.copied else output
-                for (name, _), output in zip(self._output_specs(), outputs)]
-
-    def _output_specs(self):
-        return [(name, spec) for name, spec in zip(self.names, self.executable.plan["arguments"])
-                if spec["kind"] == "output"]
+                for (name, _), output in zip(self.outputs, outputs)]
 
     def _capture(self, tensors) -> None:
         executable = self.executable

@@ -192,6 +192,18 @@ class KernelBuilder:
               alignment: int | None = None) -> None:
         vector.StoreOp(value, buffer, list(indices), alignment=alignment)
 
+    def xor_reduce(self, value: ir.Value, combine: Callable[[ir.Value, ir.Value], ir.Value], lanes: int,
+                   width: int = 32) -> ir.Value:
+        """`combine` over `lanes` neighbouring lanes (a power of two), by xor
+        shuffles among groups of `width` lanes: every lane gets the result."""
+        offset = 1
+        while offset < lanes:
+            shuffled = gpu.ShuffleOp(value, self.constant(offset, "i32"), self.constant(width, "i32"),
+                                     gpu.ShuffleMode.XOR).results[0]
+            value = combine(value, shuffled)
+            offset *= 2
+        return value
+
     # ------------------------------------------------------------ control flow
     @contextlib.contextmanager
     def only_if(self, condition: ir.Value | None) -> Iterator[None]:

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
+from mlir.dialects import arith, llvm, memref, nvgpu, nvvm, vector
 from mlir.dialects import math as mlir_math
 
 from ..target import gpu_target
@@ -323,13 +323,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def lane_reduce(self, value: ir.Value, op: str, lanes: int) -> ir.Value:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
         shuffles; among the block's threads only, when it is less than a warp)."""
-        w, offset, combine = self.w, 1, _COMBINE[op]
-        width = w.constant(min(WARP, self.threads), "i32")
-        while offset < lanes:
-            shuffled = gpu.ShuffleOp(value, w.constant(offset, "i32"), width, gpu.ShuffleMode.XOR).results[0]
-            value = combine(value, shuffled)
-            offset *= 2
-        return value
+        return self.w.xor_reduce(value, _COMBINE[op], lanes, min(WARP, self.threads))
 
     def softmax_update(self, scores: list[ir.Value], m_old: ir.Value, l_old: ir.Value | None,
                        lanes: int) -> tuple[ir.Value, ir.Value, ir.Value | None, list[ir.Value]]:

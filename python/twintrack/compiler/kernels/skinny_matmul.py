@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref, vector
+from mlir.dialects import arith, memref, vector
 
 from ..target import GpuTarget
 from .builder import vector_of, workgroup_memref
@@ -171,7 +171,8 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
             return sums
 
         sums = self._k_loop(self.slice_k, span * s.unroll, step)
-        totals = [self._warp_sum(vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, v).result)
+        totals = [self.w.xor_reduce(vector.ReductionOp(ir.F32Type.get(), vector.CombiningKind.ADD, v).result,
+                                     arith.addf, WARP)
                   for v in sums]
         with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.lane, w.index(0))):
             for m, total in enumerate(totals):
@@ -193,15 +194,6 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
         loads = [self.w.load(self.vector_width, self.element, self.b, at, VECTOR_BYTES) for at in positions]
         self.w.tag(loads[0].owner)
         return [self._f32(value) for value in loads]
-
-    def _warp_sum(self, value: ir.Value) -> ir.Value:
-        w, offset = self.w, WARP // 2
-        while offset:
-            shuffled = gpu.ShuffleOp(value, w.constant(offset, "i32"), w.constant(WARP, "i32"),
-                                     gpu.ShuffleMode.XOR).results[0]
-            value = arith.addf(value, shuffled)
-            offset //= 2
-        return value
 
     def _finish(self, total: ir.Value, m: int, column: ir.Value) -> None:
         """Row m's sum at `column`: C finished where there is one slice, else the slice's partial."""
