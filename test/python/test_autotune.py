@@ -81,7 +81,7 @@ def _wgmma_tiles(m, n, k):
     table = load_tile_tables()
     _, tile, _, _ = choose_kernel(operands, table, "sm_90a")
     _, _, tiles = next(_generators(operands, table, "sm_90a"))
-    return tile, [t for t, _ in _fitting(operands, tiles)]
+    return tile, [t for t, _ in _fitting(operands, tiles, table.max_padding)]
 
 
 @pytest.mark.parametrize("shape, chosen", [
@@ -91,6 +91,7 @@ def _wgmma_tiles(m, n, k):
     ((2048, 768, 1024), "64x128x64/1 warpgroups/4 stages"),   # 192 blocks: 2 per SM, 2 x 8 x 24 KiB do not fit
     ((2048, 1024, 1024), "128x128x64/2 warpgroups/6 stages"),
     ((4096, 4096, 4096), "128x256x64/2 warpgroups/4 stages"),  # 192 KiB: no room for a 5th
+    ((197, 768, 768), "64x64x64/1 warpgroups/8 stages"),      # ragged rows: the most blocks (48), 12 K steps
 ])
 def test_wgmma_ring_depth_follows_k_and_shared_memory(shape, chosen):
     tile, candidates = _wgmma_tiles(*shape)

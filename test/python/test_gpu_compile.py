@@ -77,6 +77,26 @@ def test_matmuls_take_the_fast_path(run_tool, tmp_path, dtype, arch, path):
     assert all(p.startswith(path) or p == "generic" for p in paths)
 
 
+@pytest.mark.parametrize("dtype, arch, path", [
+    ("float32", "sm_90a", "simt-matmul"), ("float16", "sm_90a", "wgmma-matmul"),
+    ("float16", "sm_90", "mma.sync-matmul")])
+def test_ragged_linears_take_the_fast_path(run_tool, tmp_path, dtype, arch, path):
+    """ViT-like 197 rows and a classifier's 1000 columns: no tile divides
+    them, and the kernels take them with ragged edges. The kernel report
+    counts the matmul's own flops, not the padded tiles'."""
+    rows, sizes = 197, [(256, 512), (512, 512), (512, 1000)]  # (K, N) of each linear
+    model = f"zoo:mlp?batch={rows}&features=256&hidden=512&out=1000"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", dtype, "--arch", arch, "--strict-kernels",
+                      "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
+    matmuls = [k for k in kernels if k["path"].startswith(path)]
+    assert len(matmuls) == 3, [k["path"] for k in kernels]
+    for kernel, (k, n) in zip(matmuls, sizes):
+        useful = 2 * rows * k * n
+        assert useful <= kernel["flops"] <= useful * 1.01, (kernel["name"], kernel["flops"], useful)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("rows", [1, 8])
 def test_decode_linears_take_the_skinny_kernel(run_tool, tmp_path, dtype, rows):

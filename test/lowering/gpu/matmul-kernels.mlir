@@ -574,3 +574,35 @@ func.func @view_between_fill_and_matmul(%a: memref<256x64xf32>, %b: memref<64x51
   return
 }
 
+
+// ViT's key projection at 197 tokens, permuted to (B, H, D, S): no tile
+// divides its 394 rows (ragged: rows past 393 read as zeros, not stored),
+// and the output's rows of 197 are no whole 16-byte vectors: each result is
+// stored alone, where the store guard lets it through.
+// CHECK-LABEL: func.func @heads_split_unaligned(
+// CHECK-SAME:    %[[X:.*]]: memref<394x64xf32>, %{{.*}}: memref<64x512xf32>, %[[K:.*]]: memref<2x8x64x197xf32>)
+// CHECK:         gpu.launch
+// CHECK:           %[[ROW:.*]] = arith.minui %{{.*}}, %c393 : index
+// CHECK:           %[[LOADED:.*]] = vector.load %[[X]][%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<394x64xf32>, vector<4xf32>
+// CHECK:           arith.select %{{.*}}, %[[LOADED]], %{{.*}} : vector<4xf32>
+// CHECK:           } {twintrack.kernel_path = "simt-matmul
+// CHECK:           %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %c394 : index
+// CHECK-NEXT:      scf.if %[[IN]] {
+// CHECK:             memref.store %{{.*}}, %[[K]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<2x8x64x197xf32>
+// CHECK-NOT:       vector.store %{{.*}} : memref<2x8x64x197xf32>
+// CHECK-NOT:     linalg.
+// CHECK:         return
+func.func @heads_split_unaligned(%a: memref<394x64xf32>, %b: memref<64x512xf32>, %k: memref<2x8x64x197xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %acc = memref.alloc() : memref<394x512xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<394x512xf32>)
+  linalg.matmul ins(%a, %b : memref<394x64xf32>, memref<64x512xf32>) outs(%acc : memref<394x512xf32>)
+  %view = memref.expand_shape %acc [[0, 1], [2, 3]] output_shape [2, 197, 8, 64] : memref<394x512xf32> into memref<2x197x8x64xf32>
+  linalg.generic {indexing_maps = [#key_read, #heads_id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%view : memref<2x197x8x64xf32>) outs(%k : memref<2x8x64x197xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  }
+  memref.dealloc %acc : memref<394x512xf32>
+  return
+}

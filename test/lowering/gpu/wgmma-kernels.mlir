@@ -264,3 +264,48 @@ func.func @tf32_linear(%x: memref<256x64xf32>, %w: memref<256x64xf32>, %y: memre
       ins(%x, %w : memref<256x64xf32>, memref<256x64xf32>) outs(%y : memref<256x256xf32>)
   return
 }
+
+// Ragged edges: no tile divides 197 rows or a K of 224 (3.5 steps), and
+// rounding up adds 49% of the work (the most is half): 64x64 tiles, 4 x 4
+// blocks. A copy past row 196 or column 223 reads from a clamped address
+// with source size 0 (zeros); the K loop runs 4 whole steps; a result pair
+// past row 196 is not stored. The loop records the share of its work inside
+// the data, which the kernel report counts.
+// CHECK-LABEL: func.func @ragged(
+// CHECK-SAME:    %[[A:.*]]: memref<197x224xf16>, %[[B:.*]]: memref<224x256xf16>, %[[C:.*]]: memref<197x256xf32>)
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c4, %{{.*}} = %c4, %{{.*}} = %c1)
+// CHECK:           %[[ROW_AT:.*]] = arith.minui %[[ROW:.*]], %c196 : index
+// CHECK-NEXT:      %[[COL_AT:.*]] = arith.minui %[[COL:.*]], %c216 : index
+// CHECK-NEXT:      %[[ROW_IN:.*]] = arith.cmpi ult, %[[ROW]], %c197 : index
+// CHECK-NEXT:      %[[COL_IN:.*]] = arith.cmpi ult, %[[COL]], %c224 : index
+// CHECK-NEXT:      %[[IN:.*]] = arith.andi %[[ROW_IN]], %[[COL_IN]] : i1
+// CHECK-NEXT:      %[[SIZE:.*]] = arith.select %[[IN]], %c8, %c0 : index
+// CHECK-NEXT:      nvgpu.device_async_copy %[[A]][%[[ROW_AT]], %[[COL_AT]]], %{{.*}}[%{{.*}}], 8, %[[SIZE]] {bypassL1}
+// CHECK:           %[[K_AT:.*]] = arith.minui %[[K:.*]], %c223 : index
+// CHECK-NEXT:      %[[K_IN:.*]] = arith.cmpi ult, %[[K]], %c224 : index
+// CHECK-NEXT:      %[[B_SIZE:.*]] = arith.select %[[K_IN]], %c8, %c0 : index
+// CHECK-NEXT:      nvgpu.device_async_copy %[[B]][%[[K_AT]], %{{.*}}], %{{.*}}[%{{.*}}], 8, %[[B_SIZE]] {bypassL1}
+// CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages", twintrack.useful_fraction = 0.67333984375 : f64}
+// CHECK:           %[[STORE_IN:.*]] = arith.cmpi ult, %{{.*}}, %c197 : index
+// CHECK-NEXT:      scf.if %[[STORE_IN]] {
+// CHECK-NEXT:        vector.store %{{.*}}, %[[C]][{{.*}}] {alignment = 8 : i64} : memref<197x256xf32>, vector<2xf32>
+func.func @ragged(%a: memref<197x224xf16>, %b: memref<224x256xf16>, %c: memref<197x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<197x256xf32>)
+  linalg.matmul ins(%a, %b : memref<197x224xf16>, memref<224x256xf16>) outs(%c : memref<197x256xf32>)
+  return
+}
+
+// Rounding 40 rows up to 64 would add 60% of the work: mma.sync's tiles
+// would too, so the CUDA-core kernel takes it in 48 rows (20%), its
+// 16x8 tile giving the most blocks (96).
+// CHECK-LABEL: func.func @too_ragged(
+// CHECK-NOT:     nvvm.wgmma
+// CHECK:         gpu.barrier {twintrack.kernel_path = "simt-matmul 16x8x8/2x2"}
+func.func @too_ragged(%a: memref<40x256xf16>, %b: memref<256x256xf16>, %c: memref<40x256xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<40x256xf32>)
+  linalg.matmul ins(%a, %b : memref<40x256xf16>, memref<256x256xf16>) outs(%c : memref<40x256xf32>)
+  return
+}

@@ -27,6 +27,7 @@ from ..._twintrack_cpp import nvvm_mma_shape
 
 KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
 MEAN_TRIPS_ATTR = "twintrack.mean_trips"  # a loop's trips averaged over the blocks, where its bounds vary by block
+USEFUL_ATTR = "twintrack.useful_fraction"  # the share of a loop's work inside the data (ragged edges pad the rest)
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
@@ -284,6 +285,12 @@ class KernelBuilder:
         over the blocks (the kernel report's flops and bytes count them)."""
         operation = loop.operation if hasattr(loop, "operation") else loop
         operation.attributes[MEAN_TRIPS_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(trips))
+
+    @staticmethod
+    def useful_fraction(loop, fraction: float) -> None:
+        """Record the share of a loop's work that is not padding (the kernel report counts only it)."""
+        operation = loop.operation if hasattr(loop, "operation") else loop
+        operation.attributes[USEFUL_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(fraction))
 
 
 def build_cpu_kernel(anchor: ir.Operation, kernel: str, path: str, schedule: str,

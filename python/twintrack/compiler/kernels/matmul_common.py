@@ -36,6 +36,7 @@ class MatmulOperands:
     b_transposed: bool = False
     view: OutputView | None = None  # how the epilogue sees C, and where C is stored
     tf32: bool = False  # f32 operands may be multiplied as tf32 (10 mantissa bits: --allow-tf32)
+    c_vectors: bool = True  # C's rows are 16-byte aligned: results go in vectors (else one element at a time)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,11 @@ def accumulator_position(w: KernelBuilder, lane: ir.Value) -> tuple[ir.Value, ir
     return w.div(lane, 4), w.mul(w.rem(lane, 4), 2)
 
 
+def round_up(size: int, step: int) -> int:
+    """`size` rounded up to a multiple of `step`."""
+    return -(-size // step) * step
+
+
 def element_bytes(element: str) -> int:
     """Bytes of an element type (f32, bf16, i64, f8E4M3FN; index: 8)."""
     bits = re.match(r"[a-z]+(\d+)", str(element))
@@ -118,6 +124,9 @@ class TileCopy:
     source: ir.Value
     origin: tuple[ir.Value, ir.Value]
     store: Callable[[ir.Value, ir.Value, ir.Value], None]
+    # The source's rows and cols where the tile may run past them (a ragged
+    # edge): there loads read a clamped address and give zeros. None: never.
+    limits: tuple[int | None, int | None] = (None, None)
 
 
 class TiledMatmulWriter:
@@ -137,6 +146,13 @@ class TiledMatmulWriter:
         self.path = f"{kind} {config.label()}"
         self.epilogue_description = epilogue
         self.epilogue: EpilogueWriter | None = None
+        # Ragged edges: a size the tiles do not divide is where the last
+        # tile's loads are guarded (zeros past it) and its stores skipped.
+        bk = getattr(config, "bk", None)
+        self.k_end = round_up(ops.k, bk) if bk else ops.k  # the K loop's end: whole steps
+        self.m_edge = ops.m if ops.m % self.bm else None
+        self.n_edge = ops.n if ops.n % self.bn else None
+        self.k_edge = ops.k if bk and ops.k % bk else None
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
@@ -158,7 +174,7 @@ class TiledMatmulWriter:
             self.epilogue = EpilogueWriter(self.epilogue_description, w, tensors, operands.captured)
 
     def grid(self) -> tuple[int, int, int]:
-        return (self.ops.n // self.bn, self.ops.m // self.bm, self.ops.batch or 1)
+        return (-(-self.ops.n // self.bn), -(-self.ops.m // self.bm), self.ops.batch or 1)
 
     def workgroup_types(self) -> list[ir.MemRefType]:
         """The launch's workgroup buffers (they are `shared` in the body)."""
@@ -180,25 +196,68 @@ class TiledMatmulWriter:
         c_indices = self.at(row, col)
         return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
 
+    def mark_useful_work(self, loop) -> None:
+        """Record on the K loop the share of its work inside the data (ragged edges pad the rest)."""
+        o = self.ops
+        padded = round_up(o.m, self.bm) * round_up(o.n, self.bn) * self.k_end
+        if padded != o.m * o.n * o.k:
+            self.w.useful_fraction(loop, o.m * o.n * o.k / padded)
+
+    # A-tile, B-tile and C limits: the sizes a tile may run past (TileCopy.limits).
+    def a_limits(self) -> tuple[int | None, int | None]:
+        return (self.m_edge, self.k_edge)
+
+    def b_limits(self) -> tuple[int | None, int | None]:
+        return (self.n_edge, self.k_edge) if self.ops.b_transposed else (self.k_edge, self.n_edge)
+
+    def c_limits(self) -> tuple[int | None, int | None]:
+        return (self.m_edge, self.n_edge)
+
+    def clamped(self, row: ir.Value, col: ir.Value, limits: tuple[int | None, int | None],
+                width: int) -> tuple[ir.Value, ir.Value, ir.Value | None]:
+        """(row, col) of a `width`-wide vector kept inside `limits` (the last
+        whole vector's place), and whether it was inside (`inside`). Limits
+        are multiples of `width` (aligned rows)."""
+        bounded = [index if limit is None else arith.minui(index, self.w.index(limit - last))
+                   for index, limit, last in ((row, limits[0], 1), (col, limits[1], width))]
+        return bounded[0], bounded[1], self.inside(row, col, limits)
+
+    def inside(self, row: ir.Value, col: ir.Value, limits: tuple[int | None, int | None]) -> ir.Value | None:
+        """row < limits[0] and col < limits[1] (i1), where there are limits; None where none applies."""
+        inside = None
+        for index, limit in ((row, limits[0]), (col, limits[1])):
+            if limit is not None:
+                below = self.w.less(index, limit)
+                inside = below if inside is None else arith.andi(inside, below)
+        return inside
+
     def load_results(self, width: int, row: ir.Value, col: ir.Value) -> ir.Value:
-        """The `width` values at (row, col..col+width) of C, as f32 (to accumulate onto)."""
-        out = self.ops.out_element
-        value = self.w.load(width, out, self.c, self.at(row, col), width * element_bytes(out))
+        """The `width` values at (row, col..col+width) of C, as f32 (to
+        accumulate onto; past a ragged edge, from a clamped place: never stored)."""
+        w, out = self.w, self.ops.out_element
+        row, col, _ = self.clamped(row, col, self.c_limits(), width)
+        if self.ops.c_vectors:
+            value = w.load(width, out, self.c, self.at(row, col), width * element_bytes(out))
+        else:
+            value = vector.from_elements(vector_type(width, out), [
+                memref.load(self.c, self.at(row, w.add(col, lane) if lane else col)) for lane in range(width)])
         return self.to_f32(value, width, out)
 
     def store_results(self, accumulators: ir.Value, width: int, row: ir.Value, col: ir.Value) -> None:
         """Store the `width` f32 results at (row, col..col+width) of C: the
         epilogue applied to each, narrowed to the output type; one vector
-        store, or element by element where the output view scatters them."""
-        loops = self.loop_indices(row, col)
-        self.store_finished(self.finish(accumulators, width, row, col, loops), width, row, col, loops)
+        store, or element by element where the output view scatters them.
+        Nothing past a ragged edge of C."""
+        with self.w.only_if(self.inside(row, col, self.c_limits())):
+            loops = self.loop_indices(row, col)
+            self.store_finished(self.finish(accumulators, width, row, col, loops), width, row, col, loops)
 
     def store_finished(self, value: ir.Value, width: int, row: ir.Value, col: ir.Value,
                        loops: list[ir.Value]) -> None:
         """Store `width` results already finished (`finish`: in the output
         type) at (row, col..col+width) of C, loop indices `loops`."""
         w, out = self.w, self.ops.out_element
-        if self.ops.view is None or self.ops.view.contiguous(width):
+        if self.ops.c_vectors and (self.ops.view is None or self.ops.view.contiguous(width)):
             w.store(value, self.c, self.c_at(loops), min(16, width * element_bytes(out)))
             return
         for lane in range(width):
@@ -276,10 +335,13 @@ class TiledMatmulWriter:
         return all((c.rows * c.cols // c.width) % self.threads == 0 for c in copies)
 
     def _load_vector(self, copy: TileCopy, flat: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """The `flat`-th vector of the tile (zeros past a ragged edge), and its place in the tile."""
         w, t = self.w, self.ops.in_element
         r, c = vector_position(w, flat, copy.cols, copy.width)
-        value = w.load(copy.width, t, copy.source, self.at(w.add(copy.origin[0], r), w.add(copy.origin[1], c)),
-                       copy.width * element_bytes(t))
+        row, col, inside = self.clamped(w.add(copy.origin[0], r), w.add(copy.origin[1], c), copy.limits, copy.width)
+        value = w.load(copy.width, t, copy.source, self.at(row, col), copy.width * element_bytes(t))
+        if inside is not None:
+            value = arith.select(inside, value, w.constant(0.0, vector_type(copy.width, t)))
         return value, r, c
 
     def barrier(self) -> None:
@@ -300,13 +362,14 @@ class TiledMatmulWriter:
             for copy in self.stage_copies(w.index(0)):
                 self.copy_tile(copy)
             self.barrier()
-        with w.loop(0, end if end is not None else self.ops.k, step, accumulators) as loop:
+        with w.loop(0, end if end is not None else self.k_end, step, accumulators) as loop:
             if mean_trips is not None:
                 w.mean_trips(loop.op, mean_trips)
+            self.mark_useful_work(loop.op)
             k = loop.induction
             if prefetch:
                 # The last step reloads its own tiles: harmless, and no branch.
-                last = w.sub(end, step) if end is not None else w.index(self.ops.k - step)
+                last = w.sub(end, step) if end is not None else w.index(self.k_end - step)
                 following = arith.minui(w.add(k, step), last)
                 staged = [(copy, self.load_tile(copy)) for copy in self.stage_copies(following)]
                 updated = self.compute(loop.carried)

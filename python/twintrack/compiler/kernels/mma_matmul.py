@@ -9,8 +9,9 @@ then ldmatrix gives each warp its A fragments (16x16) and, transposed, its B
 fragments (16x8, two per ldmatrix of four matrices), and mma.sync m16n8k16
 accumulates. A transposed B (Bᵀ,
 N x K, a linear layer's weight) is already the column-major layout mma.sync
-wants: its tile is copied as it is, and ldmatrix reads it untransposed. Shapes must be
-multiples of the tile (the caller checks).
+wants: its tile is copied as it is, and ldmatrix reads it untransposed. A
+size the tile does not divide (a ragged edge: ViT's 197 tokens) is read as
+zeros past its end and stored only up to it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class MmaTileConfig:
     @property
     def threads(self) -> int:
         return WARP * self.warps_m * self.warps_n
+
+    def takes_ragged(self, ops) -> bool:
+        """Ragged edges are read as zeros and stored up to the edge, two columns a store."""
+        return ops.n % 2 == 0
 
     def label(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.warps_m}x{self.warps_n} warps"
@@ -208,8 +213,9 @@ class MmaMatmulWriter(TiledMatmulWriter):
             return lambda v, r, c: w.store(v, buffer, [r, c], 16)
 
         b_tile = (cfg.bn, cfg.bk, (self.n0, k)) if self.ops.b_transposed else (cfg.bk, cfg.bn, (k, self.n0))
-        return [TileCopy(cfg.bm, cfg.bk, self.vec, self.a, (self.m0, k), store_into(self.a_shared)),
-                TileCopy(b_tile[0], b_tile[1], self.vec, self.b, b_tile[2], store_into(self.b_shared))]
+        return [TileCopy(cfg.bm, cfg.bk, self.vec, self.a, (self.m0, k), store_into(self.a_shared), self.a_limits()),
+                TileCopy(b_tile[0], b_tile[1], self.vec, self.b, b_tile[2], store_into(self.b_shared),
+                         self.b_limits())]
 
     def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:
         for kk in range(0, self.cfg.bk, MMA_K):

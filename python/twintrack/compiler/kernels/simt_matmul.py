@@ -4,8 +4,9 @@ Each block computes a BM x BN tile of C. Per step of BK along K, its threads
 copy the A tile (transposed, so a thread's TM rows are contiguous) and the B
 tile into shared memory with 16-byte loads, then each thread accumulates a
 TM x TN register tile as TM vector FMAs per k. Accumulation is in f32
-whatever the operand type. Shapes must be multiples of the tile (the caller
-checks); the generic pipeline covers the rest.
+whatever the operand type. A size the tile does not divide (a ragged
+edge) is read as zeros past its end and stored only up to it; N must then be
+a multiple of TN (a thread's store).
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class TileConfig:
     @property
     def threads(self) -> int:
         return (self.bm // self.tm) * (self.bn // self.tn)
+
+    def takes_ragged(self, ops) -> bool:
+        """Ragged edges are read as zeros and stored up to the edge, TN columns a store."""
+        return ops.n % self.tn == 0
 
     def label(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
@@ -90,26 +95,24 @@ class SimtMatmulWriter(TiledMatmulWriter):
         self._store(self.k_loop(cfg.bk, self._initial_accumulators()))
 
     def _initial_accumulators(self) -> list[ir.Value]:
-        w, cfg, out = self.w, self.cfg, self.ops.out_element
+        w, cfg = self.w, self.cfg
         if not self.accumulate:
             return [w.constant(0.0, vector_type(cfg.tn, "f32"))] * cfg.tm
         loaded = []
-        for i in range(cfg.tm):
-            row = w.add(self.row0, w.index(i))
-            loaded.append(self.to_f32(w.load(cfg.tn, out, self.c, self.at(row, self.col0)), cfg.tn, out))
-        return loaded
+        return [self.load_results(cfg.tn, w.add(self.row0, w.index(i)), self.col0) for i in range(cfg.tm)]
 
     def stage_copies(self, k: ir.Value) -> list[TileCopy]:
         cfg, t = self.cfg, self.ops.in_element
         copies = [TileCopy(cfg.bm, cfg.bk, self.vec_a, self.a, (self.m0, k),
-                           transposing_store(self.w, self.a_shared, self.vec_a))]
+                           transposing_store(self.w, self.a_shared, self.vec_a), self.a_limits())]
         if self.ops.b_transposed:  # Bᵀ rows are contiguous along K: transpose into Bs like A
             copies.append(TileCopy(cfg.bn, cfg.bk, self.vec_b, self.b, (self.n0, k),
-                                   transposing_store(self.w, self.b_shared, self.vec_b)))
+                                   transposing_store(self.w, self.b_shared, self.vec_b), self.b_limits()))
         else:
             alignment = self.vec_b * element_bytes(t)
             copies.append(TileCopy(cfg.bk, cfg.bn, self.vec_b, self.b, (k, self.n0),
-                                   lambda v, r, c: self.w.store(v, self.b_shared, [r, c], alignment)))
+                                   lambda v, r, c: self.w.store(v, self.b_shared, [r, c], alignment),
+                                   self.b_limits()))
         return copies
 
     def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:

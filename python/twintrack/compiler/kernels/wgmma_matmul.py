@@ -38,8 +38,9 @@ memory, not one per stages - 2 steps.
 
 Dynamic shared memory holds the ring (more than the 48 KiB of static shared
 memory); the kernel rounds its base up to 1024 bytes, since the swizzle is a
-function of the address bits. Shapes must be multiples of the tile (the
-caller checks).
+function of the address bits. A size the tile does not divide (a ragged
+edge: ViT's 197 tokens, a K of 3·64 + 32) is copied as zeros past its end
+(cp.async's source size 0, from a clamped address) and stored only up to it.
 """
 
 from __future__ import annotations
@@ -106,8 +107,20 @@ class WgmmaTileConfig:
     def threads(self) -> int:
         return WARPGROUP * self.warpgroups
 
+    def takes_ragged(self, ops) -> bool:
+        """Ragged edges are read as zeros and stored up to the edge, two columns a store."""
+        return ops.n % 2 == 0
+
     def label(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}/{self.warpgroups} warpgroups/{self.stages} stages"
+
+
+@dataclass(frozen=True)
+class _StepCopies:
+    """Whether a K step's copies read (`inside`, i1; None: always) and
+    their source size (`size`: the elements, or 0 past K; None: always all)."""
+    inside: ir.Value | None
+    size: ir.Value | None
 
 
 class WgmmaMatmulWriter(TiledMatmulWriter):
@@ -125,7 +138,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self.b_k_major = ops.b_transposed or ops.tf32  # a plain tf32 B is transposed by its copy
         self.a_elements = config.bm * config.bk
         self.stage_elements = self.a_elements + config.bn * config.bk
-        self.k_steps = ops.k // config.bk
+        self.k_steps = -(-ops.k // config.bk)
         # The ring holds all of K: nothing is refilled, every step is copied up front.
         self.whole_k = self.k_steps <= config.stages
         if not self.whole_k and config.stages < 3:
@@ -191,29 +204,37 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         is not (else the copies zero-fill and read nothing)."""
         w, cfg = self.w, self.cfg
         origin = w.mul(stage, self.stage_elements)
-        size = self._copy_size(self.chunk_elements, inside)
-        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, size)
+        step = _StepCopies(inside, self._copy_size(self.chunk_elements, inside))
+        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, step, self.a_limits())
         b_origin = w.add(origin, w.index(self.a_elements))
         if self.ops.b_transposed:
-            self._copy_tile(self.b, cfg.bn, cfg.bk, (self.n0, k), b_origin, size)
+            self._copy_tile(self.b, cfg.bn, cfg.bk, (self.n0, k), b_origin, step, self.b_limits())
         elif self.b_k_major:
-            self._copy_transposing(k, b_origin, self._copy_size(1, inside))
+            self._copy_transposing(k, b_origin, _StepCopies(inside, self._copy_size(1, inside)))
         else:
-            self._copy_tile(self.b, cfg.bk, cfg.bn, (k, self.n0), b_origin, size)
+            self._copy_tile(self.b, cfg.bk, cfg.bn, (k, self.n0), b_origin, step, self.b_limits())
 
     def _copy_size(self, elements: int, inside: ir.Value | None) -> ir.Value | None:
-        """The copies' source size: `elements`, or 0 past K; None where the step is known inside K."""
+        """The copies' source size: `elements`, or 0 where `inside` is false; None where it is known true."""
         if inside is None:
             return None
         return arith.select(inside, self.w.index(elements), self.w.index(0))
 
-    def _async_copy(self, source: ir.Value, at: list[ir.Value], target: ir.Value, elements: int,
-                    size: ir.Value | None, bypass_l1: bool) -> None:
-        nvgpu.DeviceAsyncCopyOp(self.ring, [target], source, at, ir.IntegerAttr.get(ir.IndexType.get(), elements),
+    def _async_copy(self, source: ir.Value, at: tuple[ir.Value, ir.Value], target: ir.Value, elements: int,
+                    step: _StepCopies, limits: tuple[int | None, int | None], bypass_l1: bool) -> None:
+        """cp.async `elements` of `source` at `at` to ring element `target`;
+        zeros past K (`step`) or past a ragged edge of `limits` (the address
+        then clamped inside the operand)."""
+        row, col, within = self.clamped(*at, limits, elements)
+        size = step.size
+        if within is not None:
+            size = self._copy_size(elements, within if step.inside is None else arith.andi(step.inside, within))
+        nvgpu.DeviceAsyncCopyOp(self.ring, [target], source, self.at(row, col),
+                                ir.IntegerAttr.get(ir.IndexType.get(), elements),
                                 srcElements=size, bypassL1=True if bypass_l1 else None)
 
     def _copy_tile(self, source: ir.Value, rows: int, cols: int, at: tuple[ir.Value, ir.Value], origin: ir.Value,
-                   size: ir.Value | None) -> None:
+                   step: _StepCopies, limits: tuple[int | None, int | None]) -> None:
         """rows x cols elements of `source` from `at`, 16 bytes per thread
         and copy (consecutive threads along a row: coalesced), into the
         swizzled tile at element `origin` of the ring. A row wider than 128
@@ -227,8 +248,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             chunk = w.div(col, chunk_elements)
             column = w.mul(w.div(chunk, 8), rows * self.row_elements)
             target = w.add(w.add(origin, column), self._swizzled(row, w.rem(chunk, 8)))
-            self._async_copy(source, self.at(w.add(at[0], row), w.add(at[1], col)), target, chunk_elements, size,
-                             bypass_l1=True)
+            self._async_copy(source, (w.add(at[0], row), w.add(at[1], col)), target, chunk_elements, step,
+                             limits, bypass_l1=True)
 
     def _swizzled(self, row: ir.Value, chunk: ir.Value) -> ir.Value:
         """The element offset of 16-byte chunk `chunk` of swizzled row `row`."""
@@ -236,7 +257,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         within = arith.xori(chunk, w.rem(row, ATOM_ROWS))
         return w.add(w.mul(row, self.row_elements), w.mul(within, self.chunk_elements))
 
-    def _copy_transposing(self, k: ir.Value, origin: ir.Value, size: ir.Value | None) -> None:
+    def _copy_transposing(self, k: ir.Value, origin: ir.Value, step: _StepCopies) -> None:
         """B's BK x BN tile at (k, n0), K x N in memory, into the K-major
         layout (row n, K along it), one element a copy. Warp-sized groups of
         copies each cover 4 K x 8 N: 8 N-rows of one chunk index, so 8
@@ -250,13 +271,15 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             kk = w.add(w.mul(k_group, self.chunk_elements), w.div(lane, 8))
             n = w.add(w.mul(w.div(group, k_groups), 8), w.rem(lane, 8))
             target = w.add(w.add(origin, self._swizzled(n, k_group)), w.div(lane, 8))
-            self._async_copy(self.b, self.at(w.add(k, kk), w.add(self.n0, n)), target, 1, size, bypass_l1=False)
+            self._async_copy(self.b, (w.add(k, kk), w.add(self.n0, n)), target, 1, step, self.b_limits(),
+                             bypass_l1=False)
 
     # ------------------------------------------------------------ K loop
     def _k_loop(self, accumulators: ir.Value) -> ir.Value:
         """The pipelined K loop of the module docstring; the final accumulators."""
         w, cfg, k = self.w, self.cfg, self.ops.k
-        with w.loop(0, k, cfg.bk, [accumulators]) as loop:
+        with w.loop(0, self.k_end, cfg.bk, [accumulators]) as loop:
+            self.mark_useful_work(loop.op)
             k0 = loop.induction
             step = w.div(k0, cfg.bk)
             nvvm.CpAsyncWaitGroupOp(self.lookahead - 1)
@@ -266,7 +289,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             if not self.whole_k:
                 ahead = w.add(k0, w.index(self.lookahead * cfg.bk))
                 inside = w.less(ahead, k)
-                source_k = arith.minui(ahead, w.index(k - cfg.bk))
+                source_k = arith.minui(ahead, w.index(self.k_end - cfg.bk))
                 self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
             nvvm.CpAsyncCommitGroupOp()  # empty with the whole K in the ring: keeps the wait's count
             nvvm.WgmmaWaitGroupSyncOp(1)

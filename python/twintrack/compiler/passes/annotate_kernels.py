@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ..kernels.builder import MEAN_TRIPS_ATTR
+from ..kernels.builder import MEAN_TRIPS_ATTR, USEFUL_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
@@ -40,11 +40,15 @@ def _constant(value: ir.Value) -> int | None:
 def _trip_count(loop: ir.Operation) -> float:
     """Constant trip count; a per-thread start (k = thread; k < K; k += T)
     counts as from 0; bounds known only at run time, the mean its generator
-    recorded (a causal attention's key loop), else one trip."""
+    recorded (a causal attention's key loop), else one trip. Times the share
+    of the work that is not padding, where the generator recorded one (a
+    matmul's ragged edges)."""
+    useful = ir.FloatAttr(loop.attributes[USEFUL_ATTR]).value if USEFUL_ATTR in loop.attributes else 1
     lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
     if upper is None or step is None:
-        return ir.FloatAttr(loop.attributes[MEAN_TRIPS_ATTR]).value if MEAN_TRIPS_ATTR in loop.attributes else 1
-    return max(0, -(-(upper - (lower or 0)) // step))
+        trips = ir.FloatAttr(loop.attributes[MEAN_TRIPS_ATTR]).value if MEAN_TRIPS_ATTR in loop.attributes else 1
+        return trips * useful
+    return max(0, -(-(upper - (lower or 0)) // step)) * useful
 
 
 def _flops_per_thread(op: ir.Operation, multiplier: float = 1) -> float:
@@ -89,7 +93,10 @@ def _is_leader_only(branch: ir.Operation) -> bool:
 
 
 def _active_threads(kernel: ir.Operation, launched: int) -> int:
-    """The bound of the gpu-distribute guard (linear index < N), else all launched threads."""
+    """The bound of a generic kernel's gpu-distribute guard (linear index <
+    N), else all launched threads (a kernel generator's comparisons bound nothing)."""
+    if _kernel_path(kernel) != "generic":
+        return launched
     for op in kernel.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "arith.cmpi" and op.attributes["predicate"] == ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 6):

@@ -24,6 +24,7 @@ pipeline.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,15 +64,25 @@ ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
 MIN_REFILLED_STAGES = 3  # a ring refilled in the loop: one step computing, one queued, one arriving
 TUNING_ATTR = "twintrack.tuning"  # module attribute: {kernel: its tuning key and tile, as JSON}
 
-# Tile tables by generator name: (schedule, the fewest blocks it must give), largest first.
-TileTables = dict[str, list[tuple[object, int]]]
+class TileTables(dict):
+    """Tile tables by generator name: (schedule, the fewest blocks it must
+    give), largest first. `max_padding`: the most work (a fraction of the
+    matmul's) that rounding its sizes up to whole tiles may add, where no
+    tile divides them (ragged edges)."""
+
+    def __init__(self, tables: dict[str, list[tuple[object, int]]], max_padding: float):
+        super().__init__(tables)
+        self.max_padding = max_padding
+
+
+TABLE_SETTINGS = ("min_blocks", "max_padding")
 
 
 def load_tile_tables(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> TileTables:
     """lowering/tuning/matmul.toml: each generator's tiles, under its name,
     each with its own `min_blocks` or the table's."""
     data = tomllib.loads((Path(lowering_dir) / "tuning" / "matmul.toml").read_text())
-    unknown = set(data) - {"min_blocks"} - set(GENERATORS_BY_NAME)
+    unknown = set(data) - set(TABLE_SETTINGS) - set(GENERATORS_BY_NAME)
     if unknown:
         raise UsageError(f"{lowering_dir}/tuning/matmul.toml: no kernel generator named {', '.join(sorted(unknown))} "
                          f"(known: {', '.join(GENERATORS_BY_NAME)})")
@@ -79,7 +90,7 @@ def load_tile_tables(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> TileTables:
     def entries(generator: KernelGenerator):
         return [(generator.schedule(**{k: v for k, v in e.items() if k != "min_blocks"}),
                  e.get("min_blocks", data["min_blocks"])) for e in data.get(generator.name, ())]
-    return {g.name: entries(g) for g in MATMUL_GENERATORS}
+    return TileTables({g.name: entries(g) for g in MATMUL_GENERATORS}, data.get("max_padding", 0.0))
 
 
 def choose_kernel(operands: list[MatmulOperands], tables: TileTables, arch: str = DEFAULT_ARCH,
@@ -93,9 +104,10 @@ def choose_kernel(operands: list[MatmulOperands], tables: TileTables, arch: str 
     variant, the candidate's rank) decides among them all."""
     candidates, heuristic = [], None
     for writer_class, name, tiles in _generators(operands, tables, arch, target):
-        fitting = _fitting(operands, tiles)
+        fitting = _fitting(operands, tiles, tables.max_padding)
         if heuristic is None and fitting:
-            heuristic = len(candidates) + [t for t, _ in fitting].index(choose_tile(operands, fitting))
+            heuristic = len(candidates) + [t for t, _ in fitting].index(
+                choose_tile(operands, fitting, tables.max_padding))
         candidates += [(writer_class, tile, name) for tile, _ in fitting]
     if not candidates:
         return None
@@ -124,9 +136,9 @@ def refusals(operands: list[MatmulOperands], tables: TileTables, arch: str, targ
     reasons = []
     for generator in MATMUL_GENERATORS:
         why = generator.applies(operands, target, arch)
-        if why is None and not _fitting(operands, tables.get(generator.name, [])):
+        if why is None and not _fitting(operands, tables.get(generator.name, []), tables.max_padding):
             why = "no tile of lowering/tuning/matmul.toml divides " + " and ".join(
-                f"{o.m}x{o.n}x{o.k}" for o in operands)
+                f"{o.m}x{o.n}x{o.k}" for o in operands) + f" or pads it by at most {tables.max_padding:.0%}"
         if why is not None:
             reasons.append(f"{generator.name}: {why}")
     return "; ".join(reasons)
@@ -145,7 +157,7 @@ def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int,
     beside the other blocks that must share an SM for the grid to run in
     one wave, where that many could share it at all. A short, latency-bound
     matmul then has all of K in flight; a long one, more steps ahead."""
-    k_steps = max(1, max(o.k for o in operands) // tile.bk)  # (a K under one step: no fit anyway)
+    k_steps = max(-(-o.k // tile.bk) for o in operands)
     stage = tile.stage_bytes(size)
     smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
     one_wave = -(-_blocks(operands, tile) // target.sm_count)  # blocks per SM
@@ -172,12 +184,18 @@ def _blocks(operands: list[MatmulOperands], tile) -> int:
     if hasattr(tile, "blocks"):
         return sum(tile.blocks(o) for o in operands)
     slices = getattr(tile, "splits", 1)
-    return sum((o.m // tile.bm) * (o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
+    return sum(-(-o.m // tile.bm) * -(-o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
 
 
-def _fitting(operands: list[MatmulOperands], tiles: list[tuple]) -> list[tuple]:
-    """The (tile, min_blocks) entries whose tile divides every matmul."""
-    return [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
+def _fitting(operands: list[MatmulOperands], tiles: list[tuple], max_padding: float) -> list[tuple]:
+    """The (tile, min_blocks) entries whose tile divides every matmul; where
+    none does, those that take ragged edges and pad the work by at most
+    `max_padding`."""
+    dividing = [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
+    if dividing:
+        return dividing
+    return [(t, least) for t, least in tiles
+            if all(_takes_ragged(t, o) for o in operands) and padding(t, operands) <= max_padding]
 
 
 def _divides(tile, o: MatmulOperands) -> bool:
@@ -188,30 +206,55 @@ def _divides(tile, o: MatmulOperands) -> bool:
     return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0
 
 
-def choose_tile(operands: list[MatmulOperands], tiles: list[tuple]):
-    """The first tile that divides every matmul and gives at least its
-    `min_blocks` blocks in all, else the dividing tile with the most blocks,
+def _takes_ragged(tile, o: MatmulOperands) -> bool:
+    """Can the tile's kernel take the matmul with ragged edges? (Not a
+    schedule that decides by its own conditions.)"""
+    ragged = getattr(tile, "takes_ragged", None)
+    return getattr(tile, "divides", None) is None and ragged is not None and ragged(o)
+
+
+def padding(tile, operands: list[MatmulOperands]) -> float:
+    """The work that rounding each matmul up to whole tiles adds, as a fraction of the matmuls'."""
+    def work(o: MatmulOperands, rounded: bool) -> int:
+        sizes = ((o.m, tile.bm), (o.n, tile.bn), (o.k, tile.bk))
+        return (o.batch or 1) * math.prod(-(-size // step) * step if rounded else size for size, step in sizes)
+    return sum(work(o, True) for o in operands) / sum(work(o, False) for o in operands) - 1
+
+
+def choose_tile(operands: list[MatmulOperands], tiles: list[tuple], max_padding: float = 0.0):
+    """The first fitting tile (`_fitting`) that gives at least its
+    `min_blocks` blocks in all, else the fitting tile with the most blocks,
     else None."""
-    fitting = _fitting(operands, tiles)
+    fitting = _fitting(operands, tiles, max_padding)
     for tile, least in fitting:
         if _blocks(operands, tile) >= least:
             return tile
     return max((t for t, _ in fitting), key=lambda t: _blocks(operands, t), default=None)
 
 
-def _aligned(memref_type: ir.MemRefType) -> bool:
+def _aligned(memref_type: ir.Type) -> bool:
     """Static layout, unit innermost stride, rows and offset 16-byte aligned."""
-    element = str(memref_type.element_type)
-    if element not in ELEMENTS or not memref_type.has_static_shape:
+    return _static(memref_type) and vectors_fit(memref_type, VECTOR_BYTES // element_bytes(memref_type.element_type))
+
+
+def _static(memref_type: ir.Type) -> bool:
+    """A memref of a kernel element type with a static shape and layout."""
+    if not isinstance(memref_type, ir.MemRefType) or str(memref_type.element_type) not in ELEMENTS \
+            or not memref_type.has_static_shape:
         return False
-    return vectors_fit(memref_type, VECTOR_BYTES // element_bytes(element))
+    strides, offset = memref_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    return offset != dynamic and dynamic not in strides
 
 
 def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None:
-    """The kernel's view of `op` writing into `output` (its own or a narrower one)."""
+    """The kernel's view of `op` writing into `output` (its own or a
+    narrower one). A and B are read in 16-byte vectors; C, where its rows are
+    not aligned to them (a key projection transposed into rows of 197
+    tokens), is stored one element at a time."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
-    if transposed is None or not all(isinstance(t, ir.MemRefType) and _aligned(t) for t in (a, b, c)):
+    if transposed is None or not (_aligned(a) and _aligned(b) and _static(c)):
         return None
     if str(a.element_type) != str(b.element_type):
         return None
@@ -219,7 +262,7 @@ def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None
     *batch, m, k = a.shape
     n = b.shape[-2] if transposed else b.shape[-1]
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
-                          str(a.element_type), str(c.element_type), transposed)
+                          str(a.element_type), str(c.element_type), transposed, c_vectors=_aligned(c))
 
 
 def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple, list] | None:
@@ -485,7 +528,7 @@ class GpuMatmulKernels(PythonPass):
                 chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None:
                     record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
-                                   else "operands not static f32/f16/bf16 with 16-byte aligned rows")
+                                   else "operands not static f32/f16/bf16, or A or B rows not 16-byte aligned")
                     continue
                 kernel = f"forward_{chosen[2]}_{len(tuned)}"
                 with kernel_site(module, self.strict):
