@@ -22,10 +22,14 @@ SMALL = {
     "bert layer": ("bert_layer", {}),
     **{f"rows: {name}": ("rows", {"op": op}) for op, name in enumerate(at_scale.Rows.OPS)},
     "conv3x3": ("conv3x3", {}),
+    "vit": ("vit", {}),
+    "resnet": ("resnet", {"depth": 1}),
+    "mobilenet_v2": ("mobilenet_v2", {}),
 }
+SLOW = {"mobilenet_v2"}  # 26 s on the CPU: its 52 convolutions
 
 
-@pytest.mark.parametrize("case", list(SMALL))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in SMALL])
 def test_factory_compiles_and_matches_float64(case):
     factory, parameters = SMALL[case]
     model, inputs = getattr(at_scale, factory)(**parameters)

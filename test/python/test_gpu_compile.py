@@ -3,6 +3,7 @@ real ptxas, the kernel report is complete and the host plan is valid. The
 numerics on a GPU are checked by tools/gpu_check.py (and skip here)."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -95,6 +96,8 @@ def test_ragged_linears_take_the_fast_path(run_tool, tmp_path, dtype, arch, path
     for kernel, (k, n) in zip(matmuls, sizes):
         useful = 2 * rows * k * n
         assert useful <= kernel["flops"] <= useful * 1.01, (kernel["name"], kernel["flops"], useful)
+    share = re.search(r"^fast paths: ([\d.]+)% of ", result.stdout, re.MULTILINE)
+    assert share and float(share.group(1)) > 99, result.stdout  # the bias and ReLU ride in the kernels' epilogues
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -14,6 +14,7 @@ from ..compiler import compile_cache
 from ..locations import brief_source
 from ..frontend.model_spec import absolute_model_spec
 from ..phases import PhaseClock, phase, process_age, timing
+from ..runtime.artifact import fast_flop_share
 from ..compiler.options import PTXAS_FAST_COMPILE
 from ..compiler.recipes import DEFAULT_ARCH, available_pipelines
 from . import cached
@@ -405,6 +406,19 @@ def print_kernel_report(kernels: list[dict]) -> None:
         grid = "x".join(str(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
               f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{k['bytes']:>11}{k['flops']:>13}  {source}")
+    share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
+    if share is not None:
+        fast = sum(1 for p in paths if p != "generic")
+        total = sum(k["flops"] for k in kernels)
+        print(f"fast paths: {share:.1%} of {_flop_text(total)} ({fast} of {len(kernels)} kernels; "
+              "the rest on the generic path)")
+
+
+def _flop_text(flops: float) -> str:
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:.0f} FLOP"
 
 
 def entry(argv=None) -> int:

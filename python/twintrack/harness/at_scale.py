@@ -13,6 +13,10 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
 - `rows`: one row-wise op over rows × cols (`op=0..4`: layer norm, RMSNorm,
   softmax, GELU, row sum).
 - `conv3x3`: one 3×3 convolution with padding 1 (ResNet-50's shapes).
+- `vit`, `resnet`, `mobilenet_v2`: Hugging Face's ViT (ViT-Base/16 at
+  224×224: 197 tokens), ResNet (ResNet-50's layout) and MobileNetV2 from
+  their default configs, random weights, called with `pixel_values`;
+  `layers` and `image` shrink them for the tests.
 """
 
 from __future__ import annotations
@@ -157,3 +161,47 @@ def rows(rows: int = 64, cols: int = 128, op: int = 0, seed: int = 0):
 def conv3x3(batch: int = 2, channels: int = 8, filters: int = 8, size: int = 14, seed: int = 0):
     model = _seeded_module(nn.Conv2d(channels, filters, 3, padding=1), seed)
     return model, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
+
+
+class _PixelsToHidden(nn.Module):
+    """A Hugging Face vision model called as its documentation shows, returning its last hidden state."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels):
+        return self.model(pixel_values=pixels).last_hidden_state
+
+
+def _vision_model(config, batch: int, image: int, seed: int):
+    import transformers
+
+    torch.manual_seed(seed)
+    model = getattr(transformers, type(config).__name__.replace("Config", "Model"))(config)
+    pixels = torch.randn(batch, config.num_channels, image, image, generator=_generator(seed))
+    return _PixelsToHidden(model.eval()), (pixels,)
+
+
+def vit(batch: int = 2, layers: int = 1, image: int = 32, seed: int = 0):
+    """ViT-Base/16's default config (768 wide, 12 heads, 16-pixel patches), `layers` deep, on image² pixels."""
+    import transformers
+
+    config = transformers.ViTConfig(num_hidden_layers=layers, image_size=image)
+    return _vision_model(config, batch, image, seed)
+
+
+def resnet(batch: int = 2, image: int = 32, depth: int = 0, seed: int = 0):
+    """ResNet-50's layout (the default config: bottleneck stages of 3, 4, 6, 3); depth > 0 keeps one block per stage."""
+    import transformers
+
+    config = transformers.ResNetConfig(**({"depths": [depth] * 4} if depth else {}))
+    return _vision_model(config, batch, image, seed)
+
+
+def mobilenet_v2(batch: int = 2, image: int = 32, seed: int = 0):
+    """MobileNetV2's default config (depth multiplier 1.0)."""
+    import transformers
+
+    config = transformers.MobileNetV2Config(image_size=image)
+    return _vision_model(config, batch, image, seed)

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,17 @@ def record_compile_time(directory: Path, manifest: dict, seconds: float) -> None
     """Add the end-to-end compile time (load, export, stages, packaging)."""
     manifest["compile_seconds"] = round(seconds, 3)
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def fast_flop_share(kernels: Iterable[tuple[str, float]]) -> float | None:
+    """The share of the counted flops that kernels on a fast path (a kernel
+    generator's, any path but "generic") compute, from (path, flops) pairs;
+    None where no kernel counts flops."""
+    fast = total = 0.0
+    for path, flops in kernels:
+        total += flops
+        fast += flops if path != "generic" else 0
+    return fast / total if total else None
 
 
 def read_manifest(outdir: Path) -> dict:

@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from ...runtime.artifact import fast_flop_share
 from ..checked_run import COMPARE_SEED, CheckedRun, use_exact_float32
 from ..numerics import float32_matmuls, tolerance
 from ..timing import NOISY_FOOTNOTE, NOISY_MARK
@@ -157,6 +158,8 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
                            for mode in request.modes}
     measured = twintrack.report(run)
     row["twintrack"] = _figures(measured)
+    if request.device == "cuda" and measured.kernels:
+        row["twintrack"]["fast_flop_share"] = fast_flop_share((k["kind"], k["flops"]) for k in measured.kernels)
     row["ratio_vs_inductor"] = _ratios_vs_inductor(row, row["twintrack"])
     row["ratio_vs_eager"] = _ratio(row["twintrack"].get("latency_ms"), row["eager"]["latency_ms"])
     if measured.graph is not None:
@@ -224,23 +227,27 @@ def markdown_summary(result: dict) -> str:
              "Inductor's max-autotune mode uses CUDA graphs too, its default mode does not.", "",
              "| model | dtype | eager ms | " + " | ".join(f"inductor {m} ms" for m in modes)
              + " | twintrack ms | twintrack graph ms | " + " | ".join(ratio_columns)
-             + f" | twintrack/eager | twintrack % of copy | inductor {modes[0]} % of copy | numerics |",
-             "|---|---|" + "---:|" * (6 + 3 * len(modes)) + "---|"]
+             + f" | twintrack/eager | twintrack % of copy | inductor {modes[0]} % of copy | fast-path flops | numerics |",
+             "|---|---|" + "---:|" * (7 + 3 * len(modes)) + "---|"]
     for r in result["models"]:
         graph_ratios = r.get("ratio_graph_vs_inductor", {})
         cells = [r["name"], r["dtype"], _ms(r["eager"])] + [_ms(r["inductor"][m]) for m in modes]
         cells += [_ms(r["twintrack"]), _ms(r.get("twintrack_graph"))]
         cells += [_x(r["ratio_vs_inductor"][m]) for m in modes] + [_x(graph_ratios.get(m)) for m in modes]
         cells += [_x(r["ratio_vs_eager"]), _percent(r["twintrack"].get("copy_fraction")),
-                  _percent(r["inductor"][modes[0]].get("copy_fraction")), "ok" if r["ok"] else "FAIL"]
+                  _percent(r["inductor"][modes[0]].get("copy_fraction")),
+                  _percent(r["twintrack"].get("fast_flop_share")), "ok" if r["ok"] else "FAIL"]
         lines.append("| " + " | ".join(cells) + " |")
     graph_geomean = result.get("graph_geomean", {})
     lines.append("| **geomean** | | | " + " | ".join("" for _ in modes) + " | | | "
                  + " | ".join(f"**{_x(result['geomean'][m])}**" for m in modes) + " | "
-                 + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | | | |")
+                 + " | ".join(f"**{_x(graph_geomean.get(m))}**" for m in modes) + " | | | | | |")
     if result.get("copy_gbps"):
         lines += ["", f"% of copy: the compulsory bytes (inputs, parameters and outputs once each) per second, "
                       f"against this run's measured device copy of {result['copy_gbps']:.0f} GB/s."]
+    if any(r["twintrack"].get("fast_flop_share") is not None for r in result["models"]):
+        lines += ["", "fast-path flops: the share of twintrack's counted flops in kernels a kernel generator "
+                      "built (matmul, attention, row kernels), not on the generic path."]
     if result.get("timing", {}).get("noisy"):
         lines += ["", NOISY_FOOTNOTE + "."]
     failures = [f"- {r['name']} {track}: {info['error']}" for r in result["models"]
