@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -42,6 +43,11 @@ class Exported:
     def compile(self, target: str = "cpu", emulate_precision_casts: bool = False) -> "Compiled":
         lowered = self.lower(to=None, target=target, emulate_precision_casts=emulate_precision_casts)
         return Compiled(self, lowered.compilation)  # nothing left to resume: no copy
+
+    def compile_with(self, options: CompileOptions) -> "Compiled":
+        """Every stage, under `options` (any CompileOptions: fusion, tf32, a tuning cache...)."""
+        options = replace(options, freeze=self.exported.frozen, stop_after=None)
+        return Compiled(self, compile_exported(self.exported, options))
 
 
 class Lowered:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "twintrack"
 LAYERS = [
     ("cli", ["twintrack.cli"]),
     ("harness", ["twintrack.harness"]),
-    ("api", ["twintrack.api"]),
+    ("api", ["twintrack.api", "twintrack.dynamo_backend"]),
     ("compiler", ["twintrack.compiler"]),
     ("frontend", ["twintrack.frontend"]),
     ("runtime", ["twintrack.runtime"]),

@@ -1,0 +1,173 @@
+"""torch.compile(model, backend="twintrack") on the CPU: the registered
+backend, inference through Dynamo and AOTAutograd (zoo and Hugging Face
+models), a program cut by graph breaks, training steps against eager
+(gradients through attention, batch norm's buffers), a graph twintrack
+refuses (it runs eagerly, with a warning naming its source line), and the
+options' errors and dumps."""
+
+import copy
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from twintrack import dynamo_backend
+from twintrack.harness import zoo
+
+sys.path.insert(0, str(Path(__file__).parent))
+import real_models  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles its own graphs and counts them alone."""
+    torch._dynamo.reset()
+    dynamo_backend.reset_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def _float64_reference(model, inputs):
+    reference = copy.deepcopy(model).double()
+    with torch.no_grad():
+        return reference(*(x.double() if x.is_floating_point() else x for x in inputs))
+
+
+def test_backend_is_registered():
+    assert "twintrack" in torch._dynamo.list_backends()
+
+
+@pytest.mark.parametrize("spec", [
+    "mlp?batch=8&features=16&hidden=32&out=8",
+    "conv_block?batch=2&in_channels=3&channels=8&size=16",
+    "transformer_block?batch=2&seq=16&dim=32&heads=4",
+    "gpt_block?batch=2&seq=16&dim=32&heads=4",
+])
+def test_inference_matches_float64(spec):
+    model, inputs = zoo.build(spec)
+    with torch.no_grad():
+        result = torch.compile(model, backend="twintrack")(*inputs)
+    torch.testing.assert_close(result.double(), _float64_reference(model, inputs), rtol=1e-4, atol=1e-5)
+    stats = dynamo_backend.stats()
+    assert stats.compiled == 1 and not stats.fallbacks, stats
+
+
+def test_hugging_face_bert_inference():
+    model, inputs = real_models.bert()
+    with torch.no_grad():
+        result = torch.compile(model, backend="twintrack")(*inputs)
+    torch.testing.assert_close(result.double(), _float64_reference(model, inputs), rtol=1e-4, atol=1e-5)
+    assert dynamo_backend.stats().compiled == 1 and not dynamo_backend.stats().fallbacks
+
+
+class Breaks(torch.nn.Module):
+    """A print and a branch on the data: Dynamo cuts the program in three graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.relu(self.first(x))
+        print("between the graphs")
+        if y.sum() > 0:
+            y = y * 2
+        return self.second(y)
+
+
+def test_graph_breaks_run_in_pieces(capsys):
+    model, x = Breaks(), torch.randn(3, 8)
+    with torch.no_grad():
+        result = torch.compile(model, backend="twintrack")(x)
+        expected = model(x)
+    torch.testing.assert_close(result, expected)
+    assert "between the graphs" in capsys.readouterr().out
+    assert dynamo_backend.stats().compiled == 3 and not dynamo_backend.stats().fallbacks
+
+
+class SmallCnn(torch.nn.Module):
+    """Convolutions without bias before batch norm (as ResNet's), in train mode: the running statistics change."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.norm = torch.nn.BatchNorm2d(8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.norm(self.conv(x)))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+@pytest.mark.parametrize("name", ["transformer_block", "cnn_batch_norm"])
+def test_training_steps_match_eager(name):
+    """AdamW steps (the optimizer in eager) on the compiled forward and
+    backward graphs: each loss within 1e-4 of eager's, the parameters and
+    buffers within 1e-3 after the steps. Attention's gradients come through
+    its math (a fused kernel's saved log-sum-exp would not be computed)."""
+    torch.manual_seed(0)
+    if name == "cnn_batch_norm":
+        model, batch = SmallCnn().train(), (4, 3, 8, 8)
+    else:
+        model, inputs = zoo.build("transformer_block?batch=2&seq=16&dim=32&heads=4")
+        batch = tuple(inputs[0].shape)
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="twintrack")
+    optimizers = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, reference)]
+    for _ in range(3):
+        x = torch.randn(batch)
+        losses = [f(x).square().mean() for f in (compiled, reference)]
+        for optimizer, loss in zip(optimizers, losses):
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        assert abs(losses[0].item() - losses[1].item()) <= 1e-4 * abs(losses[1].item())
+    for ours, theirs in zip([*model.parameters(), *model.buffers()], [*reference.parameters(), *reference.buffers()]):
+        torch.testing.assert_close(ours, theirs, rtol=1e-3, atol=1e-3)
+    stats = dynamo_backend.stats()
+    assert stats.compiled == 2 and not stats.fallbacks, stats  # the forward and backward graphs
+
+
+class Eigenvalues(torch.nn.Module):
+    def forward(self, x):
+        return torch.linalg.eigvals(x).abs() + 1
+
+
+def test_refused_graph_runs_eagerly_with_a_warning():
+    x = torch.randn(4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch.compile(Eigenvalues(), backend="twintrack")(x)
+    torch.testing.assert_close(result, Eigenvalues()(x))
+    messages = [str(w.message) for w in caught if str(w.message).startswith("twintrack:")]
+    assert len(messages) == 1 and "complex dtypes are not supported" in messages[0]
+    assert "test_dynamo_backend.py:" in messages[0], messages  # the model's own line, not the graph's code
+    assert dynamo_backend.stats().compiled == 0 and len(dynamo_backend.stats().fallbacks) == 1
+
+
+def test_no_fallback_makes_it_an_error():
+    with pytest.raises(Exception, match="complex dtypes are not supported"):
+        torch.compile(Eigenvalues(), backend="twintrack", options={"fallback": False})(torch.randn(4, 4))
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({"bogus": 1}, "unknown option(s) bogus"),
+    ({"fusion": "yes"}, "option fusion='yes' is not a bool"),
+    ({"target": "tpu"}, "target='tpu': 'cpu' or 'gpu'"),
+])
+def test_bad_options_are_named(options, fragment):
+    with pytest.raises(Exception, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        torch.compile(torch.nn.Linear(4, 4), backend="twintrack", options=options)(torch.randn(2, 4))
+
+
+def test_dump_writes_each_graphs_artifact(tmp_path):
+    model, inputs = zoo.build("mlp?batch=8&features=16&hidden=32&out=8")
+    with torch.no_grad():
+        torch.compile(model, backend="twintrack", options={"dump": str(tmp_path), "fusion": False})(*inputs)
+    (graph,) = tmp_path.iterdir()
+    assert graph.name.startswith("inference_")
+    manifest = json.loads((graph / "manifest.json").read_text())
+    assert manifest["pipeline"] == "cpu" and any((graph / "stages").glob("*-linalg.mlir"))
