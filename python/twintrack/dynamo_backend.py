@@ -99,12 +99,23 @@ def twintrack_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | 
     compilers = {kind: GraphCompiler(parsed, kind) for kind in GRAPH_KINDS}
     from torch.nn.attention import SDPBackend, sdpa_kernel
     backend = aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
-                           inference_compiler=compilers["inference"])
+                           inference_compiler=compilers["inference"], decompositions=_backward_decompositions)
     # Attention as its math (matmuls, softmax), which autograd differentiates
     # op by op: the fused kernels' ops save a log-sum-exp for their backward
     # op, which the decompositions that lower them do not compute.
     with sdpa_kernel([SDPBackend.MATH]):
         return backend(gm, example_inputs)
+
+
+def _backward_decompositions() -> dict:
+    """PyTorch's decompositions of the backward ops (silu_backward,
+    native_layer_norm_backward, embedding_dense_backward, ...), applied as
+    AOTAutograd traces the joint graph: torch.export's own decomposition pass
+    keeps them, and torch-mlir lowers few of them. Forward ops are left to
+    the frontend's table, as for twintrack.compile."""
+    from torch._decomp import decomposition_table
+    return {op: decomposition for op, decomposition in decomposition_table.items()
+            if isinstance(op, torch._ops.OpOverload) and "backward" in op._schema.name}
 
 
 @dataclass
@@ -130,11 +141,15 @@ class GraphCompiler:
         return make_boxed_func(_sequence_outputs(compiled))
 
     def _compile(self, gm: torch.fx.GraphModule, example_inputs: list, name: str):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
         from . import api
         _refuse_symbolic(example_inputs)
         target = self.options.target or _device_target(example_inputs)
-        inputs = [x.detach() if isinstance(x, torch.Tensor) else x for x in example_inputs]
-        with torch.no_grad():
+        # AOTAutograd calls its compilers under its fake-tensor mode, with
+        # fake inputs; the graph's constants (buffers) are real tensors.
+        with unset_fake_temporarily(), torch.no_grad():
+            inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
             exported = api.export(CapturedGraph(gm), inputs, checks=target == "cpu")
             compiled = exported.compile_with(self.options.compile_options(target))
         if self.options.dump:
@@ -164,6 +179,11 @@ def _refuse_symbolic(example_inputs: list) -> None:
         if any(isinstance(size, torch.SymInt) for size in sizes):
             raise UsageError(f"graph input {position} has a symbolic size (dynamic shapes are not compiled yet); "
                              "torch.compile(..., dynamic=False) specializes them")
+
+
+def _zeros_like(x: torch.Tensor) -> torch.Tensor:
+    """A real tensor of x's shape, strides, dtype and device (x may be fake): the export needs no values."""
+    return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device=x.device).zero_()
 
 
 def _device_target(example_inputs: list) -> str:

@@ -1,0 +1,136 @@
+"""Training through torch.compile, step by step against eager: the same
+model (same seed, same weights), the same batches, AdamW in eager for every
+track. Each step's loss and the final parameters and buffers are compared
+with eager's.
+
+The cases are Hugging Face models from small configs, each called with its
+labels so that it returns its own loss: BERT (masked-LM), a LLaMA decoder
+(causal-LM) and a ResNet (classification; batch norm in train mode, so its
+running statistics change). Dropout is off: eager and a compiled graph draw
+their random numbers differently, so dropout would make the runs diverge
+by design, not by a compiler's error.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+LOSS_RTOL = 1e-4    # each step's loss against eager's, relative
+STATE_ATOL = 1e-3   # the final parameters and buffers against eager's, absolute
+
+
+@dataclass(frozen=True)
+class TrainingCase:
+    name: str
+    description: str
+    build: Callable[[], torch.nn.Module]                 # the model, seeded by the caller
+    batch: Callable[[torch.Generator], dict]              # one step's keyword inputs, labels included
+
+
+def _bert() -> torch.nn.Module:
+    import transformers
+    config = transformers.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                                     attention_probs_dropout_prob=0.0)
+    return transformers.BertForMaskedLM(config)
+
+
+def _llama() -> torch.nn.Module:
+    import transformers
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(config)
+
+
+def _resnet() -> torch.nn.Module:
+    import transformers
+    config = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
+                                       num_labels=4)
+    return transformers.ResNetForImageClassification(config)
+
+
+def _tokens(g: torch.Generator) -> dict:
+    ids = torch.randint(0, 128, (2, 16), generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
+def _images(g: torch.Generator) -> dict:
+    return {"pixel_values": torch.randn(4, 3, 32, 32, generator=g), "labels": torch.randint(0, 4, (4,), generator=g)}
+
+
+CASES = {case.name: case for case in (
+    TrainingCase("bert", "Hugging Face BERT, masked-LM loss (2 layers, 32 wide, 2 x 16 tokens)", _bert, _tokens),
+    TrainingCase("llama", "Hugging Face LLaMA decoder, causal-LM loss (2 layers, 32 wide, GQA 4/2 heads)", _llama,
+                 _tokens),
+    TrainingCase("resnet", "Hugging Face ResNet, classification loss, batch norm in train mode (4 x 3 x 32 x 32)",
+                 _resnet, _images),
+)}
+
+
+@dataclass
+class TrackRun:
+    """One track's run: each step's loss, its wall time, and the final state."""
+    losses: list[float] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)
+    state: list[torch.Tensor] = field(default_factory=list)
+
+
+def train(case: TrainingCase, backend: str | None, steps: int, lr: float, seed: int = 0) -> TrackRun:
+    """`steps` AdamW steps of the case's model, compiled with `backend` (None: eager)."""
+    torch.manual_seed(seed)
+    model = case.build().train()
+    step_fn = torch.compile(model, backend=backend) if backend else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    batches = torch.Generator().manual_seed(seed + 1)
+    run = TrackRun()
+    for _ in range(steps):
+        batch = case.batch(batches)
+        start = time.perf_counter()
+        loss = step_fn(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        run.step_seconds.append(time.perf_counter() - start)
+        run.losses.append(loss.item())
+    run.state = [t.detach().clone() for t in (*model.parameters(), *model.buffers())]
+    return run
+
+
+def compare_track(eager: TrackRun, other: TrackRun) -> dict:
+    """How far a track's run is from eager's: the worst step's relative loss
+    difference, the final state's largest absolute difference, and whether both are within tolerance."""
+    loss_error = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(other.losses, eager.losses))
+    state_error = max(((a.double() - b.double()).abs().max().item() for a, b in zip(other.state, eager.state)),
+                      default=0.0)
+    finite = all(math.isfinite(v) for v in other.losses)
+    return {"losses": other.losses, "max_loss_rel_error": loss_error, "max_state_abs_error": state_error,
+            "ok": finite and loss_error <= LOSS_RTOL and state_error <= STATE_ATOL, **_timing(other)}
+
+
+def _timing(run: TrackRun) -> dict:
+    """The first step (compiles included) and the median of the others."""
+    later = sorted(run.step_seconds[1:])
+    return {"first_step_s": run.step_seconds[0], "step_s": later[len(later) // 2] if later else None}
+
+
+def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...]) -> dict:
+    """The case on eager and on each backend; for twintrack, its graph counts."""
+    from .. import dynamo_backend
+    eager = train(case, None, steps, lr)
+    row = {"name": case.name, "description": case.description, "steps": steps, "lr": lr,
+           "eager": {"losses": eager.losses, **_timing(eager)}}
+    for backend in backends:
+        torch._dynamo.reset()
+        dynamo_backend.reset_stats()
+        row[backend] = compare_track(eager, train(case, backend, steps, lr))
+        if backend == "twintrack":
+            stats = copy.deepcopy(dynamo_backend.stats())
+            row[backend].update(graphs_compiled=stats.compiled, fallbacks=stats.fallbacks)
+            row[backend]["ok"] = row[backend]["ok"] and not stats.fallbacks
+    return row
