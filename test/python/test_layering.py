@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "twintrack"
 LAYERS = [
     ("cli", ["twintrack.cli"]),
     ("harness", ["twintrack.harness"]),
-    ("api", ["twintrack.api", "twintrack.dynamo_backend"]),
+    ("api", ["twintrack.api", "twintrack.dynamo_backend", "twintrack.dynamo_explain"]),
     ("compiler", ["twintrack.compiler"]),
     ("frontend", ["twintrack.frontend"]),
     ("runtime", ["twintrack.runtime"]),
@@ -24,6 +24,7 @@ LAYERS = [
 # (importer, imported): why it may run against the order.
 ALLOWED = {
     ("twintrack", "twintrack.api"): "the package root's twintrack.compile and the rest, imported on first use",
+    ("twintrack", "twintrack.dynamo_explain"): "the package root's twintrack.explain, imported on first use",
     ("twintrack.frontend.export", "twintrack.compiler.compile_cache"): "a model file's digest names it in the cache key",
     ("twintrack.frontend.export", "twintrack.harness.zoo"): "zoo:NAME model specs are loaded here",
     ("twintrack.harness.fuzz.chunk", "twintrack.cli.common"): "a chunk is a command of its own: SIGTERM stops it as the CLI's",

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 
-TOOLS = ("compile", "run", "compare", "bench", "tune", "gpu_check")
+TOOLS = ("compile", "run", "compare", "bench", "tune", "gpu_check", "explain", "train")
 
 
 def assert_one_line_error(result, *fragments):
@@ -86,7 +86,7 @@ def test_directory_as_model(run_tool, tmp_path):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_unknown_flag(run_tool, tmp_path, tool):
-    required = ("--out", tmp_path) if tool == "gpu_check" else ()
+    required = ("--out", tmp_path) if tool in ("gpu_check", "train") else ()
     result = run_tool(tool, "x", *required, "--no-such-flag")
     assert_one_line_error(result, "unrecognized arguments:", "--no-such-flag", "--help")
 

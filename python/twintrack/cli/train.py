@@ -19,10 +19,13 @@ the same batches, AdamW in eager for every track.
 EPILOG = """\
 Models (--models, default all): bert (masked-LM loss), llama (causal-LM
 loss), resnet (classification; batch norm in train mode). Dropout is off
-(eager and compiled graphs draw random numbers differently). A twintrack run
-passes when every step's loss is within 1e-4 of eager's (relative), the
-final parameters and buffers within 1e-3 (absolute), and no graph fell back
-to eager. With --inductor, Inductor trains the same way beside it, for
+(eager and compiled graphs draw random numbers differently). Eager also
+trains in float64, the reference: over tens of steps AdamW can amplify a
+rounding difference, so eager float32 itself drifts from it. A twintrack
+run passes when no graph fell back to eager and either every step's loss
+is within 1e-4 of eager float32's (relative) and the final parameters and
+buffers within 1e-3 (absolute), or both are no farther from float64 than
+twice eager float32's own drift. With --inductor, Inductor trains the same way beside it, for
 scale. Writes DIR/training.json and DIR/training.md (each step's losses,
 the errors, the first step's time with its compiles, the median step time)
 and prints the table.
@@ -79,22 +82,23 @@ def training_markdown(result: dict) -> str:
     backends = result["backends"]
     lines = [f"# Training through torch.compile, {result['date']}, CPU (torch {result['torch']}, "
              f"{result['threads']} threads, {result['dtype']})", "",
-             f"AdamW in eager for every track; each step's loss against eager's (pass: within "
-             f"{result['loss_rtol']:g} relative), the final parameters and buffers (pass: within "
-             f"{result['state_atol']:g} absolute), no graph fallen back to eager. Step times: the first step "
-             "(its compiles included), then the median of the others.", "",
-             "| model | steps | eager loss first → last | eager step ms | "
-             + " | ".join(f"{b} loss error | {b} state error | {b} first step s | {b} step ms" for b in backends)
+             f"AdamW in eager for every track. Errors: the worst step's loss (relative) / the final parameters "
+             f"and buffers (absolute), against eager float32 and against eager float64. Pass: no graph fallen "
+             f"back to eager, and within {result['loss_rtol']:g} / {result['state_atol']:g} of eager float32, or "
+             "no farther from float64 than twice eager float32's own drift. Step times: the first step (its "
+             "compiles included), then the median of the others.", "",
+             "| model | steps | eager loss first → last | eager float32 vs float64 | eager step ms | "
+             + " | ".join(f"{b} vs eager | {b} vs float64 | {b} first step s | {b} step ms" for b in backends)
              + " | twintrack graphs | pass |",
-             "|---|---:|---|---:|" + "---:|" * (4 * len(backends)) + "---:|---|"]
+             "|---|---:|---|---:|---:|" + "---:|" * (4 * len(backends)) + "---:|---|"]
     for row in result["models"]:
         eager = row["eager"]
         cells = [row["name"], str(row["steps"]), f"{eager['losses'][0]:.4f} → {eager['losses'][-1]:.4f}",
-                 f"{eager['step_s'] * 1e3:.1f}"]
+                 _errors(eager["vs_float64"]), f"{eager['step_s'] * 1e3:.1f}"]
         for backend in backends:
             track = row[backend]
-            cells += [f"{track['max_loss_rel_error']:.1e}", f"{track['max_state_abs_error']:.1e}",
-                      f"{track['first_step_s']:.1f}", f"{track['step_s'] * 1e3:.1f}"]
+            cells += [_errors(track["vs_eager"]), _errors(track["vs_float64"]), f"{track['first_step_s']:.1f}",
+                      f"{track['step_s'] * 1e3:.1f}"]
         twintrack = row["twintrack"]
         cells += [f"{twintrack['graphs_compiled']} ({len(twintrack['fallbacks'])} fell back)",
                   "yes" if twintrack["ok"] else "**no**"]
@@ -102,6 +106,10 @@ def training_markdown(result: dict) -> str:
     lines += [""] + [f"- {row['name']}: {row['description']}" for row in result["models"]]
     fallbacks = [f"- {row['name']}: {f}" for row in result["models"] for f in row["twintrack"]["fallbacks"]]
     return "\n".join(lines + ([""] + fallbacks if fallbacks else [])) + "\n"
+
+
+def _errors(distance: dict) -> str:
+    return f"{distance['loss']:.1e} / {distance['state']:.1e}"
 
 
 def entry(argv=None) -> int:
