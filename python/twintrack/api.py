@@ -44,10 +44,17 @@ class Exported:
         lowered = self.lower(to=None, target=target, emulate_precision_casts=emulate_precision_casts)
         return Compiled(self, lowered.compilation)  # nothing left to resume: no copy
 
-    def compile_with(self, options: CompileOptions) -> "Compiled":
+    def lower_with(self, options: CompileOptions) -> "Lowered":
         """Every stage, under `options` (any CompileOptions: fusion, tf32, a tuning cache...)."""
         options = replace(options, freeze=self.exported.frozen, stop_after=None)
-        return Compiled(self, compile_exported(self.exported, options))
+        return Lowered(self, compile_exported(self.exported, options))
+
+    def compile_with(self, options: CompileOptions) -> "Compiled":
+        return Compiled(self, self.lower_with(options).compilation)
+
+    def state(self) -> list[torch.Tensor]:
+        """The parameters and buffers the compiled function takes first (none when frozen)."""
+        return [] if self.exported.frozen else list(model_state(self.source.module).values())
 
 
 class Lowered:
@@ -61,11 +68,17 @@ class Lowered:
     def as_text(self, stage: str | None = None) -> str:
         return self.compilation.text(stage)
 
-    def save(self, outdir: str | Path) -> dict:
-        from .runtime.artifact import atomic_directory
-        from .compiler.artifact_writer import write_artifact
-        with atomic_directory(Path(outdir)) as staging:
-            return write_artifact(staging, self.compilation, self.exported.source.spec)
+    def save(self, outdir: str | Path, with_state: bool = False) -> dict:
+        """Write this compile's artifact; `with_state`: with the model's
+        parameters and buffers (state.pt), so that it runs on the inputs alone."""
+        return _save_artifact(Path(outdir), self.compilation, self.exported.source.spec,
+                              self.exported.state() if with_state else [])
+
+    def finished(self) -> "Compiled":
+        """The callable of a compilation that ran every stage (`Exported.lower_with`), without a copy."""
+        if self.compilation.last_stage != self.compilation.recipe.stage_names()[-1]:
+            raise UsageError(f"lowered to {self.compilation.last_stage}, not through every stage: use compile()")
+        return Compiled(self.exported, self.compilation)
 
     def compile(self, target: str = "cpu") -> "Compiled":
         if target != self.compilation.recipe.target:
@@ -82,7 +95,7 @@ class Compiled:
     def __init__(self, exported: Exported, compilation: Compilation):
         self.exported, self.compilation = exported, compilation
         model = exported.exported
-        self._state = [] if model.frozen else list(model_state(exported.source.module).values())
+        self._state = exported.state()
         if compilation.recipe.target == "gpu":
             self._executable = self._gpu_executable()
             self._state = [t.cuda() for t in self._state] if torch.cuda.is_available() else self._state
@@ -108,12 +121,7 @@ class Compiled:
         """Write this compile's artifact, with the model's parameters and
         buffers (state.pt), so `twintrack.load(outdir)` runs it anywhere,
         on the inputs alone."""
-        from .runtime.artifact import atomic_directory, write_state
-        from .compiler.artifact_writer import write_artifact
-        with atomic_directory(Path(outdir)) as staging:
-            manifest = write_artifact(staging, self.compilation, self.exported.source.spec)
-            write_state(staging, manifest, self._state)
-        return manifest
+        return _save_artifact(Path(outdir), self.compilation, self.exported.source.spec, self._state)
 
     @property
     def poison_outputs(self) -> bool:
@@ -131,6 +139,16 @@ class Compiled:
         tensors = scalar_checked(inputs, model.scalars, len(model.inputs))
         arguments = [*self._state, *tensors]
         return model.calling.outputs(self._executable(*arguments), arguments)
+
+
+def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: list) -> dict:
+    """The artifact directory, whole or not at all, with `state` (state.pt) where there is one."""
+    from .runtime.artifact import atomic_directory, write_state
+    from .compiler.artifact_writer import write_artifact
+    with atomic_directory(outdir) as staging:
+        manifest = write_artifact(staging, compilation, spec)
+        write_state(staging, manifest, state)
+    return manifest
 
 
 def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks: bool = True) -> Exported:

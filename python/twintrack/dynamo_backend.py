@@ -11,12 +11,23 @@ The backend is registered under the `torch_dynamo_backends` entry point, so
 A graph twintrack cannot compile runs as it was captured (ATen ops,
 eagerly), with a warning naming the graph and the reason: the program
 still runs. `fallback=False` makes that an error instead. `stats()` counts
-the graphs compiled and those that fell back.
+the graphs compiled, loaded from the cache and fallen back.
+
+Each compiled graph goes into the compile cache (compiler/compile_cache.py,
+`graphs/`) under a key that a machine without MLIR computes too: the
+captured graph with its devices left out, its inputs' shapes, strides and
+dtypes, its constants, the options and the compiler's Python sources. A
+later run loads it instead of compiling. A copy of the cache lets a GPU
+machine without MLIR run the graphs compiled here (`target="gpu"`,
+`compile_only=True`: compile and store each graph for the GPU while this
+machine runs it eagerly); there a miss is an error naming the graph and its
+key, or, with `on_miss="inductor"`, Inductor's compile with a warning.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,6 +37,11 @@ import torch
 from .errors import UsageError
 
 GRAPH_KINDS = ("inference", "forward", "backward")
+MISS_ACTIONS = ("compile", "error", "inductor")
+
+
+class GraphCacheMiss(UsageError):
+    """A graph to load from the compile cache is not there, and is not to be compiled here."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +56,9 @@ class BackendOptions:
     tuning_cache: str | None = None        # matmul tiles from this autotune cache (tools/tune.py)
     dump: str | None = None                # a directory: each graph's artifact (stages' IR, kernels) under it
     fallback: bool = True                  # a graph that fails to compile runs eagerly, with a warning
+    compile_only: bool = False             # compile and cache each graph, run it eagerly here
+    on_miss: str | None = None             # not in the cache: "compile", "error" or "inductor" (None: compile
+                                           # where MLIR is installed, else error)
 
     @classmethod
     def parse(cls, options: dict | None) -> BackendOptions:
@@ -58,7 +77,17 @@ class BackendOptions:
         parsed = cls(**options)
         if parsed.target not in (None, "cpu", "gpu"):
             raise UsageError(f"torch.compile(backend='twintrack'): target={parsed.target!r}: 'cpu' or 'gpu'")
+        if parsed.on_miss not in (None, *MISS_ACTIONS):
+            raise UsageError(f"torch.compile(backend='twintrack'): on_miss={parsed.on_miss!r}: one of "
+                             f"{', '.join(map(repr, MISS_ACTIONS))}")
         return parsed
+
+    def key_settings(self, target: str) -> str:
+        """What of the options a compiled graph depends on (not where it is dumped, nor how misses are met)."""
+        from .compiler.recipes import DEFAULT_ARCH
+        tf32 = torch.backends.cuda.matmul.allow_tf32 if self.allow_tf32 is None else self.allow_tf32
+        return f"target={target} arch={DEFAULT_ARCH} tf32={tf32} fusion={self.fusion} fast={self.fast_kernels} " \
+               f"casts={self.emulate_precision_casts} tuning={_file_digest(self.tuning_cache)}"
 
     def compile_options(self, target: str):
         from .compiler.options import CompileOptions
@@ -70,8 +99,11 @@ class BackendOptions:
 
 @dataclass
 class BackendStats:
-    """Graphs handed to the backend in this process: compiled, and fallen back (with why)."""
+    """Graphs handed to the backend in this process: compiled, loaded from
+    the compile cache, given to Inductor on a miss, and fallen back (with why)."""
     compiled: int = 0
+    cache_hits: int = 0
+    inductor: int = 0
     fallbacks: list[str] = field(default_factory=list)
 
 
@@ -126,9 +158,32 @@ class GraphCompiler:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         from functorch.compile import make_boxed_func
+
+        from .compiler import compile_cache
+        example_inputs = list(example_inputs)
         name = f"{self.kind}_{next(_GRAPH_NUMBERS)}"
+        target = self.options.target or _device_target(example_inputs)
+        key = graph_key(gm, example_inputs, self.options.key_settings(target))
+        cached = compile_cache.graph_path(key) if key else None
+        if cached is not None:
+            _STATS.cache_hits += 1
+            return make_boxed_func(gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target)))
+        on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
+        if on_miss == "error":
+            raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
+                                 f"({compile_cache.root() / 'graphs'}) under key {key}, and is not compiled here; "
+                                 "compile it where MLIR is installed (options compile_only=True, target='gpu'), "
+                                 "or pass on_miss='inductor'")
+        if on_miss == "inductor":
+            warnings.warn(f"twintrack: graph {name} is not in the compile cache (key {key}): Inductor compiles it",
+                          stacklevel=2)
+            _STATS.inductor += 1
+            return _inductor(gm, example_inputs)
         try:
-            compiled = self._compile(gm, list(example_inputs), name)
+            lowered = self._lower(gm, example_inputs, name, target)
+            if key:
+                compile_cache.store_graph(key, lambda directory: lowered.save(directory, with_state=True))
+            run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
         except Exception as e:  # a graph twintrack cannot compile still runs
             reason = " ".join(f"{type(e).__name__}: {e}".split())[:400]
             if not self.options.fallback:
@@ -138,23 +193,73 @@ class GraphCompiler:
             _STATS.fallbacks.append(f"{name}: {reason}")
             return make_boxed_func(gm.forward)
         _STATS.compiled += 1
-        return make_boxed_func(_sequence_outputs(compiled))
+        return make_boxed_func(run)
 
-    def _compile(self, gm: torch.fx.GraphModule, example_inputs: list, name: str):
+    def _lower(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str):
+        """Every stage of the graph's compile for `target` (api.Lowered)."""
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
         from . import api
         _refuse_symbolic(example_inputs)
-        target = self.options.target or _device_target(example_inputs)
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; the graph's constants (buffers) are real tensors.
         with unset_fake_temporarily(), torch.no_grad():
             inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
             exported = api.export(CapturedGraph(gm), inputs, checks=target == "cpu")
-            compiled = exported.compile_with(self.options.compile_options(target))
+            lowered = exported.lower_with(self.options.compile_options(target))
         if self.options.dump:
-            compiled.save(Path(self.options.dump) / name)
-        return compiled
+            lowered.save(Path(self.options.dump) / name, with_state=True)
+        return lowered
+
+
+def graph_key(gm: torch.fx.GraphModule, example_inputs: list, settings: str) -> str | None:
+    """The compile cache's key of a graph (module docstring); None for a
+    graph whose inputs are not all tensors of static shape (not cached)."""
+    from .compiler.compile_cache import digest, portable_fingerprint
+    specs = []
+    for x in example_inputs:
+        if not isinstance(x, torch.Tensor) or any(isinstance(d, torch.SymInt) for d in (*x.shape, *x.stride())):
+            return None
+        specs.append(f"{tuple(x.shape)}:{tuple(x.stride())}:{x.dtype}")
+    constants = []
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                from torch._subclasses.fake_tensor import unset_fake_temporarily
+                with unset_fake_temporarily():
+                    constants.append(digest(value.detach().cpu().contiguous().numpy().tobytes(), str(value.dtype)))
+    code = re.sub(r"device\(type='\w+'(, index=\d+)?\)", "device(*)", gm.code)
+    code = re.sub(r"'(cuda|cpu)(:\d+)?'", "'*'", code)
+    return digest(portable_fingerprint(), settings, code, *specs, *constants)
+
+
+def _load(artifact: Path, target: str):
+    """A cached graph as a callable over its inputs (its constants travel in it)."""
+    if target == "gpu":
+        from .runtime import load
+    else:
+        from .api import load
+    return load(artifact)
+
+
+def _compiler_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("torch_mlir") is not None and importlib.util.find_spec("mlir") is not None
+
+
+def _inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    """Inductor's compile of a graph AOTAutograd handed over: retraced with
+    Inductor's decompositions first, which it expects of its graphs."""
+    from torch._inductor.compile_fx import compile_fx_inner
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+    return compile_fx_inner(make_fx(gm, decomposition_table=select_decomp_table())(*example_inputs), example_inputs)
+
+
+def _file_digest(path: str | None) -> str:
+    from .compiler.compile_cache import file_digest
+    return file_digest(Path(path)) or "unreadable" if path else "none"
 
 
 class CapturedGraph(torch.nn.Module):

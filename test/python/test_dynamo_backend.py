@@ -171,3 +171,78 @@ def test_dump_writes_each_graphs_artifact(tmp_path):
     assert graph.name.startswith("inference_")
     manifest = json.loads((graph / "manifest.json").read_text())
     assert manifest["pipeline"] == "cpu" and any((graph / "stages").glob("*-linalg.mlir"))
+
+
+# ---------------------------------------------------------------- the compile cache
+
+@pytest.fixture
+def graph_cache(tmp_path, monkeypatch):
+    """The compile cache on, in a directory of this test's own."""
+    monkeypatch.setenv("TWINTRACK_CACHE", "1")
+    monkeypatch.setenv("TWINTRACK_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "graphs"
+
+
+MLP = "mlp?batch=8&features=16&hidden=32&out=8"
+
+
+def _run_mlp(options: dict | None = None):
+    torch._dynamo.reset()
+    model, inputs = zoo.build(MLP)
+    with torch.no_grad():
+        return torch.compile(model, backend="twintrack", options=options)(*inputs), model(*inputs)
+
+
+def test_a_second_run_loads_every_graph_from_the_cache(graph_cache):
+    result, expected = _run_mlp()
+    assert dynamo_backend.stats().compiled == 1 and len(list(graph_cache.iterdir())) == 1
+    dynamo_backend.reset_stats()
+    result, expected = _run_mlp()
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.cache_hits) == (0, 1), stats
+    torch.testing.assert_close(result, expected)
+
+
+def test_a_miss_where_nothing_compiles_names_the_graph_and_its_key(graph_cache):
+    with pytest.raises(Exception, match=r"graph inference_\d+ \(\d+ nodes\) is not in the compile cache .* under "
+                                        r"key [0-9a-f]{32}, and is not compiled here"):
+        _run_mlp({"on_miss": "error"})
+
+
+def test_a_miss_can_go_to_inductor(graph_cache):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, expected = _run_mlp({"on_miss": "inductor"})
+    torch.testing.assert_close(result, expected)
+    assert dynamo_backend.stats().inductor == 1 and dynamo_backend.stats().compiled == 0
+    assert any("Inductor compiles it" in str(w.message) for w in caught)
+
+
+def test_compile_only_fills_the_cache_for_the_gpu(graph_cache):
+    """Here, without a GPU: each graph is compiled for the GPU and stored,
+    and the program runs eagerly; a GPU machine with a copy of the cache
+    (the same key: devices are not part of it) loads the graph there."""
+    options = {"target": "gpu", "compile_only": True}
+    result, expected = _run_mlp(options)
+    torch.testing.assert_close(result, expected)
+    (graph,) = graph_cache.iterdir()
+    manifest = json.loads((graph / "manifest.json").read_text())
+    assert manifest["pipeline"] == "gpu" and manifest["kernels"] and all((graph / k["cubin"]).is_file()
+                                                                          for k in manifest["kernels"])
+    dynamo_backend.reset_stats()
+    _run_mlp({**options, "on_miss": "error"})  # found under the same key
+    assert dynamo_backend.stats().cache_hits == 1
+
+
+def test_the_key_leaves_devices_out():
+    def on(device):  # x + ones(4) made on `device`, as AOTAutograd writes it (built, not run: no GPU here)
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x")
+        ones = graph.call_function(torch.ops.aten.ones.default, ([4],), {"device": torch.device(device)})
+        graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, ones)),))
+        return torch.fx.GraphModule(torch.nn.Module(), graph)
+    x = torch.randn(2, 4)
+    keys = {dynamo_backend.graph_key(on(device), [x], "settings") for device in ("cpu", "cuda", "cuda:1")}
+    assert len(keys) == 1
+    assert dynamo_backend.graph_key(on("cpu"), [x], "other settings") not in keys
+    assert dynamo_backend.graph_key(on("cpu"), [torch.randn(3, 4)], "settings") not in keys

@@ -11,7 +11,9 @@ from .common import CommandParser, add_debug_flag, run_main
 EPILOG = """\
 The cache keeps complete artifacts by exported graph, options and compiler
 (a repeated compile copies one), tools/compile.py commands with the files
-they read (a repeat is answered without importing torch), and cubins by PTX.
+they read (a repeat is answered without importing torch), cubins by PTX,
+and the graphs torch.compile(backend="twintrack") compiled (a copy of the
+cache lets a machine without MLIR load them instead of compiling).
 It lives in $TWINTRACK_CACHE_DIR, else $XDG_CACHE_HOME/twintrack, else
 ~/.cache/twintrack; TWINTRACK_CACHE=0 turns it off and TWINTRACK_CACHE_MB
 bounds it (default 4096: past it, the least recently used entries go).

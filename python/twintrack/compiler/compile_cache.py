@@ -15,7 +15,13 @@ shows and clears it (removing the directory is as good). What it holds:
                       loading the model read and its hash: a repeat whose
                       files are unchanged copies the artifact without
                       importing torch;
-  ptxas/KEY.bin      cubins with ptxas's report, by PTX text, arch and ptxas.
+  ptxas/KEY.bin      cubins with ptxas's report, by PTX text, arch and ptxas;
+  graphs/KEY/        the torch.compile backend's graphs (twintrack.dynamo_backend),
+                     each an artifact with its constants, keyed by the
+                     captured FX graph (devices left out), its input specs,
+                     its constants, the options and `portable_fingerprint`:
+                     a machine without MLIR computes the same key, and
+                     loads the artifact instead of compiling.
 
 Every entry is written to a temporary name and renamed, so readers never
 see half an entry, and concurrent compiles are safe. Past its size limit
@@ -36,7 +42,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the whole twintrack package
 DEFAULT_LIMIT_MB = 4096
-KINDS = ("artifacts", "requests", "ptxas")
+KINDS = ("artifacts", "requests", "ptxas", "graphs")
 
 
 def enabled() -> bool:
@@ -86,6 +92,18 @@ def compiler_fingerprint() -> str:
     return digest(*parts)
 
 
+@functools.cache
+def portable_fingerprint() -> str:
+    """The compiler's identity as a machine without MLIR computes it too:
+    twintrack's Python sources and its default recipes (not its C++
+    extension, nor the torch and MLIR versions, which such a machine may
+    lack or have in another build)."""
+    lowering = PACKAGE_DIR.parents[1] / "lowering"
+    files = sorted(p for p in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
+    parts = [f"{p.relative_to(PACKAGE_DIR)}={file_digest(p)}" for p in files]
+    return digest(*parts, directory_digest(lowering) if lowering.is_dir() else "no recipes")
+
+
 def directory_digest(directory: Path) -> str:
     """Every file under `directory`, by relative path and content."""
     directory = Path(directory)
@@ -131,6 +149,26 @@ def copy_artifact(cached: Path, destination: Path) -> None:
     """A cached artifact into a fresh directory (copied: an artifact's user
     may edit it; the cache must stay as it was)."""
     shutil.copytree(cached, destination, dirs_exist_ok=True)
+
+
+# ---------------------------------------------------------------- graphs
+
+def graph_path(key: str) -> Path | None:
+    """The cached artifact of a torch.compile graph, if there is one (marked as used)."""
+    if not enabled():
+        return None
+    path = root() / "graphs" / key
+    if not (path / "manifest.json").is_file():
+        return None
+    _touch(path)
+    return path
+
+
+@best_effort
+def store_graph(key: str, fill) -> None:
+    """A graph's artifact under `key`, written by `fill(directory)`."""
+    _store_tree(root() / "graphs" / key, fill)
+    evict_past_limit()
 
 
 # ---------------------------------------------------------------- requests
