@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import UsageError
+from .errors import UsageError, brief_exception
 
 GRAPH_KINDS = ("inference", "forward", "backward")
 MISS_ACTIONS = ("compile", "error", "inductor")
@@ -158,52 +158,74 @@ class GraphCompiler:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         from functorch.compile import make_boxed_func
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-        from .compiler import compile_cache
         example_inputs = list(example_inputs)
         name = f"{self.kind}_{next(_GRAPH_NUMBERS)}"
         target = self.options.target or _device_target(example_inputs)
+        on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
+        # AOTAutograd calls its compilers under its fake-tensor mode, with
+        # fake inputs; twintrack works with the graph's real constants.
+        with unset_fake_temporarily():
+            run = self._cached_or_compiled(gm, example_inputs, name, target, on_miss)
+        if run is None:  # a miss for Inductor, which compiles under the fake mode
+            warnings.warn(f"twintrack: graph {name} is not in the compile cache: Inductor compiles it", stacklevel=2)
+            _STATS.inductor += 1
+            return _inductor(gm, example_inputs)
+        return make_boxed_func(run)
+
+    def _cached_or_compiled(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str,
+                            on_miss: str):
+        """The graph as a callable over its inputs: loaded from the cache,
+        compiled (and stored), or run as captured (compile_only, or a graph
+        that failed to compile); None where Inductor is to take the miss."""
+        from .compiler import compile_cache
         key = graph_key(gm, example_inputs, self.options.key_settings(target))
         cached = compile_cache.graph_path(key) if key else None
         if cached is not None:
             _STATS.cache_hits += 1
-            return make_boxed_func(gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target)))
-        on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
+            return gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target))
         if on_miss == "error":
             raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
                                  f"({compile_cache.root() / 'graphs'}) under key {key}, and is not compiled here; "
                                  "compile it where MLIR is installed (options compile_only=True, target='gpu'), "
                                  "or pass on_miss='inductor'")
         if on_miss == "inductor":
-            warnings.warn(f"twintrack: graph {name} is not in the compile cache (key {key}): Inductor compiles it",
-                          stacklevel=2)
-            _STATS.inductor += 1
-            return _inductor(gm, example_inputs)
+            return None
         try:
             lowered = self._lower(gm, example_inputs, name, target)
             if key:
                 compile_cache.store_graph(key, lambda directory: lowered.save(directory, with_state=True))
             run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
         except Exception as e:  # a graph twintrack cannot compile still runs
-            reason = " ".join(f"{type(e).__name__}: {e}".split())[:400]
+            e = self._with_reproducer(e, name)
+            reason = brief_exception(e, 400)
+            if getattr(e, "repro_dir", None) is not None:
+                reason = reason.split("; reproducer in ")[0] + f"; reproducer in {e.repro_dir}"
             if not self.options.fallback:
-                raise
+                raise e from None
             warnings.warn(f"twintrack: graph {name} ({len(gm.graph.nodes)} nodes) runs as captured, eagerly: "
-                          f"{reason}", stacklevel=2)
+                          f"{reason}", stacklevel=3)
             _STATS.fallbacks.append(f"{name}: {reason}")
-            return make_boxed_func(gm.forward)
+            return gm.forward
         _STATS.compiled += 1
-        return make_boxed_func(run)
+        return run
+
+    def _with_reproducer(self, error: Exception, name: str) -> Exception:
+        """A stage's failure with its reproducer (input IR and the exact
+        command) written under the dump directory, where there is one."""
+        from .errors import CompilerError
+        if not (self.options.dump and isinstance(error, CompilerError) and error.reproducer is not None):
+            return error
+        directory = Path(self.options.dump) / name / "repro"
+        error.reproducer.write(directory)
+        return error.with_repro_dir(directory)
 
     def _lower(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str):
         """Every stage of the graph's compile for `target` (api.Lowered)."""
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
         from . import api
         _refuse_symbolic(example_inputs)
-        # AOTAutograd calls its compilers under its fake-tensor mode, with
-        # fake inputs; the graph's constants (buffers) are real tensors.
-        with unset_fake_temporarily(), torch.no_grad():
+        with torch.no_grad():
             inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
             exported = api.export(CapturedGraph(gm), inputs, checks=target == "cpu")
             lowered = exported.lower_with(self.options.compile_options(target))
@@ -223,24 +245,29 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list, settings: str) -> 
         specs.append(f"{tuple(x.shape)}:{tuple(x.stride())}:{x.dtype}")
     constants = []
     for node in gm.graph.nodes:
-        if node.op == "get_attr":
-            value = getattr(gm, node.target)
-            if isinstance(value, torch.Tensor):
-                from torch._subclasses.fake_tensor import unset_fake_temporarily
-                with unset_fake_temporarily():
-                    constants.append(digest(value.detach().cpu().contiguous().numpy().tobytes(), str(value.dtype)))
+        if node.op == "get_attr" and isinstance(value := getattr(gm, node.target), torch.Tensor):
+            constants.append(digest(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
+                                    str(value.dtype)))
     code = re.sub(r"device\(type='\w+'(, index=\d+)?\)", "device(*)", gm.code)
     code = re.sub(r"'(cuda|cpu)(:\d+)?'", "'*'", code)
     return digest(portable_fingerprint(), settings, code, *specs, *constants)
 
 
 def _load(artifact: Path, target: str):
-    """A cached graph as a callable over its inputs (its constants travel in it)."""
+    """A cached graph as a callable over its inputs. Its constants travel in
+    the artifact; they are loaded at the first call, since a tensor loaded
+    while Dynamo compiles comes out on the meta device."""
     if target == "gpu":
         from .runtime import load
     else:
         from .api import load
-    return load(artifact)
+    loaded = []
+
+    def run(*args):
+        if not loaded:
+            loaded.append(load(artifact))
+        return loaded[0](*args)
+    return run
 
 
 def _compiler_installed() -> bool:

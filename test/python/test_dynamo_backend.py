@@ -193,11 +193,25 @@ def _run_mlp(options: dict | None = None):
         return torch.compile(model, backend="twintrack", options=options)(*inputs), model(*inputs)
 
 
-def test_a_second_run_loads_every_graph_from_the_cache(graph_cache):
-    result, expected = _run_mlp()
+class WithConstant(torch.nn.Module):
+    """A tensor made in forward: a constant of the captured graph, which travels in the cached artifact."""
+
+    def forward(self, x):
+        return torch.relu(x) * torch.tensor([1.0, 2.0, 3.0, 4.0])
+
+
+def _run_with_constant():
+    torch._dynamo.reset()
+    x = torch.randn(3, 4)
+    return torch.compile(WithConstant(), backend="twintrack")(x), WithConstant()(x)
+
+
+@pytest.mark.parametrize("run", [_run_mlp, _run_with_constant], ids=["mlp", "constant"])
+def test_a_second_run_loads_every_graph_from_the_cache(graph_cache, run):
+    run()
     assert dynamo_backend.stats().compiled == 1 and len(list(graph_cache.iterdir())) == 1
     dynamo_backend.reset_stats()
-    result, expected = _run_mlp()
+    result, expected = run()
     stats = dynamo_backend.stats()
     assert (stats.compiled, stats.cache_hits) == (0, 1), stats
     torch.testing.assert_close(result, expected)
@@ -246,3 +260,32 @@ def test_the_key_leaves_devices_out():
     assert len(keys) == 1
     assert dynamo_backend.graph_key(on("cpu"), [x], "other settings") not in keys
     assert dynamo_backend.graph_key(on("cpu"), [torch.randn(3, 4)], "settings") not in keys
+
+
+class GridSample3d(torch.nn.Module):
+    def forward(self, volume, grid):
+        return torch.nn.functional.grid_sample(volume, grid, align_corners=False) * 2
+
+
+def test_a_stage_failure_leaves_its_reproducer_in_the_dump(tmp_path):
+    volume, grid = torch.randn(1, 2, 4, 4, 4), torch.rand(1, 3, 3, 3, 3) * 2 - 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch.compile(GridSample3d(), backend="twintrack", options={"dump": str(tmp_path)})(volume, grid)
+    torch.testing.assert_close(result, GridSample3d()(volume, grid))  # it ran eagerly
+    (message,) = [str(w.message) for w in caught if str(w.message).startswith("twintrack:")]
+    assert "stage 'torch' failed" in message and "grid_sampler_3d" in message and "reproducer in" in message
+    (repro,) = tmp_path.glob("*/repro")
+    assert (repro / "command.sh").is_file() and (repro / "error.txt").is_file()
+
+
+def test_inputs_that_require_grad_give_the_same_forward(capsys):
+    """The forward of a training graph (saved activations among its outputs) against the inference graph's."""
+    model, inputs = zoo.build("transformer_block?batch=2&seq=16&dim=32&heads=4")
+    x = inputs[0]
+    with torch.no_grad():
+        inference = torch.compile(model, backend="twintrack")(x)
+    torch._dynamo.reset()
+    training = torch.compile(model, backend="twintrack")(x.clone().requires_grad_(True))
+    assert training.requires_grad
+    torch.testing.assert_close(training.detach(), inference)

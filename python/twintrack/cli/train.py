@@ -100,7 +100,8 @@ def training_markdown(result: dict) -> str:
             cells += [_errors(track["vs_eager"]), _errors(track["vs_float64"]), f"{track['first_step_s']:.1f}",
                       f"{track['step_s'] * 1e3:.1f}"]
         twintrack = row["twintrack"]
-        cells += [f"{twintrack['graphs_compiled']} ({len(twintrack['fallbacks'])} fell back)",
+        cells += [f"{twintrack['graphs_compiled']} compiled, {twintrack.get('graphs_from_cache', 0)} from the cache, "
+                  f"{len(twintrack['fallbacks'])} fell back",
                   "yes" if twintrack["ok"] else "**no**"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [""] + [f"- {row['name']}: {row['description']}" for row in result["models"]]

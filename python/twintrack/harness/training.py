@@ -144,6 +144,7 @@ def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...
         row[backend] = compare_track(eager, exact, train(case, backend, steps, lr))
         if backend == "twintrack":
             stats = copy.deepcopy(dynamo_backend.stats())
-            row[backend].update(graphs_compiled=stats.compiled, fallbacks=stats.fallbacks)
+            row[backend].update(graphs_compiled=stats.compiled, graphs_from_cache=stats.cache_hits,
+                                fallbacks=stats.fallbacks)
             row[backend]["ok"] = row[backend]["ok"] and not stats.fallbacks
     return row
