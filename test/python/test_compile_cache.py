@@ -133,3 +133,27 @@ def test_damaged_entries_are_misses(cache_dir, tmp_path):
     again = _compile(model, tmp_path / "b")
     assert again.get("compile_cache") != "hit"
     assert (tmp_path / "b" / "executable.mlir").is_file()
+
+
+def test_a_cpu_executable_loads_its_cached_machine_code(cache_dir, tmp_path):
+    """The JIT's machine code is kept as a shared library: a second load of
+    the same executable opens it (no JIT), and computes the same; a manifest
+    edited to disagree with it is refused as the executable's own record would be."""
+    import torch
+
+    import twintrack
+    from twintrack.compiler.cpu_jit import CpuExecutable
+    from twintrack.errors import ArtifactError
+    from twintrack.harness import zoo
+    model, inputs = zoo.build("transformer_block?batch=2&seq=16&dim=32&heads=4")
+    first = twintrack.compile(model, inputs)
+    second = twintrack.compile(model, inputs)
+    assert not first._executable.native and second._executable.native
+    assert len(list((cache_dir / "native").iterdir())) == 1
+    torch.testing.assert_close(second(*inputs), first(*inputs), rtol=0, atol=0)
+    outdir = tmp_path / "artifact"
+    manifest = first.save(outdir)
+    text = (outdir / manifest["executable"]).read_text()
+    arguments = second._executable.arguments
+    with pytest.raises(ArtifactError, match="not what the executable takes"):
+        CpuExecutable(text, arguments[1:], second._executable.outputs)

@@ -21,7 +21,11 @@ shows and clears it (removing the directory is as good). What it holds:
                      captured FX graph (devices left out), its input specs,
                      its constants, the options and `portable_fingerprint`:
                      a machine without MLIR computes the same key, and
-                     loads the artifact instead of compiling.
+                     loads the artifact instead of compiling;
+  native/KEY/        a CPU executable's machine code as a shared library
+                     (lib.so, with info.json), keyed by its LLVM-dialect
+                     text, the optimization level, the MLIR build and this
+                     host's CPU: loading it skips the JIT.
 
 Every entry is written to a temporary name and renamed, so readers never
 see half an entry, and concurrent compiles are safe. Past its size limit
@@ -42,7 +46,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the whole twintrack package
 DEFAULT_LIMIT_MB = 4096
-KINDS = ("artifacts", "requests", "ptxas", "graphs")
+KINDS = ("artifacts", "requests", "ptxas", "graphs", "native")
 
 
 def enabled() -> bool:
@@ -168,6 +172,26 @@ def graph_path(key: str) -> Path | None:
 def store_graph(key: str, fill) -> None:
     """A graph's artifact under `key`, written by `fill(directory)`."""
     _store_tree(root() / "graphs" / key, fill)
+    evict_past_limit()
+
+
+# ---------------------------------------------------------------- native code
+
+def native_path(key: str) -> Path | None:
+    """The cached shared library of a CPU executable, if there is one (marked as used)."""
+    if not enabled():
+        return None
+    path = root() / "native" / key
+    if not (path / "lib.so").is_file() or not (path / "info.json").is_file():
+        return None
+    _touch(path)
+    return path
+
+
+@best_effort
+def store_native(key: str, fill) -> None:
+    """A CPU executable's library under `key`, written by `fill(directory)`."""
+    _store_tree(root() / "native" / key, fill)
     evict_past_limit()
 
 

@@ -1,13 +1,24 @@
 """CPU execution: JIT the LLVM-dialect module with MLIR's ExecutionEngine.
 
 The entry point `forward` takes every argument (parameters, buffers, inputs)
-and then one out-parameter per output, all as memrefs (C interface)."""
+and then one out-parameter per output, all as memrefs (C interface).
+
+The JIT's machine code is kept in the compile cache (`native/`) as a shared
+library, linked from the engine's object file by the system's C compiler
+driver: a later load of the same executable on this host opens it instead
+of compiling again (1 to 5 s for a model's graph). Without a C compiler, or
+with the cache off, every load compiles."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import json
+import shutil
+import subprocess
+import tempfile
 import threading
+from pathlib import Path
 
 import torch
 
@@ -88,8 +99,9 @@ def runtime_libraries() -> list[str]:
 
 @functools.cache
 def _async_runtime() -> ctypes.CDLL | None:
+    """Loaded once, its symbols global: a cached library's calls into it resolve there."""
     path = _mlir_library(ASYNC_RUNTIME)
-    return ctypes.CDLL(path) if path else None
+    return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL) if path else None
 
 
 def _mlir_library(name: str) -> str | None:
@@ -118,16 +130,24 @@ class CpuExecutable:
         self._output_dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
         for spec in arguments:
             _torch_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
-        self._context = ir.Context()
-        with self._context:
-            try:
-                self._module = ir.Module.parse(llvm_dialect_text)
-            except ir.MLIRError as e:
-                raise ArtifactError(f"the executable is not valid MLIR (damaged?): {_first_line(e)}") from None
-            _check_signature(self._module, arguments, outputs)
-            self._largest_buffer = _largest_buffer(self._module)
-            self._engine = execution_engine(self._module, opt_level)
-        self._entry = self._engine.lookup(ENTRY)
+        key = _native_key(llvm_dialect_text, opt_level)
+        cached = _cached_library(key, arguments, outputs)
+        self.native = cached is not None  # loaded from the cache's machine code, not compiled
+        if cached is not None:
+            self._library, self._largest_buffer = cached
+            self._entry = self._library["_mlir__mlir_ciface_" + ENTRY]  # the packed wrapper engine.lookup finds
+        else:
+            self._context = ir.Context()
+            with self._context:
+                try:
+                    self._module = ir.Module.parse(llvm_dialect_text)
+                except ir.MLIRError as e:
+                    raise ArtifactError(f"the executable is not valid MLIR (damaged?): {_first_line(e)}") from None
+                _check_signature(self._module, arguments, outputs)
+                self._largest_buffer = _largest_buffer(self._module)
+                self._engine = execution_engine(self._module, opt_level)
+            self._entry = self._engine.lookup(ENTRY)
+            _store_library(key, self._engine, signature(arguments, outputs), self._largest_buffer)
         self._descriptors = [_descriptor(spec.shape) for spec in arguments + outputs]
         self._pointers = [ctypes.pointer(d) for d in self._descriptors]  # the C interface takes descriptor**
         self._packed = (ctypes.c_void_p * len(self._pointers))(
@@ -148,6 +168,81 @@ class CpuExecutable:
                 descriptor.allocated = descriptor.aligned = tensor.data_ptr()
             self._entry(self._packed)
         return results
+
+
+def _native_key(text: str, opt_level: int) -> str:
+    from importlib import metadata
+
+    from . import compile_cache
+    try:
+        mlir_build = metadata.version("xtc-mlir-python-bindings")
+    except metadata.PackageNotFoundError:
+        mlir_build = "unknown"
+    return compile_cache.digest("native", text, str(opt_level), mlir_build, _host_cpu())
+
+
+@functools.cache
+def _host_cpu() -> str:
+    """What the JIT compiled for: this host's architecture, CPU model and
+    features (machine code from another CPU may not run here)."""
+    import platform
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    described = [line for line in lines if line.startswith(("model name", "flags"))][:2]
+    return " ".join([platform.machine(), *described])
+
+
+def _cached_library(key: str, arguments: list[TensorSpec], outputs: list[TensorSpec]):
+    """(the opened library, its largest buffer) of a cached executable, or
+    None. An entry whose recorded signature disagrees with the manifest is
+    refused as the module's own record would be."""
+    from . import compile_cache
+    path = compile_cache.native_path(key)
+    if path is None:
+        return None
+    try:
+        info = json.loads((path / "info.json").read_text())
+        _runtime_symbols_global()
+        library = ctypes.CDLL(str(path / "lib.so"))
+    except (OSError, ValueError):
+        return None  # an entry that does not open compiles again
+    if info.get("signature") != signature(arguments, outputs):
+        raise ArtifactError(f"the manifest's arguments and outputs ({signature(arguments, outputs) or 'none'}) are "
+                            f"not what the executable takes ({info.get('signature') or 'unrecorded'}); "
+                            "recompile the model")
+    return library, int(info.get("largest_buffer", 0))
+
+
+def _store_library(key: str, engine, recorded_signature: str, largest_buffer: int) -> None:
+    """The engine's machine code into the cache as a shared library (best effort: no C compiler, no entry)."""
+    from . import compile_cache
+    compiler = shutil.which("cc")
+    if compiler is None or not compile_cache.enabled():
+        return
+
+    def fill(directory: Path) -> None:
+        with tempfile.TemporaryDirectory() as scratch:
+            obj = Path(scratch) / "forward.o"
+            engine.dump_to_object_file(str(obj))
+            linked = subprocess.run([compiler, "-shared", "-o", str(directory / "lib.so"), str(obj)],
+                                    capture_output=True, timeout=120)
+            if linked.returncode != 0:
+                raise OSError("linking the JIT's object file failed")  # best_effort skips the entry
+        (directory / "info.json").write_text(json.dumps({"signature": recorded_signature,
+                                                         "largest_buffer": largest_buffer}))
+    try:
+        compile_cache.store_native(key, fill)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _runtime_symbols_global() -> None:
+    """MLIR's runtime libraries loaded with their symbols global, for a cached library to resolve against."""
+    _async_runtime()
+    for path in runtime_libraries():
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
 # A buffer smaller than this cannot fail to allocate on a machine that runs
