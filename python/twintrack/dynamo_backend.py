@@ -302,7 +302,18 @@ class CapturedGraph(torch.nn.Module):
     def forward(self, *args):
         import torch.fx.traceback as fx_traceback
         with fx_traceback.preserve_node_meta():
-            return torch.fx.Interpreter(self.graph_module).run(*args)
+            return _Replay(self.graph_module).run(*args)
+
+
+class _Replay(torch.fx.Interpreter):
+    """Each `view` of the functional graph as a `reshape`: the values are
+    the same, and a view that held for the strides eager's kernels gave
+    (attention's transposed result in Whisper) need not hold for those the
+    frontend's decompositions give when the graph is retraced."""
+
+    def call_function(self, target, args, kwargs):
+        views = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+        return super().call_function(torch.ops.aten.reshape.default if target in views else target, args, kwargs)
 
 
 def _refuse_symbolic(example_inputs: list) -> None:
