@@ -195,7 +195,8 @@ class GraphCompiler:
         try:
             lowered = self._lower(gm, example_inputs, name, target)
             if key:
-                compile_cache.store_graph(key, lambda directory: lowered.save(directory, with_state=True))
+                compile_cache.store_entry("graphs", key,
+                                          lambda directory: lowered.save(directory, with_state=True))
             run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
         except Exception as e:  # a graph twintrack cannot compile still runs
             e = self._with_reproducer(e, name)

@@ -119,10 +119,15 @@ def directory_digest(directory: Path) -> str:
 
 def artifact_path(key: str) -> Path | None:
     """The cached artifact of `key`, if there is one (marked as used)."""
+    return _entry("artifacts", key, "manifest.json")
+
+
+def _entry(kind: str, key: str, *files: str) -> Path | None:
+    """The directory entry `key` of `kind`, if it holds `files` (marked as used)."""
     if not enabled():
         return None
-    path = root() / "artifacts" / key
-    if not (path / "manifest.json").is_file():
+    path = root() / kind / key
+    if not all((path / name).is_file() for name in files):
         return None
     _touch(path)
     return path
@@ -143,10 +148,15 @@ def best_effort(store):
 
 
 @best_effort
+def store_entry(kind: str, key: str, fill) -> None:
+    """A directory entry `key` of `kind`, written by `fill(directory)`."""
+    _store_tree(root() / kind / key, fill)
+    evict_past_limit()
+
+
 def store_artifact(key: str, artifact: Path) -> None:
     """Keep a copy of the finished artifact directory `artifact` under `key`."""
-    _store_tree(root() / "artifacts" / key, lambda staging: shutil.copytree(artifact, staging, dirs_exist_ok=True))
-    evict_past_limit()
+    store_entry("artifacts", key, lambda staging: shutil.copytree(artifact, staging, dirs_exist_ok=True))
 
 
 def copy_artifact(cached: Path, destination: Path) -> None:
@@ -159,40 +169,14 @@ def copy_artifact(cached: Path, destination: Path) -> None:
 
 def graph_path(key: str) -> Path | None:
     """The cached artifact of a torch.compile graph, if there is one (marked as used)."""
-    if not enabled():
-        return None
-    path = root() / "graphs" / key
-    if not (path / "manifest.json").is_file():
-        return None
-    _touch(path)
-    return path
-
-
-@best_effort
-def store_graph(key: str, fill) -> None:
-    """A graph's artifact under `key`, written by `fill(directory)`."""
-    _store_tree(root() / "graphs" / key, fill)
-    evict_past_limit()
+    return _entry("graphs", key, "manifest.json")
 
 
 # ---------------------------------------------------------------- native code
 
 def native_path(key: str) -> Path | None:
     """The cached shared library of a CPU executable, if there is one (marked as used)."""
-    if not enabled():
-        return None
-    path = root() / "native" / key
-    if not (path / "lib.so").is_file() or not (path / "info.json").is_file():
-        return None
-    _touch(path)
-    return path
-
-
-@best_effort
-def store_native(key: str, fill) -> None:
-    """A CPU executable's library under `key`, written by `fill(directory)`."""
-    _store_tree(root() / "native" / key, fill)
-    evict_past_limit()
+    return _entry("native", key, "lib.so", "info.json")
 
 
 # ---------------------------------------------------------------- requests

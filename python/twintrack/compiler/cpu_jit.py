@@ -233,7 +233,7 @@ def _store_library(key: str, engine, recorded_signature: str, largest_buffer: in
         (directory / "info.json").write_text(json.dumps({"signature": recorded_signature,
                                                          "largest_buffer": largest_buffer}))
     try:
-        compile_cache.store_native(key, fill)
+        compile_cache.store_entry("native", key, fill)
     except subprocess.TimeoutExpired:
         pass
 
