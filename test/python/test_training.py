@@ -31,4 +31,17 @@ def test_train_tool_writes_its_report(run_tool, tmp_path):
 
 def test_train_tool_names_an_unknown_model(run_tool, tmp_path):
     result = run_tool("train", "--models", "gpt5", "--out", tmp_path)
-    assert result.returncode == 2 and "unknown model(s) gpt5 (known: bert, llama, resnet)" in result.stderr
+    assert result.returncode == 2
+    assert "unknown model(s) gpt5 (known: bert, llama, resnet, bert_layer, llama_layer)" in result.stderr
+
+
+def test_compile_only_fills_the_cache_for_the_gpu(run_tool, tmp_path, monkeypatch):
+    """The GPU machine has no MLIR: its training graphs are compiled here,
+    for the GPU (one step, run eagerly), into the cache it will carry."""
+    monkeypatch.setenv("TWINTRACK_CACHE", "1")
+    monkeypatch.setenv("TWINTRACK_CACHE_DIR", str(tmp_path / "cache"))
+    result = run_tool("train", "--models", "llama_layer", "--compile-only")
+    assert result.returncode == 0, result.stderr
+    assert "llama_layer: 2 graph(s) for the GPU" in result.stderr
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "graphs").glob("*/manifest.json")]
+    assert len(manifests) == 2 and all(m["pipeline"] == "gpu" and m["kernels"] for m in manifests)

@@ -11,14 +11,16 @@ from pathlib import Path
 from .common import CommandParser, add_debug_flag, output_directory, progress, run_main, write_whole
 
 DESCRIPTION = """\
-Train small Hugging Face models through torch.compile(backend="twintrack")
-on the CPU (fp32), step by step against eager PyTorch: the same weights,
-the same batches, AdamW in eager for every track.
+Train small models through torch.compile(backend="twintrack") (fp32), step
+by step against eager PyTorch: the same weights, the same batches, AdamW in
+eager for every track.
 """
 
 EPILOG = """\
-Models (--models, default all): bert (masked-LM loss), llama (causal-LM
-loss), resnet (classification; batch norm in train mode). Dropout is off
+Models (--models, default the three Hugging Face ones): bert (masked-LM
+loss), llama (causal-LM loss), resnet (classification; batch norm in train
+mode), and bert_layer and llama_layer (the at-scale set's layers, squared
+error; they need no transformers package). Dropout is off
 (eager and compiled graphs draw random numbers differently). Eager also
 trains in float64, the reference: over tens of steps AdamW can amplify a
 rounding difference, so eager float32 itself drifts from it. A twintrack
@@ -30,29 +32,40 @@ scale. Writes DIR/training.json and DIR/training.md (each step's losses,
 the errors, the first step's time with its compiles, the median step time)
 and prints the table.
 
+On the GPU machine (--device cuda), which has no MLIR, twintrack loads each
+graph from the compile cache ($TWINTRACK_CACHE_DIR): fill it here first
+with --compile-only (each model's forward and backward graphs compiled for
+the GPU, one step run eagerly here, nothing written to --out), carry the
+cache directory, and point $TWINTRACK_CACHE_DIR at it there. A graph not in
+the cache is then an error naming it and its key.
+
 Exit codes: 0 when every twintrack run passed, 1 when one did not, 2 for an
 error (an unknown model, a directory that cannot be written), in one line.
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..harness.training import CASES
+    from ..harness.training import CASES, HUGGING_FACE
     parser = CommandParser(prog="train.py", description=DESCRIPTION, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(CASES), metavar="NAME,...",
-                        help=f"models to train (default: all of {', '.join(CASES)})")
+    parser.add_argument("--models", default=",".join(HUGGING_FACE), metavar="NAME,...",
+                        help=f"models to train, of {', '.join(CASES)} (default: {','.join(HUGGING_FACE)})")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="only fill the compile cache with the models' training graphs for the GPU (see below)")
     parser.add_argument("--steps", type=int, default=50, help="AdamW steps per run (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate (default: %(default)s)")
     parser.add_argument("--inductor", action="store_true", help="also train with Inductor, for scale")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="directory for training.json and training.md (created if needed)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="directory for training.json and training.md (created if needed; required unless "
+                             "--compile-only)")
     add_debug_flag(parser)
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..harness.training import CASES, LOSS_RTOL, STATE_ATOL, run_case
+    from ..harness.training import CASES, LOSS_RTOL, STATE_ATOL, fill_gpu_cache, run_case
 
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in CASES]
@@ -61,14 +74,26 @@ def main(args: argparse.Namespace) -> int:
                          f"(known: {', '.join(CASES)})")
     if args.steps < 2:
         raise UsageError("--steps must be 2 or more (the first step holds the compiles)")
+    if args.compile_only:
+        from ..compiler import compile_cache
+        for name in names:
+            progress(f"{name}: {fill_gpu_cache(CASES[name])} graph(s) for the GPU in {compile_cache.root() / 'graphs'}")
+        return 0
+    if args.out is None:
+        raise UsageError("--out DIR is required (unless --compile-only)")
     output_directory(args.out)
     import torch
+    if args.device == "cuda":
+        from ..runtime.cuda_driver import require_gpu
+        require_gpu()
     backends = ("twintrack", "inductor") if args.inductor else ("twintrack",)
     rows = []
     for name in names:
         progress(f"training {name}: eager, then {' and '.join(backends)}, {args.steps} steps each")
-        rows.append(run_case(CASES[name], args.steps, args.lr, backends))
-    result = {"date": date.today().isoformat(), "device": "cpu", "machine": platform.processor() or platform.machine(),
+        rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device))
+    result = {"date": date.today().isoformat(), "device": args.device,
+              "machine": torch.cuda.get_device_name() if args.device == "cuda" else
+              platform.processor() or platform.machine(),
               "torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": "float32",
               "loss_rtol": LOSS_RTOL, "state_atol": STATE_ATOL, "backends": list(backends), "models": rows}
     write_whole(args.out / "training.json", json.dumps(result, indent=1) + "\n")
@@ -80,7 +105,8 @@ def main(args: argparse.Namespace) -> int:
 
 def training_markdown(result: dict) -> str:
     backends = result["backends"]
-    lines = [f"# Training through torch.compile, {result['date']}, CPU (torch {result['torch']}, "
+    where = result["machine"] if result["device"] == "cuda" else "CPU"
+    lines = [f"# Training through torch.compile, {result['date']}, {where} (torch {result['torch']}, "
              f"{result['threads']} threads, {result['dtype']})", "",
              f"AdamW in eager for every track. Errors: the worst step's loss (relative) / the final parameters "
              f"and buffers (absolute), against eager float32 and against eager float64. Pass: no graph fallen "

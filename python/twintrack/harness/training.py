@@ -10,7 +10,9 @@ eager float32's own drift.
 The cases are Hugging Face models from small configs, each called with its
 labels so that it returns its own loss: BERT (masked-LM), a LLaMA decoder
 (causal-LM) and a ResNet (classification; batch norm in train mode, so its
-running statistics change). Dropout is off: eager and a compiled graph draw
+running statistics change); and, for machines without Hugging Face (the
+GPU machine), the at-scale set's BERT and LLaMA layers (harness/at_scale.py)
+with a squared-error loss. Dropout is off: eager and a compiled graph draw
 their random numbers differently, so dropout would make the runs diverge
 by design, not by a compiler's error.
 """
@@ -29,12 +31,22 @@ LOSS_RTOL = 1e-4    # each step's loss against eager's, relative
 STATE_ATOL = 1e-3   # the final parameters and buffers against eager's, absolute
 
 
+def _own_loss(step: Callable, batch: dict) -> torch.Tensor:
+    """A Hugging Face model called with its labels returns its loss."""
+    return step(**batch).loss
+
+
+def _squared_error(step: Callable, batch: dict) -> torch.Tensor:
+    return (step(batch["x"]) - batch["target"]).square().mean()
+
+
 @dataclass(frozen=True)
 class TrainingCase:
     name: str
     description: str
     build: Callable[[], torch.nn.Module]                 # the model, seeded by the caller
-    batch: Callable[[torch.Generator], dict]              # one step's keyword inputs, labels included
+    batch: Callable[[torch.Generator], dict]              # one step's inputs, labels or target included
+    loss: Callable[[Callable, dict], torch.Tensor] = _own_loss  # the step's loss, from the (compiled) model
 
 
 def _bert() -> torch.nn.Module:
@@ -59,6 +71,20 @@ def _resnet() -> torch.nn.Module:
     return transformers.ResNetForImageClassification(config)
 
 
+def _bert_layer() -> torch.nn.Module:
+    from .at_scale import bert_layer
+    return bert_layer(dim=64, heads=4, ffn=256)[0]
+
+
+def _llama_layer() -> torch.nn.Module:
+    from .at_scale import llama_layer
+    return llama_layer(seq=32, dim=64, heads=4, kv_heads=2, ffn=176)[0]
+
+
+def _hidden_states(g: torch.Generator) -> dict:
+    return {"x": torch.randn(2, 32, 64, generator=g), "target": torch.randn(2, 32, 64, generator=g)}
+
+
 def _tokens(g: torch.Generator) -> dict:
     ids = torch.randint(0, 128, (2, 16), generator=g)
     return {"input_ids": ids, "labels": ids}
@@ -74,7 +100,12 @@ CASES = {case.name: case for case in (
                  _tokens),
     TrainingCase("resnet", "Hugging Face ResNet, classification loss, batch norm in train mode (4 x 3 x 32 x 32)",
                  _resnet, _images),
+    TrainingCase("bert_layer", "a BERT encoder layer (post-norm, GELU MLP; 64 wide, 2 x 32 tokens), squared error",
+                 _bert_layer, _hidden_states, _squared_error),
+    TrainingCase("llama_layer", "a LLaMA decoder layer (RMSNorm, rotary, causal GQA 4/2 heads, SwiGLU; 64 wide, "
+                 "2 x 32 tokens), squared error", _llama_layer, _hidden_states, _squared_error),
 )}
+HUGGING_FACE = ("bert", "llama", "resnet")  # need the transformers package
 
 
 @dataclass
@@ -86,18 +117,20 @@ class TrackRun:
 
 
 def train(case: TrainingCase, backend: str | None, steps: int, lr: float, seed: int = 0,
-          dtype: torch.dtype = torch.float32) -> TrackRun:
-    """`steps` AdamW steps of the case's model, compiled with `backend` (None: eager), in `dtype`."""
+          dtype: torch.dtype = torch.float32, device: str = "cpu", options: dict | None = None) -> TrackRun:
+    """`steps` AdamW steps of the case's model, compiled with `backend`
+    (None: eager; `options`: its torch.compile options), in `dtype`, on `device`."""
     torch.manual_seed(seed)
-    model = case.build().train().to(dtype)
-    step_fn = torch.compile(model, backend=backend) if backend else model
+    model = case.build().train().to(device=device, dtype=dtype)
+    step_fn = torch.compile(model, backend=backend, options=options) if backend else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     batches = torch.Generator().manual_seed(seed + 1)
     run = TrackRun()
     for _ in range(steps):
-        batch = {k: v.to(dtype) if v.is_floating_point() else v for k, v in case.batch(batches).items()}
+        batch = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else v.dtype)
+                 for k, v in case.batch(batches).items()}
         start = time.perf_counter()
-        loss = step_fn(**batch).loss
+        loss = case.loss(step_fn, batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -131,20 +164,32 @@ def _timing(run: TrackRun) -> dict:
     return {"first_step_s": run.step_seconds[0], "step_s": later[len(later) // 2] if later else None}
 
 
-def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...]) -> dict:
+def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...], device: str = "cpu") -> dict:
     """The case on eager and on each backend; for twintrack, its graph counts."""
     from .. import dynamo_backend
-    eager = train(case, None, steps, lr)
-    exact = train(case, None, steps, lr, dtype=torch.float64)
+    eager = train(case, None, steps, lr, device=device)
+    exact = train(case, None, steps, lr, dtype=torch.float64, device=device)
     row = {"name": case.name, "description": case.description, "steps": steps, "lr": lr,
            "eager": {"losses": eager.losses, "vs_float64": distance(exact, eager), **_timing(eager)}}
     for backend in backends:
         torch._dynamo.reset()
         dynamo_backend.reset_stats()
-        row[backend] = compare_track(eager, exact, train(case, backend, steps, lr))
+        row[backend] = compare_track(eager, exact, train(case, backend, steps, lr, device=device))
         if backend == "twintrack":
             stats = copy.deepcopy(dynamo_backend.stats())
             row[backend].update(graphs_compiled=stats.compiled, graphs_from_cache=stats.cache_hits,
                                 fallbacks=stats.fallbacks)
             row[backend]["ok"] = row[backend]["ok"] and not stats.fallbacks
     return row
+
+
+def fill_gpu_cache(case: TrainingCase) -> int:
+    """Compile the case's training graphs for the GPU into the compile cache
+    (one step, run eagerly here: `compile_only`), for a GPU machine without
+    MLIR to load; how many graphs it holds for the case (compiled now or before)."""
+    from .. import dynamo_backend
+    torch._dynamo.reset()
+    dynamo_backend.reset_stats()
+    train(case, "twintrack", 1, 1e-3, options={"target": "gpu", "compile_only": True, "fallback": False})
+    stats = dynamo_backend.stats()
+    return stats.compiled + stats.cache_hits
