@@ -21,12 +21,12 @@ def test_training_steps_match_eager(name):
 
 
 def test_train_tool_writes_its_report(run_tool, tmp_path):
-    result = run_tool("train", "--models", "bert", "--steps", "2", "--out", tmp_path)
+    result = run_tool("train", "--models", "llama_layer", "--steps", "2", "--out", tmp_path)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "training.json").read_text())
     (row,) = report["models"]
-    assert row["name"] == "bert" and len(row["twintrack"]["losses"]) == 2 and row["twintrack"]["ok"]
-    assert "| bert | 2 |" in (tmp_path / "training.md").read_text()
+    assert row["name"] == "llama_layer" and len(row["twintrack"]["losses"]) == 2 and row["twintrack"]["ok"]
+    assert "| llama_layer | 2 |" in (tmp_path / "training.md").read_text()
 
 
 def test_train_tool_names_an_unknown_model(run_tool, tmp_path):
