@@ -8,9 +8,10 @@ forward, backward) is compiled by the MLIR track for the target, as
 The backend is registered under the `torch_dynamo_backends` entry point, so
 `torch._dynamo.list_backends()` lists it.
 
-A graph twintrack cannot compile runs as it was captured (ATen ops,
-eagerly), with a warning naming the graph and the reason: the program
-still runs. `fallback=False` makes that an error instead. `stats()` counts
+A graph with symbolic sizes (Dynamo's, once a size changes) is compiled
+for each set of sizes it meets (`PerShape`). A graph twintrack cannot
+compile runs as it was captured (ATen ops, eagerly), with a warning naming
+the graph and the reason: the program still runs. `fallback=False` makes that an error instead. `stats()` counts
 the graphs compiled, loaded from the cache and fallen back.
 
 Each compiled graph goes into the compile cache (compiler/compile_cache.py,
@@ -164,6 +165,8 @@ class GraphCompiler:
         name = f"{self.kind}_{next(_GRAPH_NUMBERS)}"
         target = self.options.target or _device_target(example_inputs)
         on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
+        if _symbolic(example_inputs):
+            return make_boxed_func(PerShape(self, gm, name, target, on_miss))
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; twintrack works with the graph's real constants.
         with unset_fake_temporarily():
@@ -225,7 +228,6 @@ class GraphCompiler:
     def _lower(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str):
         """Every stage of the graph's compile for `target` (api.Lowered)."""
         from . import api
-        _refuse_symbolic(example_inputs)
         with torch.no_grad():
             inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
             exported = api.export(CapturedGraph(gm), inputs, checks=target == "cpu")
@@ -317,12 +319,41 @@ class _Replay(torch.fx.Interpreter):
         return super().call_function(torch.ops.aten.reshape.default if target in views else target, args, kwargs)
 
 
-def _refuse_symbolic(example_inputs: list) -> None:
-    for position, x in enumerate(example_inputs):
-        sizes = x.shape if isinstance(x, torch.Tensor) else (x,)
-        if any(isinstance(size, torch.SymInt) for size in sizes):
-            raise UsageError(f"graph input {position} has a symbolic size (dynamic shapes are not compiled yet); "
-                             "torch.compile(..., dynamic=False) specializes them")
+def _symbolic(example_inputs: list) -> bool:
+    """Does a size (or an integer input) of the graph vary (Dynamo's dynamic shapes)?"""
+    return any(isinstance(size, torch.SymInt)
+               for x in example_inputs for size in (x.shape if isinstance(x, torch.Tensor) else (x,)))
+
+
+class PerShape:
+    """A graph with symbolic sizes (Dynamo marks a size dynamic once it
+    changes), compiled for each set of sizes it is called with: twintrack's
+    artifacts have static shapes. Past Dynamo's recompile limit of sets, the
+    graph runs as captured, with one warning."""
+
+    def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, target: str, on_miss: str):
+        self.compiler, self.gm, self.name, self.target, self.on_miss = compiler, gm, name, target, on_miss
+        self.specialized: dict[tuple, object] = {}
+
+    def __call__(self, *args):
+        sizes = tuple((tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        run = self.specialized.get(sizes)
+        if run is None:
+            run = self._specialize(list(args), sizes)
+            self.specialized[sizes] = run
+        return run(*args)
+
+    def _specialize(self, args: list, sizes: tuple):
+        from torch.utils._python_dispatch import _disable_current_modes
+        if len(self.specialized) >= torch._dynamo.config.recompile_limit:
+            warnings.warn(f"twintrack: graph {self.name} met more than {len(self.specialized)} sets of sizes "
+                          "(torch._dynamo.config.recompile_limit); the others run as captured, eagerly", stacklevel=3)
+            return self.gm.forward
+        name = f"{self.name}_{len(self.specialized)}"
+        # Called at run time, inside AOTAutograd's runtime modes: a compile runs outside them.
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            run = self.compiler._cached_or_compiled(self.gm, args, name, self.target, self.on_miss)
+        return run or self.gm.forward  # (an Inductor miss: that graph runs as captured)
 
 
 def _zeros_like(x: torch.Tensor) -> torch.Tensor:

@@ -294,3 +294,47 @@ def test_inputs_that_require_grad_give_the_same_forward(capsys):
     training = torch.compile(model, backend="twintrack")(x.clone().requires_grad_(True))
     assert training.requires_grad
     torch.testing.assert_close(training.detach(), inference)
+
+
+# ---------------------------------------------------------------- sizes that vary
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def test_a_graph_with_symbolic_sizes_is_compiled_for_each_set_of_sizes():
+    """After a size changes Dynamo hands over a graph with symbolic sizes;
+    twintrack compiles it for each set of sizes it is called with (its
+    artifacts are static), once each, forward and backward."""
+    model = _mlp()
+    compiled = torch.compile(model, backend="twintrack")
+    for batch in (2, 3, 5, 3):
+        x = torch.randn(batch, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x))
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.fallbacks) == (3, []), stats  # 2 (static), then 3 and 5 (the symbolic graph)
+    for batch in (3, 6):
+        x = torch.randn(batch, 8)
+        compiled(x).square().sum().backward()
+        ours = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        model(x).square().sum().backward()
+        for mine, theirs in zip(ours, model.parameters()):
+            torch.testing.assert_close(mine, theirs.grad)
+        model.zero_grad()
+    assert not dynamo_backend.stats().fallbacks
+
+
+def test_past_the_recompile_limit_a_symbolic_graph_runs_eagerly():
+    model = _mlp()
+    compiled = torch.compile(model, backend="twintrack")
+    with torch._dynamo.config.patch(recompile_limit=2), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (2, 3, 4, 5):
+            x = torch.randn(batch, 8)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), model(x))
+    assert any("sets of sizes" in str(w.message) for w in caught)
+    assert dynamo_backend.stats().compiled == 3  # the static graph, then two sets of sizes
