@@ -27,7 +27,10 @@ rounding difference, so eager float32 itself drifts from it. A twintrack
 run passes when no graph fell back to eager and either every step's loss
 is within 1e-4 of eager float32's (relative) and the final parameters and
 buffers within 1e-3 (absolute), or both are no farther from float64 than
-twice eager float32's own drift. With --inductor, Inductor trains the same way beside it, for
+twice eager float32's own drift. Under --autocast bfloat16 the tolerances
+are 1e-2 and 2e-2: eager rounds each op to bfloat16 where a fused kernel
+keeps float32, and AdamW can step a parameter whose gradient is near zero
+the other way. With --inductor, Inductor trains the same way beside it, for
 scale. Writes DIR/training.json and DIR/training.md (each step's losses,
 the errors, the first step's time with its compiles, the median step time)
 and prints the table.
@@ -51,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--models", default=",".join(HUGGING_FACE), metavar="NAME,...",
                         help=f"models to train, of {', '.join(CASES)} (default: {','.join(HUGGING_FACE)})")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu)")
+    parser.add_argument("--autocast", choices=["bfloat16"],
+                        help="run each forward under torch.autocast to this dtype (default: none, float32)")
     parser.add_argument("--compile-only", action="store_true",
                         help="only fill the compile cache with the models' training graphs for the GPU (see below)")
     parser.add_argument("--steps", type=int, default=50, help="AdamW steps per run (default: %(default)s)")
@@ -65,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..harness.training import CASES, LOSS_RTOL, STATE_ATOL, fill_gpu_cache, run_case
+    from ..harness.training import CASES, fill_gpu_cache, run_case, tolerances
 
     names = [n for n in args.models.split(",") if n]
     unknown = [n for n in names if n not in CASES]
@@ -88,14 +93,16 @@ def main(args: argparse.Namespace) -> int:
         require_gpu()
     backends = ("twintrack", "inductor") if args.inductor else ("twintrack",)
     rows = []
+    autocast = getattr(torch, args.autocast) if args.autocast else None
     for name in names:
         progress(f"training {name}: eager, then {' and '.join(backends)}, {args.steps} steps each")
-        rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device))
+        rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device, autocast))
+    loss_rtol, state_atol = tolerances(autocast)
     result = {"date": date.today().isoformat(), "device": args.device,
               "machine": torch.cuda.get_device_name() if args.device == "cuda" else
               platform.processor() or platform.machine(),
-              "torch": torch.__version__, "threads": torch.get_num_threads(), "dtype": "float32",
-              "loss_rtol": LOSS_RTOL, "state_atol": STATE_ATOL, "backends": list(backends), "models": rows}
+              "torch": torch.__version__, "threads": torch.get_num_threads(),
+              "dtype": f"{args.autocast} autocast" if args.autocast else "float32", "loss_rtol": loss_rtol, "state_atol": state_atol, "backends": list(backends), "models": rows}
     write_whole(args.out / "training.json", json.dumps(result, indent=1) + "\n")
     markdown = training_markdown(result)
     write_whole(args.out / "training.md", markdown)
@@ -111,9 +118,10 @@ def training_markdown(result: dict) -> str:
              f"AdamW in eager for every track. Errors: the worst step's loss (relative) / the final parameters "
              f"and buffers (absolute), against eager float32 and against eager float64. Pass: no graph fallen "
              f"back to eager, and within {result['loss_rtol']:g} / {result['state_atol']:g} of eager float32, or "
-             "no farther from float64 than twice eager float32's own drift. Step times: the first step (its "
-             "compiles included), then the median of the others.", "",
-             "| model | steps | eager loss first → last | eager float32 vs float64 | eager step ms | "
+             "no farther from float64 than twice eager float32's own drift (eager: as run, under autocast "
+             "where the dtype says so). Step times: the first step (its compiles included), then the median of "
+             "the others.", "",
+             "| model | steps | eager loss first → last | eager vs float64 | eager step ms | "
              + " | ".join(f"{b} vs eager | {b} vs float64 | {b} first step s | {b} step ms" for b in backends)
              + " | twintrack graphs | pass |",
              "|---|---:|---|---:|---:|" + "---:|" * (4 * len(backends)) + "---:|---|"]
