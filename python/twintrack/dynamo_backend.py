@@ -11,8 +11,9 @@ The backend is registered under the `torch_dynamo_backends` entry point, so
 A graph with symbolic sizes (Dynamo's, once a size changes) is compiled
 for each set of sizes it meets (`PerShape`). A graph twintrack cannot
 compile runs as it was captured (ATen ops, eagerly), with a warning naming
-the graph and the reason: the program still runs. `fallback=False` makes that an error instead. `stats()` counts
-the graphs compiled, loaded from the cache and fallen back.
+the graph and the reason: the program still runs. `fallback=False` makes
+that an error instead. `stats()` counts the graphs compiled, loaded from
+the cache, given to Inductor and fallen back.
 
 Each compiled graph goes into the compile cache (compiler/compile_cache.py,
 `graphs/`) under a key that a machine without MLIR computes too: the
@@ -48,7 +49,8 @@ class GraphCacheMiss(UsageError):
 @dataclass(frozen=True)
 class BackendOptions:
     """What `options={...}` may hold. Each is a CompileOptions setting of the
-    same meaning, except `target`, `tuning_cache`, `dump` and `fallback`."""
+    same meaning, except `target`, `tuning_cache`, `dump`, `fallback`,
+    `compile_only` and `on_miss`, which are the backend's own."""
     target: str | None = None              # "cpu" or "gpu"; None: where the graph's inputs are
     allow_tf32: bool | None = None         # None: torch.backends.cuda.matmul.allow_tf32 at compile time
     fusion: bool = True                    # the cost model groups ops into kernels
@@ -86,14 +88,16 @@ class BackendOptions:
     def key_settings(self, target: str) -> str:
         """What of the options a compiled graph depends on (not where it is dumped, nor how misses are met)."""
         from .compiler.recipes import DEFAULT_ARCH
-        tf32 = torch.backends.cuda.matmul.allow_tf32 if self.allow_tf32 is None else self.allow_tf32
-        return f"target={target} arch={DEFAULT_ARCH} tf32={tf32} fusion={self.fusion} fast={self.fast_kernels} " \
-               f"casts={self.emulate_precision_casts} tuning={_file_digest(self.tuning_cache)}"
+        return f"target={target} arch={DEFAULT_ARCH} tf32={self.tf32()} fusion={self.fusion} " \
+               f"fast={self.fast_kernels} casts={self.emulate_precision_casts} tuning={_file_digest(self.tuning_cache)}"
+
+    def tf32(self) -> bool:
+        return torch.backends.cuda.matmul.allow_tf32 if self.allow_tf32 is None else self.allow_tf32
 
     def compile_options(self, target: str):
         from .compiler.options import CompileOptions
-        tf32 = torch.backends.cuda.matmul.allow_tf32 if self.allow_tf32 is None else self.allow_tf32
-        return CompileOptions(pipeline=target, allow_tf32=tf32, fusion=self.fusion, fast_kernels=self.fast_kernels,
+        return CompileOptions(pipeline=target, allow_tf32=self.tf32(), fusion=self.fusion,
+                              fast_kernels=self.fast_kernels,
                               emulate_precision_casts=self.emulate_precision_casts,
                               tuning_cache=Path(self.tuning_cache) if self.tuning_cache else None)
 
@@ -124,13 +128,13 @@ def reset_stats() -> None:
 def twintrack_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, mode: str | None = None):
     """The torch.compile backend: AOTAutograd with a twintrack compile of each graph."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     if mode not in (None, "default"):
         raise UsageError(f"torch.compile(backend='twintrack', mode={mode!r}): twintrack takes no mode; "
                          "its settings go in options={...}")
     parsed = BackendOptions.parse(options)
     compilers = {kind: GraphCompiler(parsed, kind) for kind in GRAPH_KINDS}
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     backend = aot_autograd(fw_compiler=compilers["forward"], bw_compiler=compilers["backward"],
                            inference_compiler=compilers["inference"], decompositions=_backward_decompositions)
     # Attention as its math (matmuls, softmax), which autograd differentiates
@@ -202,18 +206,21 @@ class GraphCompiler:
                                           lambda directory: lowered.save(directory, with_state=True))
             run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
         except Exception as e:  # a graph twintrack cannot compile still runs
-            e = self._with_reproducer(e, name)
-            reason = brief_exception(e, 400)
-            if getattr(e, "repro_dir", None) is not None:
-                reason = reason.split("; reproducer in ")[0] + f"; reproducer in {e.repro_dir}"
-            if not self.options.fallback:
-                raise e from None
-            warnings.warn(f"twintrack: graph {name} ({len(gm.graph.nodes)} nodes) runs as captured, eagerly: "
-                          f"{reason}", stacklevel=3)
-            _STATS.fallbacks.append(f"{name}: {reason}")
-            return gm.forward
+            return self._as_captured(gm, name, self._with_reproducer(e, name))
         _STATS.compiled += 1
         return run
+
+    def _as_captured(self, gm: torch.fx.GraphModule, name: str, error: Exception):
+        """The graph run as captured, with a warning saying why; or, with fallback=False, the error."""
+        if not self.options.fallback:
+            raise error
+        reason = brief_exception(error, 400)
+        if getattr(error, "repro_dir", None) is not None:
+            reason = reason.split("; reproducer in ")[0] + f"; reproducer in {error.repro_dir}"
+        warnings.warn(f"twintrack: graph {name} ({len(gm.graph.nodes)} nodes) runs as captured, eagerly: {reason}",
+                      stacklevel=4)
+        _STATS.fallbacks.append(f"{name}: {reason}")
+        return gm.forward
 
     def _with_reproducer(self, error: Exception, name: str) -> Exception:
         """A stage's failure with its reproducer (input IR and the exact

@@ -81,7 +81,8 @@ def explain(model: torch.nn.Module, *inputs, calls: Sequence[tuple] = ()) -> Exp
     finally:
         torch._dynamo.reset()
     output = recorder.output()
-    graphs = [Graph(index, number, _ops(graph)) for index, (graph, number) in enumerate(zip(output.graphs, graph_calls))]
+    graphs = [Graph(index, number, _ops(graph))
+              for index, (graph, number) in enumerate(zip(output.graphs, graph_calls))]
     breaks = list(dict.fromkeys(_break(reason) for reason in output.break_reasons))  # a recompiled frame breaks again
     return ExplainReport(graphs, breaks, _recompiles(failures), 1 + len(calls))
 

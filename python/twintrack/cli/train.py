@@ -102,7 +102,8 @@ def main(args: argparse.Namespace) -> int:
               "machine": torch.cuda.get_device_name() if args.device == "cuda" else
               platform.processor() or platform.machine(),
               "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "dtype": f"{args.autocast} autocast" if args.autocast else "float32", "loss_rtol": loss_rtol, "state_atol": state_atol, "backends": list(backends), "models": rows}
+              "dtype": f"{args.autocast} autocast" if args.autocast else "float32", "loss_rtol": loss_rtol,
+              "state_atol": state_atol, "backends": list(backends), "models": rows}
     write_whole(args.out / "training.json", json.dumps(result, indent=1) + "\n")
     markdown = training_markdown(result)
     write_whole(args.out / "training.md", markdown)
