@@ -303,3 +303,15 @@ def test_locations_name_the_torch_op(artifact):
     kernels = json.loads((artifact("zoo:softmax", "--pipeline", "gpu") / "manifest.json").read_text())["kernels"]
     assert all(op.startswith("aten._softmax at ") and op.endswith("zoo.py:60:0")
                for k in kernels for op in k["source_ops"])
+
+
+def test_a_result_names_the_model_file_relative_to_the_tree(tmp_path):
+    """gpu_check's rows: an artifact compiled on another machine names its
+    own absolute path; the row records the path inside this tree instead."""
+    from twintrack.frontend.model_spec import portable_model_spec
+    (tmp_path / "test" / "python").mkdir(parents=True)
+    (tmp_path / "test" / "python" / "models.py").write_text("")
+    elsewhere = "/some/other/checkout/test/python/models.py:vit?batch=2"
+    assert portable_model_spec(elsewhere, tmp_path) == "test/python/models.py:vit?batch=2"
+    assert portable_model_spec("zoo:mlp", tmp_path) == "zoo:mlp"
+    assert portable_model_spec("/nowhere/else.py:make", tmp_path) == "/nowhere/else.py:make"

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_one(outdir: Path) -> dict:
+    from ..frontend.model_spec import portable_model_spec
     from ..harness.checked_run import REPLAY_SEED, check_artifact
 
     checked = check_artifact(outdir)
@@ -64,7 +65,8 @@ def check_one(outdir: Path) -> dict:
     graph_ms = run.time(graphed)
     eager_ms, eager_peak = _eager(run, artifact.allow_tf32)
     return {
-        "artifact": outdir.name, "model": manifest["model"], "dtype": manifest.get("dtype") or "float32",
+        "artifact": outdir.name, "model": portable_model_spec(manifest["model"]),
+        "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"),
         "rel_error": checked.result.rel_error,
         "ok": checked.result.ok and graph_result.ok and moved_result.ok, "twintrack_ms": twintrack_ms,

@@ -27,6 +27,22 @@ def absolute_model_spec(spec: str) -> str:
     return absolute if rest is None else f"{absolute}:{rest}"
 
 
+def portable_model_spec(spec: str, root: Path | None = None) -> str:
+    """MODEL as a result file records it: its file relative to `root` (the
+    working directory) where the longest tail of its path names a file there
+    (an artifact compiled on another machine names its own absolute path),
+    else as it is."""
+    path = model_file(spec)
+    if path is None or not path.is_absolute():
+        return spec
+    root = root or Path.cwd()
+    tails = (Path(*path.parts[start:]) for start in range(1, len(path.parts)))
+    found = next((tail for tail in tails if (root / tail).is_file()), None)
+    if found is None:
+        return spec
+    return str(found) + (f":{spec.rpartition('.py:')[2]}" if ".py:" in spec else "")
+
+
 def check_model_file(spec: str) -> None:
     """A MODEL file that is a directory, or that cannot be read, named as such."""
     path = model_file(spec)
