@@ -130,12 +130,12 @@ class CpuExecutable:
         self._output_dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
         for spec in arguments:
             _torch_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
-        key = _native_key(llvm_dialect_text, opt_level)
-        cached = _cached_library(key, arguments, outputs)
+        from . import compile_cache
+        key = _native_key(llvm_dialect_text, opt_level) if compile_cache.enabled() else None
+        cached = _cached_library(key, arguments, outputs) if key else None
         self.native = cached is not None  # loaded from the cache's machine code, not compiled
         if cached is not None:
-            self._library, self._largest_buffer = cached
-            self._entry = self._library["_mlir__mlir_ciface_" + ENTRY]  # the packed wrapper engine.lookup finds
+            self._library, self._entry, self._largest_buffer = cached
         else:
             self._context = ir.Context()
             with self._context:
@@ -147,7 +147,8 @@ class CpuExecutable:
                 self._largest_buffer = _largest_buffer(self._module)
                 self._engine = execution_engine(self._module, opt_level)
             self._entry = self._engine.lookup(ENTRY)
-            _store_library(key, self._engine, signature(arguments, outputs), self._largest_buffer)
+            if key:
+                _store_library(key, self._engine, signature(arguments, outputs), self._largest_buffer)
         self._descriptors = [_descriptor(spec.shape) for spec in arguments + outputs]
         self._pointers = [ctypes.pointer(d) for d in self._descriptors]  # the C interface takes descriptor**
         self._packed = (ctypes.c_void_p * len(self._pointers))(
@@ -195,9 +196,9 @@ def _host_cpu() -> str:
 
 
 def _cached_library(key: str, arguments: list[TensorSpec], outputs: list[TensorSpec]):
-    """(the opened library, its largest buffer) of a cached executable, or
-    None. An entry whose recorded signature disagrees with the manifest is
-    refused as the module's own record would be."""
+    """(the opened library, its entry point, its largest buffer) of a cached
+    executable, or None. An entry whose recorded signature disagrees with
+    the manifest is refused as the module's own record would be."""
     from . import compile_cache
     path = compile_cache.native_path(key)
     if path is None:
@@ -206,20 +207,21 @@ def _cached_library(key: str, arguments: list[TensorSpec], outputs: list[TensorS
         info = json.loads((path / "info.json").read_text())
         _runtime_symbols_global()
         library = ctypes.CDLL(str(path / "lib.so"))
-    except (OSError, ValueError):
-        return None  # an entry that does not open compiles again
+        entry = library["_mlir__mlir_ciface_" + ENTRY]  # the packed wrapper engine.lookup finds
+    except (OSError, ValueError, AttributeError):
+        return None  # an entry that does not open (or lacks the entry point) compiles again
     if info.get("signature") != signature(arguments, outputs):
         raise ArtifactError(f"the manifest's arguments and outputs ({signature(arguments, outputs) or 'none'}) are "
                             f"not what the executable takes ({info.get('signature') or 'unrecorded'}); "
                             "recompile the model")
-    return library, int(info.get("largest_buffer", 0))
+    return library, entry, int(info.get("largest_buffer", 0))
 
 
 def _store_library(key: str, engine, recorded_signature: str, largest_buffer: int) -> None:
     """The engine's machine code into the cache as a shared library (best effort: no C compiler, no entry)."""
     from . import compile_cache
     compiler = shutil.which("cc")
-    if compiler is None or not compile_cache.enabled():
+    if compiler is None:
         return
 
     def fill(directory: Path) -> None:
@@ -238,6 +240,7 @@ def _store_library(key: str, engine, recorded_signature: str, largest_buffer: in
         pass
 
 
+@functools.cache
 def _runtime_symbols_global() -> None:
     """MLIR's runtime libraries loaded with their symbols global, for a cached library to resolve against."""
     _async_runtime()
