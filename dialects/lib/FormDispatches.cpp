@@ -287,6 +287,8 @@ void FormDispatchesPass::extendEpilogue(linalg::LinalgOp producer) {
     appendEpilogue(producer, "into the matmul's epilogue");
 }
 
+bool narrowsAgain(Value wide, int64_t narrowBytes, int depth = 16);
+
 /// Merge the only consumer of `producer` (a matmul or the end of its
 /// epilogue) into its dispatch, if it is elementwise and reads element for element.
 void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how) {
@@ -305,7 +307,8 @@ void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how
     return;
   }
   int64_t resultBytes = bytes(producer->getResult(0).getType());
-  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType()) > resultBytes) {
+  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType()) > resultBytes &&
+      !narrowsAgain(consumer->getResult(0), resultBytes)) {
     // The matmul would store the wider values and every reader load them;
     // each reader can widen the narrow result in registers instead.
     explainDecision(consumer, llvm::formatv("kept apart from the matmul: it widens the result ({0} -> {1} bytes), "
@@ -341,6 +344,25 @@ bool linalgReaders(Value value, SmallVectorImpl<OpOperand *> &reads, SmallVector
     }
   }
   return true;
+}
+
+/// Is a widened epilogue value (f16 -> f32 for batch norm or GELU's
+/// opmath) only ever read, element for element, by elementwise ops that
+/// bring it back to at most `narrowBytes` before anything else sees it?
+/// Then the whole chain can join the matmul and nothing wide is stored.
+bool narrowsAgain(Value wide, int64_t narrowBytes, int depth) {
+  SmallVector<OpOperand *> reads;
+  SmallVector<Operation *> reshapes;
+  if (depth == 0 || !linalgReaders(wide, reads, reshapes) || reads.empty())
+    return false;
+  return llvm::all_of(reads, [&](OpOperand *read) {
+    auto reader = cast<linalg::LinalgOp>(read->getOwner());
+    if (classify(reader) != Kind::Elementwise || reader.isDpsInit(read) || reader->getNumResults() != 1 ||
+        readsPerElement(reader, *read) != 1 || !reader.getMatchingIndexingMap(read).isPermutation())
+      return false;
+    Value result = reader->getResult(0);
+    return bytes(result.getType()) <= narrowBytes || narrowsAgain(result, narrowBytes, depth - 1);
+  });
 }
 
 /// A matmul's epilogue whose result several ops read (GELU reads x twice)

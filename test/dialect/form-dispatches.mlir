@@ -427,6 +427,50 @@ func.func @widening_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -
 
 // -----
 
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Rule 3 through a widening: the fp16 result is widened for an op computed
+// in f32 (batch norm's opmath) and rounded to fp16 again before anything
+// else reads it. Nothing wide is ever stored: the whole chain is the
+// matmul's epilogue.
+// CHECK-LABEL: func.func @widened_and_narrowed_after_matmul(
+// CHECK:         twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul> ({{.*}}) -> (tensor<64x64xf16>)
+// CHECK:           linalg.matmul
+// CHECK:           arith.truncf
+// CHECK:           arith.extf
+// CHECK:           arith.mulf
+// CHECK:           arith.truncf
+// CHECK-NOT:     twintrack.dispatch
+func.func @widened_and_narrowed_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -> tensor<64x64xf16> {
+  %zero = arith.constant 0.0 : f32
+  %acc0 = tensor.empty() : tensor<64x64xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%acc0 : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %s32 = linalg.matmul ins(%q, %k : tensor<64x32xf16>, tensor<32x64xf16>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e16 = tensor.empty() : tensor<64x64xf16>
+  %s16 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s32 : tensor<64x64xf32>) outs(%e16 : tensor<64x64xf16>) {
+  ^bb0(%v: f32, %o: f16):
+    %n = arith.truncf %v : f32 to f16
+    linalg.yield %n : f16
+  } -> tensor<64x64xf16>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%s16 : tensor<64x64xf16>) outs(%acc0 : tensor<64x64xf32>) {
+  ^bb0(%v: f16, %o: f32):
+    %x = arith.extf %v : f16 to f32
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<64x64xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<64x64xf32>) outs(%e16 : tensor<64x64xf16>) {
+  ^bb0(%v: f32, %o: f16):
+    %n = arith.truncf %v : f32 to f16
+    linalg.yield %n : f16
+  } -> tensor<64x64xf16>
+  return %r : tensor<64x64xf16>
+}
+
+// -----
+
 // Negative: the second matmul reads the first one's result (through an op
 // outside both): one dispatch would have to wait for itself. Kept apart.
 // CHECK-LABEL: func.func @dependent_matmuls(

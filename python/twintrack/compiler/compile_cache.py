@@ -87,6 +87,7 @@ def compiler_fingerprint() -> str:
     from .recipes import DEFAULT_LOWERING_DIR
     files = sorted(p for p in PACKAGE_DIR.rglob("*") if p.suffix in (".py", ".so") and "__pycache__" not in p.parts)
     parts = [f"{p.relative_to(PACKAGE_DIR)}={file_digest(p)}" for p in files]
+    parts.append(f"extension={_extension_digest()}")
     parts.append(directory_digest(DEFAULT_LOWERING_DIR))
     for package in ("torch", "torch-mlir", "xtc-mlir-python-bindings"):
         try:
@@ -96,16 +97,29 @@ def compiler_fingerprint() -> str:
     return digest(*parts)
 
 
+def _extension_digest() -> str | None:
+    """The C++ extension's digest (the fusion pass, the dialect): it is
+    installed beside the package, not in the source tree."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("twintrack._twintrack_cpp")
+    except ImportError:
+        return None
+    return file_digest(Path(spec.origin)) if spec is not None and spec.origin else None
+
+
 @functools.cache
 def portable_fingerprint() -> str:
     """The compiler's identity as a machine without MLIR computes it too:
-    twintrack's Python sources and its default recipes (not its C++
-    extension, nor the torch and MLIR versions, which such a machine may
-    lack or have in another build)."""
-    lowering = PACKAGE_DIR.parents[1] / "lowering"
+    twintrack's Python sources, its default recipes and its C++ sources
+    (not the built extension, nor the torch and MLIR versions, which such a
+    machine may lack or have in another build)."""
+    tree = PACKAGE_DIR.parents[1]
     files = sorted(p for p in PACKAGE_DIR.rglob("*.py") if "__pycache__" not in p.parts)
     parts = [f"{p.relative_to(PACKAGE_DIR)}={file_digest(p)}" for p in files]
-    return digest(*parts, directory_digest(lowering) if lowering.is_dir() else "no recipes")
+    for directory in ("lowering", "dialects"):
+        parts.append(directory_digest(tree / directory) if (tree / directory).is_dir() else f"no {directory}")
+    return digest(*parts)
 
 
 def directory_digest(directory: Path) -> str:

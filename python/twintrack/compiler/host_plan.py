@@ -32,6 +32,15 @@ class Plan:
     def launches(self) -> list[dict]:
         return [s for s in self.steps if s["op"] == "launch"]
 
+    def share_binaries(self, binary_of: dict[str, str], renamed) -> None:
+        """Launches of a module whose kernel is another's (`binary_of`) load
+        that module's cubin (`binary`) and call its kernel; `module` stays
+        the launch's own name (profiler ranges, the kernel report)."""
+        for step in self.launches():
+            binary = binary_of[step["module"]]
+            if binary != step["module"]:
+                step["binary"], step["kernel"] = binary, renamed(step["kernel"], step["module"], binary)
+
     def to_json(self) -> dict:
         return {"version": PLAN_VERSION, "arguments": self.arguments, "steps": self.steps}
 

@@ -23,6 +23,7 @@ class StageRecipe:
     python_passes: tuple[str, ...] = ()  # or: names of twintrack Python passes (twintrack.compiler.passes)
     tool: str = "mlir-opt"           # which MLIR the stage runs in
     fast_path: bool = False          # optional: skipped (IR unchanged) under --no-fast-kernels
+    targets: tuple[str, ...] = ()    # only in these targets' pipelines (a shared recipe's stage); empty: all
 
     @property
     def binding(self) -> str:
@@ -50,7 +51,8 @@ def _read(path: Path) -> dict:
 def _stages(path: Path, data: dict | None = None) -> tuple[StageRecipe, ...]:
     data = _read(path) if data is None else data
     try:
-        return tuple(StageRecipe(**{**entry, "python_passes": tuple(entry.get("python_passes", ()))})
+        return tuple(StageRecipe(**{**entry, "python_passes": tuple(entry.get("python_passes", ())),
+                                    "targets": tuple(entry.get("targets", ()))})
                      for entry in data.get("stage", ()))
     except TypeError as e:
         raise UsageError(f"{path}: malformed stage: {e}") from None
@@ -143,6 +145,8 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR,
     data = _read(path)
     stages = tuple(stage for include in data.get("include", ()) for stage in _stages(Path(lowering_dir) / f"{include}.toml"))
     stages += _stages(path, data)
+    target = data.get("target", target)
+    stages = tuple(stage for stage in stages if not stage.targets or target in stage.targets)
     if variables is not None:
         stages = tuple(replace(s, pipeline=Template(s.pipeline).substitute(variables) if s.pipeline else None,
                                python_passes=tuple(Template(p).substitute(variables) for p in s.python_passes))
@@ -150,4 +154,4 @@ def load_recipe(target: str, lowering_dir: Path = DEFAULT_LOWERING_DIR,
     for stage in stages:
         if (stage.pipeline is None) == (not stage.python_passes):
             raise UsageError(f"{path}: stage '{stage.name}' needs exactly one of pipeline / python_passes")
-    return Recipe(target=data.get("target", target), description=data.get("description", ""), stages=stages)
+    return Recipe(target=target, description=data.get("description", ""), stages=stages)

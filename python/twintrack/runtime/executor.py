@@ -163,7 +163,7 @@ class GpuExecutable:
         self._instrumented_launch(step, prepared, buffers, stream)
 
     def _prepare(self, step) -> PreparedLaunch:
-        function = self._module(step["module"]).function(step["kernel"])
+        function = self._module(step.get("binary", step["module"])).function(step["kernel"])
         prepared = PreparedLaunch(function, step["grid"], step["block"], step["dynamic_shared_bytes"],
                                   step["args"], f"kernel {step['module']}")
         self._launches[id(step)] = prepared

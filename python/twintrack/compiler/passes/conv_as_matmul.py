@@ -1,0 +1,191 @@
+"""conv-as-matmul: a convolution (linalg.conv_{1,2,3}d_n{c}…_f{c}…) becomes
+a matmul over its patches, so the GPU's matmul kernels (tensor cores,
+ragged edges, epilogues) take it.
+
+    patches[n, o…, c, k…] = x[n, c, o·stride + k·dilation …]     (im2col)
+    result[(n, o…), f]    = patches[(n, o…), (c, k…)] · weight[f, (c, k…)]ᵀ
+    out[n, f, o…]         = init[n, f, o…] + result[(n, o…), f]
+
+The rows of the matmul are output positions and its reduction runs along
+(channel, window), so its operands are a linear layer's: the patches
+row-major and the weight as stored (read transposed). The last op puts the
+result back in torch's channels-first layout and adds the convolution's
+init (its bias); it is elementwise over the output, so the matmul kernel
+takes it, with what fuses into it (batch norm, an activation, the rounding
+to f16), as its epilogue. A zero init is left out.
+
+A convolution whose reduction rows are not whole 16-byte vectors (3 input
+channels by a 7x7 window) or whose element type no matmul kernel takes is
+left as it is, for the generic loops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+
+from .ir_helpers import PythonPass, defining_op, nested_ops
+
+CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
+ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}  # the element types the matmul kernels multiply
+ROW_BYTES = 16  # the kernels read operand rows in 16-byte vectors
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A channels-first convolution's sizes: batch, channels, filters, the
+    output's spatial sizes, the window's, and the strides and dilations."""
+    batch: int
+    channels: int
+    filters: int
+    outputs: tuple[int, ...]
+    window: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+
+    @property
+    def rows(self) -> int:
+        return self.batch * math.prod(self.outputs)
+
+    @property
+    def reduction(self) -> int:
+        return self.channels * math.prod(self.window)
+
+
+def conv_shape(op: ir.Operation) -> ConvShape | None:
+    """The convolution's sizes, or None where the matmul form does not apply
+    (dynamic sizes, mixed or unsupported operand types, unaligned rows)."""
+    x, weight, init = (value.type for value in op.operands[:3])
+    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (x, weight, init)):
+        return None
+    element = str(x.element_type)
+    if element != str(weight.element_type) or element not in ELEMENT_BYTES \
+            or str(init.element_type) not in ELEMENT_BYTES:
+        return None
+    spatial = x.rank - 2
+    shape = ConvShape(x.shape[0], x.shape[1], weight.shape[0], tuple(init.shape[2:]), tuple(weight.shape[2:]),
+                      _pair_attr(op, "strides", spatial), _pair_attr(op, "dilations", spatial))
+    if shape.reduction * ELEMENT_BYTES[element] % ROW_BYTES:
+        return None
+    return shape
+
+
+def _pair_attr(op: ir.Operation, name: str, spatial: int) -> tuple[int, ...]:
+    if name not in op.attributes:
+        return (1,) * spatial
+    return tuple(ir.DenseIntElementsAttr(op.attributes[name]))
+
+
+def _is_zero_fill(value: ir.Value) -> bool:
+    fill = defining_op(value)
+    if fill is None or fill.name != "linalg.fill":
+        return False
+    constant = defining_op(fill.operands[0])
+    if constant is None or constant.name != "arith.constant":
+        return False
+    attr = constant.attributes["value"]
+    return isinstance(attr, ir.FloatAttr) and attr.value == 0.0 and not str(attr).startswith("-")
+
+
+def _generic(result_type: ir.RankedTensorType, inputs: list[ir.Value], maps: list[ir.AffineMap], body) -> ir.Value:
+    """An all-parallel linalg.generic into a fresh tensor; `body(arguments)` gives the yielded value."""
+    from mlir.dialects import linalg, tensor
+    output = tensor.empty(result_type.shape, result_type.element_type)
+    generic = linalg.GenericOp([result_type], inputs, [output], ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                               ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")]
+                                                * maps[0].n_dims))
+    block = generic.regions[0].blocks.append(*[v.type.element_type for v in inputs], result_type.element_type)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(list(block.arguments))])
+    return generic.results[0]
+
+
+def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
+    """im2col: (n, o…, c, k…) -> x[n, c, o·stride + k·dilation …], as (n·o…) x (c·k…)."""
+    from mlir.dialects import tensor
+    spatial = len(shape.outputs)
+    dims = ir.AffineDimExpr.get
+    n, outputs, c, window = 0, range(1, 1 + spatial), 1 + spatial, range(2 + spatial, 2 + 2 * spatial)
+    reads = [dims(n), dims(c)] + [
+        dims(o) * stride + dims(k) * dilation for o, k, stride, dilation in zip(outputs, window, shape.strides, shape.dilations)]
+    loops = 2 + 2 * spatial
+    element = x.type.element_type
+    patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, shape.channels, *shape.window], element)
+    patches = _generic(patches_type, [x], [ir.AffineMap.get(loops, 0, reads), ir.AffineMap.get_identity(loops)],
+                       lambda args: args[0])
+    rows = list(range(1 + spatial))
+    return tensor.collapse_shape(ir.RankedTensorType.get([shape.rows, shape.reduction], element), patches,
+                                 [rows, list(range(1 + spatial, loops))])
+
+
+def _weight_columns(weight: ir.Value, shape: ConvShape) -> ir.Value:
+    """The weight (f, c, k…) as (c·k…) x f: a linear layer's weight read transposed."""
+    from mlir.dialects import linalg, tensor
+    element = weight.type.element_type
+    rank = weight.type.rank
+    flat = tensor.collapse_shape(ir.RankedTensorType.get([shape.filters, shape.reduction], element), weight,
+                                 [[0], list(range(1, rank))])
+    return linalg.transpose(flat, outs=[tensor.empty([shape.reduction, shape.filters], element)],
+                            permutation=[1, 0])
+
+
+def _matmul(patches: ir.Value, weight_columns: ir.Value, shape: ConvShape, element: ir.Type) -> ir.Value:
+    from mlir.dialects import arith, linalg, tensor
+    zero = arith.constant(element, 0.0)
+    accumulator = linalg.fill(zero, outs=[tensor.empty([shape.rows, shape.filters], element)])
+    return linalg.matmul(patches, weight_columns, outs=[accumulator])
+
+
+def _channels_first(result: ir.Value, init: ir.Value, shape: ConvShape) -> ir.Value:
+    """(n·o…) x f back to (n, f, o…), plus the init unless it is a zero fill."""
+    from mlir.dialects import arith, tensor
+    spatial = len(shape.outputs)
+    element = result.type.element_type
+    channels_last = [shape.batch, *shape.outputs, shape.filters]
+    expanded = tensor.expand_shape(ir.RankedTensorType.get(channels_last, element), result,
+                                   [list(range(1 + spatial)), [1 + spatial]], [], channels_last)
+    loops = 2 + spatial
+    dims = ir.AffineDimExpr.get
+    read_channels_last = ir.AffineMap.get(loops, 0, [dims(0), *[dims(2 + d) for d in range(spatial)], dims(1)])
+    identity = ir.AffineMap.get_identity(loops)
+    out_type = init.type
+    if _is_zero_fill(init):
+        return _generic(out_type, [expanded], [read_channels_last, identity], lambda args: args[0])
+    bias, read_bias = _broadcast_source(init)
+    return _generic(out_type, [expanded, bias], [read_channels_last, read_bias, identity],
+                    lambda args: arith.addf(args[1], args[0]))
+
+
+def _broadcast_source(init: ir.Value) -> tuple[ir.Value, ir.AffineMap]:
+    """What the init holds and how the output's loops read it: a bias
+    broadcast along the batch and spatial dims is read as the vector it
+    is (no broadcast tensor in memory); anything else, element for element."""
+    loops = init.type.rank
+    broadcast = defining_op(init)
+    if broadcast is None or broadcast.name != "linalg.broadcast":
+        return init, ir.AffineMap.get_identity(loops)
+    added = set(ir.DenseI64ArrayAttr(broadcast.attributes["dimensions"]))
+    kept = [ir.AffineDimExpr.get(d) for d in range(loops) if d not in added]
+    return broadcast.operands[0], ir.AffineMap.get(loops, 0, kept)
+
+
+def rewrite(op: ir.Operation, shape: ConvShape) -> None:
+    x, weight, init = op.operands[:3]
+    with ir.InsertionPoint(op), op.location:
+        result = _matmul(_patches(x, shape), _weight_columns(weight, shape), shape, init.type.element_type)
+        out = _channels_first(result, init, shape)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+
+
+@dataclass(frozen=True)
+class ConvAsMatmul(PythonPass):
+    name = "conv-as-matmul"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS):
+            shape = conv_shape(op)
+            if shape is not None:
+                rewrite(op, shape)

@@ -1,0 +1,94 @@
+"""conv-as-matmul (the GPU recipe's `convolutions` stage) checked for
+numerics without a GPU: the GPU recipe runs up to that stage, the CPU
+recipe's later stages lower the rewritten IR (patches, matmul, the
+channels-first epilogue) and the JIT runs it against float64 eager."""
+
+import pytest
+import torch
+
+import twintrack
+from twintrack.compiler import driver
+from twintrack.compiler.cpu_jit import CpuExecutable
+from twintrack.compiler.recipes import PipelineVariables, load_recipe
+from twintrack.harness import numerics
+
+
+class Conv(torch.nn.Module):
+    def __init__(self, conv: torch.nn.Module, then_norm: bool = False):
+        super().__init__()
+        self.conv = conv
+        channels = conv.out_channels
+        self.norm = torch.nn.BatchNorm2d(channels).eval() if then_norm else None
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(self.norm(y)) if self.norm is not None else y
+
+
+CASES = {
+    # name: (module, input shape)
+    "3x3-padded-bias": (torch.nn.Conv2d(8, 16, 3, padding=1), (2, 8, 10, 12)),
+    "1x1-no-bias": (torch.nn.Conv2d(16, 24, 1, bias=False), (2, 16, 7, 7)),
+    "strided-ragged": (torch.nn.Conv2d(8, 12, 3, stride=2, padding=1), (3, 8, 9, 11)),
+    "dilated-rect": (torch.nn.Conv2d(8, 8, (3, 2), dilation=(2, 3), padding=(2, 1)), (1, 8, 12, 13)),
+    "patchify": (torch.nn.Conv2d(4, 32, 4, stride=4), (2, 4, 16, 16)),
+    "1d": (torch.nn.Conv1d(8, 16, 5, padding=2, stride=2), (2, 8, 33)),
+    "3d": (torch.nn.Conv3d(8, 8, 3, padding=1), (1, 8, 5, 6, 7)),
+}
+
+
+def _cpu_stages_after(stage: str):
+    stages = load_recipe("cpu", variables=PipelineVariables()).stages
+    names = [s.name for s in stages]
+    return stages[names.index(stage) + 1:]
+
+
+def _rewritten_and_run(module: torch.nn.Module, shape: tuple, dtype: torch.dtype):
+    module = module.to(dtype).eval()
+    x = torch.randn(shape, dtype=dtype)
+    exported = twintrack.export(module, (x,))
+    lowered = exported.lower(to="convolutions", target="gpu")
+    text = lowered.as_text()
+    compiled = lowered.compilation.module
+    for stage in _cpu_stages_after("loops"):
+        compiled = driver.run_stage(stage, compiled)
+    specs = exported.exported
+    executable = CpuExecutable(str(compiled), specs.arguments, specs.outputs)
+    inputs = numerics.random_inputs(specs.inputs, seed=5)
+    outputs = executable(*exported.state(), *inputs)
+    checks = numerics.compare(outputs, numerics.float64_reference(module, inputs), specs.outputs)
+    return text, checks
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_convolution_as_matmul_matches_float64(name):
+    conv, shape = CASES[name]
+    torch.manual_seed(0)
+    text, checks = _rewritten_and_run(Conv(conv), shape, torch.float32)
+    assert "linalg.conv_" not in text and "linalg.matmul" in text
+    assert all(c.ok for c in checks), checks
+
+
+def test_half_convolution_with_batch_norm_matches_float64():
+    torch.manual_seed(0)
+    module = Conv(torch.nn.Conv2d(8, 16, 3, padding=1), then_norm=True)
+    with torch.no_grad():
+        module.norm.running_mean.uniform_(-1, 1)
+        module.norm.running_var.uniform_(0.5, 2)
+    text, checks = _rewritten_and_run(module, (2, 8, 9, 9), torch.float16)
+    assert "linalg.conv_" not in text
+    assert all(c.ok for c in checks), checks
+
+
+def test_unaligned_reduction_rows_stay_a_convolution():
+    """3 channels by a 3x3 window: 27 halves a row, not whole 16-byte vectors."""
+    module = torch.nn.Conv2d(3, 16, 3).half().eval()
+    exported = twintrack.export(module, (torch.randn(1, 3, 8, 8, dtype=torch.float16),))
+    text = exported.lower(to="convolutions", target="gpu").as_text()
+    assert "linalg.conv_2d_nchw_fchw" in text and "linalg.matmul" not in text
+
+
+def test_the_stage_is_the_gpu_recipes_only():
+    cpu = [s.name for s in load_recipe("cpu", variables=PipelineVariables()).stages]
+    gpu = [s.name for s in load_recipe("gpu", variables=PipelineVariables(target="gpu")).stages]
+    assert "convolutions" in gpu and "convolutions" not in cpu
