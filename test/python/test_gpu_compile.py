@@ -100,6 +100,42 @@ def test_ragged_linears_take_the_fast_path(run_tool, tmp_path, dtype, arch, path
     assert share and float(share.group(1)) > 99, result.stdout  # the bias and ReLU ride in the kernels' epilogues
 
 
+@pytest.mark.parametrize("dtype, path", [("float16", "wgmma-matmul"), ("float32", "simt-matmul")])
+def test_convolutions_take_the_matmul_kernels(run_tool, tmp_path, dtype, path):
+    """A convolution is a matmul over its patches (the `convolutions`
+    stage): its batch norm and ReLU ride in the kernel's epilogue, which
+    stores channels-first."""
+    model = "zoo:conv_block?batch=4&in_channels=16&channels=64&size=28"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", dtype, "-o", tmp_path / "c", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "c" / "manifest.json").read_text())["kernels"]
+    [conv] = [k for k in kernels if k["path"].startswith(path)]
+    assert {op.split(" at ")[0] for op in conv["source_ops"]} >= {
+        "aten.convolution", "aten._native_batch_norm_legit_no_training", "aten.relu"}, conv["source_ops"]
+    assert conv["flops"] >= 2 * 4 * 28 * 28 * 64 * 16 * 9
+    share = re.search(r"^fast paths: ([\d.]+)% of ", result.stdout, re.MULTILINE)
+    assert share and float(share.group(1)) > 95, result.stdout
+
+
+def test_identical_kernels_share_one_binary(run_tool, tmp_path):
+    """Two linear layers of one shape with the same epilogue are one kernel
+    twice: ptxas assembles it once, and the second launch runs the first's
+    cubin under its own name."""
+    model = "zoo:mlp?batch=256&features=128&hidden=128&out=128"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    plan = json.loads((tmp_path / "m" / "plan.json").read_text())
+    launches = [s for s in plan["steps"] if s["op"] == "launch"]
+    shared = [s for s in launches if "binary" in s]
+    assert len(shared) == 1 and shared[0]["binary"] == launches[0]["module"]
+    assert shared[0]["kernel"] == launches[0]["kernel"] and shared[0]["module"] != launches[0]["module"]
+    assert len({k["name"] for k in manifest["kernels"]}) == len(launches)  # the report keeps each launch's name
+    assert manifest["kernels"][1]["cubin"] == manifest["kernels"][0]["cubin"]
+    assert len(list((tmp_path / "m" / "kernels").glob("*.cubin"))) == len(launches) - 1
+    assert validate_plan(plan) == []
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("rows", [1, 8])
 def test_decode_linears_take_the_skinny_kernel(run_tool, tmp_path, dtype, rows):
