@@ -137,11 +137,12 @@ def _snapshot(module):
 
 def readable_text(module) -> str:
     """A stage dump: large constants and weight blobs elided, so dumps stay
-    readable and small (the complete module is kept in Compilation.module)."""
+    readable and small (the complete module is kept in Compilation.module).
+    The stage's pass manager verified it: the printer need not again."""
     try:
-        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64)
+        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64, assume_verified=True)
     except TypeError:  # torch-mlir's bindings predate large_resource_limit
-        return module.operation.get_asm(large_elements_limit=16)
+        return module.operation.get_asm(large_elements_limit=16, assume_verified=True)
 
 
 def full_text(module) -> str:

@@ -99,10 +99,8 @@ def package(compilation, directory: Path) -> dict:
     kernels_dir.mkdir()
     with phase("extract PTX"):
         ptx = extract_ptx(compilation.module)
-        binary_of = shared_binaries(ptx)
     with phase("ptxas"):
-        resources = assemble_all({name: text for name, text in ptx.items() if binary_of[name] == name}, arch,
-                                 kernels_dir, compilation.options.ptxas_fast_compile)
+        resources = assemble_all(ptx, arch, kernels_dir, compilation.options.ptxas_fast_compile)
     try:
         with phase("host plan"):
             plan = extract_plan(compilation.module, compilation.exported, directory)
@@ -110,29 +108,12 @@ def package(compilation, directory: Path) -> dict:
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage
         raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
-    plan.share_binaries(binary_of, _renamed)
     tuning = tuning_notes(compilation.module)
-    report = [kernel_entry(step, resources[binary_of[step["module"]]], tuning.get(step["module"]))
+    report = [kernel_entry(step, resources[step.get("binary", step["module"])], tuning.get(step["module"]))
               for step in plan.launches()]
     plan.write(directory / "plan.json")
     return {"arch": arch, "executable": "plan.json", "kernels": report,
             "functions": [{"name": name, "kind": "kernel module"} for name in resources]}
-
-
-def shared_binaries(ptx: dict[str, str]) -> dict[str, str]:
-    """{kernel module: the module whose binary it runs}: a module whose PTX
-    is another's but for its name (the same layer again) runs the first
-    one's cubin, so ptxas assembles each distinct kernel once."""
-    first_with, binary_of = {}, {}
-    for name, text in ptx.items():
-        binary_of[name] = first_with.setdefault(_renamed(text, name, "<kernel>"), name)
-    return binary_of
-
-
-def _renamed(text: str, name: str, new_name: str) -> str:
-    """`text` with the symbol `name` (and the symbols it prefixes: its
-    parameters) called `new_name`; not inside a longer name (kernel_3 in kernel_30)."""
-    return re.sub(rf"\b{re.escape(name)}(?![0-9A-Za-z])", new_name, text)
 
 
 def tuning_notes(module) -> dict[str, dict]:

@@ -3,7 +3,9 @@
 After kernel outlining, the host function only allocates and frees buffers,
 takes views of them, copies and launches kernels. Those steps are recorded in
 plan.json, which twintrack.runtime executes with torch tensors and the CUDA
-driver API, so the GPU machine needs no MLIR at all."""
+driver API, so the GPU machine needs no MLIR at all. A launch that runs
+another module's kernel (a repeated layer: share-kernel-modules) names that
+module as its `binary`, and keeps its own name as `module`."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from ..errors import CompilerError
 from ..locations import short_location
+from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 
 PLAN_VERSION = 1
 
@@ -31,15 +34,6 @@ class Plan:
 
     def launches(self) -> list[dict]:
         return [s for s in self.steps if s["op"] == "launch"]
-
-    def share_binaries(self, binary_of: dict[str, str], renamed) -> None:
-        """Launches of a module whose kernel is another's (`binary_of`) load
-        that module's cubin (`binary`) and call its kernel; `module` stays
-        the launch's own name (profiler ranges, the kernel report)."""
-        for step in self.launches():
-            binary = binary_of[step["module"]]
-            if binary != step["module"]:
-                step["binary"], step["kernel"] = binary, renamed(step["kernel"], step["module"], binary)
 
     def to_json(self) -> dict:
         return {"version": PLAN_VERSION, "arguments": self.arguments, "steps": self.steps}
@@ -179,7 +173,8 @@ class _PlanBuilder:
 
     def _launch(self, op) -> None:
         view = op.opview
-        module_name, kernel_name = (part.strip("@") for part in str(op.attributes["kernel"]).split("::"))
+        attrs = op.attributes
+        module_name, kernel_name = (part.strip("@") for part in str(attrs["kernel"]).split("::"))
         args = []
         for value in view.kernelOperands:
             key = self._key(value)
@@ -192,9 +187,10 @@ class _PlanBuilder:
         dims = [self.scalars[self._key(v)] for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
                                                       view.blockSizeX, view.blockSizeY, view.blockSizeZ)]
         shared = view.dynamicSharedMemorySize
-        attrs = op.attributes
+        own_name = attrs[KERNEL_NAME_ATTR].value if KERNEL_NAME_ATTR in attrs else module_name
         self.plan.steps.append({
-            "op": "launch", "module": module_name, "kernel": kernel_name,
+            "op": "launch", "module": own_name, "kernel": kernel_name,
+            **({"binary": module_name} if own_name != module_name else {}),
             "grid": dims[:3], "block": dims[3:],
             "dynamic_shared_bytes": self.scalars[self._key(shared)] if shared is not None else 0,
             "args": args,

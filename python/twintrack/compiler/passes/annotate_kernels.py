@@ -111,9 +111,13 @@ def _source_ops(kernel: ir.Operation) -> tuple[list[str], list[str]]:
     first. Each distinct location is read once: a tensor-core kernel's
     thousands of ops share a few."""
     texts: dict[str, None] = {}
+    previous: list[ir.Location] = []
 
     def visit(op: ir.Operation):
-        texts.setdefault(str(op.location))
+        location = op.location
+        if not previous or location != previous[0]:  # runs of ops share one: compared, not rendered
+            texts.setdefault(str(location))
+            previous[:] = [location]
         return ir.WalkResult.ADVANCE
 
     kernel.walk(visit)

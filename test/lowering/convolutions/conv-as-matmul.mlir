@@ -1,0 +1,54 @@
+// RUN: %stage-convolutions %s | FileCheck %s
+
+// The GPU's convolutions stage: a convolution becomes im2col patches (output
+// positions x (channel, window)), a matmul with the weight read as a linear
+// layer's, and one elementwise op back to channels-first that adds the bias
+// (read as the vector it is, not its broadcast).
+
+// CHECK-DAG: #[[PATCH:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d3, d1 * 2 + d4, d2 * 2 + d5 * 2)>
+// CHECK-DAG: #[[LAST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3, d1)>
+// CHECK-DAG: #[[BIAS:.*]] = affine_map<(d0, d1, d2, d3) -> (d1)>
+// CHECK-LABEL: func.func @conv_bias(
+// CHECK:         %[[P:.*]] = linalg.generic {indexing_maps = [#[[PATCH]], {{.*}}]{{.*}} ins(%arg0 : tensor<2x8x11x11xf16>) outs(%{{.*}} : tensor<2x4x4x8x3x3xf16>)
+// CHECK:         %[[A:.*]] = tensor.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4, 5]] : tensor<2x4x4x8x3x3xf16> into tensor<32x72xf16>
+// CHECK:         %[[W:.*]] = tensor.collapse_shape %arg1 {{\[\[}}0], [1, 2, 3]] : tensor<16x8x3x3xf16> into tensor<16x72xf16>
+// CHECK:         %[[WT:.*]] = linalg.transpose ins(%[[W]] : tensor<16x72xf16>) {{.*}} permutation = [1, 0]
+// CHECK:         %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<32x16xf32>
+// CHECK:         %[[M:.*]] = linalg.matmul ins(%[[A]], %[[WT]] : tensor<32x72xf16>, tensor<72x16xf16>) outs(%[[ZERO]] : tensor<32x16xf32>)
+// CHECK:         %[[C:.*]] = tensor.expand_shape %[[M]] {{\[\[}}0, 1, 2], [3]] output_shape [2, 4, 4, 16]
+// CHECK:         linalg.generic {indexing_maps = [#[[LAST]], #[[BIAS]], {{.*}}]{{.*}} ins(%[[C]], %arg2 : tensor<2x4x4x16xf32>, tensor<16xf32>)
+// CHECK:           arith.addf
+// CHECK-NOT:     linalg.conv_2d
+// CHECK-NOT:     linalg.broadcast
+func.func @conv_bias(%x: tensor<2x8x11x11xf16>, %w: tensor<16x8x3x3xf16>, %b: tensor<16xf32>) -> tensor<2x16x4x4xf32> {
+  %e = tensor.empty() : tensor<2x16x4x4xf32>
+  %init = linalg.broadcast ins(%b : tensor<16xf32>) outs(%e : tensor<2x16x4x4xf32>) dimensions = [0, 2, 3]
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<[1, 2]> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+      ins(%x, %w : tensor<2x8x11x11xf16>, tensor<16x8x3x3xf16>) outs(%init : tensor<2x16x4x4xf32>) -> tensor<2x16x4x4xf32>
+  return %y : tensor<2x16x4x4xf32>
+}
+
+// A zero init adds nothing: the last op only puts the result back channels-first.
+// CHECK-LABEL: func.func @conv_zero_init(
+// CHECK:         linalg.matmul
+// CHECK:         linalg.generic
+// CHECK-NOT:       arith.addf
+// CHECK:         return
+func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -> tensor<1x32x7x7xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x32x7x7xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x32x7x7xf32>) -> tensor<1x32x7x7xf32>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%x, %w : tensor<1x16x7x7xf32>, tensor<32x16x1x1xf32>) outs(%init : tensor<1x32x7x7xf32>) -> tensor<1x32x7x7xf32>
+  return %y : tensor<1x32x7x7xf32>
+}
+
+// 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
+// CHECK-LABEL: func.func @conv_unaligned(
+// CHECK:         linalg.conv_2d_nchw_fchw
+// CHECK-NOT:     linalg.matmul
+func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%x, %w : tensor<1x3x8x8xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
+  return %y : tensor<1x8x6x6xf32>
+}
