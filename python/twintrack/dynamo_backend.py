@@ -28,6 +28,7 @@ key, or, with `on_miss="inductor"`, Inductor's compile with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import warnings
@@ -112,8 +113,21 @@ class BackendStats:
     fallbacks: list[str] = field(default_factory=list)
 
 
+@dataclass
+class GraphRecord:
+    """A graph the backend compiled or loaded from the cache, as tools show
+    it (tools/compare.py --training): its name (forward_3) and its kernels
+    in the kernel report's form (the CPU: its fusion dispatches; the GPU:
+    the artifact's kernels), or None where they are not known (a CPU
+    graph loaded from the cache, a GPU graph compiled with the cache off)."""
+    name: str
+    cached: bool
+    kernels: list[dict] | None
+
+
 _STATS = BackendStats()
 _GRAPH_NUMBERS = itertools.count()
+_RECORDS: list[GraphRecord] | None = None  # while recording_graphs() is open
 
 
 def stats() -> BackendStats:
@@ -123,6 +137,24 @@ def stats() -> BackendStats:
 def reset_stats() -> None:
     global _STATS
     _STATS = BackendStats()
+
+
+@contextlib.contextmanager
+def recording_graphs():
+    """Within, each graph compiled or loaded is recorded with its kernels
+    (a list of GraphRecord, yielded); outside, nothing is kept."""
+    global _RECORDS
+    previous, _RECORDS = _RECORDS, []
+    try:
+        yield _RECORDS
+    finally:
+        _RECORDS = previous
+
+
+def _record(name: str, cached: bool, kernels) -> None:
+    """Record a graph, its kernels computed (`kernels()`) only while recording."""
+    if _RECORDS is not None:
+        _RECORDS.append(GraphRecord(name, cached, kernels()))
 
 
 def twintrack_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, mode: str | None = None):
@@ -191,6 +223,7 @@ class GraphCompiler:
         cached = compile_cache.graph_path(key) if key else None
         if cached is not None:
             _STATS.cache_hits += 1
+            _record(name, True, lambda: _artifact_kernels(cached))
             return gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target))
         if on_miss == "error":
             raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
@@ -208,6 +241,7 @@ class GraphCompiler:
         except Exception as e:  # a graph twintrack cannot compile still runs
             return self._as_captured(gm, name, self._with_reproducer(e, name))
         _STATS.compiled += 1
+        _record(name, False, lambda: _lowered_kernels(lowered, compile_cache.graph_path(key) if key else None))
         return run
 
     def _as_captured(self, gm: torch.fx.GraphModule, name: str, error: Exception):
@@ -261,6 +295,25 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list, settings: str) -> 
     code = re.sub(r"device\(type='\w+'(, index=\d+)?\)", "device(*)", gm.code)
     code = re.sub(r"'(cuda|cpu)(:\d+)?'", "'*'", code)
     return digest(portable_fingerprint(), settings, code, *specs, *constants)
+
+
+def _lowered_kernels(lowered, artifact: Path | None) -> list[dict] | None:
+    """A compiled graph's kernels: the fusion stage's dispatches on the CPU,
+    the stored artifact's kernels on the GPU."""
+    if lowered.compilation.options.pipeline != "gpu":
+        from .compiler.dispatch_report import dispatch_report
+        fusion = next((d for d in lowered.compilation.dumps if d.name == "fusion"), None)
+        return dispatch_report(fusion.snapshot) if fusion is not None else None
+    return _artifact_kernels(artifact) if artifact is not None else None
+
+
+def _artifact_kernels(artifact: Path) -> list[dict] | None:
+    """A GPU artifact's kernel report (each with its index); None for a CPU artifact, which has none."""
+    from .runtime.artifact import read_manifest
+    manifest = read_manifest(artifact)
+    if manifest.get("pipeline") != "gpu":
+        return None
+    return [{"index": index, **kernel} for index, kernel in enumerate(manifest.get("kernels", []))]
 
 
 def _load(artifact: Path, target: str):

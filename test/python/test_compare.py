@@ -133,6 +133,33 @@ def test_compare_cli_prints_both_tracks_and_writes_json_and_html(run_tool, tmp_p
     assert 'id="kernels"' in html_path.read_text()
 
 
+def test_compare_training_sets_forward_and_backward_kernels_side_by_side(run_tool, tmp_path):
+    """--training: both compilers train the MLP through torch.compile on
+    eager's losses; each pass's kernels are matched within that pass."""
+    report_path = tmp_path / "t.json"
+    result = run_tool("compare", "zoo:mlp", "--training", "--steps", "2", "--json", report_path)
+    assert result.returncode == 0, result.stderr
+    assert "step ms" in result.stdout and "backward_0/" in result.stdout
+    report = json.loads(report_path.read_text())
+    for name in ("inductor", "twintrack"):
+        track = report["tracks"][name]
+        assert track["ok"] and track["vs_eager"]["loss"] < 1e-5 and track["graphs"] == 2, (name, track)
+        assert track["kernel_count"]["forward"] > 0 and track["kernel_count"]["backward"] > 0, (name, track)
+        grouped = sorted(i for g in report["groups"] for i in g[name])
+        assert grouped == [k["index"] for k in report["kernels"][name]], f"{name}: each kernel in one group"
+    passes = {name: {k["index"]: k["pass"] for k in report["kernels"][name]} for name in ("inductor", "twintrack")}
+    for group in report["groups"]:
+        assert len({passes[name][i] for name in passes for i in group[name]}) == 1, group
+    backward_matmuls = [g for g in report["groups"] if g["inductor"] and g["twintrack"]
+                        and passes["inductor"][g["inductor"][0]] == "backward"]
+    assert len(backward_matmuls) >= 3, "each Linear's weight gradient sits beside Inductor's mm"
+
+
+def test_compare_training_refuses_html(run_tool, tmp_path):
+    result = run_tool("compare", "zoo:mlp", "--training", "--html", tmp_path / "r.html")
+    assert result.returncode == 2 and "--training" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_compare_rejects_a_cpu_artifact_run(run_tool, tmp_path):
     result = run_tool("compare", "zoo:mlp", "--artifact", tmp_path)
     assert result.returncode == 2 and "--device cuda" in result.stderr and "Traceback" not in result.stderr

@@ -37,8 +37,19 @@ median is marked with ~ and a footnote: other load on the machine makes
 torch's thread pool stall, and --threads 1 (or an idle machine) measures it
 properly. --json writes every figure; --html shows them in its totals table.
 
+With --training, each track trains MODEL for --steps AdamW steps through
+torch.compile (twintrack's backend, Inductor) from one seed, and the report
+gives each track's first step (compiles included) and median step time,
+its losses and final parameters against eager float32 and float64, and its
+forward and backward kernels side by side (--json writes it all; --html is
+for inference). MODEL is then also a training case of tools/train.py
+(bert, llama, resnet, bert_layer, llama_layer). On the GPU machine,
+twintrack's graphs load from a compile cache filled where MLIR is
+installed (tools/train.py --compile-only, the cache directory carried over).
+
 Examples:
   tools/compare.py zoo:transformer_block --html out/compare.html
+  tools/compare.py bert_layer --training --steps 5
   tools/compare.py zoo:mlp --device cuda --artifact artifacts/mlp --json out/mlp.json
 """
 
@@ -57,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=50,
                         help="timed runs per track, at least (timing runs for 0.5 s at least), and profiled runs "
                              "per kernel (default: 50)")
+    parser.add_argument("--training", action="store_true",
+                        help="compare training steps through torch.compile instead of inference (see below)")
+    parser.add_argument("--steps", type=int, default=5,
+                        help="with --training: AdamW steps per track (default: 5)")
     add_threads_flag(parser)
     parser.add_argument("--inductor-mode", choices=["default", "max-autotune", "reduce-overhead"], default="default",
                         help="torch.compile mode for the Inductor track (default: default)")
@@ -76,6 +91,8 @@ def main(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
     set_threads(args.threads)
+    if args.training:
+        return _training(args)
     request = CompareRequest(args.model, args.device, args.dtype, args.artifact, args.repeat,
                              None if args.inductor_mode == "default" else args.inductor_mode)
     report = run_comparison(request, progress=progress)
@@ -88,6 +105,22 @@ def main(args: argparse.Namespace) -> int:
         progress(f"wrote {args.html}")
     return 0
 
+
+def _training(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..harness.compare.table import render_training_table
+    from ..harness.compare.training_comparison import TrainingCompareRequest, run_training_comparison
+    if args.html or args.artifact:
+        raise UsageError("--training takes neither --html nor --artifact: twintrack's graphs come from the compile "
+                         "cache on a machine without MLIR")
+    if args.steps < 2:
+        raise UsageError("--steps must be at least 2 (the first step includes the compiles)")
+    report = run_training_comparison(TrainingCompareRequest(args.model, args.device, args.dtype, args.steps),
+                                     progress=progress)
+    print(render_training_table(report), end="")
+    if args.json:
+        write_whole(args.json, json.dumps(report, indent=1) + "\n")
+    return 0
 
 
 def entry(argv=None) -> int:

@@ -168,10 +168,15 @@ def compare_track(eager: TrackRun, exact: TrackRun, other: TrackRun,
         to_exact["state"] <= max(state_atol, 2 * drift["state"])
     finite = all(math.isfinite(v) for v in other.losses)
     return {"losses": other.losses, "vs_eager": to_eager, "vs_float64": to_exact,
-            "ok": finite and (near_eager or near_exact), **_timing(other)}
+            "ok": finite and (near_eager or near_exact), **step_timing(other)}
 
 
-def _timing(run: TrackRun) -> dict:
+def eager_summary(eager: TrackRun, exact: TrackRun) -> dict:
+    """Eager float32's losses, its drift from float64 and its step times."""
+    return {"losses": eager.losses, "vs_float64": distance(exact, eager), **step_timing(eager)}
+
+
+def step_timing(run: TrackRun) -> dict:
     """The first step (compiles included) and the median of the others."""
     later = sorted(run.step_seconds[1:])
     return {"first_step_s": run.step_seconds[0], "step_s": later[len(later) // 2] if later else None}
@@ -190,7 +195,7 @@ def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...
     eager = train(case, None, steps, lr, device=device, autocast=autocast)
     exact = train(case, None, steps, lr, dtype=torch.float64, device=device)
     row = {"name": case.name, "description": case.description, "steps": steps, "lr": lr,
-           "eager": {"losses": eager.losses, "vs_float64": distance(exact, eager), **_timing(eager)}}
+           "eager": eager_summary(eager, exact)}
     for backend in backends:
         torch._dynamo.reset()
         dynamo_backend.reset_stats()

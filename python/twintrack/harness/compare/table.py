@@ -14,6 +14,38 @@ def render_table(report: dict) -> str:
     return "\n".join(_totals(report) + [""] + _kernels(report) + [""] + [f"note: {n}" for n in report["notes"]]) + "\n"
 
 
+def render_training_table(report: dict) -> str:
+    """compare --training's report: the tracks' step times and numerics, then the kernels."""
+    return "\n".join(_training_totals(report) + [""] + _kernels(report) + [""]
+                     + [f"note: {n}" for n in report["notes"]]) + "\n"
+
+
+def _training_totals(report: dict) -> list[str]:
+    tracks = report["tracks"]
+    lines = [f"{report['model']} training on {report['device_name']} ({report['dtype']}), torch {report['torch']}, "
+             f"{report['date']}: {report['description']}",
+             f"{'':<20}" + "".join(f"{t:>14}" for t in TRACK_ORDER)]
+
+    def row(label: str, cell) -> None:
+        lines.append(f"{label:<20}" + "".join(f"{cell(tracks[t]):>14}" for t in TRACK_ORDER))
+
+    row("first step s", lambda t: f"{t['first_step_s']:.2f}")
+    row("step ms", lambda t: _DASH if t.get("step_s") is None else f"{1e3 * t['step_s']:.2f}")
+    row("loss vs float64", lambda t: f"{t['vs_float64']['loss']:.1e}")
+    row("state vs float64", lambda t: f"{t['vs_float64']['state']:.1e}")
+    row("loss vs eager", lambda t: f"{t['vs_eager']['loss']:.1e}" if "vs_eager" in t else _DASH)
+    row("state vs eager", lambda t: f"{t['vs_eager']['state']:.1e}" if "vs_eager" in t else _DASH)
+    row("graphs", lambda t: str(t["graphs"]) if "graphs" in t else _DASH)
+    row("kernels fwd/bwd", lambda t: "{forward}/{backward}".format(**t["kernel_count"]) if "kernel_count" in t
+        else _DASH)
+    row("passes", lambda t: _DASH if "ok" not in t else ("yes" if t["ok"] else "NO"))
+    twintrack, inductor = tracks["twintrack"].get("step_s"), tracks["inductor"].get("step_s")
+    if twintrack and inductor:
+        lines.append(f"twintrack/inductor step time: {twintrack / inductor:.2f}   twintrack/eager: "
+                     f"{twintrack / tracks['eager']['step_s']:.2f}")
+    return lines
+
+
 def _totals(report: dict) -> list[str]:
     tracks = report["tracks"]
     lines = [f"{report['model']} on {report['device_name']} ({report['dtype']}), torch {report['torch']}, {report['date']}",

@@ -121,24 +121,48 @@ def compile_with_inductor(module: torch.nn.Module, inputs: list[torch.Tensor], m
     """torch.compile `module` (already on the inputs' device), run it once on
     `inputs` and capture its kernels. Never raises for a model Inductor cannot
     compile: the result carries the error."""
-    from torch._inductor.utils import run_and_get_code
     cache_dir = _process_cache_dir()
     torch._dynamo.reset()
-    recorder = _Recorder()
+    compiled = torch.compile(module, mode=mode)
     start = time.perf_counter()
     try:
-        with _hooks(recorder), torch.no_grad():
-            compiled = torch.compile(module, mode=mode)
-            _, wrappers = run_and_get_code(compiled, *inputs)
+        with torch.no_grad():
+            graphs = captured_graphs(lambda: compiled(*inputs))
         if inputs and inputs[0].is_cuda:
             torch.cuda.synchronize()
     except Exception as e:  # Inductor failing on a model is a result
         return InductorResult(error=f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", cache_dir=cache_dir)
     seconds = time.perf_counter() - start
-    kernels = [k for text in wrappers for k in _kernels_of_wrapper(text, recorder)]
+    kernels = [k for graph in graphs for k in graph.kernels]
     for index, kernel in enumerate(kernels):
         kernel.index = index
     return InductorResult(compiled, kernels, seconds, cache_dir=cache_dir)
+
+
+@dataclass
+class CapturedGraph:
+    """One graph Inductor compiled: its wrapper's kernels, in launch order
+    (indices from 0), and whether it is a backward graph (it takes tangents)."""
+    kernels: list[InductorKernel]
+    backward: bool
+
+
+def captured_graphs(run) -> list[CapturedGraph]:
+    """Call `run()`, which compiles with Inductor (a forward, a training step
+    with its backward), under the capture hooks: each graph compiled, in
+    the order Inductor wrote them. Inductor's errors propagate."""
+    from torch._inductor.utils import run_and_get_code
+    _process_cache_dir()
+    recorder = _Recorder()
+    with _hooks(recorder):
+        _, wrappers = run_and_get_code(run)
+    graphs = []
+    for text in wrappers:
+        kernels = _kernels_of_wrapper(text, recorder)
+        for index, kernel in enumerate(kernels):
+            kernel.index = index
+        graphs.append(CapturedGraph(kernels, backward=bool(re.search(r"\btangents_\d+\b", text))))
+    return graphs
 
 
 def _process_cache_dir() -> str:
