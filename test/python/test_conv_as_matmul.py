@@ -80,12 +80,15 @@ def test_half_convolution_with_batch_norm_matches_float64():
     assert all(c.ok for c in checks), checks
 
 
-def test_unaligned_reduction_rows_stay_a_convolution():
-    """3 channels by a 3x3 window: 27 halves a row, not whole 16-byte vectors."""
-    module = torch.nn.Conv2d(3, 16, 3).half().eval()
-    exported = twintrack.export(module, (torch.randn(1, 3, 8, 8, dtype=torch.float16),))
-    text = exported.lower(to="convolutions", target="gpu").as_text()
-    assert "linalg.conv_2d_nchw_fchw" in text and "linalg.matmul" not in text
+@pytest.mark.parametrize("dtype, patches", [(torch.float16, "2x10x10x8x7x7xf16"), (torch.float32, "2x10x10x4x7x7xf32")])
+def test_an_image_stem_gets_zero_channels(dtype, patches):
+    """3 channels by a 7x7 window: 147 elements a row, no whole 16-byte
+    vectors; zero channels (8 for halves, 4 for floats) make them so."""
+    torch.manual_seed(0)
+    stem = torch.nn.Conv2d(3, 16, 7, stride=2, padding=3, bias=False)
+    text, checks = _rewritten_and_run(Conv(stem), (2, 3, 20, 20), dtype)
+    assert "linalg.conv_" not in text and f"tensor<{patches}>" in text
+    assert all(c.ok for c in checks), checks
 
 
 def test_the_stage_is_the_gpu_recipes_only():

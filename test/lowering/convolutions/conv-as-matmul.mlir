@@ -44,9 +44,17 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
 }
 
 // 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
+// The input and the weight get 5 zero channels (8 x 9 = 72 halves a row).
 // CHECK-LABEL: func.func @conv_unaligned(
-// CHECK:         linalg.conv_2d_nchw_fchw
-// CHECK-NOT:     linalg.matmul
+// CHECK:         %[[X:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 5, 0, 0]
+// CHECK:           tensor.yield %{{.*}} : f16
+// CHECK:         } : tensor<1x3x8x8xf16> to tensor<1x8x8x8xf16>
+// CHECK:         %[[W:.*]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 5, 0, 0]
+// CHECK:         } : tensor<8x3x3x3xf16> to tensor<8x8x3x3xf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[X]] : tensor<1x8x8x8xf16>) outs(%{{.*}} : tensor<1x6x6x8x3x3xf16>)
+// CHECK:         tensor.collapse_shape %[[W]] {{\[\[}}0], [1, 2, 3]] : tensor<8x8x3x3xf16> into tensor<8x72xf16>
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x72xf16>, tensor<72x8xf16>)
+// CHECK-NOT:     linalg.conv_2d_nchw_fchw
 func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
       ins(%x, %w : tensor<1x3x8x8xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>

@@ -14,13 +14,16 @@ init (its bias); it is elementwise over the output, so the matmul kernel
 takes it, with what fuses into it (batch norm, an activation, the rounding
 to f16), as its epilogue. A zero init is left out.
 
-A convolution whose reduction rows are not whole 16-byte vectors (3 input
-channels by a 7x7 window) or whose element type no matmul kernel takes is
-left as it is, for the generic loops.
+Where the reduction rows are not whole 16-byte vectors (an image's 3
+channels by a 7x7 window: 147 halves), the input and the weight get zero
+channels up to the fewest that make them so (8 by 7x7: 392); the zeros add
+nothing to the sums. A convolution whose element type no matmul kernel
+takes is left as it is, for the generic loops.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -36,7 +39,8 @@ ROW_BYTES = 16  # the kernels read operand rows in 16-byte vectors
 @dataclass(frozen=True)
 class ConvShape:
     """A channels-first convolution's sizes: batch, channels, filters, the
-    output's spatial sizes, the window's, and the strides and dilations."""
+    output's spatial sizes, the window's, the strides and dilations, and the
+    channels the matmul reduces over (zeros past `channels`)."""
     batch: int
     channels: int
     filters: int
@@ -44,6 +48,7 @@ class ConvShape:
     window: tuple[int, ...]
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
+    padded_channels: int
 
     @property
     def rows(self) -> int:
@@ -51,12 +56,18 @@ class ConvShape:
 
     @property
     def reduction(self) -> int:
-        return self.channels * math.prod(self.window)
+        return self.padded_channels * math.prod(self.window)
+
+
+def _aligned_channels(channels: int, window: int, element_bytes: int) -> int:
+    """The fewest channels, at least `channels`, whose rows of `window`
+    elements each are whole 16-byte vectors."""
+    return next(c for c in itertools.count(channels) if c * window * element_bytes % ROW_BYTES == 0)
 
 
 def conv_shape(op: ir.Operation) -> ConvShape | None:
     """The convolution's sizes, or None where the matmul form does not apply
-    (dynamic sizes, mixed or unsupported operand types, unaligned rows)."""
+    (dynamic sizes, mixed or unsupported operand types)."""
     x, weight, init = (value.type for value in op.operands[:3])
     if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (x, weight, init)):
         return None
@@ -65,11 +76,10 @@ def conv_shape(op: ir.Operation) -> ConvShape | None:
             or str(init.element_type) not in ELEMENT_BYTES:
         return None
     spatial = x.rank - 2
-    shape = ConvShape(x.shape[0], x.shape[1], weight.shape[0], tuple(init.shape[2:]), tuple(weight.shape[2:]),
-                      _pair_attr(op, "strides", spatial), _pair_attr(op, "dilations", spatial))
-    if shape.reduction * ELEMENT_BYTES[element] % ROW_BYTES:
-        return None
-    return shape
+    window = tuple(weight.shape[2:])
+    return ConvShape(x.shape[0], x.shape[1], weight.shape[0], tuple(init.shape[2:]), window,
+                     _pair_attr(op, "strides", spatial), _pair_attr(op, "dilations", spatial),
+                     _aligned_channels(x.shape[1], math.prod(window), ELEMENT_BYTES[element]))
 
 
 def _pair_attr(op: ir.Operation, name: str, spatial: int) -> tuple[int, ...]:
@@ -112,7 +122,7 @@ def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
         dims(o) * stride + dims(k) * dilation for o, k, stride, dilation in zip(outputs, window, shape.strides, shape.dilations)]
     loops = 2 + 2 * spatial
     element = x.type.element_type
-    patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, shape.channels, *shape.window], element)
+    patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, shape.padded_channels, *shape.window], element)
     patches = _generic(patches_type, [x], [ir.AffineMap.get(loops, 0, reads), ir.AffineMap.get_identity(loops)],
                        lambda args: args[0])
     rows = list(range(1 + spatial))
@@ -171,9 +181,27 @@ def _broadcast_source(init: ir.Value) -> tuple[ir.Value, ir.AffineMap]:
     return broadcast.operands[0], ir.AffineMap.get(loops, 0, kept)
 
 
+def _zero_channels(value: ir.Value, channels: int) -> ir.Value:
+    """`value` (n or f, c, …) with zeros appended along dim 1 up to `channels`."""
+    from mlir.dialects import arith, tensor
+    shape = list(value.type.shape)
+    if shape[1] == channels:
+        return value
+    element = value.type.element_type
+    high = [0] * len(shape)
+    high[1] = channels - shape[1]
+    padded_type = ir.RankedTensorType.get([*shape[:1], channels, *shape[2:]], element)
+    pad = tensor.PadOp(padded_type, value, [], [], [0] * len(shape), high)
+    block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(shape))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(arith.constant(element, 0.0))
+    return pad.result
+
+
 def rewrite(op: ir.Operation, shape: ConvShape) -> None:
     x, weight, init = op.operands[:3]
     with ir.InsertionPoint(op), op.location:
+        x, weight = (_zero_channels(v, shape.padded_channels) for v in (x, weight))
         result = _matmul(_patches(x, shape), _weight_columns(weight, shape), shape, init.type.element_type)
         out = _channels_first(result, init, shape)
     op.results[0].replace_all_uses_with(out)
