@@ -91,6 +91,44 @@ def test_an_image_stem_gets_zero_channels(dtype, patches):
     assert all(c.ok for c in checks), checks
 
 
+class Bottleneck(torch.nn.Module):
+    """ResNet's block: 1x1, 3x3 (strided), 1x1 convolutions with batch norm
+    and ReLU, a projection on the shortcut, the residual add; then a
+    max pool (a named op: read channels-first) and a mean."""
+
+    def __init__(self, channels: int = 16, width: int = 8, stride: int = 2):
+        super().__init__()
+        def norm(c):
+            bn = torch.nn.BatchNorm2d(c).eval()
+            with torch.no_grad():
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+            return bn
+        self.reduce = torch.nn.Sequential(torch.nn.Conv2d(channels, width, 1, bias=False), norm(width), torch.nn.ReLU())
+        self.spatial = torch.nn.Sequential(torch.nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False),
+                                           norm(width), torch.nn.ReLU())
+        self.expand = torch.nn.Sequential(torch.nn.Conv2d(width, 4 * width, 1, bias=False), norm(4 * width))
+        self.shortcut = torch.nn.Sequential(torch.nn.Conv2d(channels, 4 * width, 1, stride=stride, bias=False),
+                                            norm(4 * width))
+        self.pool = torch.nn.MaxPool2d(2)
+
+    def forward(self, x):
+        y = torch.relu(self.expand(self.spatial(self.reduce(x))) + self.shortcut(x))
+        return self.pool(y), y.mean((2, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_bottleneck_runs_channels_last_and_matches_float64(dtype):
+    """Between its convolutions the block's activations stay channels-last:
+    the transposes left are the input's (read by the first convolutions) and
+    the one before the max pool, a named op."""
+    torch.manual_seed(0)
+    text, checks = _rewritten_and_run(Bottleneck(), (2, 16, 12, 12), dtype)
+    assert text.count("linalg.transpose") - 4 <= 2, text  # 4 weights read transposed
+    assert "tensor<2x6x6x32x" in text  # the residual add, channels-last
+    assert all(c.ok for c in checks), checks
+
+
 def test_the_stage_is_the_gpu_recipes_only():
     cpu = [s.name for s in load_recipe("cpu", variables=PipelineVariables()).stages]
     gpu = [s.name for s in load_recipe("gpu", variables=PipelineVariables(target="gpu")).stages]

@@ -20,6 +20,7 @@ PASSES = {
     "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
     "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
     "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),
+    "channels-last": ("channels_last", "ChannelsLast"),
     "conv-as-matmul": ("conv_as_matmul", "ConvAsMatmul"),
     "copies-as-loops": ("copies_as_loops", "CopiesAsLoops"),
     "cpu-conv-kernels": ("cpu_conv_kernels", "CpuConvKernels"),

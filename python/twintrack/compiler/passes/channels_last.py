@@ -1,0 +1,188 @@
+"""channels-last: activations between convolutions stay in the layout the
+convolution's matmul writes (batch, spatial…, channels), instead of going
+back to torch's channels-first layout after every convolution.
+
+conv-as-matmul ends each convolution with an op that reads the matmul's
+result (n·o…, f) through a permutation of its loops and writes it
+channels-first. Three rewrites, in program order, carry that layout on:
+- absorb: a linalg.generic reading a linalg.transpose reads the
+  transpose's input instead, its indexing map composed with the
+  permutation (the transpose goes when nothing else reads it);
+- write in place: an elementwise linalg.generic that reads a tensor
+  through a permutation of its loops, and whose result only generics (or
+  zero pads) read, writes its result in that tensor's layout, followed by
+  a transpose back, which its readers then absorb;
+- pad: a tensor.pad of a transpose pads the transpose's input (the
+  padding permuted) and is transposed after.
+Each keeps the loops and what every element computes; only where values
+live changes. A transpose is left where its reader is not a generic (a
+function result, a named pooling op): there the tensor is copied into
+torch's layout once. So batch norm, activations and residual adds run
+channels-last, the next convolution's patches read channels-last (a 1x1
+convolution's patches are its input), and the matmul's epilogue stores
+whole vectors of channels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from .generic_body import indexing_maps
+from .ir_helpers import PythonPass, defining_op, nested_ops
+
+
+def _is_transpose(value: ir.Value) -> ir.Operation | None:
+    op = defining_op(value)
+    return op if op is not None and op.name == "linalg.transpose" else None
+
+
+def _permutation(transpose: ir.Operation) -> list[int]:
+    """Output dim i of the transpose is input dim permutation[i]."""
+    return list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"]))
+
+
+def _through(reading: ir.AffineMap, permutation: list[int]) -> ir.AffineMap:
+    """The map reading a transpose's input where `reading` read its output."""
+    results = [None] * len(permutation)
+    for output_dim, input_dim in enumerate(permutation):
+        results[input_dim] = reading.results[output_dim]
+    return ir.AffineMap.get(reading.n_dims, reading.n_symbols, results)
+
+
+def _set_maps(generic: ir.Operation, maps: list[ir.AffineMap]) -> None:
+    generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+
+
+def _absorb(generic: ir.Operation) -> bool:
+    """Read each input that is a transpose through it; whether any was."""
+    maps = indexing_maps(generic)
+    inputs = len(generic.operands) - len(generic.results)
+    changed = False
+    for index in range(inputs):
+        transpose = _is_transpose(generic.operands[index])
+        if transpose is None:
+            continue
+        maps[index] = _through(maps[index], _permutation(transpose))
+        generic.operands[index] = transpose.operands[0]
+        changed = True
+    if changed:
+        _set_maps(generic, maps)
+    return changed
+
+
+def _permuted_dims(affine_map: ir.AffineMap) -> list[int] | None:
+    """The loop dims of a map that is a permutation of all its loops, in result order; None for another map."""
+    dims = [r.position if isinstance(r, ir.AffineDimExpr) else None for r in affine_map.results]
+    if None in dims or sorted(dims) != list(range(affine_map.n_dims)):
+        return None
+    return dims
+
+
+def _readers_take_layouts(value: ir.Value) -> bool:
+    """Does only what can read through a transpose read `value`: generics
+    (as inputs) and zero pads whose readers can?"""
+    uses = list(value.uses)
+    if not uses:
+        return False
+    for use in uses:
+        owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if owner.name == "linalg.generic":
+            if use.operand_number >= len(owner.operands) - len(owner.results):
+                return False  # an output's old value
+        elif owner.name == "tensor.pad":
+            if not _readers_take_layouts(owner.results[0]):
+                return False
+        else:
+            return False
+    return True
+
+
+def _write_in_layout(generic: ir.Operation) -> None:
+    """An elementwise generic reading a tensor through a permutation of
+    its loops writes its result in that layout, and a transpose back
+    stands where its result was (module docstring)."""
+    from mlir.dialects import linalg, tensor
+    if len(generic.results) != 1 or any("reduction" in str(it) for it in generic.attributes["iterator_types"]):
+        return
+    maps = indexing_maps(generic)
+    output_map, result = maps[-1], generic.results[0]
+    if output_map != ir.AffineMap.get_identity(output_map.n_dims) or not _readers_take_layouts(result):
+        return
+    inputs = len(generic.operands) - 1
+    layouts = [_permuted_dims(maps[i]) for i in range(inputs)]
+    layout = next((dims for dims in layouts if dims is not None and dims != sorted(dims)), None)
+    if layout is None:
+        return
+    init = generic.operands[-1]
+    if list(generic.regions[0].blocks[0].arguments[-1].uses):
+        return  # the body reads the output's old value
+    shape, element = result.type.shape, result.type.element_type
+    users = list(result.uses)
+    with generic.location:
+        with ir.InsertionPoint(generic):
+            generic.operands[inputs] = tensor.empty([shape[d] for d in layout], element)
+        result.set_type(ir.RankedTensorType.get([shape[d] for d in layout], element))
+        _set_maps(generic, maps[:-1] + [ir.AffineMap.get(output_map.n_dims, 0,
+                                                         [ir.AffineDimExpr.get(d) for d in layout])])
+        back = [layout.index(d) for d in range(len(layout))]  # the original's dim d is dim back[d] here
+        with ir.InsertionPoint.after(generic):
+            transposed = linalg.transpose(result, outs=[tensor.empty(list(shape), element)], permutation=back).results[0]
+    for use in users:
+        owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        owner.operands[use.operand_number] = transposed
+    if not list(init.uses) and defining_op(init) is not None and defining_op(init).name == "tensor.empty":
+        defining_op(init).erase()
+
+
+def _pad_before_transpose(pad: ir.Operation) -> None:
+    """pad(transpose(x)) -> transpose(pad'(x)), the padding permuted."""
+    from mlir.dialects import linalg, tensor
+    transpose = _is_transpose(pad.operands[0])
+    block = pad.regions[0].blocks[0]
+    body = list(block.operations)
+    yielded = body[-1].operands[0]
+    if transpose is None or len(pad.operands) != 1 or len(body) != 1 \
+            or (isinstance(yielded, ir.BlockArgument) and yielded.owner == block):
+        return  # dynamic padding, or a padding value computed per element
+    permutation = _permutation(transpose)
+    low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[name])) for name in ("static_low", "static_high"))
+    source = transpose.operands[0]
+    inner_low, inner_high = [0] * len(low), [0] * len(high)
+    for output_dim, input_dim in enumerate(permutation):
+        inner_low[input_dim], inner_high[input_dim] = low[output_dim], high[output_dim]
+    padded_shape = [size + inner_low[d] + inner_high[d] for d, size in enumerate(source.type.shape)]
+    element = source.type.element_type
+    with ir.InsertionPoint(pad), pad.location:
+        inner = tensor.PadOp(ir.RankedTensorType.get(padded_shape, element), source, [], [], inner_low, inner_high)
+        body = inner.regions[0].blocks.append(*[ir.IndexType.get()] * len(padded_shape))
+        with ir.InsertionPoint(body):
+            tensor.YieldOp(yielded)
+        transposed = linalg.transpose(inner.result, outs=[tensor.empty(list(pad.results[0].type.shape), element)],
+                                      permutation=permutation).results[0]
+    pad.results[0].replace_all_uses_with(transposed)
+    pad.erase()
+
+
+def _erase_dead_transposes(module: ir.Operation) -> None:
+    for transpose in reversed(nested_ops(module, lambda op: op.name == "linalg.transpose")):
+        if not list(transpose.results[0].uses):
+            init = defining_op(transpose.operands[1])
+            transpose.erase()
+            if init is not None and init.name == "tensor.empty" and not list(init.results[0].uses):
+                init.erase()
+
+
+@dataclass(frozen=True)
+class ChannelsLast(PythonPass):
+    name = "channels-last"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        for op in nested_ops(module, lambda o: o.name in ("linalg.generic", "tensor.pad")):
+            if op.name == "tensor.pad":
+                _pad_before_transpose(op)
+                continue
+            _absorb(op)
+            _write_in_layout(op)
+        _erase_dead_transposes(module)
