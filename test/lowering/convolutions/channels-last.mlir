@@ -1,8 +1,7 @@
 // RUN: %stage-convolutions %s | FileCheck %s
 
 // channels-last: the op putting a convolution's matmul result back
-// channels-first (it reads its input through a permutation of its loops)
-// writes channels-last instead, and so does the ReLU reading it; the
+// channels-first (conv-as-matmul marks it) writes channels-last instead, and so does the ReLU reading it; the
 // padding for the next convolution pads channels-last; the last op, whose
 // result the function returns, writes torch's layout. No transpose is left.
 
@@ -19,10 +18,12 @@
 // CHECK:         } : tensor<2x4x4x8xf32> to tensor<2x6x6x8xf32>
 // CHECK:         linalg.generic {indexing_maps = [#[[LAST]], #[[ID]]]{{.*}} ins(%[[P]] : tensor<2x6x6x8xf32>) outs(%{{.*}} : tensor<2x8x6x6xf32>)
 // CHECK-NOT:     linalg.transpose
+// CHECK-NOT:     twintrack.channels_last
 func.func @chain(%y: tensor<2x4x4x8xf32>, %b: tensor<8xf32>) -> tensor<2x8x6x6xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<2x8x4x4xf32>
-  %a = linalg.generic {indexing_maps = [#last, #chan, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+  %a = linalg.generic {indexing_maps = [#last, #chan, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"],
+                       twintrack.channels_last}
       ins(%y, %b : tensor<2x4x4x8xf32>, tensor<8xf32>) outs(%e : tensor<2x8x4x4xf32>) {
   ^bb0(%v: f32, %bias: f32, %o: f32):
     %s = arith.addf %bias, %v : f32
@@ -46,4 +47,25 @@ func.func @chain(%y: tensor<2x4x4x8xf32>, %b: tensor<8xf32>) -> tensor<2x8x6x6xf
     linalg.yield %m : f32
   } -> tensor<2x8x6x6xf32>
   return %n : tensor<2x8x6x6xf32>
+}
+
+
+// Not from a convolution (no mark): an op reading a tensor through a
+// permutation (attention's heads) keeps writing its own layout.
+// CHECK-LABEL: func.func @unmarked(
+// CHECK:         linalg.generic {indexing_maps = [#[[LAST]], #[[ID]]]{{.*}} outs(%{{.*}} : tensor<2x8x4x4xf32>)
+func.func @unmarked(%y: tensor<2x4x4x8xf32>) -> tensor<2x8x4x4xf32> {
+  %e = tensor.empty() : tensor<2x8x4x4xf32>
+  %a = linalg.generic {indexing_maps = [#last, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%y : tensor<2x4x4x8xf32>) outs(%e : tensor<2x8x4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  } -> tensor<2x8x4x4xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%a : tensor<2x8x4x4xf32>) outs(%e : tensor<2x8x4x4xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.negf %v : f32
+    linalg.yield %m : f32
+  } -> tensor<2x8x4x4xf32>
+  return %n : tensor<2x8x4x4xf32>
 }

@@ -2,18 +2,21 @@
 convolution's matmul writes (batch, spatial…, channels), instead of going
 back to torch's channels-first layout after every convolution.
 
-conv-as-matmul ends each convolution with an op that reads the matmul's
-result (n·o…, f) through a permutation of its loops and writes it
-channels-first. Three rewrites, in program order, carry that layout on:
-- absorb: a linalg.generic reading a linalg.transpose reads the
-  transpose's input instead, its indexing map composed with the
-  permutation (the transpose goes when nothing else reads it);
-- write in place: an elementwise linalg.generic that reads a tensor
-  through a permutation of its loops, and whose result only generics (or
-  zero pads) read, writes its result in that tensor's layout, followed by
-  a transpose back, which its readers then absorb;
+conv-as-matmul ends each convolution with an op (marked
+`twintrack.channels_last`) that reads the matmul's result (n, o…, f)
+through a permutation of its loops and writes it channels-first. Three
+rewrites, in program order, carry that layout on from there:
+- write in place: an elementwise linalg.generic that reads a channels-last
+  tensor through a permutation of its loops, and whose result only
+  generics (or zero pads) read, writes its result in that layout (a
+  channels-last tensor too), followed by a transpose back;
+- absorb: a linalg.generic reading a transpose reads the transpose's input
+  instead, its indexing map composed with the permutation (the transpose
+  goes when nothing else reads it);
 - pad: a tensor.pad of a transpose pads the transpose's input (the
   padding permuted) and is transposed after.
+Tensors no convolution wrote keep their layouts (attention's heads, say:
+the attention kernel reads them as they are).
 Each keeps the loops and what every element computes; only where values
 live changes. A transpose is left where its reader is not a generic (a
 function result, a named pooling op): there the tensor is copied into
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from .conv_as_matmul import CHANNELS_LAST_ATTR
 from .generic_body import indexing_maps
 from .ir_helpers import PythonPass, defining_op, nested_ops
 
@@ -55,14 +59,14 @@ def _set_maps(generic: ir.Operation, maps: list[ir.AffineMap]) -> None:
     generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
 
 
-def _absorb(generic: ir.Operation) -> bool:
-    """Read each input that is a transpose through it; whether any was."""
+def _absorb(generic: ir.Operation, channels_last: set) -> bool:
+    """Read each input that is a transpose of a channels-last tensor through it; whether any was."""
     maps = indexing_maps(generic)
     inputs = len(generic.operands) - len(generic.results)
     changed = False
     for index in range(inputs):
         transpose = _is_transpose(generic.operands[index])
-        if transpose is None:
+        if transpose is None or transpose.operands[0] not in channels_last:
             continue
         maps[index] = _through(maps[index], _permutation(transpose))
         generic.operands[index] = transpose.operands[0]
@@ -99,7 +103,7 @@ def _readers_take_layouts(value: ir.Value) -> bool:
     return True
 
 
-def _write_in_layout(generic: ir.Operation) -> None:
+def _write_in_layout(generic: ir.Operation, channels_last: set) -> None:
     """An elementwise generic reading a tensor through a permutation of
     its loops writes its result in that layout, and a transpose back
     stands where its result was (module docstring)."""
@@ -111,7 +115,7 @@ def _write_in_layout(generic: ir.Operation) -> None:
     if output_map != ir.AffineMap.get_identity(output_map.n_dims) or not _readers_take_layouts(result):
         return
     inputs = len(generic.operands) - 1
-    layouts = [_permuted_dims(maps[i]) for i in range(inputs)]
+    layouts = [_permuted_dims(maps[i]) if generic.operands[i] in channels_last else None for i in range(inputs)]
     layout = next((dims for dims in layouts if dims is not None and dims != sorted(dims)), None)
     if layout is None:
         return
@@ -132,18 +136,19 @@ def _write_in_layout(generic: ir.Operation) -> None:
     for use in users:
         owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         owner.operands[use.operand_number] = transposed
+    channels_last.add(result)
     if not list(init.uses) and defining_op(init) is not None and defining_op(init).name == "tensor.empty":
         defining_op(init).erase()
 
 
-def _pad_before_transpose(pad: ir.Operation) -> None:
+def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
     """pad(transpose(x)) -> transpose(pad'(x)), the padding permuted."""
     from mlir.dialects import linalg, tensor
     transpose = _is_transpose(pad.operands[0])
     block = pad.regions[0].blocks[0]
     body = list(block.operations)
     yielded = body[-1].operands[0]
-    if transpose is None or len(pad.operands) != 1 or len(body) != 1 \
+    if transpose is None or transpose.operands[0] not in channels_last or len(pad.operands) != 1 or len(body) != 1 \
             or (isinstance(yielded, ir.BlockArgument) and yielded.owner == block):
         return  # dynamic padding, or a padding value computed per element
     permutation = _permutation(transpose)
@@ -163,6 +168,7 @@ def _pad_before_transpose(pad: ir.Operation) -> None:
                                       permutation=permutation).results[0]
     pad.results[0].replace_all_uses_with(transposed)
     pad.erase()
+    channels_last.add(inner.result)
 
 
 def _erase_dead_transposes(module: ir.Operation) -> None:
@@ -179,10 +185,14 @@ class ChannelsLast(PythonPass):
     name = "channels-last"
 
     def _run(self, module: ir.Operation, pass_) -> None:
+        channels_last = set()  # the tensors laid out channels-last
         for op in nested_ops(module, lambda o: o.name in ("linalg.generic", "tensor.pad")):
             if op.name == "tensor.pad":
-                _pad_before_transpose(op)
+                _pad_before_transpose(op, channels_last)
                 continue
-            _absorb(op)
-            _write_in_layout(op)
+            if CHANNELS_LAST_ATTR in op.attributes:
+                del op.attributes[CHANNELS_LAST_ATTR]
+                channels_last.add(op.operands[0])  # the matmul's result, (n, o…, f)
+            _absorb(op, channels_last)
+            _write_in_layout(op, channels_last)
         _erase_dead_transposes(module)

@@ -34,6 +34,7 @@ from .ir_helpers import PythonPass, defining_op, nested_ops
 CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}  # the element types the matmul kernels multiply
 ROW_BYTES = 16  # the kernels read operand rows in 16-byte vectors
+CHANNELS_LAST_ATTR = "twintrack.channels_last"  # on the op putting a result channels-first: channels-last starts there
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,13 @@ def _channels_first(result: ir.Value, init: ir.Value, shape: ConvShape) -> ir.Va
     identity = ir.AffineMap.get_identity(loops)
     out_type = init.type
     if _is_zero_fill(init):
-        return _generic(out_type, [expanded], [read_channels_last, identity], lambda args: args[0])
-    bias, read_bias = _broadcast_source(init)
-    return _generic(out_type, [expanded, bias], [read_channels_last, read_bias, identity],
-                    lambda args: arith.addf(args[1], args[0]))
+        out = _generic(out_type, [expanded], [read_channels_last, identity], lambda args: args[0])
+    else:
+        bias, read_bias = _broadcast_source(init)
+        out = _generic(out_type, [expanded, bias], [read_channels_last, read_bias, identity],
+                       lambda args: arith.addf(args[1], args[0]))
+    out.owner.attributes[CHANNELS_LAST_ATTR] = ir.UnitAttr.get()
+    return out
 
 
 def _broadcast_source(init: ir.Value) -> tuple[ir.Value, ir.AffineMap]:
