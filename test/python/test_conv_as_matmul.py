@@ -129,6 +129,20 @@ def test_a_bottleneck_runs_channels_last_and_matches_float64(dtype):
     assert all(c.ok for c in checks), checks
 
 
+@pytest.mark.parametrize("factory", ["resnet", pytest.param("mobilenet_v2", marks=pytest.mark.slow)])
+def test_hugging_face_vision_models_match_float64(factory):
+    """ResNet (bottlenecks, a 7x7 stem on 3 channels, max pool) and
+    MobileNetV2 (depthwise convolutions, which stay convolutions; ReLU6),
+    default configs at 64x64: every aligned convolution a matmul, the
+    activations channels-last between them."""
+    pytest.importorskip("transformers")
+    from twintrack.harness import at_scale
+    module, (pixels,) = getattr(at_scale, factory)(batch=2, image=64, **({"depth": 1} if factory == "resnet" else {}))
+    text, checks = _rewritten_and_run(module, tuple(pixels.shape), torch.float32)
+    assert "linalg.conv_2d_nchw_fchw" not in text and "linalg.matmul" in text
+    assert all(c.ok for c in checks), checks
+
+
 def test_the_stage_is_the_gpu_recipes_only():
     cpu = [s.name for s in load_recipe("cpu", variables=PipelineVariables()).stages]
     gpu = [s.name for s in load_recipe("gpu", variables=PipelineVariables(target="gpu")).stages]
