@@ -1,17 +1,18 @@
 // RUN: %stage-convolutions %s | FileCheck %s
 
 // The GPU's convolutions stage: a convolution becomes im2col patches (output
-// positions x (channel, window)), a matmul with the weight read as a linear
-// layer's, and one elementwise op back to channels-first that adds the bias
+// positions x (window, channel)), a matmul with the weight (its channels
+// moved innermost) read as a linear layer's, and one elementwise op back to channels-first that adds the bias
 // (read as the vector it is, not its broadcast).
 
-// CHECK-DAG: #[[PATCH:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d3, d1 * 2 + d4, d2 * 2 + d5 * 2)>
+// CHECK-DAG: #[[PATCH:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1 * 2 + d3, d2 * 2 + d4 * 2)>
 // CHECK-DAG: #[[LAST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3, d1)>
 // CHECK-DAG: #[[BIAS:.*]] = affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-LABEL: func.func @conv_bias(
-// CHECK:         %[[P:.*]] = linalg.generic {indexing_maps = [#[[PATCH]], {{.*}}]{{.*}} ins(%arg0 : tensor<2x8x11x11xf16>) outs(%{{.*}} : tensor<2x4x4x8x3x3xf16>)
-// CHECK:         %[[A:.*]] = tensor.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4, 5]] : tensor<2x4x4x8x3x3xf16> into tensor<32x72xf16>
-// CHECK:         %[[W:.*]] = tensor.collapse_shape %arg1 {{\[\[}}0], [1, 2, 3]] : tensor<16x8x3x3xf16> into tensor<16x72xf16>
+// CHECK:         %[[P:.*]] = linalg.generic {indexing_maps = [#[[PATCH]], {{.*}}]{{.*}} ins(%arg0 : tensor<2x8x11x11xf16>) outs(%{{.*}} : tensor<2x4x4x3x3x8xf16>)
+// CHECK:         %[[A:.*]] = tensor.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4, 5]] : tensor<2x4x4x3x3x8xf16> into tensor<32x72xf16>
+// CHECK:         %[[WL:.*]] = linalg.transpose ins(%arg1 : tensor<16x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
+// CHECK:         %[[W:.*]] = tensor.collapse_shape %[[WL]] {{\[\[}}0], [1, 2, 3]] : tensor<16x3x3x8xf16> into tensor<16x72xf16>
 // CHECK:         %[[WT:.*]] = linalg.transpose ins(%[[W]] : tensor<16x72xf16>) {{.*}} permutation = [1, 0]
 // CHECK:         %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<32x16xf32>
 // CHECK:         %[[M:.*]] = linalg.matmul ins(%[[A]], %[[WT]] : tensor<32x72xf16>, tensor<72x16xf16>) outs(%[[ZERO]] : tensor<32x16xf32>)
@@ -44,15 +45,15 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
 }
 
 // 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
-// The input and the weight get 5 zero channels (8 x 9 = 72 halves a row).
+// The input and the weight get 5 zero channels (9 x 8 = 72 halves a row).
 // CHECK-LABEL: func.func @conv_unaligned(
 // CHECK:         %[[X:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 5, 0, 0]
 // CHECK:           tensor.yield %{{.*}} : f16
 // CHECK:         } : tensor<1x3x8x8xf16> to tensor<1x8x8x8xf16>
 // CHECK:         %[[W:.*]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 5, 0, 0]
 // CHECK:         } : tensor<8x3x3x3xf16> to tensor<8x8x3x3xf16>
-// CHECK:         linalg.generic {{.*}} ins(%[[X]] : tensor<1x8x8x8xf16>) outs(%{{.*}} : tensor<1x6x6x8x3x3xf16>)
-// CHECK:         tensor.collapse_shape %[[W]] {{\[\[}}0], [1, 2, 3]] : tensor<8x8x3x3xf16> into tensor<8x72xf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[X]] : tensor<1x8x8x8xf16>) outs(%{{.*}} : tensor<1x6x6x3x3x8xf16>)
+// CHECK:         linalg.transpose ins(%[[W]] : tensor<8x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
 // CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x72xf16>, tensor<72x8xf16>)
 // CHECK-NOT:     linalg.conv_2d_nchw_fchw
 func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {

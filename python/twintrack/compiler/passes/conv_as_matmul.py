@@ -2,13 +2,13 @@
 a matmul over its patches, so the GPU's matmul kernels (tensor cores,
 ragged edges, epilogues) take it.
 
-    patches[n, o…, c, k…] = x[n, c, o·stride + k·dilation …]     (im2col)
-    result[(n, o…), f]    = patches[(n, o…), (c, k…)] · weight[f, (c, k…)]ᵀ
+    patches[n, o…, k…, c] = x[n, c, o·stride + k·dilation …]     (im2col)
+    result[(n, o…), f]    = patches[(n, o…), (k…, c)] · weight[f, (k…, c)]ᵀ
     out[n, f, o…]         = init[n, f, o…] + result[(n, o…), f]
 
 The rows of the matmul are output positions and its reduction runs along
-(channel, window), so its operands are a linear layer's: the patches
-row-major and the weight as stored (read transposed). The last op puts the
+(window, channel), so its operands are a linear layer's: the patches
+row-major and the weight, its channels moved innermost, read transposed. The last op puts the
 result back in torch's channels-first layout and adds the convolution's
 init (its bias); it is elementwise over the output, so the matmul kernel
 takes it, with what fuses into it (batch norm, an activation, the rounding
@@ -114,16 +114,19 @@ def _generic(result_type: ir.RankedTensorType, inputs: list[ir.Value], maps: lis
 
 
 def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
-    """im2col: (n, o…, c, k…) -> x[n, c, o·stride + k·dilation …], as (n·o…) x (c·k…)."""
+    """im2col: (n, o…, k…, c) -> x[n, c, o·stride + k·dilation …], as
+    (n·o…) x (k…·c). The channel is the innermost index, so that where the
+    input is channels-last (channels-last, after this pass) consecutive
+    threads read consecutive channels as they write consecutive patches."""
     from mlir.dialects import tensor
     spatial = len(shape.outputs)
     dims = ir.AffineDimExpr.get
-    n, outputs, c, window = 0, range(1, 1 + spatial), 1 + spatial, range(2 + spatial, 2 + 2 * spatial)
+    n, outputs, window, c = 0, range(1, 1 + spatial), range(1 + spatial, 1 + 2 * spatial), 1 + 2 * spatial
     reads = [dims(n), dims(c)] + [
         dims(o) * stride + dims(k) * dilation for o, k, stride, dilation in zip(outputs, window, shape.strides, shape.dilations)]
     loops = 2 + 2 * spatial
     element = x.type.element_type
-    patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, shape.padded_channels, *shape.window], element)
+    patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, *shape.window, shape.padded_channels], element)
     patches = _generic(patches_type, [x], [ir.AffineMap.get(loops, 0, reads), ir.AffineMap.get_identity(loops)],
                        lambda args: args[0])
     rows = list(range(1 + spatial))
@@ -132,10 +135,16 @@ def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
 
 
 def _weight_columns(weight: ir.Value, shape: ConvShape) -> ir.Value:
-    """The weight (f, c, k…) as (c·k…) x f: a linear layer's weight read transposed."""
+    """The weight (f, c, k…) as (k…·c) x f, the patches' order: a linear
+    layer's weight read transposed. Its channels move innermost first
+    (a copy of the weight), unless the window is one element (1x1)."""
     from mlir.dialects import linalg, tensor
     element = weight.type.element_type
     rank = weight.type.rank
+    if math.prod(shape.window) > 1:
+        channels_last = [weight.type.shape[0], *weight.type.shape[2:], weight.type.shape[1]]
+        weight = linalg.transpose(weight, outs=[tensor.empty(channels_last, element)],
+                                  permutation=[0, *range(2, rank), 1]).results[0]
     flat = tensor.collapse_shape(ir.RankedTensorType.get([shape.filters, shape.reduction], element), weight,
                                  [[0], list(range(1, rank))])
     return linalg.transpose(flat, outs=[tensor.empty([shape.reduction, shape.filters], element)],
