@@ -45,17 +45,25 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
 }
 
 // 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
-// The input and the weight get 5 zero channels (9 x 8 = 72 halves a row).
+// The input and the weight get 5 zero channels (9 x 8 = 72 halves a row):
+// the weight a padded copy, the input read through its padding by the
+// patches (fold-patch-padding): channel 3 and up read as zero.
 // CHECK-LABEL: func.func @conv_unaligned(
-// CHECK:         %[[X:.*]] = tensor.pad %arg0 low[0, 0, 0, 0] high[0, 5, 0, 0]
-// CHECK:           tensor.yield %{{.*}} : f16
-// CHECK:         } : tensor<1x3x8x8xf16> to tensor<1x8x8x8xf16>
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f16
 // CHECK:         %[[W:.*]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 5, 0, 0]
 // CHECK:         } : tensor<8x3x3x3xf16> to tensor<8x8x3x3xf16>
-// CHECK:         linalg.generic {{.*}} ins(%[[X]] : tensor<1x8x8x8xf16>) outs(%{{.*}} : tensor<1x6x6x3x3x8xf16>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<1x6x6x3x3x8xf16>)
+// CHECK:           %[[C:.*]] = linalg.index 5 : index
+// CHECK:           affine.apply #{{.*}}(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C]])
+// CHECK-NEXT:      %[[CH:.*]] = affine.apply #{{.*}}(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C]])
+// CHECK:           %[[LAST:.*]] = arith.constant 2 : index
+// CHECK:           %[[BELOW:.*]] = arith.cmpi sle, %[[CH]], %[[LAST]] : index
+// CHECK:           %[[IN:.*]] = tensor.extract %arg0[
+// CHECK:           arith.select %{{.*}}, %[[IN]], %[[ZERO]] : f16
 // CHECK:         linalg.transpose ins(%[[W]] : tensor<8x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
 // CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x72xf16>, tensor<72x8xf16>)
 // CHECK-NOT:     linalg.conv_2d_nchw_fchw
+// CHECK-NOT:     twintrack.patches
 func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
       ins(%x, %w : tensor<1x3x8x8xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>

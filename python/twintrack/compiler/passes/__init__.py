@@ -29,6 +29,7 @@ PASSES = {
     "distinct-results": ("distinct_results", "DistinctResults"),
     "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
     "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
+    "fold-patch-padding": ("patch_padding", "FoldPatchPadding"),
     "f32-intermediates": ("half_precision", "F32Intermediates"),
     "forward-init-fills": ("forward_init_fills", "ForwardInitFills"),
     "gpu-attention-kernels": ("gpu_attention_kernels", "GpuAttentionKernels"),

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .ir_helpers import PythonPass, defining_op, nested_ops
+from .patch_padding import PATCHES_ATTR
 
 CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}  # the element types the matmul kernels multiply
@@ -129,6 +130,7 @@ def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
     patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, *shape.window, shape.padded_channels], element)
     patches = _generic(patches_type, [x], [ir.AffineMap.get(loops, 0, reads), ir.AffineMap.get_identity(loops)],
                        lambda args: args[0])
+    patches.owner.attributes[PATCHES_ATTR] = ir.UnitAttr.get()
     rows = list(range(1 + spatial))
     return tensor.collapse_shape(ir.RankedTensorType.get([shape.rows, shape.reduction], element), patches,
                                  [rows, list(range(1 + spatial, loops))])
@@ -204,10 +206,11 @@ def _zero_channels(value: ir.Value, channels: int) -> ir.Value:
     high = [0] * len(shape)
     high[1] = channels - shape[1]
     padded_type = ir.RankedTensorType.get([*shape[:1], channels, *shape[2:]], element)
+    zero = arith.constant(element, 0.0)
     pad = tensor.PadOp(padded_type, value, [], [], [0] * len(shape), high)
     block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(shape))
     with ir.InsertionPoint(block):
-        tensor.YieldOp(arith.constant(element, 0.0))
+        tensor.YieldOp(zero)
     return pad.result
 
 
