@@ -69,6 +69,22 @@ def test_convolution_as_matmul_matches_float64(name):
     assert all(c.ok for c in checks), checks
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (1, 2)])
+def test_depthwise_convolution_runs_channels_last(dtype, stride, dilation):
+    """A depthwise convolution (a 3x3 window per channel) between two 1x1
+    convolutions, as MobileNet's block: computed channels-last, so no
+    transpose is left but the weights'."""
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 32, 1), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 32, 3, stride=stride, dilation=dilation, padding=dilation, groups=32), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 16, 1))
+    text, checks = _rewritten_and_run(block, (2, 8, 11, 11), dtype)
+    assert "depthwise_conv" not in text and text.count("linalg.transpose") == 2, text  # the two 1x1 weights
+    assert all(c.ok for c in checks), checks
+
+
 def test_half_convolution_with_batch_norm_matches_float64():
     torch.manual_seed(0)
     module = Conv(torch.nn.Conv2d(8, 16, 3, padding=1), then_norm=True)

@@ -63,7 +63,7 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
 // CHECK:         linalg.transpose ins(%[[W]] : tensor<8x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
 // CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x72xf16>, tensor<72x8xf16>)
 // CHECK-NOT:     linalg.conv_2d_nchw_fchw
-// CHECK-NOT:     twintrack.patches
+// CHECK-NOT:     twintrack.windows
 func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
       ins(%x, %w : tensor<1x3x8x8xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>

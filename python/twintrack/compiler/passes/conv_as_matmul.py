@@ -14,6 +14,10 @@ init (its bias); it is elementwise over the output, so the matmul kernel
 takes it, with what fuses into it (batch norm, an activation, the rounding
 to f16), as its epilogue. A zero init is left out.
 
+A depthwise convolution (a window per channel: no matmul) becomes a
+generic computing its result channels-last, followed by the same
+channels-first op, so channels-last carries on through MobileNet's blocks.
+
 Where the reduction rows are not whole 16-byte vectors (an image's 3
 channels by a 7x7 window: 147 halves), the input and the weight get zero
 channels up to the fewest that make them so (8 by 7x7: 392); the zeros add
@@ -30,9 +34,10 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .ir_helpers import PythonPass, defining_op, nested_ops
-from .patch_padding import PATCHES_ATTR
+from .patch_padding import WINDOWS_ATTR
 
 CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
+DEPTHWISE = ("linalg.depthwise_conv_2d_nchw_chw",)
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}  # the element types the matmul kernels multiply
 ROW_BYTES = 16  # the kernels read operand rows in 16-byte vectors
 CHANNELS_LAST_ATTR = "twintrack.channels_last"  # on the op putting a result channels-first: channels-last starts there
@@ -130,7 +135,7 @@ def _patches(x: ir.Value, shape: ConvShape) -> ir.Value:
     patches_type = ir.RankedTensorType.get([shape.batch, *shape.outputs, *shape.window, shape.padded_channels], element)
     patches = _generic(patches_type, [x], [ir.AffineMap.get(loops, 0, reads), ir.AffineMap.get_identity(loops)],
                        lambda args: args[0])
-    patches.owner.attributes[PATCHES_ATTR] = ir.UnitAttr.get()
+    patches.owner.attributes[WINDOWS_ATTR] = ir.UnitAttr.get()
     rows = list(range(1 + spatial))
     return tensor.collapse_shape(ir.RankedTensorType.get([shape.rows, shape.reduction], element), patches,
                                  [rows, list(range(1 + spatial, loops))])
@@ -162,12 +167,20 @@ def _matmul(patches: ir.Value, weight_columns: ir.Value, shape: ConvShape, eleme
 
 def _channels_first(result: ir.Value, init: ir.Value, shape: ConvShape) -> ir.Value:
     """(n·o…) x f back to (n, f, o…), plus the init unless it is a zero fill."""
-    from mlir.dialects import arith, tensor
+    from mlir.dialects import tensor
     spatial = len(shape.outputs)
     element = result.type.element_type
     channels_last = [shape.batch, *shape.outputs, shape.filters]
     expanded = tensor.expand_shape(ir.RankedTensorType.get(channels_last, element), result,
                                    [list(range(1 + spatial)), [1 + spatial]], [], channels_last)
+    return _from_channels_last(expanded, init)
+
+
+def _from_channels_last(expanded: ir.Value, init: ir.Value) -> ir.Value:
+    """(n, o…, f) as (n, f, o…), plus the init unless it is a zero fill; the
+    op that does it is marked for channels-last, which starts there."""
+    from mlir.dialects import arith
+    spatial = expanded.type.rank - 2
     loops = 2 + spatial
     dims = ir.AffineDimExpr.get
     read_channels_last = ir.AffineMap.get(loops, 0, [dims(0), *[dims(2 + d) for d in range(spatial)], dims(1)])
@@ -224,12 +237,55 @@ def rewrite(op: ir.Operation, shape: ConvShape) -> None:
     op.erase()
 
 
+def depthwise_channels_last(op: ir.Operation) -> bool:
+    """A depthwise convolution (linalg.depthwise_conv_2d_nchw_chw: a window
+    per channel, no matmul) as a linalg.generic computing its result
+    channels-last, then put back channels-first as a matmul's result is,
+    so that channels-last carries on through it (MobileNet's blocks). False
+    where it does not apply (dynamic sizes, other than float types)."""
+    from mlir.dialects import arith, linalg, tensor
+    x, weight, init = op.operands[:3]
+    types = [v.type for v in (x, weight, init)]
+    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types) \
+            or not all(str(t.element_type) in ELEMENT_BYTES for t in types):
+        return False
+    strides, dilations = _pair_attr(op, "strides", 2), _pair_attr(op, "dilations", 2)
+    batch, channels, out_h, out_w = init.type.shape
+    out_element = init.type.element_type
+    dims = ir.AffineDimExpr.get  # loops (n, oh, ow, c, kh, kw)
+    read_x = ir.AffineMap.get(6, 0, [dims(0), dims(3), dims(1) * strides[0] + dims(4) * dilations[0],
+                                     dims(2) * strides[1] + dims(5) * dilations[1]])
+    read_w = ir.AffineMap.get(6, 0, [dims(3), dims(4), dims(5)])
+    write = ir.AffineMap.get(6, 0, [dims(0), dims(1), dims(2), dims(3)])
+    iterators = ["parallel"] * 4 + ["reduction"] * 2
+    with ir.InsertionPoint(op), op.location:
+        zero = arith.constant(out_element, 0.0)
+        accumulator = linalg.fill(zero, outs=[tensor.empty([batch, out_h, out_w, channels], out_element)])
+        generic = linalg.GenericOp([accumulator.type], [x, weight], [accumulator],
+                                   ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (read_x, read_w, write)]),
+                                   ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
+                                                     for it in iterators]))
+        block = generic.regions[0].blocks.append(x.type.element_type, weight.type.element_type, out_element)
+        with ir.InsertionPoint(block):
+            value, tap, total = block.arguments
+            widened = [arith.extf(out_element, v) if v.type != out_element else v for v in (value, tap)]
+            linalg.YieldOp([arith.addf(total, arith.mulf(*widened))])
+        generic.attributes[WINDOWS_ATTR] = ir.UnitAttr.get()
+        out = _from_channels_last(generic.results[0], init)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+    return True
+
+
 @dataclass(frozen=True)
 class ConvAsMatmul(PythonPass):
     name = "conv-as-matmul"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS):
+        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE):
+            if op.name in DEPTHWISE:
+                depthwise_channels_last(op)
+                continue
             shape = conv_shape(op)
             if shape is not None:
                 rewrite(op, shape)

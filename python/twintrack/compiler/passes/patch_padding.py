@@ -1,10 +1,11 @@
-"""fold-patch-padding: a convolution's patches (conv-as-matmul's im2col,
-marked `twintrack.patches`) read the zero-padded input through its
-padding: an element of the padding reads as zero, any other reads the
-unpadded input. The padded copy (a kernel writing the whole input again,
-once per 3x3 convolution) goes.
+"""fold-patch-padding: a convolution's windows (conv-as-matmul's im2col
+patches, and its depthwise convolutions, marked `twintrack.windows`) read
+the zero-padded input through its padding: an element of the padding reads
+as zero, any other reads the unpadded input. The padded copy (a kernel
+writing the whole input again, once per 3x3 convolution) goes, and the op
+before it (an activation) reaches the window's op directly, to fuse.
 
-    patches[l…] = inside(i) ? x[clamp(i - low)] : 0,   i = read map (l…)
+    window[l…] = inside(i) ? x[clamp(i - low)] : 0,   i = read map (l…)
 
 The clamp keeps the load in bounds where its value is not used.
 """
@@ -18,7 +19,7 @@ from mlir import ir
 from .generic_body import indexing_maps
 from .ir_helpers import PythonPass, defining_op, nested_ops
 
-PATCHES_ATTR = "twintrack.patches"  # on conv-as-matmul's im2col copy
+WINDOWS_ATTR = "twintrack.windows"  # on conv-as-matmul's patches and depthwise convolutions
 
 
 def _zero_pad(value: ir.Value) -> ir.Operation | None:
@@ -33,24 +34,32 @@ def _zero_pad(value: ir.Value) -> ir.Operation | None:
     return pad
 
 
-def _fold(patches: ir.Operation) -> None:
+def _fold(generic: ir.Operation) -> None:
+    """The generic with its one zero-padded input read through the padding (module docstring)."""
     from mlir.dialects import affine, arith, linalg, tensor
-    pad = _zero_pad(patches.operands[0])
-    if pad is None or len(patches.operands) != 2:
+
+    from ..kernels.epilogue import IRMapping
+    inputs = len(generic.operands) - len(generic.results)
+    padded = [i for i in range(inputs) if _zero_pad(generic.operands[i]) is not None]
+    if len(padded) != 1:
         return
+    position = padded[0]
+    pad = _zero_pad(generic.operands[position])
     source = pad.operands[0]
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
     padding_value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    read, written = indexing_maps(patches)
-    loops = read.n_dims
-    result_type = patches.results[0].type
-    with patches.location, ir.InsertionPoint(patches):
+    maps = indexing_maps(generic)
+    read, loops = maps[position], maps[position].n_dims
+    kept = [i for i in range(len(generic.operands)) if i != position]
+    old_block = generic.regions[0].blocks[0]
+    with generic.location, ir.InsertionPoint(generic):
         index = ir.IndexType.get()
-        gather = linalg.GenericOp([result_type], [], [patches.operands[1]],
-                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(written)]),
-                                  patches.attributes["iterator_types"])
-        block = gather.regions[0].blocks.append(result_type.element_type)
+        folded = linalg.GenericOp([r.type for r in generic.results], [generic.operands[i] for i in kept[:inputs - 1]],
+                                  [generic.operands[i] for i in kept[inputs - 1:]],
+                                  ir.ArrayAttr.get([ir.AffineMapAttr.get(maps[i]) for i in kept]),
+                                  generic.attributes["iterator_types"])
+        block = folded.regions[0].blocks.append(*[old_block.arguments[i].type for i in kept])
         with ir.InsertionPoint(block):
             at = [linalg.IndexOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)).result for d in range(loops)]
             indices, inside = [], None
@@ -65,9 +74,16 @@ def _fold(patches: ir.Operation) -> None:
                 inside = within if inside is None else arith.andi(inside, within)
                 indices.append(arith.minsi(arith.maxsi(shifted, zero), last))
             value = tensor.extract(source, indices)
-            linalg.YieldOp([arith.select(inside, value, padding_value) if inside is not None else value])
-    patches.results[0].replace_all_uses_with(gather.results[0])
-    patches.erase()
+            mapping = IRMapping()
+            mapping.map(old_block.arguments[position],
+                        arith.select(inside, value, padding_value) if inside is not None else value)
+            for new_position, old_position in enumerate(kept):
+                mapping.map(old_block.arguments[old_position], block.arguments[new_position])
+            for op in old_block.operations:
+                mapping.clone(op.operation)
+    for old, new in zip(generic.results, folded.results):
+        old.replace_all_uses_with(new)
+    generic.erase()
     if not list(pad.results[0].uses):
         pad.erase()
 
@@ -77,6 +93,6 @@ class FoldPatchPadding(PythonPass):
     name = "fold-patch-padding"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for patches in nested_ops(module, lambda op: op.name == "linalg.generic" and PATCHES_ATTR in op.attributes):
-            del patches.attributes[PATCHES_ATTR]
-            _fold(patches)
+        for generic in nested_ops(module, lambda op: op.name == "linalg.generic" and WINDOWS_ATTR in op.attributes):
+            del generic.attributes[WINDOWS_ATTR]
+            _fold(generic)
