@@ -3,6 +3,9 @@ numerics without a GPU: the GPU recipe runs up to that stage, the CPU
 recipe's later stages lower the rewritten IR (patches, matmul, the
 channels-first epilogue) and the JIT runs it against float64 eager."""
 
+import itertools
+import random
+
 import pytest
 import torch
 
@@ -82,6 +85,28 @@ def test_depthwise_convolution_runs_channels_last(dtype, stride, dilation):
         torch.nn.Conv2d(32, 16, 1))
     text, checks = _rewritten_and_run(block, (2, 8, 11, 11), dtype)
     assert "depthwise_conv" not in text and text.count("linalg.transpose") == 2, text  # the two 1x1 weights
+    assert all(c.ok for c in checks), checks
+
+
+def _random_convolutions(count: int, seed: int) -> list[tuple]:
+    """(dims, in, out, kernel, stride, padding, dilation, groups, bias), drawn from a fixed grid."""
+    grid = [case for case in itertools.product((1, 2, 3), ((3, 8), (16, 24), (8, 3), (12, 12)), (1, 3), (1, 2),
+                                               (0, 1), (1, 2), (1, 4), (True, False))
+            if case[1][0] % case[6] == 0 and case[1][1] % case[6] == 0]
+    return random.Random(seed).sample(grid, count)
+
+
+@pytest.mark.parametrize("number, case", list(enumerate(_random_convolutions(16, seed=1))), ids=str)
+def test_random_convolutions_match_float64(number, case):
+    """Convolutions drawn from a grid of dims, channels (3 and 8-multiples),
+    windows, strides, paddings, dilations, groups and bias, alternately f32
+    and f16, each followed by a ReLU."""
+    dims, (in_channels, out_channels), kernel, stride, padding, dilation, groups, bias = case
+    conv = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}[dims](
+        in_channels, out_channels, kernel, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias)
+    dtype = torch.float16 if number % 2 else torch.float32
+    torch.manual_seed(0)
+    _, checks = _rewritten_and_run(torch.nn.Sequential(conv, torch.nn.ReLU()), (2, in_channels, *[9] * dims), dtype)
     assert all(c.ok for c in checks), checks
 
 
