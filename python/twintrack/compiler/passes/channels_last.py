@@ -34,7 +34,7 @@ from mlir import ir
 
 from .conv_as_matmul import CHANNELS_LAST_ATTR
 from .generic_body import indexing_maps
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
 
 
 def _is_transpose(value: ir.Value) -> ir.Operation | None:
@@ -137,8 +137,7 @@ def _write_in_layout(generic: ir.Operation, channels_last: set) -> None:
         owner = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         owner.operands[use.operand_number] = transposed
     channels_last.add(result)
-    if not list(init.uses) and defining_op(init) is not None and defining_op(init).name == "tensor.empty":
-        defining_op(init).erase()
+    erase_if_unused(defining_op(init))
 
 
 def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
@@ -173,11 +172,10 @@ def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
 
 def _erase_dead_transposes(module: ir.Operation) -> None:
     for transpose in reversed(nested_ops(module, lambda op: op.name == "linalg.transpose")):
+        init = defining_op(transpose.operands[1])
         if not list(transpose.results[0].uses):
-            init = defining_op(transpose.operands[1])
             transpose.erase()
-            if init is not None and init.name == "tensor.empty" and not list(init.results[0].uses):
-                init.erase()
+            erase_if_unused(init)
 
 
 @dataclass(frozen=True)

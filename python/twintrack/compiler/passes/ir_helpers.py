@@ -60,6 +60,12 @@ def buffer_root(value: ir.Value) -> ir.Value:
     return value
 
 
+def erase_if_unused(op: ir.Operation | None) -> None:
+    """Erase `op` if none of its results is used (a producer left dead by a rewrite)."""
+    if op is not None and not any(list(result.uses) for result in op.results):
+        op.erase()
+
+
 def users_of(value: ir.Value) -> list[ir.Operation]:
     """The ops using `value`, each once."""
     users = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .generic_body import indexing_maps
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
 
 WINDOWS_ATTR = "twintrack.windows"  # on conv-as-matmul's patches and depthwise convolutions
 
@@ -84,8 +84,7 @@ def _fold(generic: ir.Operation) -> None:
     for old, new in zip(generic.results, folded.results):
         old.replace_all_uses_with(new)
     generic.erase()
-    if not list(pad.results[0].uses):
-        pad.erase()
+    erase_if_unused(pad)
 
 
 @dataclass(frozen=True)
