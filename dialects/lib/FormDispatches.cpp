@@ -176,6 +176,7 @@ private:
   void appendEpilogue(linalg::LinalgOp producer, StringRef how);
   void decideHorizontal(Block &block);
   void extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops);
+  bool joinReaderGroup(linalg::LinalgOp matmul);
   bool tryMerge(Operation *a, Operation *b, StringRef why, MergeMode mode = MergeMode::ProducerConsumer);
   void decideRows(ArrayRef<linalg::LinalgOp> ops);
   std::string whyNotRows(ArrayRef<Operation *> group, ArrayRef<int64_t> rows, int64_t inner);
@@ -369,39 +370,58 @@ bool narrowsAgain(Value wide, int64_t narrowBytes, int depth) {
 /// was left at the first rule, which follows single uses. Once the readers
 /// have grouped among themselves, an elementwise group that is the only
 /// reader, element for element, joins the matmul: its kernel applies it all.
+/// The joined group may itself be read by the next one (a clamp: compare
+/// and select, for each bound), which joins in turn.
 void FormDispatchesPass::extendEpiloguesToFanOut(ArrayRef<linalg::LinalgOp> ops) {
-  for (linalg::LinalgOp op : ops) {
-    if (classify(op) != Kind::Contraction)
-      continue;
-    SmallVector<Operation *> group = groupOf(op);
-    Operation *last = group.back();
-    if (last->getNumResults() != 1 || group.size() < 2) // only past an epilogue: a bare matmul took none
-      continue;
-    SmallVector<OpOperand *> reads;
-    SmallVector<Operation *> reshapes;
-    if (!linalgReaders(last->getResult(0), reads, reshapes) || reads.size() < 2)
-      continue;
-    Operation *reader = reads.front()->getOwner();
-    SmallVector<Operation *> readerGroup = groupOf(reader);
-    bool oneElementwiseGroup = llvm::all_of(reads, [&](OpOperand *read) {
-      auto consumer = cast<linalg::LinalgOp>(read->getOwner());
-      return groups.isEquivalent(reader, consumer) && !consumer.isDpsInit(read) &&
-             readsPerElement(consumer, *read) == 1 && consumer.getMatchingIndexingMap(read).isPermutation();
-    });
-    if (!oneElementwiseGroup || llvm::any_of(readerGroup, [](Operation *o) { return kindOf(o) != Kind::Elementwise; }))
-      continue;
-    int64_t saved = 2 * bytes(last->getResult(0).getType());
-    Operation *previous = last;
-    for (Operation *reshape : reshapes) {
-      tryMerge(previous, reshape, "with the reshape between matmul and epilogue");
-      previous = reshape;
-    }
-    tryMerge(previous, reader,
-             llvm::formatv("into the matmul's epilogue, reading its result {0} times: saves {1} bytes and a launch "
-                           "({2:f3} us), recomputes nothing",
-                           reads.size(), saved, (seconds(saved, 0) + launchOverhead) * 1e6)
-                 .str());
+  for (linalg::LinalgOp op : ops)
+    if (classify(op) == Kind::Contraction)
+      while (joinReaderGroup(op)) {
+      }
+}
+
+/// Join the one elementwise group reading the end of `matmul`'s epilogue,
+/// if there is one; whether it joined. Its ops are computed once there, no
+/// longer recomputed in their readers.
+bool FormDispatchesPass::joinReaderGroup(linalg::LinalgOp matmul) {
+  SmallVector<Operation *> group = groupOf(matmul);
+  Operation *last = group.back();
+  if (last->getNumResults() != 1 || group.size() < 2) // only past an epilogue: a bare matmul took none
+    return false;
+  SmallVector<OpOperand *> reads;
+  SmallVector<Operation *> reshapes;
+  if (!linalgReaders(last->getResult(0), reads, reshapes) || reads.empty())
+    return false;
+  Operation *reader = reads.front()->getOwner();
+  if (groups.isEquivalent(matmul, reader))
+    return false;
+  SmallVector<Operation *> readerGroup = groupOf(reader);
+  bool oneElementwiseGroup = llvm::all_of(reads, [&](OpOperand *read) {
+    auto consumer = cast<linalg::LinalgOp>(read->getOwner());
+    return groups.isEquivalent(reader, consumer) && !consumer.isDpsInit(read) &&
+           readsPerElement(consumer, *read) == 1 && consumer.getMatchingIndexingMap(read).isPermutation();
+  });
+  if (!oneElementwiseGroup || llvm::any_of(readerGroup, [](Operation *o) { return kindOf(o) != Kind::Elementwise; }))
+    return false;
+  int64_t resultBytes = bytes(last->getResult(0).getType());
+  Operation *end = readerGroup.back();
+  if (end->getNumResults() == 1 && bytes(end->getResult(0).getType()) > resultBytes &&
+      !narrowsAgain(end->getResult(0), resultBytes))
+    return false; // it would store wider values (see appendEpilogue)
+  Operation *previous = last;
+  for (Operation *reshape : reshapes) {
+    tryMerge(previous, reshape, "with the reshape between matmul and epilogue");
+    previous = reshape;
   }
+  std::string times = reads.size() == 1 ? std::string("once") : llvm::formatv("{0} times", reads.size()).str();
+  bool joined = tryMerge(previous, reader,
+                         llvm::formatv("into the matmul's epilogue, reading its result {0}: saves {1} bytes and a "
+                                       "launch ({2:f3} us), recomputes nothing",
+                                       times, 2 * resultBytes, (seconds(2 * resultBytes, 0) + launchOverhead) * 1e6)
+                             .str());
+  if (joined)
+    for (Operation *op : readerGroup)
+      recomputed.erase(op);
+  return joined;
 }
 
 /// "2x16x32": loop ranges as the explanations print them.

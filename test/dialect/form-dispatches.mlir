@@ -436,11 +436,12 @@ func.func @widening_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -
 // CHECK-LABEL: func.func @widened_and_narrowed_after_matmul(
 // CHECK:         twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul> ({{.*}}) -> (tensor<64x64xf16>)
 // CHECK:           linalg.matmul
-// CHECK:           arith.truncf
-// CHECK:           arith.extf
-// CHECK:           arith.mulf
-// CHECK:           arith.truncf
 // CHECK-NOT:     twintrack.dispatch
+// CHECK:           arith.extf
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:           arith.mulf
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:         return
 func.func @widened_and_narrowed_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -> tensor<64x64xf16> {
   %zero = arith.constant 0.0 : f32
   %acc0 = tensor.empty() : tensor<64x64xf32>
@@ -467,6 +468,62 @@ func.func @widened_and_narrowed_after_matmul(%q: tensor<64x32xf16>, %k: tensor<3
     linalg.yield %n : f16
   } -> tensor<64x64xf16>
   return %r : tensor<64x64xf16>
+}
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Rule 3 through a clamp's diamonds: each bound is a compare and a select
+// that both read the value before it (ReLU6). The first pair joins the
+// matmul as a fan-out reader; the second pair reads the first select, and
+// joins in turn. No op is left to recompute them: one dispatch.
+// CHECK-LABEL: func.func @clamped_after_matmul(
+// CHECK:         twintrack.dispatch "matmul_{{[0-9]+}}" kind<matmul>
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:           arith.select
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:           arith.select
+// CHECK-NOT:     twintrack.dispatch
+// CHECK:         return
+func.func @clamped_after_matmul(%a: tensor<64x32xf32>, %b: tensor<32x64xf32>) -> tensor<64x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %six = arith.constant 6.0 : f32
+  %e = tensor.empty() : tensor<64x64xf32>
+  %eb = tensor.empty() : tensor<64x64xi1>
+  %acc = linalg.fill ins(%zero : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<64x32xf32>, tensor<32x64xf32>) outs(%acc : tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m : tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %d = arith.mulf %v, %v : f32
+    linalg.yield %d : f32
+  } -> tensor<64x64xf32>
+  %low = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<64x64xf32>) outs(%eb : tensor<64x64xi1>) {
+  ^bb0(%v: f32, %o: i1):
+    %c = arith.cmpf olt, %v, %zero : f32
+    linalg.yield %c : i1
+  } -> tensor<64x64xi1>
+  %r1 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%low, %y : tensor<64x64xi1>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%c: i1, %v: f32, %o: f32):
+    %r = arith.select %c, %zero, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  %high = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r1 : tensor<64x64xf32>) outs(%eb : tensor<64x64xi1>) {
+  ^bb0(%v: f32, %o: i1):
+    %c = arith.cmpf ogt, %v, %six : f32
+    linalg.yield %c : i1
+  } -> tensor<64x64xi1>
+  %r2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%high, %r1 : tensor<64x64xi1>, tensor<64x64xf32>) outs(%e : tensor<64x64xf32>) {
+  ^bb0(%c: i1, %v: f32, %o: f32):
+    %r = arith.select %c, %six, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64x64xf32>
+  return %r2 : tensor<64x64xf32>
 }
 
 // -----
