@@ -110,6 +110,29 @@ def test_random_convolutions_match_float64(number, case):
     assert all(c.ok for c in checks), checks
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("channels, groups, stride", [(16, 4, 1), (64, 4, 2), (12, 2, 1)])
+def test_grouped_convolution_is_a_batched_matmul(dtype, channels, groups, stride):
+    """A grouped 3x3 convolution: a batch per group (6 channels a group get
+    zero channels up to whole 16-byte rows)."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(channels, 2 * channels, 3, stride=stride, padding=1, groups=groups)
+    text, checks = _rewritten_and_run(Conv(conv), (2, channels, 9, 9), dtype)
+    assert "linalg.conv_" not in text and "linalg.batch_matmul" in text
+    assert all(c.ok for c in checks), checks
+
+
+@pytest.mark.parametrize("conv", [torch.nn.Conv2d(128, 128, 3, padding=1, groups=32),  # 4 filters a group
+                                  torch.nn.Conv2d(64, 3, 1)])  # 3 filters: a segmentation head
+def test_a_convolution_no_matmul_kernel_takes_stays_one(conv):
+    """Too few filters for any kernel's tile: the patches would only add a
+    copy, and the generic loops read the input in place."""
+    module = conv.half().eval()
+    exported = twintrack.export(module, (torch.randn(2, conv.in_channels, 8, 8, dtype=torch.float16),))
+    text = exported.lower(to="convolutions", target="gpu").as_text()
+    assert "linalg.conv_2d" in text and "matmul" not in text
+
+
 def test_half_convolution_with_batch_norm_matches_float64():
     torch.manual_seed(0)
     module = Conv(torch.nn.Conv2d(8, 16, 3, padding=1), then_norm=True)
@@ -174,14 +197,14 @@ def test_a_bottleneck_runs_channels_last_and_matches_float64(dtype):
 @pytest.mark.parametrize("factory", ["resnet", pytest.param("mobilenet_v2", marks=pytest.mark.slow)])
 def test_hugging_face_vision_models_match_float64(factory):
     """ResNet (bottlenecks, a 7x7 stem on 3 channels, max pool) and
-    MobileNetV2 (depthwise convolutions, which stay convolutions; ReLU6),
-    default configs at 64x64: every aligned convolution a matmul, the
-    activations channels-last between them."""
+    MobileNetV2 (depthwise convolutions; ReLU6), default configs at 64x64:
+    the convolutions a kernel takes as matmuls (the last stages' 2x2
+    images give 8 rows: none does), channels-last between them."""
     pytest.importorskip("transformers")
     from twintrack.harness import at_scale
     module, (pixels,) = getattr(at_scale, factory)(batch=2, image=64, **({"depth": 1} if factory == "resnet" else {}))
     text, checks = _rewritten_and_run(module, tuple(pixels.shape), torch.float32)
-    assert "linalg.conv_2d_nchw_fchw" not in text and "linalg.matmul" in text
+    assert text.count("linalg.matmul") > text.count("linalg.conv_2d_nchw_fchw")
     assert all(c.ok for c in checks), checks
 
 

@@ -8,8 +8,9 @@ ragged edges, epilogues) take it.
 
 The rows of the matmul are output positions and its reduction runs along
 (window, channel), so its operands are a linear layer's: the patches
-row-major and the weight, its channels moved innermost, read transposed. The last op puts the
-result back in torch's channels-first layout and adds the convolution's
+row-major and the weight, its channels moved innermost, read transposed.
+The last op puts the result back in torch's channels-first layout and
+adds the convolution's
 init (its bias); it is elementwise over the output, so the matmul kernel
 takes it, with what fuses into it (batch norm, an activation, the rounding
 to f16), as its epilogue. A zero init is left out.
@@ -21,8 +22,14 @@ channels-first op, so channels-last carries on through MobileNet's blocks.
 Where the reduction rows are not whole 16-byte vectors (an image's 3
 channels by a 7x7 window: 147 halves), the input and the weight get zero
 channels up to the fewest that make them so (8 by 7x7: 392); the zeros add
-nothing to the sums. A convolution whose element type no matmul kernel
-takes is left as it is, for the generic loops.
+nothing to the sums. A grouped convolution is a batched matmul, a batch
+per group.
+
+A convolution becomes a matmul only where a matmul generator would take
+it (`gpu_matmul_kernels.kernel_takes`, from the tile tables): with too few
+filters for any tile (a group of 4, a 3-channel head) or an element type
+no kernel multiplies, the patches would only add a copy, and the generic
+loops read the input in place.
 """
 
 from __future__ import annotations
@@ -30,14 +37,17 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from mlir import ir
 
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 from .ir_helpers import PythonPass, defining_op, nested_ops
 from .patch_padding import WINDOWS_ATTR
 
 CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
 DEPTHWISE = ("linalg.depthwise_conv_2d_nchw_chw",)
+GROUPED = ("linalg.conv_2d_ngchw_gfchw",)
 ELEMENT_BYTES = {"f32": 4, "f16": 2, "bf16": 2}  # the element types the matmul kernels multiply
 ROW_BYTES = 16  # the kernels read operand rows in 16-byte vectors
 CHANNELS_LAST_ATTR = "twintrack.channels_last"  # on the op putting a result channels-first: channels-last starts there
@@ -209,16 +219,16 @@ def _broadcast_source(init: ir.Value) -> tuple[ir.Value, ir.AffineMap]:
     return broadcast.operands[0], ir.AffineMap.get(loops, 0, kept)
 
 
-def _zero_channels(value: ir.Value, channels: int) -> ir.Value:
-    """`value` (n or f, c, …) with zeros appended along dim 1 up to `channels`."""
+def _zero_channels(value: ir.Value, channels: int, dim: int = 1) -> ir.Value:
+    """`value` with zeros appended along its channel dim (`dim`: (n or f, c, …)) up to `channels`."""
     from mlir.dialects import arith, tensor
     shape = list(value.type.shape)
-    if shape[1] == channels:
+    if shape[dim] == channels:
         return value
     element = value.type.element_type
     high = [0] * len(shape)
-    high[1] = channels - shape[1]
-    padded_type = ir.RankedTensorType.get([*shape[:1], channels, *shape[2:]], element)
+    high[dim] = channels - shape[dim]
+    padded_type = ir.RankedTensorType.get([*shape[:dim], channels, *shape[dim + 1:]], element)
     zero = arith.constant(element, 0.0)
     pad = tensor.PadOp(padded_type, value, [], [], [0] * len(shape), high)
     block = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(shape))
@@ -277,15 +287,93 @@ def depthwise_channels_last(op: ir.Operation) -> bool:
     return True
 
 
+def grouped_shape(op: ir.Operation) -> ConvShape | None:
+    """A grouped convolution's sizes per group (channels and filters of one
+    group), or None where the matmul form does not apply."""
+    x, weight, init = (value.type for value in op.operands[:3])
+    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (x, weight, init)):
+        return None
+    element = str(x.element_type)
+    if element != str(weight.element_type) or element not in ELEMENT_BYTES \
+            or str(init.element_type) not in ELEMENT_BYTES:
+        return None
+    window = tuple(weight.shape[3:])
+    return ConvShape(x.shape[0], x.shape[2], weight.shape[1], tuple(init.shape[3:]), window,
+                     _pair_attr(op, "strides", 2), _pair_attr(op, "dilations", 2),
+                     _aligned_channels(x.shape[2], math.prod(window), ELEMENT_BYTES[element]))
+
+
+def grouped_rewrite(op: ir.Operation, shape: ConvShape) -> None:
+    """A grouped convolution (linalg.conv_2d_ngchw_gfchw: x (n, g, c, h, w),
+    weight (g, f, c, kh, kw)) as a batched matmul, a batch per group: the
+    patches (g, n·o…, k…·c) times each group's weight read transposed, and
+    one elementwise op back to (n, g, f, o…) adding the init. Channels-first
+    on both sides: the torch-mlir reshapes around it read and write that
+    layout."""
+    from mlir.dialects import arith, linalg, tensor
+    x, weight, init = op.operands[:3]
+    batch, groups = x.type.shape[:2]
+    filters, window, outputs, padded = shape.filters, shape.window, shape.outputs, shape.padded_channels
+    out_element = init.type.element_type
+    dims = ir.AffineDimExpr.get
+    with ir.InsertionPoint(op), op.location:
+        x, weight = _zero_channels(x, padded, dim=2), _zero_channels(weight, padded, dim=2)
+        # patches: loops (g, n, oh, ow, kh, kw, c) -> x[n, g, c, oh·s + kh·d, ow·s + kw·d]
+        reads = [dims(1), dims(0), dims(6)] + [dims(2 + i) * shape.strides[i] + dims(4 + i) * shape.dilations[i]
+                                               for i in range(2)]
+        patches_type = ir.RankedTensorType.get([groups, batch, *outputs, *window, padded], x.type.element_type)
+        patches = _generic(patches_type, [x], [ir.AffineMap.get(7, 0, reads), ir.AffineMap.get_identity(7)],
+                           lambda args: args[0])
+        patches.owner.attributes[WINDOWS_ATTR] = ir.UnitAttr.get()
+        rows = tensor.collapse_shape(ir.RankedTensorType.get([groups, shape.rows, shape.reduction],
+                                                             x.type.element_type), patches, [[0], [1, 2, 3], [4, 5, 6]])
+        element_type = weight.type.element_type
+        moved = linalg.transpose(weight, outs=[tensor.empty([groups, filters, *window, padded], element_type)],
+                                 permutation=[0, 1, 3, 4, 2]).results[0]
+        flat = tensor.collapse_shape(ir.RankedTensorType.get([groups, filters, shape.reduction], element_type), moved,
+                                     [[0], [1], [2, 3, 4]])
+        columns = linalg.transpose(flat, outs=[tensor.empty([groups, shape.reduction, filters], element_type)],
+                                   permutation=[0, 2, 1]).results[0]
+        zero = arith.constant(out_element, 0.0)
+        accumulator = linalg.fill(zero, outs=[tensor.empty([groups, shape.rows, filters], out_element)])
+        result = linalg.batch_matmul(rows, columns, outs=[accumulator])
+        per_group = [groups, batch, *outputs, filters]
+        expanded = tensor.expand_shape(ir.RankedTensorType.get(per_group, out_element), result,
+                                       [[0], [1, 2, 3], [4]], [], per_group)
+        # loops (n, g, f, oh, ow), as the init; the result read at (g, n, oh, ow, f)
+        read = ir.AffineMap.get(5, 0, [dims(1), dims(0), dims(3), dims(4), dims(2)])
+        identity = ir.AffineMap.get_identity(5)
+        if _is_zero_fill(init):
+            out = _generic(init.type, [expanded], [read, identity], lambda args: args[0])
+        else:
+            out = _generic(init.type, [expanded, init], [read, identity, identity],
+                           lambda args: arith.addf(args[1], args[0]))
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+
+
 @dataclass(frozen=True)
 class ConvAsMatmul(PythonPass):
     name = "conv-as-matmul"
+    arch: str = DEFAULT_ARCH  # the matmul kernels' options: a convolution
+    tf32: bool = False        # becomes a matmul only where one of them
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # takes it
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE):
+        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE + GROUPED):
             if op.name in DEPTHWISE:
                 depthwise_channels_last(op)
                 continue
-            shape = conv_shape(op)
-            if shape is not None:
+            shape = grouped_shape(op) if op.name in GROUPED else conv_shape(op)
+            if shape is None or not self._kernel_takes(op, shape):
+                continue  # the generic loops read the input in place, with no patches
+            if op.name in GROUPED:
+                grouped_rewrite(op, shape)
+            else:
                 rewrite(op, shape)
+
+    def _kernel_takes(self, op: ir.Operation, shape: ConvShape) -> bool:
+        from .gpu_matmul_kernels import kernel_takes
+        groups = op.operands[0].type.shape[1] if op.name in GROUPED else None
+        return kernel_takes(groups, shape.rows, shape.filters, shape.reduction, str(op.operands[0].type.element_type),
+                            str(op.operands[2].type.element_type), self.arch, self.tf32, Path(self.lowering_dir))

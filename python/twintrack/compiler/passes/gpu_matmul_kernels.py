@@ -23,6 +23,7 @@ pipeline.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import tomllib
@@ -548,6 +549,28 @@ class GpuMatmulKernels(PythonPass):
         if operands is None or not self.tf32 or operands.in_element != "f32":
             return operands
         return replace(operands, tf32=True)
+
+
+def kernel_takes(batch: int | None, m: int, n: int, k: int, in_element: str, out_element: str, arch: str,
+                 tf32: bool, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> bool:
+    """Would a generator take a contiguous matmul of these sizes, B read
+    transposed (a linear layer's weight)? For a pass that makes matmuls
+    only where a kernel will take them (conv-as-matmul)."""
+    batched = [batch] if batch else []
+
+    def memref(*sizes: int, element: str) -> str:
+        return f"memref<{'x'.join(map(str, [*batched, *sizes]))}x{element}>"
+    c_vectors = n * element_bytes(out_element) % VECTOR_BYTES == 0
+    operands = MatmulOperands(memref(m, k, element=in_element), memref(n, k, element=in_element),
+                              memref(m, n, element=out_element), batch, m, n, k, in_element, out_element,
+                              b_transposed=True, tf32=tf32 and in_element == "f32", c_vectors=c_vectors)
+    return choose_kernel([operands], _cached_tables(str(lowering_dir)), arch,
+                         gpu_target(Path(lowering_dir))) is not None
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_tables(lowering_dir: str) -> TileTables:
+    return load_tile_tables(Path(lowering_dir))
 
 
 def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
