@@ -157,3 +157,30 @@ def test_a_cpu_executable_loads_its_cached_machine_code(cache_dir, tmp_path):
     arguments = second._executable.arguments
     with pytest.raises(ArtifactError, match="not what the executable takes"):
         CpuExecutable(text, arguments[1:], second._executable.outputs)
+
+
+def test_the_compilers_identity_holds_its_cpp(monkeypatch, tmp_path):
+    """A rebuilt C++ extension (the fusion pass) changes the compiler's
+    fingerprint, and edited C++ sources the portable one: a cached artifact
+    the old pass made is not served."""
+    compile_cache.compiler_fingerprint.cache_clear()
+    before = compile_cache.compiler_fingerprint()
+    monkeypatch.setattr(compile_cache, "_extension_digest", lambda: "another build")
+    compile_cache.compiler_fingerprint.cache_clear()
+    assert compile_cache.compiler_fingerprint() != before
+    compile_cache.compiler_fingerprint.cache_clear()
+
+    tree = tmp_path / "tree"
+    package = tree / "python" / "twintrack"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (tree / "dialects").mkdir()
+    source = tree / "dialects" / "Pass.cpp"
+    source.write_text("int a;\n")
+    monkeypatch.setattr(compile_cache, "PACKAGE_DIR", package)
+    compile_cache.portable_fingerprint.cache_clear()
+    first = compile_cache.portable_fingerprint()
+    source.write_text("int b;\n")
+    compile_cache.portable_fingerprint.cache_clear()
+    assert compile_cache.portable_fingerprint() != first
+    compile_cache.portable_fingerprint.cache_clear()
