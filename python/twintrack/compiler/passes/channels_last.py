@@ -35,6 +35,7 @@ from mlir import ir
 from .conv_as_matmul import CHANNELS_LAST_ATTR
 from .generic_body import indexing_maps
 from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
+from .patch_padding import constant_pad
 
 
 def _is_transpose(value: ir.Value) -> ir.Operation | None:
@@ -59,8 +60,8 @@ def _set_maps(generic: ir.Operation, maps: list[ir.AffineMap]) -> None:
     generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
 
 
-def _absorb(generic: ir.Operation, channels_last: set) -> bool:
-    """Read each input that is a transpose of a channels-last tensor through it; whether any was."""
+def _absorb(generic: ir.Operation, channels_last: set) -> None:
+    """Read each input that is a transpose of a channels-last tensor through it."""
     maps = indexing_maps(generic)
     inputs = len(generic.operands) - len(generic.results)
     changed = False
@@ -73,7 +74,6 @@ def _absorb(generic: ir.Operation, channels_last: set) -> bool:
         changed = True
     if changed:
         _set_maps(generic, maps)
-    return changed
 
 
 def _permuted_dims(affine_map: ir.AffineMap) -> list[int] | None:
@@ -144,12 +144,9 @@ def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
     """pad(transpose(x)) -> transpose(pad'(x)), the padding permuted."""
     from mlir.dialects import linalg, tensor
     transpose = _is_transpose(pad.operands[0])
-    block = pad.regions[0].blocks[0]
-    body = list(block.operations)
-    yielded = body[-1].operands[0]
-    if transpose is None or transpose.operands[0] not in channels_last or len(pad.operands) != 1 or len(body) != 1 \
-            or (isinstance(yielded, ir.BlockArgument) and yielded.owner == block):
-        return  # dynamic padding, or a padding value computed per element
+    if transpose is None or transpose.operands[0] not in channels_last or constant_pad(pad.results[0]) is None:
+        return  # not a channels-last tensor; dynamic padding, or a padding value computed per element
+    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
     permutation = _permutation(transpose)
     low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[name])) for name in ("static_low", "static_high"))
     source = transpose.operands[0]

@@ -82,9 +82,10 @@ def _aligned_channels(channels: int, window: int, element_bytes: int) -> int:
     return next(c for c in itertools.count(channels) if c * window * element_bytes % ROW_BYTES == 0)
 
 
-def conv_shape(op: ir.Operation) -> ConvShape | None:
-    """The convolution's sizes, or None where the matmul form does not apply
-    (dynamic sizes, mixed or unsupported operand types)."""
+def _matmul_element(op: ir.Operation) -> str | None:
+    """The element type a convolution's matmul would multiply: static
+    shapes, input and weight of one type a kernel takes, an output a kernel
+    stores; None otherwise."""
     x, weight, init = (value.type for value in op.operands[:3])
     if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (x, weight, init)):
         return None
@@ -92,6 +93,16 @@ def conv_shape(op: ir.Operation) -> ConvShape | None:
     if element != str(weight.element_type) or element not in ELEMENT_BYTES \
             or str(init.element_type) not in ELEMENT_BYTES:
         return None
+    return element
+
+
+def conv_shape(op: ir.Operation) -> ConvShape | None:
+    """The convolution's sizes, or None where the matmul form does not apply
+    (dynamic sizes, mixed or unsupported operand types)."""
+    element = _matmul_element(op)
+    if element is None:
+        return None
+    x, weight, init = (value.type for value in op.operands[:3])
     spatial = x.rank - 2
     window = tuple(weight.shape[2:])
     return ConvShape(x.shape[0], x.shape[1], weight.shape[0], tuple(init.shape[2:]), window,
@@ -290,13 +301,10 @@ def depthwise_channels_last(op: ir.Operation) -> bool:
 def grouped_shape(op: ir.Operation) -> ConvShape | None:
     """A grouped convolution's sizes per group (channels and filters of one
     group), or None where the matmul form does not apply."""
+    element = _matmul_element(op)
+    if element is None:
+        return None
     x, weight, init = (value.type for value in op.operands[:3])
-    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (x, weight, init)):
-        return None
-    element = str(x.element_type)
-    if element != str(weight.element_type) or element not in ELEMENT_BYTES \
-            or str(init.element_type) not in ELEMENT_BYTES:
-        return None
     window = tuple(weight.shape[3:])
     return ConvShape(x.shape[0], x.shape[2], weight.shape[1], tuple(init.shape[3:]), window,
                      _pair_attr(op, "strides", 2), _pair_attr(op, "dilations", 2),

@@ -22,7 +22,7 @@ from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
 WINDOWS_ATTR = "twintrack.windows"  # on conv-as-matmul's patches and depthwise convolutions
 
 
-def _zero_pad(value: ir.Value) -> ir.Operation | None:
+def constant_pad(value: ir.Value) -> ir.Operation | None:
     """The tensor.pad defining `value` if its padding is static and one value defined outside it."""
     pad = defining_op(value)
     if pad is None or pad.name != "tensor.pad" or len(pad.operands) != 1:
@@ -40,11 +40,11 @@ def _fold(generic: ir.Operation) -> None:
 
     from ..kernels.epilogue import IRMapping
     inputs = len(generic.operands) - len(generic.results)
-    padded = [i for i in range(inputs) if _zero_pad(generic.operands[i]) is not None]
+    padded = [i for i in range(inputs) if constant_pad(generic.operands[i]) is not None]
     if len(padded) != 1:
         return
     position = padded[0]
-    pad = _zero_pad(generic.operands[position])
+    pad = constant_pad(generic.operands[position])
     source = pad.operands[0]
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
