@@ -53,3 +53,11 @@ def test_every_benchmark_entry_names_a_loadable_model():
         parameters = dict(pair.split("=") for pair in query.split("&"))
         signature = getattr(at_scale, factory).__code__.co_varnames
         assert set(parameters) <= set(signature), (name, parameters)
+
+
+def test_mobilenet_output_is_of_order_one_at_its_benchmark_size():
+    """At 224² Hugging Face's own init shrinks the output to ~1e-21, zeros in float16."""
+    model, (pixels,) = at_scale.mobilenet_v2(batch=1, image=224)
+    with torch.no_grad():
+        hidden = model.double()(pixels.double())
+    assert 1e-3 < hidden.abs().mean() < 10
