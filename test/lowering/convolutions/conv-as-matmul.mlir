@@ -3,13 +3,16 @@
 // The GPU's convolutions stage: a convolution becomes im2col patches (output
 // positions x (window, channel)), a matmul with the weight (its channels
 // moved innermost) read as a linear layer's, and one elementwise op back to channels-first that adds the bias
-// (read as the vector it is, not its broadcast).
+// (read as the vector it is, not its broadcast). The patches read a
+// channels-last copy of the channels-first input, so that a window's
+// channels are consecutive (the matmul kernel then reads them in place).
 
-// CHECK-DAG: #[[PATCH:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1 * 2 + d3, d2 * 2 + d4 * 2)>
+// CHECK-DAG: #[[PATCH:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 * 2 + d3, d2 * 2 + d4 * 2, d5)>
 // CHECK-DAG: #[[LAST:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3, d1)>
 // CHECK-DAG: #[[BIAS:.*]] = affine_map<(d0, d1, d2, d3) -> (d1)>
 // CHECK-LABEL: func.func @conv_bias(
-// CHECK:         %[[P:.*]] = linalg.generic {indexing_maps = [#[[PATCH]], {{.*}}]{{.*}} ins(%arg0 : tensor<2x8x11x11xf16>) outs(%{{.*}} : tensor<2x4x4x3x3x8xf16>)
+// CHECK:         %[[XL:.*]] = linalg.transpose ins(%arg0 : tensor<2x8x11x11xf16>) {{.*}} permutation = [0, 2, 3, 1]
+// CHECK:         %[[P:.*]] = linalg.generic {indexing_maps = [#[[PATCH]], {{.*}}]{{.*}} ins(%[[XL]] : tensor<2x11x11x8xf16>) outs(%{{.*}} : tensor<2x4x4x3x3x8xf16>)
 // CHECK:         %[[A:.*]] = tensor.collapse_shape %[[P]] {{\[\[}}0, 1, 2], [3, 4, 5]] : tensor<2x4x4x3x3x8xf16> into tensor<32x72xf16>
 // CHECK:         %[[WL:.*]] = linalg.transpose ins(%arg1 : tensor<16x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
 // CHECK:         %[[W:.*]] = tensor.collapse_shape %[[WL]] {{\[\[}}0], [1, 2, 3]] : tensor<16x3x3x8xf16> into tensor<16x72xf16>
@@ -47,8 +50,11 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
 // 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
 // The input and the weight get 5 zero channels (9 x 8 = 72 halves a row):
 // the weight a padded copy, the input read through its padding by the
-// patches (fold-patch-padding): channel 3 and up read as zero.
+// patches (fold-patch-padding): channel 3 and up read as zero. A window
+// that reads padding along the channels is no vector of the input: the
+// input keeps its layout (no channels-last copy).
 // CHECK-LABEL: func.func @conv_unaligned(
+// CHECK-NOT:     linalg.transpose ins(%arg0
 // CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f16
 // CHECK:         %[[W:.*]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 5, 0, 0]
 // CHECK:         } : tensor<8x3x3x3xf16> to tensor<8x8x3x3xf16>

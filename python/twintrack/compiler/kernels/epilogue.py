@@ -119,9 +119,17 @@ class EpilogueWriter:
 def clone_body(w: KernelBuilder, ops: tuple[BodyOp, ...], result: Ref, values: dict[Ref, ir.Value]) -> ir.Value:
     """Rebuild a body's ops at the current insertion point, its ("arg", k),
     ("index", d) and ("captured", i) refs read from `values`; the result."""
+    return clone_values(w, ops, values, [result])[0]
+
+
+def clone_values(w: KernelBuilder, ops: tuple[BodyOp, ...], values: dict[Ref, ir.Value],
+                 wanted: list[Ref]) -> list[ir.Value]:
+    """The `wanted` refs of a body, rebuilding only the ops they depend on
+    (see `clone_body`)."""
     values = dict(values)
     mapping = IRMapping()
-    for i, op in enumerate(ops):
+    for i in sorted(_needed(ops, wanted)):
+        op = ops[i]
         if op.name == "linalg.index":
             values[("op", i)] = values[op.operands[0]]
             continue
@@ -130,7 +138,18 @@ def clone_body(w: KernelBuilder, ops: tuple[BodyOp, ...], result: Ref, values: d
             values[("op", i)] = _inline_asm(op, operands)
         else:
             values[("op", i)] = mapping.clone(op.source, operands).results[0]
-    return _value(w, result, values)
+    return [_value(w, ref, values) for ref in wanted]
+
+
+def _needed(ops: tuple[BodyOp, ...], wanted: list[Ref]) -> set[int]:
+    """The ops the `wanted` refs are computed from."""
+    needed, pending = set(), [ref for ref in wanted if ref[0] == "op"]
+    while pending:
+        index = pending.pop()[1]
+        if index not in needed:
+            needed.add(index)
+            pending += [ref for ref in ops[index].operands if ref[0] == "op"]
+    return needed
 
 
 def _value(w: KernelBuilder, ref: Ref, values: dict) -> ir.Value:

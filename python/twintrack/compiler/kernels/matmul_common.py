@@ -14,6 +14,7 @@ from mlir.dialects import arith, memref, vector
 
 from .builder import KERNEL_PATH_ATTR, KernelBuilder, LaunchIds, build_launch, vector_of
 from .epilogue import Epilogue, EpilogueWriter
+from .window_read import WindowRead
 
 __all__ = ["KERNEL_PATH_ATTR"]
 VECTOR_BYTES = 16
@@ -37,6 +38,7 @@ class MatmulOperands:
     view: OutputView | None = None  # how the epilogue sees C, and where C is stored
     tf32: bool = False  # f32 operands may be multiplied as tf32 (10 mantissa bits: --allow-tf32)
     c_vectors: bool = True  # C's rows are 16-byte aligned: results go in vectors (else one element at a time)
+    a_window: WindowRead | None = None  # A read through a convolution's windows from its input (window_read)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class OutputView:
     store_dims: tuple[int, ...]
 
     def loop_indices(self, w: KernelBuilder, c_indices: list[ir.Value]) -> list[ir.Value]:
-        split = [part for index, sizes in zip(c_indices, self.splits) for part in _delinearize(w, index, sizes)]
+        split = [part for index, sizes in zip(c_indices, self.splits) for part in w.delinearize(index, sizes)]
         loops: list = [None] * len(split)
         for r, index in enumerate(split):
             loops[self.loop_dims[r]] = index
@@ -62,16 +64,6 @@ class OutputView:
         """Do `width` consecutive columns of C (from a multiple of `width`)
         land side by side in the output (one vector store)?"""
         return self.splits[-1][-1] % width == 0 and self.loop_dims[-1] == self.store_dims[-1]
-
-
-def _delinearize(w: KernelBuilder, index: ir.Value, sizes: tuple[int, ...]) -> list[ir.Value]:
-    """`index` into a dim of sizes[0]·sizes[1]·… as one index per size (row-major)."""
-    parts, inner = [], 1
-    for k in range(len(sizes) - 1, -1, -1):
-        part = w.div(index, inner) if k == 0 else w.rem(w.div(index, inner), sizes[k])
-        parts.append(part)
-        inner *= sizes[k]
-    return parts[::-1]
 
 
 def vector_position(w: KernelBuilder, flat: ir.Value, cols: int, width: int) -> tuple[ir.Value, ir.Value]:

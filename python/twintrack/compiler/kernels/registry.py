@@ -53,6 +53,13 @@ def _tensor_cores(operands: Sequence[MatmulOperands]) -> bool:
     return all(o.in_element in TENSOR_CORE_ELEMENTS for o in operands)
 
 
+def _reads_windows(operands: Sequence[MatmulOperands]) -> str | None:
+    """The reason a generator that reads A only as stored gives for a convolution's windows."""
+    if any(o.a_window for o in operands):
+        return "reads A only as stored, not through a convolution's windows (wgmma_matmul does)"
+    return None
+
+
 def _wgmma_applies(operands: Sequence[MatmulOperands], target: GpuTarget, arch: str) -> str | None:
     if not target.has("wgmma", arch):
         return f"{arch} has no wgmma (only {', '.join(target.archs_with('wgmma'))})"
@@ -72,14 +79,21 @@ def _simt_applies(operands: Sequence[MatmulOperands], target: GpuTarget, arch: s
     return None
 
 
+def _stored_a(applies: Callable[[Sequence[MatmulOperands], GpuTarget, str], str | None]):
+    """`applies` of a generator that reads A only as stored: it refuses a convolution's windows first."""
+    def check(operands: Sequence[MatmulOperands], target: GpuTarget, arch: str) -> str | None:
+        return _reads_windows(operands) or applies(operands, target, arch)
+    return check
+
+
 # Preferred first: the heuristic takes the first generator that applies and has a fitting tile.
 MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
-    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, skinny_applies),
-    KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule, split_k_wgmma_applies),
+    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _stored_a(skinny_applies)),
+    KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule, _stored_a(split_k_wgmma_applies)),
     KernelGenerator("wgmma_matmul", WgmmaMatmulWriter, WgmmaTileConfig, _wgmma_applies),
-    KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, split_k_applies),
-    KernelGenerator("mma_matmul", MmaMatmulWriter, MmaTileConfig, _mma_applies),
-    KernelGenerator("simt_matmul", SimtMatmulWriter, TileConfig, _simt_applies),
+    KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, _stored_a(split_k_applies)),
+    KernelGenerator("mma_matmul", MmaMatmulWriter, MmaTileConfig, _stored_a(_mma_applies)),
+    KernelGenerator("simt_matmul", SimtMatmulWriter, TileConfig, _stored_a(_simt_applies)),
 )
 GENERATORS_BY_NAME = {g.name: g for g in MATMUL_GENERATORS}
 
@@ -87,5 +101,6 @@ GENERATORS_BY_NAME = {g.name: g for g in MATMUL_GENERATORS}
 def generator_sources() -> list[Path]:
     """The files whose code a tuned tile was measured on: every generator's
     module and the modules they all build on."""
-    shared = [Path(__file__).with_name(name) for name in ("matmul_common.py", "builder.py", "epilogue.py")]
+    shared = [Path(__file__).with_name(name)
+              for name in ("matmul_common.py", "builder.py", "epilogue.py", "window_read.py")]
     return sorted({g.source for g in MATMUL_GENERATORS} | set(shared))

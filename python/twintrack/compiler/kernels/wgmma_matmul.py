@@ -52,6 +52,7 @@ from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 
 from .builder import mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
+from .window_read import WindowRead
 from .matmul_common import (
     VECTOR_BYTES,
     MatmulOperands,
@@ -123,9 +124,18 @@ class _StepCopies:
     size: ir.Value | None
 
 
+def _both(first: ir.Value | None, second: ir.Value | None) -> ir.Value | None:
+    """first and second (i1), where None is true."""
+    if first is None or second is None:
+        return second if first is None else first
+    return arith.andi(first, second)
+
+
 class WgmmaMatmulWriter(TiledMatmulWriter):
     def __init__(self, ops: MatmulOperands, config: WgmmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
         super().__init__(ops, config, "wgmma-matmul", accumulate, epilogue)
+        if ops.a_window is not None:
+            self.path += " implicit im2col"
         if ops.in_element == "f32" and not ops.tf32:
             raise ValueError("wgmma takes f32 operands only as tf32 (MatmulOperands.tf32)")
         self.element_bytes = element_bytes(ops.in_element)
@@ -205,7 +215,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         w, cfg = self.w, self.cfg
         origin = w.mul(stage, self.stage_elements)
         step = _StepCopies(inside, self._copy_size(self.chunk_elements, inside))
-        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, step, self.a_limits())
+        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, step, self.a_limits(), self.ops.a_window)
         b_origin = w.add(origin, w.index(self.a_elements))
         if self.ops.b_transposed:
             self._copy_tile(self.b, cfg.bn, cfg.bk, (self.n0, k), b_origin, step, self.b_limits())
@@ -221,20 +231,27 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return arith.select(inside, self.w.index(elements), self.w.index(0))
 
     def _async_copy(self, source: ir.Value, at: tuple[ir.Value, ir.Value], target: ir.Value, elements: int,
-                    step: _StepCopies, limits: tuple[int | None, int | None], bypass_l1: bool) -> None:
+                    step: _StepCopies, limits: tuple[int | None, int | None], bypass_l1: bool,
+                    window: WindowRead | None = None) -> None:
         """cp.async `elements` of `source` at `at` to ring element `target`;
         zeros past K (`step`) or past a ragged edge of `limits` (the address
-        then clamped inside the operand)."""
+        then clamped inside the operand). Through a `window`, `source` is the
+        convolution's input, and the window's padding reads as zeros too."""
         row, col, within = self.clamped(*at, limits, elements)
+        if window is None:
+            indices = self.at(row, col)
+        else:
+            indices, inside_window = window.address(self.w, row, col)
+            within = _both(within, inside_window)
         size = step.size
         if within is not None:
             size = self._copy_size(elements, within if step.inside is None else arith.andi(step.inside, within))
-        nvgpu.DeviceAsyncCopyOp(self.ring, [target], source, self.at(row, col),
+        nvgpu.DeviceAsyncCopyOp(self.ring, [target], source, indices,
                                 ir.IntegerAttr.get(ir.IndexType.get(), elements),
                                 srcElements=size, bypassL1=True if bypass_l1 else None)
 
     def _copy_tile(self, source: ir.Value, rows: int, cols: int, at: tuple[ir.Value, ir.Value], origin: ir.Value,
-                   step: _StepCopies, limits: tuple[int | None, int | None]) -> None:
+                   step: _StepCopies, limits: tuple[int | None, int | None], window: WindowRead | None = None) -> None:
         """rows x cols elements of `source` from `at`, 16 bytes per thread
         and copy (consecutive threads along a row: coalesced), into the
         swizzled tile at element `origin` of the ring. A row wider than 128
@@ -249,7 +266,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             column = w.mul(w.div(chunk, 8), rows * self.row_elements)
             target = w.add(w.add(origin, column), self._swizzled(row, w.rem(chunk, 8)))
             self._async_copy(source, (w.add(at[0], row), w.add(at[1], col)), target, chunk_elements, step,
-                             limits, bypass_l1=True)
+                             limits, bypass_l1=True, window=window)
 
     def _swizzled(self, row: ir.Value, chunk: ir.Value) -> ir.Value:
         """The element offset of 16-byte chunk `chunk` of swizzled row `row`."""

@@ -35,7 +35,7 @@ from mlir import ir
 from .conv_as_matmul import CHANNELS_LAST_ATTR
 from .generic_body import indexing_maps
 from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
-from .patch_padding import constant_pad
+from .patch_padding import WINDOWS_ATTR, constant_pad
 
 
 def _is_transpose(value: ir.Value) -> ir.Operation | None:
@@ -146,25 +146,78 @@ def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
     transpose = _is_transpose(pad.operands[0])
     if transpose is None or transpose.operands[0] not in channels_last or constant_pad(pad.results[0]) is None:
         return  # not a channels-last tensor; dynamic padding, or a padding value computed per element
-    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
-    permutation = _permutation(transpose)
-    low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[name])) for name in ("static_low", "static_high"))
     source = transpose.operands[0]
+    with ir.InsertionPoint(pad), pad.location:
+        inner = _permuted_pad(pad, source, _permutation(transpose))
+        transposed = linalg.transpose(inner, outs=[tensor.empty(list(pad.results[0].type.shape),
+                                                                 source.type.element_type)],
+                                      permutation=_permutation(transpose)).results[0]
+    pad.results[0].replace_all_uses_with(transposed)
+    pad.erase()
+    channels_last.add(inner)
+
+
+def _permuted_pad(pad: ir.Operation, source: ir.Value, permutation: list[int]) -> ir.Value:
+    """`pad`'s padding (and value) applied to `source`, of which pad's input is a transpose by `permutation`."""
+    from mlir.dialects import tensor
+    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+    low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[name])) for name in ("static_low", "static_high"))
     inner_low, inner_high = [0] * len(low), [0] * len(high)
     for output_dim, input_dim in enumerate(permutation):
         inner_low[input_dim], inner_high[input_dim] = low[output_dim], high[output_dim]
     padded_shape = [size + inner_low[d] + inner_high[d] for d, size in enumerate(source.type.shape)]
+    inner = tensor.PadOp(ir.RankedTensorType.get(padded_shape, source.type.element_type), source, [], [],
+                         inner_low, inner_high)
+    body = inner.regions[0].blocks.append(*[ir.IndexType.get()] * len(padded_shape))
+    with ir.InsertionPoint(body):
+        tensor.YieldOp(yielded)
+    return inner.result
+
+
+def _patches_read_channels_last(patches: ir.Operation, copies: dict) -> None:
+    """Patches (conv-as-matmul's im2col, all loops parallel) that read a
+    channels-first tensor read a channels-last copy of it (the padding
+    moved along), so consecutive channels of a window are consecutive in
+    memory: the matmul kernel then reads the windows itself (an implicit
+    im2col, gpu-matmul-kernels) and no patch matrix is written. Not where
+    the channels themselves are padded (an image's 3 channels): that window
+    reads padding along the channels, and the patches stay. `copies`: the
+    channels-last copy made of each tensor so far, for its other readers."""
+    from mlir.dialects import linalg, tensor
+    maps = indexing_maps(patches)
+    if WINDOWS_ATTR not in patches.attributes or len(patches.operands) != 2 or len(maps) != 2 \
+            or any("parallel" not in str(t) for t in patches.attributes["iterator_types"]):
+        return
+    innermost = ir.AffineDimExpr.get(maps[0].n_dims - 1)
+    reading, value = maps[0], patches.operands[0]
+    rank = len(value.type.shape)
+    if reading.results[-1] == innermost or rank < 3 or reading.results[1] != innermost:
+        return  # already reads channels innermost, or not an (n, c, spatial…) input
+    pad = constant_pad(value)
+    source = pad.operands[0] if pad is not None else value
+    if pad is not None and (ir.DenseI64ArrayAttr(pad.attributes["static_low"])[1]
+                            or ir.DenseI64ArrayAttr(pad.attributes["static_high"])[1]):
+        return
+    to_last = [0, *range(2, rank), 1]
     element = source.type.element_type
-    with ir.InsertionPoint(pad), pad.location:
-        inner = tensor.PadOp(ir.RankedTensorType.get(padded_shape, element), source, [], [], inner_low, inner_high)
-        body = inner.regions[0].blocks.append(*[ir.IndexType.get()] * len(padded_shape))
-        with ir.InsertionPoint(body):
-            tensor.YieldOp(yielded)
-        transposed = linalg.transpose(inner.result, outs=[tensor.empty(list(pad.results[0].type.shape), element)],
-                                      permutation=permutation).results[0]
-    pad.results[0].replace_all_uses_with(transposed)
-    pad.erase()
-    channels_last.add(inner.result)
+    with ir.InsertionPoint(pad if pad is not None else patches), patches.location:
+        if source not in copies:
+            copies[source] = linalg.transpose(
+                source, outs=[tensor.empty([source.type.shape[d] for d in to_last], element)],
+                permutation=to_last).results[0]
+        moved = copies[source]
+        read = _permuted_pad(pad, moved, _inverse(to_last)) if pad is not None else moved
+    patches.operands[0] = read
+    _set_maps(patches, [ir.AffineMap.get(reading.n_dims, 0, [reading.results[d] for d in to_last]), maps[1]])
+    if pad is not None:
+        erase_if_unused(pad)
+
+
+def _inverse(permutation: list[int]) -> list[int]:
+    inverse = [0] * len(permutation)
+    for output_dim, input_dim in enumerate(permutation):
+        inverse[input_dim] = output_dim
+    return inverse
 
 
 def _erase_dead_transposes(module: ir.Operation) -> None:
@@ -181,6 +234,7 @@ class ChannelsLast(PythonPass):
 
     def _run(self, module: ir.Operation, pass_) -> None:
         channels_last = set()  # the tensors laid out channels-last
+        copies = {}  # channels-first tensors -> their channels-last copies, for patches
         for op in nested_ops(module, lambda o: o.name in ("linalg.generic", "tensor.pad")):
             if op.name == "tensor.pad":
                 _pad_before_transpose(op, channels_last)
@@ -189,5 +243,6 @@ class ChannelsLast(PythonPass):
                 del op.attributes[CHANNELS_LAST_ATTR]
                 channels_last.add(op.operands[0])  # the matmul's result, (n, o…, f)
             _absorb(op, channels_last)
+            _patches_read_channels_last(op, copies)
             _write_in_layout(op, channels_last)
         _erase_dead_transposes(module)

@@ -53,7 +53,7 @@ from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
-from .gpu_matmul_kernels import MatmulSite, erase_site, written_buffers
+from .gpu_matmul_kernels import MatmulSite, erase_site
 from .row_sites import row_groups
 from .ir_helpers import (
     VIEW_OPS,
@@ -63,6 +63,7 @@ from .ir_helpers import (
     nested_ops,
     users_of,
     vectors_fit,
+    written_buffers,
 )
 from .kernel_fallback import kernel_site
 

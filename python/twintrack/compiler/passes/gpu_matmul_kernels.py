@@ -50,6 +50,7 @@ from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .kernel_fallback import kernel_site, record_refusal
 from .matmul_sites import b_is_transposed, zero_fill_before
+from .window_operands import FoundWindow, window_operand
 from .ir_helpers import (
     VIEW_OPS,
     PythonPass,
@@ -59,6 +60,7 @@ from .ir_helpers import (
     nested_ops,
     users_of,
     vectors_fit,
+    written_buffers,
 )
 
 ELEMENTS = ("f32", "f16", "bf16")  # element types the kernels take
@@ -173,7 +175,8 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
     each matmul of a horizontal kernel), the dtypes, the arch, the compiler."""
     first = operands[0]
     op = ("batch_matmul" if first.batch else "matmul") + (".bT" if first.b_transposed else "") \
-        + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "")
+        + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "") \
+        + (".im2col" if first.a_window else "")
     shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
     multiplied = "tf32" if first.tf32 else first.in_element
     return TuningKey(op, shapes, f"{multiplied}->{first.out_element}", arch, compiler_version())
@@ -426,17 +429,6 @@ def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] 
     return moved, skipped
 
 
-def written_buffers(op: ir.Operation) -> list[ir.Value]:
-    """The buffers a linalg op writes: its inits (`outputs`; a transpose's,
-    a copy's `init`), or all its operands where it names none."""
-    view = op.opview
-    for name in ("outputs", "init"):
-        if hasattr(view, name):
-            written = getattr(view, name)
-            return [written] if isinstance(written, ir.Value) else list(written)
-    return list(op.operands)
-
-
 def _conflicts(consumer: ir.Operation, others: list[ir.Operation]) -> bool:
     """Would running `consumer` before `others` change what either sees
     (one writes a buffer the other touches)?"""
@@ -456,9 +448,11 @@ class MatmulSite:
     op: ir.Operation
     fill: ir.Operation | None = None       # zero fill of the output: the kernel overwrites instead
     found: _FoundEpilogue | None = None    # the op applied as the kernel's epilogue
+    window: FoundWindow | None = None      # A is a convolution's patches: the kernel reads them from its input
 
     @classmethod
-    def of(cls, op: ir.Operation) -> MatmulSite:
+    def of(cls, op: ir.Operation, windows: bool = False) -> MatmulSite:
+        """The site of `op`; with `windows`, A may be read through a windows op (an implicit im2col)."""
         fill = zero_fill_before(op)
         found = _epilogue_after(op) if fill is not None else None
         if found is not None:
@@ -467,12 +461,14 @@ class MatmulSite:
             # writes through the view.
             for allocation in found.allocations + ([found.view] if found.view is not None else []):
                 allocation.move_before(op)
-        return cls(op, fill, found)
+        return cls(op, fill, found, window_operand(op) if windows else None)
 
     def operands(self) -> MatmulOperands | None:
         operands = matmul_operands(self.op, self.output)
         if operands is not None and self.found is not None:
-            return replace(operands, view=self.found.output_view)
+            operands = replace(operands, view=self.found.output_view)
+        if operands is not None and self.window is not None:
+            operands = replace(operands, a_window=self.window.read)
         return operands
 
     @property
@@ -485,22 +481,24 @@ class MatmulSite:
         return self.found.output if self.found else self.op.operands[2]
 
     def kernel_operands(self) -> KernelOperands:
-        """What the kernel reads and writes: A, B, the output, the epilogue's tensors and tables."""
+        """What the kernel reads and writes: A (or the input it is gathered from), B, the output, the
+        epilogue's tensors and tables."""
+        a = self.window.source if self.window else self.op.operands[0]
         if self.found is None:
-            return KernelOperands(self.op.operands[0], self.op.operands[1], self.output)
+            return KernelOperands(a, self.op.operands[1], self.output)
         tensors = tuple(self.found.consumer.operands[k] for k, _ in self.epilogue.tensor_inputs())
-        return KernelOperands(self.op.operands[0], self.op.operands[1], self.output, tensors,
-                              tuple(self.found.captured))
+        return KernelOperands(a, self.op.operands[1], self.output, tensors, tuple(self.found.captured))
 
     def absorbed(self) -> list[ir.Operation]:
-        """Ops that go away with the matmul (the temporary too, with an epilogue)."""
+        """Ops that go away with the matmul (the temporary too, with an epilogue; the patches, read
+        through their window)."""
         ops = [o for o in (self.fill, self.found.consumer if self.found else None) if o is not None]
         temporary = self.op.operands[2]
         if self.found is not None and buffer_root(self.output) != buffer_root(temporary):
             if self.found.view is not None:
                 ops.append(self.found.view)  # read only by the epilogue
             ops += [use.owner for use in temporary.uses if use.owner.name == "memref.dealloc"] + [defining_op(temporary)]
-        return ops
+        return ops + (self.window.absorbed if self.window else [])
 
 
 @dataclass(frozen=True)
@@ -520,13 +518,17 @@ class GpuMatmulKernels(PythonPass):
         request = request_for(self.tuning_cache, self.tuning_variant)
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
-            sites = [MatmulSite.of(op) for op in group]
+            sites = [MatmulSite.of(op, windows=len(group) == 1) for op in group]
             operands = [self._precision(site.operands()) for site in sites]
             if len(sites) > 1 and None not in operands and \
                     self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
             for site, single in zip(sites, operands):
                 chosen = choose_kernel([single], table, self.arch, target, request) if single else None
+                if chosen is None and site.window is not None:  # read the patches as written instead
+                    site.window = None
+                    single = self._precision(site.operands())
+                    chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None:
                     record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
                                    else "operands not static f32/f16/bf16, or A or B rows not 16-byte aligned")

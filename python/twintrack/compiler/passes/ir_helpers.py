@@ -66,6 +66,17 @@ def erase_if_unused(op: ir.Operation | None) -> None:
         op.erase()
 
 
+def written_buffers(op: ir.Operation) -> list[ir.Value]:
+    """The buffers a linalg op writes: its inits (`outputs`; a transpose's,
+    a copy's `init`), or all its operands where it names none."""
+    view = op.opview
+    for name in ("outputs", "init"):
+        if hasattr(view, name):
+            written = getattr(view, name)
+            return [written] if isinstance(written, ir.Value) else list(written)
+    return list(op.operands)
+
+
 def users_of(value: ir.Value) -> list[ir.Operation]:
     """The ops using `value`, each once."""
     users = []
