@@ -123,6 +123,14 @@ class TrackRun:
     state: list[torch.Tensor] = field(default_factory=list)
 
 
+def _compiler(backend: str):
+    """The backend for torch.compile: twintrack's by its function, since
+    where the package is not installed (python/ on the path, as on a GPU
+    machine) no entry point registers its name."""
+    from ..dynamo_backend import twintrack_backend
+    return twintrack_backend if backend == "twintrack" else backend
+
+
 def train(case: TrainingCase, backend: str | None, steps: int, lr: float, seed: int = 0,
           dtype: torch.dtype = torch.float32, device: str = "cpu", options: dict | None = None,
           autocast: torch.dtype | None = None) -> TrackRun:
@@ -131,7 +139,7 @@ def train(case: TrainingCase, backend: str | None, steps: int, lr: float, seed: 
     `device`, its forward under `autocast` to that dtype if given."""
     torch.manual_seed(seed)
     model = case.build().train().to(device=device, dtype=dtype)
-    step_fn = torch.compile(model, backend=backend, options=options) if backend else model
+    step_fn = torch.compile(model, backend=_compiler(backend), options=options) if backend else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     batches = torch.Generator().manual_seed(seed + 1)
     run = TrackRun()
