@@ -159,30 +159,66 @@ def _pad_before_transpose(pad: ir.Operation, channels_last: set) -> None:
 
 def _permuted_pad(pad: ir.Operation, source: ir.Value, permutation: list[int]) -> ir.Value:
     """`pad`'s padding (and value) applied to `source`, of which pad's input is a transpose by `permutation`."""
-    from mlir.dialects import tensor
-    yielded = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
     low, high = (list(ir.DenseI64ArrayAttr(pad.attributes[name])) for name in ("static_low", "static_high"))
-    inner_low, inner_high = [0] * len(low), [0] * len(high)
+    return _padded(source, _permuted(low, permutation), _permuted(high, permutation), _padding_value(pad))
+
+
+def _permuted(sizes: list[int], permutation: list[int]) -> list[int]:
+    """Per-dim `sizes` of a transpose's output (by `permutation`), as its input's dims."""
+    inner = [0] * len(sizes)
     for output_dim, input_dim in enumerate(permutation):
-        inner_low[input_dim], inner_high[input_dim] = low[output_dim], high[output_dim]
-    padded_shape = [size + inner_low[d] + inner_high[d] for d, size in enumerate(source.type.shape)]
-    inner = tensor.PadOp(ir.RankedTensorType.get(padded_shape, source.type.element_type), source, [], [],
-                         inner_low, inner_high)
-    body = inner.regions[0].blocks.append(*[ir.IndexType.get()] * len(padded_shape))
+        inner[input_dim] = sizes[output_dim]
+    return inner
+
+
+def _padding_value(pad: ir.Operation) -> ir.Value:
+    return list(pad.regions[0].blocks[0].operations)[-1].operands[0]
+
+
+def _padded(source: ir.Value, low: list[int], high: list[int], value: ir.Value) -> ir.Value:
+    """`source` padded by `low` and `high` per dim with `value`; `source` itself where both are zeros."""
+    from mlir.dialects import tensor
+    if not any(low) and not any(high):
+        return source
+    padded_shape = [size + low[d] + high[d] for d, size in enumerate(source.type.shape)]
+    pad = tensor.PadOp(ir.RankedTensorType.get(padded_shape, source.type.element_type), source, [], [], low, high)
+    body = pad.regions[0].blocks.append(*[ir.IndexType.get()] * len(padded_shape))
     with ir.InsertionPoint(body):
-        tensor.YieldOp(yielded)
-    return inner.result
+        tensor.YieldOp(value)
+    return pad.result
+
+
+def _zero_pads(value: ir.Value) -> tuple[ir.Value, list[int], list[int], ir.Value | None]:
+    """(the tensor under a chain of zero pads of `value`, their padding
+    summed: low, high per dim, a zero value of theirs or None)."""
+    rank = len(value.type.shape)
+    low, high, zero = [0] * rank, [0] * rank, None
+    while (pad := constant_pad(value)) is not None and _is_zero(_padding_value(pad)):
+        for d in range(rank):
+            low[d] += ir.DenseI64ArrayAttr(pad.attributes["static_low"])[d]
+            high[d] += ir.DenseI64ArrayAttr(pad.attributes["static_high"])[d]
+        zero, value = _padding_value(pad), pad.operands[0]
+    return value, low, high, zero
+
+
+def _is_zero(value: ir.Value) -> bool:
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return False
+    attribute = owner.attributes["value"]
+    return isinstance(attribute, ir.FloatAttr) and attribute.value == 0.0
 
 
 def _patches_read_channels_last(patches: ir.Operation, copies: dict) -> None:
     """Patches (conv-as-matmul's im2col, all loops parallel) that read a
-    channels-first tensor read a channels-last copy of it (the padding
-    moved along), so consecutive channels of a window are consecutive in
-    memory: the matmul kernel then reads the windows itself (an implicit
-    im2col, gpu-matmul-kernels) and no patch matrix is written. Not where
-    the channels themselves are padded (an image's 3 channels): that window
-    reads padding along the channels, and the patches stay. `copies`: the
-    channels-last copy made of each tensor so far, for its other readers."""
+    channels-first tensor (through zero padding) read a channels-last copy
+    of it, so a window's channels are consecutive in memory: the matmul
+    kernel then reads the windows itself (an implicit im2col,
+    gpu-matmul-kernels) and no patch matrix is written. The spatial padding
+    is left for fold-patch-padding to read through; zero channels (an
+    image's 3 channels made 8) are written into the copy, since a 16-byte
+    read of a window must find 8 channels there. `copies`: the copies made
+    so far, for the tensor's other readers."""
     from mlir.dialects import linalg, tensor
     maps = indexing_maps(patches)
     if WINDOWS_ATTR not in patches.attributes or len(patches.operands) != 2 or len(maps) != 2 \
@@ -193,23 +229,23 @@ def _patches_read_channels_last(patches: ir.Operation, copies: dict) -> None:
     rank = len(value.type.shape)
     if reading.results[-1] == innermost or rank < 3 or reading.results[1] != innermost:
         return  # already reads channels innermost, or not an (n, c, spatial…) input
-    pad = constant_pad(value)
-    source = pad.operands[0] if pad is not None else value
-    if pad is not None and (ir.DenseI64ArrayAttr(pad.attributes["static_low"])[1]
-                            or ir.DenseI64ArrayAttr(pad.attributes["static_high"])[1]):
-        return
+    source, low, high, zero = _zero_pads(value)
     to_last = [0, *range(2, rank), 1]
     element = source.type.element_type
-    with ir.InsertionPoint(pad if pad is not None else patches), patches.location:
-        if source not in copies:
-            copies[source] = linalg.transpose(
-                source, outs=[tensor.empty([source.type.shape[d] for d in to_last], element)],
-                permutation=to_last).results[0]
-        moved = copies[source]
-        read = _permuted_pad(pad, moved, _inverse(to_last)) if pad is not None else moved
+    channels = (low[1], high[1])
+    with ir.InsertionPoint(patches), patches.location:
+        if (source, channels) not in copies:
+            moved = linalg.transpose(source, outs=[tensor.empty([source.type.shape[d] for d in to_last], element)],
+                                     permutation=to_last).results[0]
+            edges = [0] * (rank - 1)
+            copies[source, channels] = _padded(moved, edges + [channels[0]], edges + [channels[1]], zero)
+        spatial_low, spatial_high = ([0, 0, *sizes[2:]] for sizes in (low, high))
+        read = _padded(copies[source, channels], *(_permuted(s, _inverse(to_last)) for s in (spatial_low, spatial_high)),
+                       zero)
     patches.operands[0] = read
     _set_maps(patches, [ir.AffineMap.get(reading.n_dims, 0, [reading.results[d] for d in to_last]), maps[1]])
-    if pad is not None:
+    while value != source and (pad := defining_op(value)) is not None:
+        value = pad.operands[0]
         erase_if_unused(pad)
 
 
