@@ -225,18 +225,20 @@ class GraphCompiler:
             _STATS.cache_hits += 1
             _record(name, True, lambda: _artifact_kernels(cached))
             return gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target))
+        if on_miss in ("error", "inductor") and key:
+            compile_cache.store_miss(key, portable_code(gm))
         if on_miss == "error":
             raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
                                  f"({compile_cache.root() / 'graphs'}) under key {key}, and is not compiled here; "
                                  "compile it where MLIR is installed (options compile_only=True, target='gpu'), "
-                                 "or pass on_miss='inductor'")
+                                 "or pass on_miss='inductor' (its code: "
+                                 f"{compile_cache.miss_path(key) if key else 'not cached: symbolic inputs'})")
         if on_miss == "inductor":
             return None
         try:
             lowered = self._lower(gm, example_inputs, name, target)
             if key:
-                compile_cache.store_entry("graphs", key,
-                                          lambda directory: lowered.save(directory, with_state=True))
+                compile_cache.store_entry("graphs", key, lambda directory: _store_graph(directory, lowered, gm))
             run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
         except Exception as e:  # a graph twintrack cannot compile still runs
             return self._as_captured(gm, name, self._with_reproducer(e, name))
@@ -292,9 +294,19 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list, settings: str) -> 
         if node.op == "get_attr" and isinstance(value := getattr(gm, node.target), torch.Tensor):
             constants.append(digest(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes(),
                                     str(value.dtype)))
+    return digest(portable_fingerprint(), settings, portable_code(gm), *specs, *constants)
+
+
+def portable_code(gm: torch.fx.GraphModule) -> str:
+    """The graph's code with its devices left out, as its key reads it."""
     code = re.sub(r"device\(type='\w+'(, index=\d+)?\)", "device(*)", gm.code)
-    code = re.sub(r"'(cuda|cpu)(:\d+)?'", "'*'", code)
-    return digest(portable_fingerprint(), settings, code, *specs, *constants)
+    return re.sub(r"'(cuda|cpu)(:\d+)?'", "'*'", code)
+
+
+def _store_graph(directory: Path, lowered, gm: torch.fx.GraphModule) -> None:
+    """A graph's cache entry: its artifact with its constants, and the code its key was computed from."""
+    lowered.save(directory, with_state=True)
+    (directory / "graph.py").write_text(portable_code(gm))
 
 
 def _lowered_kernels(lowered, artifact: Path | None) -> list[dict] | None:

@@ -228,6 +228,19 @@ def test_a_miss_where_nothing_compiles_names_the_graph_and_its_key(graph_cache):
         _run_mlp({"on_miss": "error"})
 
 
+def test_a_miss_keeps_the_graphs_code_to_diff_against_the_entries(graph_cache):
+    """Where a machine without MLIR misses (its capture differs from the
+    compiling machine's), the code it looked up is kept beside the entries,
+    each of which holds the code its key was computed from."""
+    with pytest.raises(Exception, match=r"its code: .*misses/[0-9a-f]{32}\.py"):
+        _run_mlp({"on_miss": "error"})
+    (missed,) = (graph_cache.parent / "misses").iterdir()
+    _run_mlp()  # compiled here, stored under the key that missed
+    (entry,) = graph_cache.iterdir()
+    assert missed.stem == entry.name and "def forward" in missed.read_text()
+    assert missed.read_text() == (entry / "graph.py").read_text()
+
+
 def test_a_miss_can_go_to_inductor(graph_cache):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

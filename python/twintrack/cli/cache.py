@@ -13,7 +13,10 @@ The cache keeps complete artifacts by exported graph, options and compiler
 (a repeated compile copies one), tools/compile.py commands with the files
 they read (a repeat is answered without importing torch), cubins by PTX,
 and the graphs torch.compile(backend="twintrack") compiled (a copy of the
-cache lets a machine without MLIR load them instead of compiling).
+cache lets a machine without MLIR load them instead of compiling; each
+holds graph.py, the captured code its key was computed from, and a graph
+such a machine misses leaves its code in misses/KEY.py, to diff against
+them).
 It lives in $TWINTRACK_CACHE_DIR, else $XDG_CACHE_HOME/twintrack, else
 ~/.cache/twintrack; TWINTRACK_CACHE=0 turns it off and TWINTRACK_CACHE_MB
 bounds it (default 4096: past it, the least recently used entries go).

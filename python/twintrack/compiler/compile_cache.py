@@ -21,7 +21,11 @@ shows and clears it (removing the directory is as good). What it holds:
                      captured FX graph (devices left out), its input specs,
                      its constants, the options and `portable_fingerprint`:
                      a machine without MLIR computes the same key, and
-                     loads the artifact instead of compiling;
+                     loads the artifact instead of compiling; graph.py is
+                     the captured code the key was computed from;
+  misses/KEY.py      the captured code of a graph a machine without MLIR
+                     did not find: diff it against the graph.py of the
+                     entry it should have hit to see what differs;
   native/KEY/        a CPU executable's machine code as a shared library
                      (lib.so, with info.json), keyed by its LLVM-dialect
                      text, the optimization level, the MLIR build and this
@@ -46,7 +50,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the whole twintrack package
 DEFAULT_LIMIT_MB = 4096
-KINDS = ("artifacts", "requests", "ptxas", "graphs", "native")
+KINDS = ("artifacts", "requests", "ptxas", "graphs", "native", "misses")
 
 
 def enabled() -> bool:
@@ -184,6 +188,16 @@ def copy_artifact(cached: Path, destination: Path) -> None:
 def graph_path(key: str) -> Path | None:
     """The cached artifact of a torch.compile graph, if there is one (marked as used)."""
     return _entry("graphs", key, "manifest.json")
+
+
+def miss_path(key: str) -> Path:
+    return root() / "misses" / f"{key}.py"
+
+
+@best_effort
+def store_miss(key: str, code: str) -> None:
+    """Keep the code of a graph looked up under `key` and not found (`miss_path`)."""
+    _write_atomically(miss_path(key), code.encode())
 
 
 # ---------------------------------------------------------------- native code
