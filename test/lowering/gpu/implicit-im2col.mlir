@@ -29,6 +29,7 @@
 #out = affine_map<(d0, d1, d2) -> (d0, d1)>
 #strided = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 * 2, d2 * 2, d5)>
 #nchw = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1 + d3, d2 + d4)>
+#nhwc = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 + d3, d2 + d4, d5)>
 
 func.func @padded(%x: memref<2x8x8x64xf16>, %w: memref<64x576xf16>, %c: memref<128x64xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -175,5 +176,41 @@ func.func @patches_read_twice(%x: memref<2x16x16x64xf16>, %w: memref<64x64xf16>,
   linalg.fill ins(%zero : f32) outs(%d : memref<128x64xf32>)
   linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<128x64xf16>, memref<64x64xf16>) outs(%d : memref<128x64xf32>)
   memref.dealloc %patches : memref<2x8x8x1x1x64xf16>
+  return
+}
+
+// A shared patch buffer whose first convolution keeps its patches (a
+// channels-first input): that kernel reads them inside its launch, an
+// access like any other; the second convolution still reads its windows
+// in place, and the buffer stays for the first.
+// CHECK-LABEL: func.func @shared_after_written_patches(
+// CHECK-SAME:    %[[X:.*]]: memref<2x64x10x10xf16>, %[[Y:.*]]: memref<2x10x10x64xf16>
+// CHECK:         %[[P:.*]] = memref.alloc() : memref<2x8x8x3x3x64xf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[X]] {{.*}} outs(%[[P]]
+// CHECK:         gpu.launch
+// CHECK:           nvgpu.device_async_copy %collapse_shape
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{[^"]*}}stages"}
+// CHECK-NOT:     linalg.generic
+// CHECK:         gpu.launch
+// CHECK:           nvgpu.device_async_copy %[[Y]]
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         memref.dealloc %[[P]]
+func.func @shared_after_written_patches(%x: memref<2x64x10x10xf16>, %y: memref<2x10x10x64xf16>, %w: memref<64x576xf16>, %c: memref<128x64xf32>, %d: memref<128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %patches = memref.alloc() : memref<2x8x8x3x3x64xf16>
+  %a = memref.collapse_shape %patches [[0, 1, 2], [3, 4, 5]] : memref<2x8x8x3x3x64xf16> into memref<128x576xf16>
+  linalg.generic {indexing_maps = [#nchw, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%x : memref<2x64x10x10xf16>) outs(%patches : memref<2x8x8x3x3x64xf16>) {
+  ^bb0(%i: f16, %o: f16):
+    linalg.yield %i : f16
+  }
+  linalg.fill ins(%zero : f32) outs(%c : memref<128x64xf32>)
+  linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<128x576xf16>, memref<64x576xf16>) outs(%c : memref<128x64xf32>)
+  linalg.generic {indexing_maps = [#nhwc, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%y : memref<2x10x10x64xf16>) outs(%patches : memref<2x8x8x3x3x64xf16>) {
+  ^bb0(%i: f16, %o: f16):
+    linalg.yield %i : f16
+  }
+  linalg.fill ins(%zero : f32) outs(%d : memref<128x64xf32>)
+  linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<128x576xf16>, memref<64x576xf16>) outs(%d : memref<128x64xf32>)
+  memref.dealloc %patches : memref<2x8x8x3x3x64xf16>
   return
 }

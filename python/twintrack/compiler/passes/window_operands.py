@@ -70,14 +70,21 @@ def window_operand(matmul: ir.Operation) -> FoundWindow | None:
 
 
 def _accesses(buffer: ir.Value, block: ir.Block) -> list[ir.Operation] | None:
-    """The ops reading or writing `buffer` (through reshapes), in block
-    order, deallocs aside; None if one is not in `block`."""
-    users = {user for alias in reshape_aliases(buffer) for user in users_of(alias)
-             if user.name not in RESHAPE_OPS and user.name != "memref.dealloc"}
-    if any(user.block != block for user in users):
-        return None
+    """The ops of `block` reading or writing `buffer` (through reshapes, or
+    inside them: a kernel built before), in order, deallocs aside; None if
+    one is outside `block`."""
     _, position = block_positions(block)
-    return sorted(users, key=lambda user: position[user])
+    accesses = set()
+    for user in (u for alias in reshape_aliases(buffer) for u in users_of(alias)):
+        if user.name in RESHAPE_OPS or user.name == "memref.dealloc":
+            continue
+        while user.block != block:
+            parent = user.parent
+            if parent is None:
+                return None
+            user = parent.operation
+        accesses.add(user)
+    return sorted(accesses, key=lambda user: position[user])
 
 
 def _overwrites(op: ir.Operation | None, buffer: ir.Value) -> bool:
@@ -198,10 +205,23 @@ def _uses_dim(expr: ir.AffineExpr, dim: int) -> bool:
 
 
 def _written_between(first: ir.Operation, last: ir.Operation, root: ir.Value) -> bool:
-    """Does an op between `first` and `last` (same block) write the buffer `root`?"""
+    """Might an op between `first` and `last` (same block) write the buffer
+    `root`? An op with regions (a kernel built before) counts as writing
+    every buffer used inside it."""
     if first.block != last.block:
         return True
     block_ops = [o.operation for o in first.block.operations]
     between = block_ops[block_ops.index(first) + 1:block_ops.index(last)]
-    return any(buffer_root(v) == root for op in between for v in written_buffers(op)
-               if isinstance(v.type, ir.MemRefType))
+    return any(buffer_root(v) == root for op in between for v in _maybe_written(op))
+
+
+def _maybe_written(op: ir.Operation) -> list[ir.Value]:
+    if not op.regions:
+        return [v for v in written_buffers(op) if isinstance(v.type, ir.MemRefType)]
+    used = []
+    for region in op.regions:
+        for block in region.blocks:
+            for nested in block.operations:
+                used += [v for v in nested.operands if isinstance(v.type, ir.MemRefType)]
+                used += _maybe_written(nested.operation) if nested.operation.regions else []
+    return used
