@@ -34,7 +34,7 @@ from mlir import ir
 
 from .conv_as_matmul import CHANNELS_LAST_ATTR
 from .generic_body import indexing_maps
-from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
+from .ir_helpers import PythonPass, defining_op, erase_if_unused, is_zero_constant, nested_ops
 from .patch_padding import WINDOWS_ATTR, constant_pad
 
 
@@ -193,20 +193,12 @@ def _zero_pads(value: ir.Value) -> tuple[ir.Value, list[int], list[int], ir.Valu
     summed: low, high per dim, a zero value of theirs or None)."""
     rank = len(value.type.shape)
     low, high, zero = [0] * rank, [0] * rank, None
-    while (pad := constant_pad(value)) is not None and _is_zero(_padding_value(pad)):
+    while (pad := constant_pad(value)) is not None and is_zero_constant(defining_op(_padding_value(pad))):
         for d in range(rank):
             low[d] += ir.DenseI64ArrayAttr(pad.attributes["static_low"])[d]
             high[d] += ir.DenseI64ArrayAttr(pad.attributes["static_high"])[d]
         zero, value = _padding_value(pad), pad.operands[0]
     return value, low, high, zero
-
-
-def _is_zero(value: ir.Value) -> bool:
-    owner = defining_op(value)
-    if owner is None or owner.name != "arith.constant":
-        return False
-    attribute = owner.attributes["value"]
-    return isinstance(attribute, ir.FloatAttr) and attribute.value == 0.0
 
 
 def _patches_read_channels_last(patches: ir.Operation, copies: dict) -> None:
@@ -240,20 +232,12 @@ def _patches_read_channels_last(patches: ir.Operation, copies: dict) -> None:
             edges = [0] * (rank - 1)
             copies[source, channels] = _padded(moved, edges + [channels[0]], edges + [channels[1]], zero)
         spatial_low, spatial_high = ([0, 0, *sizes[2:]] for sizes in (low, high))
-        read = _padded(copies[source, channels], *(_permuted(s, _inverse(to_last)) for s in (spatial_low, spatial_high)),
-                       zero)
+        read = _padded(copies[source, channels], *([s[d] for d in to_last] for s in (spatial_low, spatial_high)), zero)
     patches.operands[0] = read
     _set_maps(patches, [ir.AffineMap.get(reading.n_dims, 0, [reading.results[d] for d in to_last]), maps[1]])
     while value != source and (pad := defining_op(value)) is not None:
         value = pad.operands[0]
         erase_if_unused(pad)
-
-
-def _inverse(permutation: list[int]) -> list[int]:
-    inverse = [0] * len(permutation)
-    for output_dim, input_dim in enumerate(permutation):
-        inverse[input_dim] = output_dim
-    return inverse
 
 
 def _erase_dead_transposes(module: ir.Operation) -> None:

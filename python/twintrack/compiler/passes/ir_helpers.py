@@ -60,6 +60,14 @@ def buffer_root(value: ir.Value) -> ir.Value:
     return value
 
 
+def is_zero_constant(op: ir.Operation | None) -> bool:
+    """Is `op` an arith.constant of float zero?"""
+    if op is None or op.name != "arith.constant":
+        return False
+    attribute = op.attributes["value"]
+    return isinstance(attribute, ir.FloatAttr) and attribute.value == 0.0
+
+
 def erase_if_unused(op: ir.Operation | None) -> None:
     """Erase `op` if none of its results is used (a producer left dead by a rewrite)."""
     if op is not None and not any(list(result.uses) for result in op.results):

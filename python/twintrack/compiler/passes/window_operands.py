@@ -22,8 +22,8 @@ from ..kernels.epilogue import BodyOp, Ref, uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from ..kernels.window_read import WindowRead
 from .generic_body import describe_body, indexing_maps
-from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, reshape_aliases, users_of,
-                         vectors_fit, written_buffers)
+from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, is_zero_constant, nested_ops,
+                         reshape_aliases, users_of, vectors_fit, written_buffers)
 
 
 @dataclass(frozen=True)
@@ -145,20 +145,14 @@ def _gather(ops: tuple[BodyOp, ...], result: Ref) -> tuple[tuple[Ref, ...], Ref 
     value, inside = uncast(ops, result), None
     if value[0] == "op" and ops[value[1]].name == "arith.select":
         inside, picked, other = ops[value[1]].operands
-        if not _is_zero(uncast(ops, other)):
+        other = uncast(ops, other)
+        if other[0] != "const" or not is_zero_constant(other[1]):
             return None
         value = uncast(ops, picked)
     if value[0] != "op" or ops[value[1]].name != "memref.load":
         return None
     buffer, *indices = ops[value[1]].operands
     return (tuple(indices), inside) if buffer == ("captured", 0) else None
-
-
-def _is_zero(ref: Ref) -> bool:
-    if ref[0] != "const":
-        return False
-    value = ref[1].attributes["value"]
-    return isinstance(value, ir.FloatAttr) and value.value == 0.0
 
 
 def _chunks_contiguous(read: WindowRead, source: ir.Value, element: ir.Type) -> bool:
@@ -218,10 +212,4 @@ def _written_between(first: ir.Operation, last: ir.Operation, root: ir.Value) ->
 def _maybe_written(op: ir.Operation) -> list[ir.Value]:
     if not op.regions:
         return [v for v in written_buffers(op) if isinstance(v.type, ir.MemRefType)]
-    used = []
-    for region in op.regions:
-        for block in region.blocks:
-            for nested in block.operations:
-                used += [v for v in nested.operands if isinstance(v.type, ir.MemRefType)]
-                used += _maybe_written(nested.operation) if nested.operation.regions else []
-    return used
+    return [v for nested in nested_ops(op) for v in nested.operands if isinstance(v.type, ir.MemRefType)]
