@@ -19,6 +19,7 @@ from .compiler.driver import Compilation, compile_exported, copy_compilation, re
 from .errors import InputMismatchError, UsageError
 from .frontend.export import ExportedModel, ModelSource, export_model, model_state
 from .compiler.options import CompileOptions
+from .dynamic_shapes import DynamicDim, check_dims, parse_dynamic
 
 
 class Exported:
@@ -102,7 +103,7 @@ class Compiled:
         else:
             from .compiler.cpu_jit import CpuExecutable, executable_text
             text = executable_text(compilation.module, model.arguments, model.outputs)
-            self._executable = CpuExecutable(text, model.arguments, model.outputs)
+            self._executable = CpuExecutable(text, model.arguments, model.outputs, dynamic=model.dynamic)
 
     def _gpu_executable(self):
         """Package the kernels and plan into a private directory and load it."""
@@ -151,12 +152,16 @@ def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: lis
     return manifest
 
 
-def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks: bool = True) -> Exported:
+def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks: bool = True,
+           dynamic: str | list[DynamicDim] | None = None) -> Exported:
     """The model as it is: in train mode, dropout stays on and batch norm
     updates its running statistics (in place, as eager). Python scalar
     inputs (int, float, bool) are compiled in as constants. `checks`: the
     run-time guards (integer division by zero, indices out of range raise
-    as in eager; frontend/fx_passes/guards.py)."""
+    as in eager; frontend/fx_passes/guards.py). `dynamic`: the input dims
+    left open, as `--dynamic` writes them ('x:0=batch[1,64],x:1=seq[1,512]',
+    twintrack.dynamic_shapes) or as DynamicDims: one compile then serves
+    every size in range, and a call outside it is refused."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     scalars = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
@@ -166,7 +171,18 @@ def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks:
                              f"inputs are tensors or Python int/float/bool")
     _warn_about_autograd(model, tensors)
     source = ModelSource(f"<{type(model).__name__}>", model, tensors, scalars)
+    source.dynamic = dynamic_dims(source, dynamic)
     return Exported(source, export_model(source, freeze=freeze, checks=checks))
+
+
+def dynamic_dims(source: ModelSource, dynamic: str | list[DynamicDim] | None) -> list[DynamicDim]:
+    """`dynamic` read against the model's inputs (names from its forward's parameters)."""
+    if dynamic is None:
+        return []
+    if isinstance(dynamic, str):
+        return parse_dynamic(dynamic, source.input_names(), source.example_inputs)
+    check_dims(list(dynamic), source.example_inputs)
+    return list(dynamic)
 
 
 def scalar_checked(inputs: tuple, scalars: dict, tensor_count: int) -> list:
@@ -190,20 +206,22 @@ def _warn_about_autograd(model: torch.nn.Module, inputs: tuple) -> None:
 
 
 def compile(model: torch.nn.Module, example_inputs, target: str = "cpu", freeze: bool = False,
-            checks: bool | None = None, emulate_precision_casts: bool = False) -> Compiled:
+            checks: bool | None = None, emulate_precision_casts: bool = False,
+            dynamic: str | list[DynamicDim] | None = None) -> Compiled:
     """`checks`: the run-time guards; default on for the CPU, off for the GPU
     (where each costs a reduction kernel and a synchronization).
     `emulate_precision_casts`: f16/bf16 ops round each result as eager's; by
     default a fused kernel keeps its intermediates in f32, as Inductor's."""
     checks = target == "cpu" if checks is None else checks
-    return export(model, example_inputs, freeze=freeze, checks=checks).compile(target, emulate_precision_casts)
+    return export(model, example_inputs, freeze=freeze, checks=checks, dynamic=dynamic).compile(
+        target, emulate_precision_casts)
 
 
 def load(outdir: str | Path) -> "LoadedArtifact":
     """Load an artifact directory: a callable over (state..., inputs...)
     tensors that returns what the model returns (its scalar inputs were
     compiled in)."""
-    from .runtime.artifact import calling_convention, read_manifest, read_state, specs
+    from .runtime.artifact import calling_convention, dynamic_dims, read_manifest, read_state, specs
     from .errors import ArtifactError
     manifest = read_manifest(Path(outdir))
     if manifest.get("executable") is None:
@@ -216,6 +234,7 @@ def load(outdir: str | Path) -> "LoadedArtifact":
         text = (Path(outdir) / manifest["executable"]).read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{outdir}: cannot read its executable ({type(e).__name__})") from None
-    executable = CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"))
+    executable = CpuExecutable(text, specs(manifest, "arguments"), specs(manifest, "outputs"),
+                               dynamic=dynamic_dims(manifest))
     return LoadedArtifact(executable, calling_convention(manifest), read_state(Path(outdir), manifest),
                           len(manifest["inputs"]))

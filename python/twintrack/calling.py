@@ -34,7 +34,7 @@ JSON_CONSTANTS = (type(None), bool, int, float, str)
 class TensorSpec:
     """One tensor the compiled function takes or returns, as the manifest records it."""
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]   # a size, or an expression over the dims a compile left open (dynamic_shapes)
     dtype: str          # torch dtype name without the 'torch.' prefix
     kind: str           # 'parameter', 'buffer', 'input' or 'output'
 
@@ -42,8 +42,9 @@ class TensorSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "kind": self.kind}
 
     @staticmethod
-    def of(name: str, tensor: torch.Tensor, kind: str) -> "TensorSpec":
-        return TensorSpec(name, tuple(tensor.shape), str(tensor.dtype).removeprefix("torch."), kind)
+    def of(name: str, tensor: torch.Tensor, kind: str, shape: tuple | None = None) -> "TensorSpec":
+        return TensorSpec(name, tuple(tensor.shape) if shape is None else shape,
+                          str(tensor.dtype).removeprefix("torch."), kind)
 
 
 @dataclass(frozen=True)

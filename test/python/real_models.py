@@ -33,9 +33,9 @@ def _ids(vocab):
     g = torch.Generator().manual_seed(0)
     return (torch.randint(0, vocab, (2, 16), generator=g),)
 
-def bert():
+def bert(positions=64):
     torch.manual_seed(0)
-    c = T.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+    c = T.BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=positions)
     return LastHidden(T.BertModel(c).eval()), _ids(128)
 
 def gpt2():

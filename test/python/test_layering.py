@@ -17,7 +17,7 @@ LAYERS = [
     ("compiler", ["twintrack.compiler"]),
     ("frontend", ["twintrack.frontend"]),
     ("runtime", ["twintrack.runtime"]),
-    ("core", ["twintrack.errors", "twintrack.phases", "twintrack.locations", "twintrack.calling",
+    ("core", ["twintrack.errors", "twintrack.phases", "twintrack.locations", "twintrack.calling", "twintrack.dynamic_shapes",
               "twintrack.tooling", "twintrack.bindings", "twintrack.dialect", "twintrack._twintrack_cpp"]),
 ]
 

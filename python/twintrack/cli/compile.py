@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(Inductor's option of that name; ill-conditioned chains such as "
                              "logit(sigmoid(softmax(x))) then match eager); by default a fused kernel keeps its "
                              "intermediates in float32 and rounds only what it stores, as Inductor")
+    parser.add_argument("--dynamic", metavar="SPEC",
+                        help="leave input dims open, so one compile serves every size in range (CPU pipeline): "
+                             "INPUT:DIM=NAME[LOW,HIGH]%%MULTIPLE, comma-separated, INPUT an input's position or its "
+                             "name in forward, %%MULTIPLE optional, one NAME for dims that are equal "
+                             "(e.g. 'ids:0=batch[1,64],ids:1=seq[1,512]'); a call outside the ranges is refused")
     parser.add_argument("--freeze", action="store_true",
                         help="bake parameters and buffers into the IR as constants (default: they are arguments)")
     parser.add_argument("--no-fusion", action="store_true",
@@ -154,11 +159,14 @@ def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, reques
         from ..compiler.driver import KernelFallbackWarning
         from ..frontend.export import export_model
         from ..frontend.model_spec import load_user_model
+        from ..dynamic_shapes import parse_dynamic
 
     warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
     say(f"loading {args.model}")
     with phase("load model"), cached.files_read(args.model) as files:
         source = load_user_model(args.model, args.dtype)
+    if args.dynamic:
+        source.dynamic = parse_dynamic(args.dynamic, source.input_names(), source.example_inputs)
     say("torch.export")
     checks = args.pipeline == "cpu" if args.check_indices is None else args.check_indices
     exported = export_model(source, freeze=args.freeze, checks=checks)
@@ -225,6 +233,7 @@ def check_gpu_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--arch chooses the GPU architecture: use it with --pipeline gpu, not {args.pipeline}")
     if args.allow_tf32:
         raise UsageError(f"--allow-tf32 lets GPU matmuls use tf32: use it with --pipeline gpu, not {args.pipeline}")
+
 
 
 def compile_options(args: argparse.Namespace):

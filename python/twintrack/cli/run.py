@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("outdir", metavar="OUTDIR", type=Path, help="artifact directory from tools/compile.py")
     parser.add_argument("--check", action="store_true", help="compare with eager PyTorch in float64")
     parser.add_argument("--seed", type=int, default=1234, help="seed for the random inputs (default 1234)")
+    parser.add_argument("--sizes", metavar="NAME=SIZE,...",
+                        help="the sizes of a dynamic artifact's open dims (default: each drawn at random in its "
+                             "range, from --seed)")
     parser.add_argument("--device", choices=["cpu", "cuda"],
                         help="where to run (default: cuda for --pipeline gpu artifacts, else cpu)")
     add_debug_flag(parser)
@@ -38,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
 
-    from ..runtime.artifact import read_manifest, specs
+    from ..runtime.artifact import dynamic_dims, read_manifest, specs
     from ..errors import UsageError, user_code
     from ..frontend.export import model_state
     from ..frontend.model_spec import load_user_model
@@ -56,7 +59,8 @@ def main(args: argparse.Namespace) -> int:
     progress(f"rebuilding {manifest['model']} for its parameters")
     source = load_user_model(manifest["model"], manifest.get("dtype"))
     state = [] if manifest["frozen"] else list(model_state(source.module).values())
-    inputs = random_inputs(specs(manifest, "inputs"), args.seed)
+    sizes = _sizes(args, dynamic_dims(manifest))
+    inputs = random_inputs(specs(manifest, "inputs"), args.seed, sizes)
     arguments = [t.to(device) for t in state + inputs]
     executable.poison_outputs = True  # outputs start as NaN: an unwritten element fails the check
     outputs = [y.cpu() for y in executable.flat(*arguments)]
@@ -76,6 +80,22 @@ def main(args: argparse.Namespace) -> int:
     ok = all(c.ok for c in checks)
     print("check: " + ("passed" if ok else "FAILED"))
     return 0 if ok else 1
+
+
+def _sizes(args: argparse.Namespace, dims: list) -> dict[str, int]:
+    """The dynamic dims' sizes for this run (--sizes, else drawn from --seed), printed."""
+    import torch
+
+    from ..dynamic_shapes import parse_sizes, random_sizes
+    from ..errors import UsageError
+    if args.sizes and not dims:
+        raise UsageError("--sizes: the artifact has static shapes (compiled without --dynamic)")
+    sizes = parse_sizes(args.sizes, dims) if args.sizes else {}
+    drawn = random_sizes(dims, torch.Generator().manual_seed(args.seed))
+    sizes = {**drawn, **sizes}
+    if sizes:
+        progress("sizes: " + ", ".join(f"{name}={size}" for name, size in sizes.items()))
+    return sizes
 
 
 def load_executable(outdir: Path, manifest: dict):

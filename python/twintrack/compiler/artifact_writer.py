@@ -50,6 +50,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "outputs": [s.to_json() for s in exported.outputs],
         "calling": exported.calling.to_json(),
         "scalars": [[position, value] for position, value in exported.scalars.items()],
+        "dynamic": [dim.to_json() for dim in exported.dynamic],
         "entry": "forward",
         "executable": EXECUTABLE if complete else None,
         "functions": _functions(dumps[-1].text) if complete else [],

@@ -24,6 +24,7 @@ import torch
 
 from ..errors import ArtifactError, InputMismatchError, OutOfMemory
 from ..calling import TensorSpec
+from ..dynamic_shapes import DynamicDim, ShapeGuard, is_dynamic, static_guard
 
 ENTRY = "forward"
 SIGNATURE_ATTR = "twintrack.signature"  # the module's own record of what its entry point takes
@@ -41,17 +42,27 @@ def _poison(tensor: torch.Tensor) -> None:
     tensor.fill_(float("nan") if tensor.is_floating_point() else 0)
 
 
-def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor]) -> None:
-    """Raise InputMismatchError naming the first argument that does not match."""
+def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor], guard: ShapeGuard | None = None) -> dict[str, int]:
+    """Raise InputMismatchError naming the first argument that does not
+    match; return the sizes of the dims the compile left open (`guard`)."""
+    guard = guard or static_guard()
     if len(tensors) != len(specs):
         raise InputMismatchError(f"expected {len(specs)} tensors, got {len(tensors)}")
+    sizes = guard.bind(specs, tensors)
     for spec, tensor in zip(specs, tensors):
         if not isinstance(tensor, torch.Tensor):
             raise InputMismatchError(f"{spec.name}: expected a tensor, got {type(tensor).__name__}")
         got_dtype = str(tensor.dtype).removeprefix("torch.")
-        if tuple(tensor.shape) != spec.shape or got_dtype != spec.dtype:
-            raise InputMismatchError(
-                f"{spec.name} ({spec.kind}): expected {spec.dtype}{list(spec.shape)}, got {got_dtype}{list(tensor.shape)}")
+        expected = guard.shape(spec.shape, sizes)
+        if tuple(tensor.shape) != expected or got_dtype != spec.dtype:
+            here = f" (here {list(expected)})" if expected != spec.shape else ""
+            raise InputMismatchError(f"{spec.name} ({spec.kind}): expected {spec.dtype}{_listed(spec.shape)}{here}, "
+                                     f"got {got_dtype}{list(tensor.shape)}")
+    return sizes
+
+
+def _listed(shape) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
 
 
 def execution_engine(module, opt_level: int = 2):
@@ -122,10 +133,12 @@ class CpuExecutable:
     the descriptors at once."""
 
     def __init__(self, llvm_dialect_text: str, arguments: list[TensorSpec], outputs: list[TensorSpec],
-                 opt_level: int = 2):
+                 opt_level: int = 2, dynamic: list[DynamicDim] = ()):
         from mlir import ir
 
         self.arguments, self.outputs = arguments, outputs
+        self._guard = ShapeGuard(list(dynamic), sum(spec.kind != "input" for spec in arguments))
+        self._dynamic = [is_dynamic(spec.shape) for spec in arguments + outputs]
         self.poison_outputs = False  # True: outputs start as NaN (or 0), so an unwritten element shows
         self._output_dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
         for spec in arguments:
@@ -149,24 +162,30 @@ class CpuExecutable:
             self._entry = self._engine.lookup(ENTRY)
             if key:
                 _store_library(key, self._engine, signature(arguments, outputs), self._largest_buffer)
-        self._descriptors = [_descriptor(spec.shape) for spec in arguments + outputs]
+        self._descriptors = [_descriptor_type(len(spec.shape))() for spec in arguments + outputs]
+        for descriptor, spec, dynamic in zip(self._descriptors, arguments + outputs, self._dynamic):
+            if not dynamic:
+                _describe(descriptor, spec.shape)
         self._pointers = [ctypes.pointer(d) for d in self._descriptors]  # the C interface takes descriptor**
         self._packed = (ctypes.c_void_p * len(self._pointers))(
             *(ctypes.addressof(pointer) for pointer in self._pointers))
         self._lock = threading.Lock()
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        check_inputs(self.arguments, tensors)
+        sizes = check_inputs(self.arguments, tensors, self._guard)
         if self._largest_buffer > CHECKED_BUFFER_BYTES:
             check_memory(self._largest_buffer)
         inputs = [t if t.is_contiguous() and t.device.type == "cpu" else t.cpu().contiguous() for t in tensors]
-        results = [torch.empty(spec.shape, dtype=dtype) for spec, dtype in zip(self.outputs, self._output_dtypes)]
+        results = [torch.empty(self._guard.shape(spec.shape, sizes), dtype=dtype)
+                   for spec, dtype in zip(self.outputs, self._output_dtypes)]
         if self.poison_outputs:
             for result in results:
                 _poison(result)
         with self._lock:
-            for descriptor, tensor in zip(self._descriptors, inputs + results):
+            for descriptor, tensor, dynamic in zip(self._descriptors, inputs + results, self._dynamic):
                 descriptor.allocated = descriptor.aligned = tensor.data_ptr()
+                if dynamic:
+                    _describe(descriptor, tensor.shape)
             self._entry(self._packed)
         return results
 
@@ -264,14 +283,12 @@ def _descriptor_type(rank: int) -> type:
     return type("MemRefDescriptor", (ctypes.Structure,), {"_fields_": fields})
 
 
-def _descriptor(shape: tuple[int, ...]):
-    """A descriptor of a contiguous tensor of `shape` (strides in elements, as MLIR counts them)."""
-    descriptor = _descriptor_type(len(shape))()
+def _describe(descriptor, shape) -> None:
+    """Fill `descriptor` as a contiguous tensor of `shape` (strides in elements, as MLIR counts them)."""
     descriptor.offset = 0
     if shape:
         descriptor.shape[:] = list(shape)
         descriptor.strides[:] = contiguous_strides(shape)
-    return descriptor
 
 
 def contiguous_strides(shape) -> list[int]:

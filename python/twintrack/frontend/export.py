@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import json
 import logging
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,11 @@ import torch
 import torch.utils._pytree as pytree
 
 from ..calling import CallingConvention, TensorSpec
-from ..errors import CompilerError, ModelLoadError, TwintrackError, user_code
+from ..dynamic_shapes import DynamicDim
+from ..errors import CompilerError, ModelLoadError, TwintrackError, UsageError, user_code
 from ..phases import phase
 from .decomp import program_table
+from .dynamic import ShapeNames, export_dims
 from .fx_passes import FxReport, run_pipeline
 
 
@@ -37,6 +40,17 @@ class ModelSource:
     module: torch.nn.Module
     example_inputs: tuple[torch.Tensor, ...]   # the tensor arguments
     scalars: dict[int, object] = field(default_factory=dict)  # position -> a Python scalar argument, baked in
+    dynamic: list[DynamicDim] = field(default_factory=list)  # the input dims the compile leaves open
+
+    def input_names(self) -> list[str]:
+        """The tensor inputs' names in the model's forward (inputN where it takes *args)."""
+        try:
+            parameters = list(inspect.signature(self.module.forward).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        named = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positions = [i for i in range(len(self.example_inputs) + len(self.scalars)) if i not in self.scalars]
+        return [named[i] if i < len(named) else f"input{n}" for n, i in enumerate(positions)]
 
     def call_arguments(self, tensors) -> list:
         """The module's positional arguments: `tensors` with the scalars put back in place."""
@@ -57,6 +71,7 @@ class ExportedModel:
     frozen: bool
     calling: CallingConvention
     scalars: dict[int, object] = field(default_factory=dict)
+    dynamic: list[DynamicDim] = field(default_factory=list)  # the dims the shapes' expressions name
 
     @property
     def arguments(self) -> list[TensorSpec]:
@@ -78,7 +93,8 @@ class ExportedModel:
                   if isinstance(tensors[name], torch.Tensor)]
         specs = [spec.to_json() for spec in self.state + self.inputs + self.outputs]
         return digest(graph, *traces, *values, str(self.program.graph_signature), repr(self.frozen),
-                      json.dumps([specs, sorted(self.scalars.items()), self.calling.to_json()], default=str))
+                      json.dumps([specs, sorted(self.scalars.items()), self.calling.to_json(),
+                                  [dim.to_json() for dim in self.dynamic]], default=str))
 
 
 def _tensor_digest(tensor: torch.Tensor) -> str:
@@ -105,7 +121,7 @@ def cast(source: ModelSource, dtype: str) -> ModelSource:
         raise ModelLoadError(f"unsupported --dtype {dtype} (choose from {', '.join(FLOAT_DTYPES)})")
     target = getattr(torch, dtype)
     inputs = tuple(x.to(target) if x.is_floating_point() else x for x in source.example_inputs)
-    return ModelSource(source.spec, source.module.to(target), inputs)
+    return ModelSource(source.spec, source.module.to(target), inputs, dict(source.scalars), list(source.dynamic))
 
 
 def _load(spec: str) -> ModelSource:
@@ -253,28 +269,44 @@ def export_model(source: ModelSource, freeze: bool = False, checks: bool = True)
 def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedModel:
     state = model_state(source.module)
     state_kind = {name: "parameter" for name, _ in source.module.named_parameters()}
+    dims = export_dims(source.dynamic, len(source.example_inputs))
     if freeze:
         target, args = (_WithScalars(source) if source.scalars else source.module), source.example_inputs
+        dynamic_shapes = (tuple(dims),) if source.scalars else tuple(dims)
     else:
         target, args = _StateAsInputs(source.module, list(state), source), tuple(state.values()) + source.example_inputs
-    program = _export(target, args, source.spec)
+        dynamic_shapes = ((None,) * len(state) + tuple(dims),)
+    program = _export(target, args, source.spec, dynamic_shapes if source.dynamic else None,
+                      first_input=len(args) - len(source.example_inputs))
+    names = ShapeNames(source.dynamic, _input_values(program, len(source.example_inputs)))
     report = FxReport(source.spec, checks)
     program = run_pipeline(program, report)
+    inputs = _input_values(program, len(source.example_inputs))
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
-        inputs=[TensorSpec.of(f"input{i}", x, "input") for i, x in enumerate(source.example_inputs)],
-        outputs=[TensorSpec.of(f"output{i}", y, "output") for i, y in enumerate(_output_values(program))],
+        inputs=[TensorSpec.of(f"input{i}", x, "input", names.shape(x)) for i, x in enumerate(inputs)],
+        outputs=[TensorSpec.of(f"output{i}", y, "output", names.shape(y))
+                 for i, y in enumerate(_output_values(program))],
         frozen=freeze,
         calling=report.calling,
         scalars=dict(source.scalars),
+        dynamic=list(source.dynamic),
     )
 
 
-def _export(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.ExportedProgram:
+def _input_values(program: torch.export.ExportedProgram, count: int) -> list[torch.Tensor]:
+    """The (fake) tensors of the program's last `count` user inputs: the model's inputs."""
+    placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    names = program.graph_signature.user_inputs[-count:] if count else []
+    return [placeholders[name].meta["val"] for name in names]
+
+
+def _export(target: torch.nn.Module, args: tuple, spec: str, dynamic_shapes=None,
+            first_input: int = 0) -> torch.export.ExportedProgram:
     """torch.export, then the frontend's decompositions. A failure of the
     first is the model's; of the second, twintrack's, and named so."""
-    traced = _trace(target, args, spec)
+    traced = _trace(target, args, spec, dynamic_shapes, first_input)
     with phase("decompositions"), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         try:
@@ -285,21 +317,36 @@ def _export(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.Exp
             raise CompilerError("decompositions", [f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
 
 
-def _trace(target: torch.nn.Module, args: tuple, spec: str) -> torch.export.ExportedProgram:
+def _trace(target: torch.nn.Module, args: tuple, spec: str, dynamic_shapes=None,
+           first_input: int = 0) -> torch.export.ExportedProgram:
     """torch.export, non-strict first, then strict: each takes programs the
     other refuses (strict traces `.item()` and int arithmetic through
     Dynamo)."""
     errors = []
     for strict in (False, True):
         try:
-            with phase("torch.export"), warnings.catch_warnings(), \
-                    _quiet_logger("torch._dynamo"), _quiet_logger("torch.export"), torch.no_grad():
+            with phase("torch.export"), warnings.catch_warnings(), _quiet_logger("torch._dynamo"), \
+                    _quiet_logger("torch._guards"), _quiet_logger("torch.export"), torch.no_grad():
                 warnings.simplefilter("ignore")
-                return torch.export.export(target, args, strict=strict)
+                return torch.export.export(target, args, strict=strict, dynamic_shapes=dynamic_shapes)
         except Exception as e:  # torch raises many types here; each is the model's problem
+            if dynamic_shapes is not None and "Constraints violated" in str(e):
+                raise UsageError(f"{spec}: --dynamic disagrees with the model: {_violations(e, first_input)}") from None
             errors.append(f"{type(e).__name__}: {' '.join(str(e).split())[:300]}")
     raise ModelLoadError(f"{spec}: torch.export failed: {errors[0]}"
                          + (f" (strict export: {errors[1][:120]})" if errors[1] != errors[0] else ""))
+
+
+def _violations(error: Exception, first_input: int) -> str:
+    """torch.export's constraint violations and suggested fixes, the model's
+    arguments named as its inputs (inputN) instead of the export's flat list."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    kept = [line.removeprefix("- ").split(" If you're using")[0] for line in lines if line.startswith("- ")]
+    fixes = lines.index("Suggested fixes:") if "Suggested fixes:" in lines else None
+    if fixes is not None:
+        kept.append("suggested fixes: " + "; ".join(line for line in lines[fixes + 1:] if line and "=" in line))
+    text = " ".join(kept) or " ".join(str(error).split())[:300]
+    return re.sub(r"L\['flat(?:_args)?'\]\[(\d+)\]", lambda m: f"input{int(m[1]) - first_input}", text)
 
 
 def _output_values(program: torch.export.ExportedProgram) -> list:

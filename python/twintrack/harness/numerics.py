@@ -67,18 +67,20 @@ def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
     return numerator / denominator if denominator else numerator
 
 
-def random_inputs(specs: list[TensorSpec], seed: int) -> list[torch.Tensor]:
-    """Fresh random tensors for each spec (normal floats, small ints, random bools)."""
+def random_inputs(specs: list[TensorSpec], seed: int, sizes: dict[str, int] | None = None) -> list[torch.Tensor]:
+    """Fresh random tensors for each spec (normal floats, small ints, random
+    bools), a dynamic shape's names at `sizes`."""
+    from ..dynamic_shapes import concrete_shape
     generator = torch.Generator().manual_seed(seed)
     tensors = []
     for spec in specs:
-        dtype = getattr(torch, spec.dtype)
+        dtype, shape = getattr(torch, spec.dtype), concrete_shape(spec.shape, sizes or {})
         if dtype.is_floating_point:
-            tensors.append(torch.randn(spec.shape, generator=generator).to(dtype))
+            tensors.append(torch.randn(shape, generator=generator).to(dtype))
         elif dtype == torch.bool:
-            tensors.append(torch.randint(0, 2, spec.shape, generator=generator).bool())
+            tensors.append(torch.randint(0, 2, shape, generator=generator).bool())
         else:
-            tensors.append(torch.randint(0, 8, spec.shape, generator=generator).to(dtype))
+            tensors.append(torch.randint(0, 8, shape, generator=generator).to(dtype))
     return tensors
 
 

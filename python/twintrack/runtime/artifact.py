@@ -149,7 +149,8 @@ def validate_manifest(manifest: dict, outdir: Path) -> None:
 def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
     if not isinstance(entry, dict) or not {"name", "shape", "dtype", "kind"} <= set(entry):
         return "not a tensor description (name, shape, dtype, kind)"
-    if not isinstance(entry["shape"], list) or not all(isinstance(d, int) and d >= 0 for d in entry["shape"]):
+    if not isinstance(entry["shape"], list) or not all((isinstance(d, int) and d >= 0) or isinstance(d, str)
+                                                       for d in entry["shape"]):
         return f"bad shape {entry['shape']!r}"
     if entry["dtype"] not in DTYPES:
         return f"unsupported dtype {entry['dtype']!r}"
@@ -161,6 +162,23 @@ def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
 def specs(manifest: dict, key: str) -> list[TensorSpec]:
     from ..calling import TensorSpec
     return [TensorSpec(d["name"], tuple(d["shape"]), d["dtype"], d["kind"]) for d in manifest[key]]
+
+
+def dynamic_dims(manifest: dict) -> list:
+    """The input dims the compile left open, their names checked against
+    the shape expressions that use them."""
+    from ..dynamic_shapes import DynamicDim, compile_expression
+    entries = manifest.get("dynamic", [])
+    if not isinstance(entries, list):
+        raise ArtifactError(f"{manifest.get('model', 'artifact')}: damaged 'dynamic' section")
+    dims = [DynamicDim.from_json(entry) for entry in entries]
+    names = {dim.name for dim in dims}
+    for key in SPEC_KINDS:
+        for entry in manifest[key]:
+            for size in entry["shape"]:
+                if isinstance(size, str):
+                    compile_expression(size, names)
+    return dims
 
 
 def calling_convention(manifest: dict):

@@ -1,8 +1,8 @@
-// RUN: %stage-affine %s | %stage-tile | FileCheck %s
-// RUN: %stage-affine %s | %stage-tile | FileCheck %s --check-prefix=GONE
+// RUN: %stage-affine %s > %t && %stage-tile %t | FileCheck %s
+// RUN: %stage-affine %s > %t && %stage-tile %t | FileCheck %s --check-prefix=GONE
 
 // The affine stage lowers linalg on memrefs to affine loop nests; the tile stage tiles
-// them for the cache (affine-loop-tile{cache-size=256}): a tiled loop steps
+// them for the cache (upstream affine-loop-tile{cache-size=256}): a tiled loop steps
 // by its tile size and an intra-tile loop runs from #lb(tile) to #ub(tile).
 // The tile sizes themselves are the tiler's choice and not pinned here.
 
@@ -50,4 +50,20 @@ func.func @matmul_bias(%arg0: memref<256x256xf32>, %arg1: memref<256x256xf32>, %
     linalg.yield %0 : f32
   }
   return %alloc : memref<256x256xf32>
+}
+
+// A function of dynamic shapes keeps its loops: the tiler reports an error
+// on a dynamic memref's footprint (and the process must not abort).
+// CHECK-LABEL: func.func @dynamic_rows(
+// CHECK:         affine.for %{{.*}} = 0 to %{{.*}} {
+// CHECK-NEXT:      affine.for %{{.*}} = 0 to 64 {
+// CHECK-NOT:     step
+// CHECK:         return
+func.func @dynamic_rows(%arg0: memref<?x64xf32>, %arg1: memref<?x64xf32>) {
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]} ins(%arg0 : memref<?x64xf32>) outs(%arg1 : memref<?x64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %in : f32
+    linalg.yield %0 : f32
+  }
+  return
 }

@@ -53,6 +53,7 @@ PASSES = {
     "share-kernel-modules": ("share_kernel_modules", "ShareKernelModules"),
     "split-fills": ("split_fills", "SplitFills"),
     "tight-windows": ("tight_windows", "TightWindows"),
+    "tile-for-caches": ("tile_for_caches", "TileForCaches"),
     "unroll-bounded-loops": ("masked_loops", "UnrollBoundedLoops"),
     "unsigned-literals": ("unsigned_literals", "UnsignedLiterals"),
     "vector-math": ("vector_math", "VectorMath"),

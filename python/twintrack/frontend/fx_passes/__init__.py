@@ -13,6 +13,8 @@ calling convention need to know. The order matters:
 - complex values become real pairs, and results whose length depends on
   the data get a bound, before `refuse unsupported` looks for what is left
   of either;
+- reshapes of dynamic shapes become flattens and unflattens, which
+  torch-mlir lowers with every size known;
 - the run-time guards (and what they flag) come after the rewrites, so
   they see the final ops;
 - names, bfloat16 constants and tensor metadata are bookkeeping for
@@ -38,6 +40,7 @@ from .guards import add_guards
 from .name_ops import name_ops_in_locations
 from .tensor_metadata import refresh_tensor_metadata
 from .unsigned_operands import convert_unsigned_operands
+from .symbolic_views import views_as_dim_groups
 from .unsupported import refuse_unsupported
 from .zero_size import fold_zero_size_values
 
@@ -96,6 +99,7 @@ PIPELINE = (
     FxPass("fold zero-size values", _in_place(fold_zero_size_values)),
     FxPass("complex as pairs", _complex_pairs),
     FxPass("bound data-dependent results", _bounded_results),
+    FxPass("views of dynamic shapes", _in_place(views_as_dim_groups)),
     FxPass("refuse unsupported", _in_place(refuse_unsupported)),
     FxPass("unsigned operands", _in_place(convert_unsigned_operands)),
     FxPass("guards", _guards),

@@ -49,9 +49,12 @@ def _unsupported(node) -> str | None:
 
 
 def data_dependent(value) -> bool:
+    """Whether a value's shape has a size known only from the data (an
+    unbacked symbol); an input's symbolic size (a dynamic dim) is not."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
     if isinstance(value, (tuple, list)):
         return any(data_dependent(v) for v in value)
-    return isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
+    return isinstance(value, torch.Tensor) and bool(free_unbacked_symbols(value))
 
 
 def holds_complex(value) -> bool:

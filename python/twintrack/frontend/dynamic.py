@@ -1,0 +1,66 @@
+"""The dims a compile leaves open, given to torch.export and read back from
+its graph as shape expressions over their names (twintrack.dynamic_shapes)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..dynamic_shapes import DynamicDim
+from ..errors import CompilerError, UsageError
+
+
+def export_dims(dims: list[DynamicDim], inputs: int) -> list[dict | None]:
+    """torch.export's dynamic_shapes entry of each of `inputs` inputs: one
+    torch.export.Dim per name (one name, one symbol), a divisor as a
+    multiple of a Dim of its own."""
+    made: dict[str, object] = {}
+    entries: list[dict | None] = [None] * inputs
+    for dim in dims:
+        if dim.name not in made:
+            made[dim.name] = _torch_dim(dim)
+        entry = entries[dim.input] = entries[dim.input] or {}
+        entry[dim.dim] = made[dim.name]
+    return entries
+
+
+def _torch_dim(dim: DynamicDim):
+    if dim.multiple == 1:
+        return torch.export.Dim(dim.name, min=dim.low, max=dim.high)
+    blocks = torch.export.Dim(f"{dim.name}_blocks", min=max(1, -(-dim.low // dim.multiple)),
+                              max=dim.high // dim.multiple)
+    return blocks * dim.multiple
+
+
+class ShapeNames:
+    """torch.export's shape symbols as the names of the dims given: a size
+    of the graph (a SymInt) becomes an int or an expression over them."""
+
+    def __init__(self, dims: list[DynamicDim], placeholders: list[torch.Tensor]):
+        import sympy
+
+        from torch.utils._sympy.functions import FloorDiv
+        self._substitutions = {}
+        for dim in dims:
+            size = placeholders[dim.input].shape[dim.dim]
+            if not isinstance(size, torch.SymInt):
+                raise UsageError(f"--dynamic: the model fixes input {dim.input} dim {dim.dim} ({dim.name}) "
+                                 f"at {size}; it cannot vary")
+            name = sympy.Symbol(dim.name, integer=True, positive=True)
+            coefficient, symbol = size.node.expr.as_coeff_Mul()
+            self._substitutions[symbol] = name if coefficient == 1 else FloorDiv(name, int(coefficient))
+
+    def shape(self, tensor: torch.Tensor) -> tuple[int | str, ...]:
+        return tuple(self.size(size) for size in tensor.shape)
+
+    def size(self, size) -> int | str:
+        if not isinstance(size, torch.SymInt):
+            return int(size)
+        from torch.utils._sympy.printers import PythonPrinter
+        expression = size.node.expr.xreplace(self._substitutions)
+        if expression.is_number:
+            return int(expression)
+        unnamed = {str(s) for s in expression.free_symbols} - {str(s) for s in self._substitutions.values()
+                                                                for s in s.free_symbols}
+        if unnamed:
+            raise CompilerError("fx", [f"a size depends on {', '.join(sorted(unnamed))}, which no --dynamic dim names"])
+        return PythonPrinter().doprint(expression)

@@ -1,0 +1,204 @@
+"""Dynamic shapes on the CPU: one compile serves every size in the ranges
+it was given, checked against float64 eager at sizes drawn afresh; a call
+outside the ranges, and a spec the model contradicts, are clear errors."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+
+import twintrack
+from twintrack.dynamic_shapes import DynamicDim, concrete_shape, parse_dynamic
+from twintrack.errors import InputMismatchError, UsageError
+from twintrack.frontend.fx_passes.symbolic_views import dim_groups
+from twintrack.harness.numerics import relative_error
+
+sys.path.insert(0, str(Path(__file__).parent))
+import real_models  # noqa: E402
+
+BERT_SPEC = "ids:0=batch[1,64],ids:1=seq[1,512]"
+
+
+class LinearNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(32, 64), torch.nn.LayerNorm(64)
+
+    def forward(self, x):
+        return torch.softmax(self.norm(torch.relu(self.linear(x))), -1) * 2
+
+
+class Blocks(torch.nn.Module):
+    """Splits its sequence into blocks of 8: sizes that are expressions of seq."""
+    def forward(self, x):
+        b, s, d = x.shape
+        return x.reshape(b, s // 8, 8, d).sum(2) + 1
+
+
+def float64_error(model, compiled, *inputs) -> float:
+    reference = model.double()(*(x.double() if x.is_floating_point() else x for x in inputs))
+    model.float()
+    return relative_error(compiled(*inputs), reference)
+
+
+@pytest.fixture(scope="module")
+def linear_norm():
+    model = LinearNorm().eval()
+    return model, twintrack.compile(model, (torch.randn(4, 8, 32),), dynamic="x:0=batch[1,64],x:1=seq[1,512]")
+
+
+@pytest.fixture(scope="module")
+def bert():
+    model, _ = real_models.bert(positions=512)
+    example = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(0))
+    return model, twintrack.compile(model, (example,), dynamic=BERT_SPEC)
+
+
+def bert_shapes(count: int = 20) -> list[tuple[int, int]]:
+    """The ranges' ends, prime sequence lengths, and sizes drawn at random."""
+    chosen = [(1, 1), (64, 512), (1, 512), (64, 1), (3, 509), (5, 127)]
+    generator = torch.Generator().manual_seed(19)
+    while len(chosen) < count:
+        chosen.append((int(torch.randint(1, 17, (), generator=generator)),
+                       int(torch.randint(1, 257, (), generator=generator))))
+    return chosen
+
+
+def test_bert_encoder_serves_every_shape_from_one_compile(bert):
+    model, compiled = bert
+    inputs = compiled.exported.exported.inputs
+    assert inputs[0].shape == ("batch", "seq")
+    generator = torch.Generator().manual_seed(7)
+    errors = {}
+    for batch, seq in bert_shapes():
+        ids = torch.randint(0, 128, (batch, seq), generator=generator)
+        errors[(batch, seq)] = float64_error(model, compiled, ids)
+    assert len(errors) == 20
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < 1e-5, f"{worst}: relative error {errors[worst]:.2e}"
+
+
+def test_sizes_in_range_match_float64(linear_norm):
+    model, compiled = linear_norm
+    for shape in [(1, 1, 32), (64, 512, 32), (3, 17, 32), (64, 1, 32)]:
+        x = torch.randn(shape)
+        assert compiled(x).shape == (*shape[:2], 64)
+        assert float64_error(model, compiled, x) < 1e-5, shape
+
+
+def test_a_call_outside_the_range_names_the_dim(linear_norm):
+    _, compiled = linear_norm
+    with pytest.raises(InputMismatchError, match=r"input0 dim 0 \(batch\) is 65; compiled for batch in \[1, 64\]"):
+        compiled(torch.randn(65, 3, 32))
+    with pytest.raises(InputMismatchError, match=r"expected float32\[batch, seq, 32\] \(here \[6, 3, 32\]\)"):
+        compiled(torch.randn(6, 3, 31))
+
+
+def test_a_multiple_and_sizes_computed_from_it():
+    model = Blocks()
+    compiled = twintrack.compile(model, (torch.randn(2, 16, 4),), dynamic="x:0=b[1,8],x:1=seq[8,64]%8")
+    assert compiled.exported.exported.outputs[0].shape == ("b", "seq // 8", 4)
+    for shape in [(1, 8, 4), (8, 64, 4), (3, 40, 4)]:
+        x = torch.randn(shape)
+        assert float64_error(model, compiled, x) < 1e-6, shape
+    with pytest.raises(InputMismatchError, match="is 12; compiled for seq in \\[8, 64\\], a multiple of 8"):
+        compiled(torch.randn(2, 12, 4))
+
+
+def test_an_artifact_keeps_its_ranges(linear_norm, tmp_path):
+    model, compiled = linear_norm
+    compiled.save(tmp_path / "a")
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["dynamic"] == [{"input": 0, "dim": 0, "name": "batch", "low": 1, "high": 64, "multiple": 1},
+                                   {"input": 0, "dim": 1, "name": "seq", "low": 1, "high": 512, "multiple": 1}]
+    loaded = twintrack.load(tmp_path / "a")
+    x = torch.randn(5, 33, 32)
+    torch.testing.assert_close(loaded(x), compiled(x))
+    with pytest.raises(InputMismatchError, match="seq"):
+        loaded(torch.randn(5, 513, 32))
+
+
+def test_the_cli_compiles_and_runs_at_the_sizes_asked(run_tool, tmp_path):
+    compiled = run_tool("compile", "zoo:mlp", "--dynamic", "x:0=rows[1,256]", "-o", tmp_path / "a", "-q")
+    assert compiled.returncode == 0, compiled.stderr
+    ran = run_tool("run", tmp_path / "a", "--check", "--sizes", "rows=131")
+    assert ran.returncode == 0, ran.stderr
+    assert "rows=131" in ran.stderr and "check: passed" in ran.stdout
+    refused = run_tool("run", tmp_path / "a", "--sizes", "rows=257")
+    assert refused.returncode == 2 and "rows is 257; compiled for rows in [1, 256]" in refused.stderr
+    bad = run_tool("compile", "zoo:mlp", "--dynamic", "x:0=rows[1,256", "-o", tmp_path / "b", "-q")
+    assert bad.returncode == 2 and "--dynamic: cannot read" in bad.stderr and not (tmp_path / "b").exists()
+
+
+def test_the_spec_syntax():
+    x = torch.randn(4, 8, 32)
+    dims = parse_dynamic("x:0=batch[1,64], 0:-2=seq[8,2048]%8", ["x"], (x,))
+    assert dims == [DynamicDim(0, 0, "batch", 1, 64), DynamicDim(0, 1, "seq", 8, 2048, 8)]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("x:0=batch(1,64)", "cannot read 'x:0=batch(1,64)'"),
+    ("y:0=batch[1,64]", "no input named 'y' (inputs: x)"),
+    ("1:0=batch[1,64]", "input 1 does not exist"),
+    ("x:3=batch[1,64]", "has 3 dims; there is no dim 3"),
+    ("x:0=batch[8,64]", "dim 0 of the example is 4; compiled for batch in [8, 64]"),
+    ("x:1=seq[1,64]%3", "is 8; compiled for seq in [1, 64], a multiple of 3"),
+    ("x:0=n[1,64],x:1=n[1,32]", "n is given two ranges"),
+])
+def test_bad_specs_are_named(spec, message):
+    with pytest.raises(UsageError) as error:
+        parse_dynamic(spec, ["x"], (torch.randn(4, 8, 32),))
+    assert message in str(error.value)
+
+
+class Specializes(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.ones(4, 8)
+
+
+class AddsTwo(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+@pytest.mark.parametrize("model, inputs, spec, message", [
+    (Specializes(), (torch.randn(4, 8),), "x:0=b[1,64]", "specialized it to be a constant (4)"),
+    (AddsTwo(), (torch.randn(4, 8), torch.randn(4, 8)), "x:0=a[1,64],y:0=b[1,64]", "suggested fixes: b = a"),
+])
+def test_a_spec_the_model_contradicts_shows_the_fix(model, inputs, spec, message):
+    with pytest.raises(UsageError) as error:
+        twintrack.export(model, inputs, dynamic=spec)
+    assert "--dynamic disagrees with the model" in str(error.value) and message in str(error.value)
+    assert "L['flat" not in str(error.value)  # the model's inputs named as such
+
+
+def test_the_bert_range_past_its_position_table_is_refused():
+    model, (ids,) = real_models.bert(positions=64)
+    with pytest.raises(UsageError, match=r"seq = Dim\('seq', max=64\)"):
+        twintrack.export(model, (ids,), dynamic="ids:1=seq[1,512]")
+
+
+def test_the_gpu_refuses_dynamic_shapes_for_now():
+    with pytest.raises(UsageError, match="the gpu pipeline compiles static shapes only"):
+        twintrack.compile(LinearNorm(), (torch.randn(4, 8, 32),), target="gpu", dynamic="x:0=batch[1,64]")
+
+
+def test_view_groups_pair_equal_products():
+    b, s = sympy.symbols("b s", integer=True, positive=True)
+    assert dim_groups([b, s, 32], [b * s, 32]) == [([0, 1], [0]), ([2], [1])]
+    assert dim_groups([b * s, 64], [b, s, 4, 16]) == [([0], [0, 1]), ([1], [2, 3])]
+    assert dim_groups([b, 1, s], [b, s]) == [([0], [0]), ([1, 2], [1])]
+    assert dim_groups([b, s, 1], [b, s]) == [([0], [0]), ([1, 2], [1])]
+    assert dim_groups([b, 6], [3 * b, 2]) == [([0, 1], [0, 1])]  # no finer pairing: all of it at once
+    assert dim_groups([b, s], [s, b]) == [([0, 1], [0, 1])]
+    assert dim_groups([], [1]) is None
+
+
+def test_shape_expressions_evaluate_integer_arithmetic_only():
+    assert concrete_shape(("batch", "seq // 8", 4, "1 + ((seq - 3) // 2)"), {"batch": 2, "seq": 16}) == (2, 2, 4, 7)
+    from twintrack.errors import ArtifactError
+    with pytest.raises(ArtifactError, match="uses"):
+        concrete_shape(("__import__('os')",), {"seq": 1})
