@@ -21,7 +21,7 @@ from mlir import ir
 
 from ...locations import short_location
 from ...tooling import find_tool
-from .ir_helpers import PythonPass, defined_functions
+from .ir_helpers import PythonPass, defined_functions, nested_ops
 
 _ACCESSES = {"affine.load": 1, "affine.store": 2, "affine.vector_load": 1, "affine.vector_store": 2}
 
@@ -105,6 +105,16 @@ def unsafe_reason(func: ir.Operation, vector_size: int = 8) -> str | None:
     return reason
 
 
+def _globals_read(func: ir.Operation) -> list[ir.Operation]:
+    """The module's memref.global ops `func` reads (the workspace, constants):
+    the child's module declares them too, or it fails to verify."""
+    names = {ir.FlatSymbolRefAttr(op.attributes["name"]).value
+             for op in nested_ops(func, lambda op: op.name == "memref.get_global")}
+    module_body = func.parent.regions[0].blocks[0]
+    return [op.operation for op in module_body.operations if op.operation.name == "memref.global"
+            and ir.StringAttr(op.operation.attributes["sym_name"]).value in names]
+
+
 @dataclass(frozen=True)
 class AffineVectorize(PythonPass):
     name = "affine-vectorize"
@@ -124,14 +134,16 @@ class AffineVectorize(PythonPass):
         if binary is None:
             return func, "mlir-opt not found"
         pipeline = f"builtin.module(func.func(affine-super-vectorize{{virtual-vector-size={self.vector_size}}}), canonicalize)"
-        text = "module {\n" + func.get_asm(print_generic_op_form=True, enable_debug_info=True) + "\n}"
+        parts = [g.get_asm(print_generic_op_form=True, enable_debug_info=True) for g in _globals_read(func)]
+        parts.append(func.get_asm(print_generic_op_form=True, enable_debug_info=True))
+        text = "module {\n" + "\n".join(parts) + "\n}"
         child = subprocess.run([binary, f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo", "-"],
                                input=text, capture_output=True, text=True)
         if child.returncode != 0:
             how = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
             return func, f"affine-super-vectorize failed ({how})"
         parsed = ir.Module.parse(child.stdout, func.context)  # keep alive while moving out of it
-        vectorized = parsed.body.operations[0].operation
+        vectorized = next(op.operation for op in parsed.body.operations if op.operation.name == "func.func")
         vectorized.move_before(func)
         func.erase()
         return vectorized, None
