@@ -18,6 +18,7 @@ from mlir.runtime import get_ranked_memref_descriptor
 from twintrack.compiler import driver
 from twintrack.compiler.cpu_jit import execution_engine
 from twintrack.compiler.kernels.cpu_matmul import CpuMatmulShape, CpuMatmulWriter, choose_schedule
+from twintrack.compiler.passes.cpu_matmul_kernels import cpu_matmul_shape
 from twintrack.compiler.recipes import DEFAULT_LOWERING_DIR, PipelineVariables, load_recipe
 from twintrack.compiler.target import CpuTarget, cpu_target
 from twintrack.errors import CompilerError
@@ -25,10 +26,13 @@ from twintrack.errors import CompilerError
 STAGES = ("cpu-kernels", "memory", "affine", "scalrep", "widen-bools", "vectorize", "tile", "llvm")
 
 
-def _matmul_function(shape: CpuMatmulShape, zero_fill: bool) -> str:
-    batch = [shape.batch] if shape.batch else []
-    a, c = batch + [shape.m, shape.k], batch + [shape.m, shape.n]
-    b = batch + ([shape.n, shape.k] if shape.b_transposed else [shape.k, shape.n])
+def _matmul_function(shape: CpuMatmulShape, zero_fill: bool, dynamic: frozenset = frozenset()) -> str:
+    """The matmul as a function, the sizes named in `dynamic` as `?`."""
+    size = {name: "?" if name in dynamic else value for name, value in
+            (("batch", shape.batch), ("m", shape.m), ("n", shape.n), ("k", shape.k))}
+    batch = [size["batch"]] if shape.batch else []
+    a, c = batch + [size["m"], size["k"]], batch + [size["m"], size["n"]]
+    b = batch + ([size["n"], size["k"]] if shape.b_transposed else [size["k"], size["n"]])
     types = {name: f"memref<{'x'.join(map(str, dims))}xf32>" for name, dims in (("a", a), ("b", b), ("c", c))}
     op = "linalg.batch_matmul" if shape.batch else "linalg.matmul"
     dims = "d0, " if shape.batch else ""
@@ -47,9 +51,11 @@ def _matmul_function(shape: CpuMatmulShape, zero_fill: bool) -> str:
 
 
 def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0, fallbacks: list | None = None,
-         threads: int = 1, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> tuple[np.ndarray, np.ndarray, str]:
+         threads: int = 1, lowering_dir: Path = DEFAULT_LOWERING_DIR,
+         dynamic: frozenset = frozenset()) -> tuple[np.ndarray, np.ndarray, str]:
     """(the kernel's C, float64 numpy's, the cpu-kernels stage's IR);
-    kernels that fell back are added to `fallbacks`."""
+    kernels that fell back are added to `fallbacks`; the sizes in `dynamic`
+    are `?` in the function's types, read at run time."""
     rng = np.random.default_rng(seed)
     batch = (shape.batch,) if shape.batch else ()
     a = rng.standard_normal(batch + (shape.m, shape.k)).astype(np.float32)
@@ -60,7 +66,7 @@ def _run(shape: CpuMatmulShape, zero_fill: bool, seed: int = 0, fallbacks: list 
     variables = PipelineVariables(threads=threads, lowering_dir=lowering_dir)
     stages = {s.name: s for s in load_recipe("cpu", lowering_dir, variables).stages}
     with ir.Context(), ir.Location.unknown():
-        module = ir.Module.parse(_matmul_function(shape, zero_fill))
+        module = ir.Module.parse(_matmul_function(shape, zero_fill, dynamic))
         kernel_ir = None
         for name in STAGES:
             module = driver.run_stage(stages[name], module, fallbacks=fallbacks)
@@ -108,6 +114,39 @@ def every_matmul_parallel(tmp_path_factory) -> Path:
 def test_parallel_row_blocks_match_float64(name, threads, every_matmul_parallel):
     got, expected, kernel_ir = _run(SHAPES[name], zero_fill=True, threads=threads, lowering_dir=every_matmul_parallel)
     assert ("scf.parallel" in kernel_ir) == (SHAPES[name].m // 8 >= threads), "a whole row block for each thread"
+    assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-5
+
+
+DYNAMIC = {
+    "dynamic M": ("a row and column tail", {"m"}),
+    "dynamic M, N and K": ("a row and column tail", {"m", "n", "k"}),
+    "dynamic N, three column panels": ("three column panels", {"n"}),
+    "dynamic K, three K blocks": ("three K blocks", {"k"}),
+    "less than a vector, all dynamic": ("less than a vector wide", {"m", "n", "k"}),
+    "batched, all dynamic": ("batched", {"batch", "m", "n", "k"}),
+    "transposed, dynamic M and batch": ("batched, transposed", {"batch", "m"}),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", list(DYNAMIC))
+def test_sizes_known_at_run_time_match_float64(name, threads, every_matmul_parallel):
+    shape_name, dynamic = DYNAMIC[name]
+    got, expected, kernel_ir = _run(SHAPES[shape_name], zero_fill=True, threads=threads,
+                                    lowering_dir=every_matmul_parallel, dynamic=frozenset(dynamic))
+    assert "vector.fma" in kernel_ir and "linalg.matmul" not in kernel_ir and "linalg.batch_matmul" not in kernel_ir
+    assert ("scf.parallel" in kernel_ir) == (threads > 1), "threads decided per call"
+    assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-5
+
+
+def test_a_transposed_b_of_run_time_width_stays_on_the_loops():
+    shape = SHAPES["transposed with tails"]
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(_matmul_function(shape, False, frozenset({"n"})))
+        matmul = module.body.operations[0].regions[0].blocks[0].operations[0].operation
+        assert cpu_matmul_shape(matmul) == "a dynamic N or K in a transposed B (its packed panels are sized at compile time)"
+    got, expected, kernel_ir = _run(shape, zero_fill=True, dynamic=frozenset({"n"}))
+    assert "linalg.matmul" in kernel_ir and "vector.fma" not in kernel_ir
     assert np.abs(got - expected).max() / np.abs(expected).max() < 1e-5
 
 

@@ -27,6 +27,12 @@ stores. Accumulation is in f32, in the order k = 0, 1, ..., as a plain
 loop accumulates. With threads (and enough work to pay for them), the whole
 row blocks are split into one run per thread, an scf.parallel whose every
 iteration runs the schedule above on its own rows.
+
+Sizes known only at run time (dynamic shapes: the batch, M, N, K) are read
+from the buffers: the rows past the whole row blocks then run one at a
+time, the columns past the whole column blocks one masked vector at a time
+(a mask made at run time), and whether a call runs on threads is decided by
+that call's sizes.
 """
 
 from __future__ import annotations
@@ -46,12 +52,15 @@ ACCUMULATOR_BYTES = 4  # f32
 @dataclass(frozen=True)
 class CpuMatmulShape:
     """A (batch?, M, K) @ B (batch?, K, N) -> C (batch?, M, N); with
-    `b_transposed` the B buffer holds Bᵀ (batch?, N, K)."""
+    `b_transposed` the B buffer holds Bᵀ (batch?, N, K). The sizes named
+    in `dynamic` ("batch", "m", "n", "k") are read from the buffers at run
+    time (their numbers here are 0)."""
     batch: int | None
     m: int
     n: int
     k: int
     b_transposed: bool
+    dynamic: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class CpuMatmulSchedule:
     pack_b: bool    # B copied into K x cols panels first (a transposed B)
     threads: int = 1  # > 1: each K block's row blocks are a parallel loop
     reasons: tuple[str, ...] = ()
+    parallel_min_flops: int = 0  # a dynamic M or K: the flops per batch entry that pay for the threads
 
     @property
     def cols(self) -> int:
@@ -86,15 +96,17 @@ def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1,
     cols = lanes * vectors
     slice_row_bytes = cols * ACCUMULATOR_BYTES
     k_most = _power_of_two_at_most(max(1, target.l1_bytes // 2 // slice_row_bytes))
-    k_blocks = -(-shape.k // k_most)
-    k_block = -(-shape.k // k_blocks)  # equal blocks: no short last one paying a whole pass over C
+    k_blocks = -(-shape.k // k_most) if "k" not in shape.dynamic else None
+    k_block = -(-shape.k // k_blocks) if k_blocks else k_most  # equal blocks: no short last one paying a whole pass over C
     n_block = max(cols, target.l2_bytes // 2 // (k_block * ACCUMULATOR_BYTES) // cols * cols)
-    n_block = min(n_block, -(-shape.n // cols) * cols)
+    if "n" not in shape.dynamic:
+        n_block = min(n_block, -(-shape.n // cols) * cols)
     reasons = (
         f"vectors of {lanes} f32 lanes ({target.vector_bits}-bit registers)",
         f"a {rows}x{cols} accumulator tile: {rows * vectors} of the {target.vector_registers} vector registers "
         f"(half; the rest hold {vectors} B vectors and the broadcasts)",
-        f"k-block {k_block} ({k_blocks} equal blocks of K={shape.k}): a {k_block}x{cols} f32 slice of B is "
+        (f"k-block {k_block} ({k_blocks} equal blocks of K={shape.k})" if k_blocks else
+         f"k-block {k_block} (K known at run time)") + f": a {k_block}x{cols} f32 slice of B is "
         f"{k_block * slice_row_bytes // 1024} KiB, at most "
         f"half of the {target.l1_bytes // 1024} KiB L1",
         f"n-block {n_block}: a {k_block}x{n_block} f32 block of B is {k_block * n_block * ACCUMULATOR_BYTES // 1024} "
@@ -105,7 +117,8 @@ def choose_schedule(target: CpuTarget, shape: CpuMatmulShape, threads: int = 1,
     )
     used = threads if _parallel_pays(target, shape, rows, threads) else 1
     pack_b = shape.b_transposed or packed_by_caller is not None
-    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, pack_b, used, reasons)
+    return CpuMatmulSchedule(lanes, rows, vectors, k_block, n_block, pack_b, used, reasons,
+                             target.parallel_min_flops)
 
 
 def _flops(shape: CpuMatmulShape) -> int:
@@ -114,11 +127,17 @@ def _flops(shape: CpuMatmulShape) -> int:
 
 def _parallel_pays(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads: int) -> bool:
     """More than one thread, a whole row block for each, and a matmul long
-    enough to pay for starting and joining them."""
+    enough to pay for starting and joining them; with a dynamic M or K,
+    decided per call (`CpuMatmulWriter._parallel_pays_now`)."""
+    if threads > 1 and shape.dynamic & {"m", "n", "k"}:
+        return True
     return threads > 1 and shape.m // rows >= threads and _flops(shape) >= target.parallel_min_flops
 
 
 def _threads_reason(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads: int) -> str:
+    if threads > 1 and shape.dynamic & {"m", "n", "k"}:
+        return (f"{threads} threads when a call has a whole row block for each and "
+                f"{target.parallel_min_flops / 1e6:.0f} MFLOP per batch entry (sizes known at run time), else one")
     if _parallel_pays(target, shape, rows, threads):
         return (f"{threads} threads, each a run of the whole row blocks (the {shape.m % rows} rows past them, "
                 f"and the packing, on one)")
@@ -158,11 +177,12 @@ class CpuMatmulWriter:
     def _build_body(self, w: KernelBuilder) -> None:
         self.w = w
         self.accumulator = vector_of(self.schedule.lanes, self.element)
+        self._read_sizes()
         packed = self._packed_b_buffer() if self.schedule.pack_b else None
         if self.shape.batch is None:
             outer = self._one_matmul(None, packed)
         else:
-            with self.w.loop(0, self.shape.batch, 1) as batch:
+            with self.w.loop(0, self.sizes["batch"], 1) as batch:
                 self._one_matmul(batch.induction, packed)
                 batch.yield_([])
             outer = batch.op
@@ -177,7 +197,16 @@ class CpuMatmulWriter:
         B already in the packed panels (`packed_b_type`). Returns its first loop."""
         self.w, self.operands = w, operands
         self.accumulator = vector_of(self.schedule.lanes, self.element)
+        self._read_sizes()
         return self._one_matmul(batch, operands.b, pack=False)
+
+    def _read_sizes(self) -> None:
+        """Each size as an index value: a constant, or (a dynamic one) A's dim."""
+        shape, a, c = self.shape, self.operands.a, self.operands.c
+        rank = ir.MemRefType(a.type).rank
+        dims = {"batch": (a, 0), "m": (a, rank - 2), "k": (a, rank - 1), "n": (c, ir.MemRefType(c.type).rank - 1)}
+        self.sizes = {name: memref.dim(buffer, self.w.index(dim)) if name in shape.dynamic
+                      else self.w.index(getattr(shape, name) or 0) for name, (buffer, dim) in dims.items()}
 
     def packed_b_type(self) -> ir.MemRefType:
         """B as the kernel reads it packed: panels x K x cols, zero past N."""
@@ -192,24 +221,73 @@ class CpuMatmulWriter:
         than one), then over the rows past them. Returns the first loop built."""
         s, shape = self.schedule, self.shape
         first = self._pack_b(batch, packed) if packed is not None and pack else None
+        if shape.dynamic & {"m", "n", "k"}:
+            nest = self._rows_known_at_run_time(batch, packed)
+            return first or nest
         whole_rows, tail = shape.m - shape.m % s.rows, shape.m % s.rows
         if s.threads > 1 and whole_rows:
-            part_rows = -(-whole_rows // s.rows // s.threads) * s.rows
-            with self.w.parallel(0, s.threads, 1) as (loop, part):
-                start = arith.minui(self.w.mul(part, part_rows), self.w.index(whole_rows))
-                stop = arith.minui(self.w.add(start, part_rows), self.w.index(whole_rows))
-                self._panels(batch, packed, _Rows(start, stop))
-            first = first or loop
-            whole_rows = 0
+            loop = self._parallel_row_blocks(batch, packed, self.w.index(whole_rows))
+            first, whole_rows = first or loop, 0
         if whole_rows or tail:
             nest = self._panels(batch, packed, _Rows(self.w.index(0), self.w.index(whole_rows), tail, shape.m - tail))
             first = first or nest
         return first
 
+    def _parallel_row_blocks(self, batch, packed, whole_rows: ir.Value) -> ir.Operation:
+        """The first `whole_rows` rows (whole row blocks) in `threads` runs,
+        an scf.parallel whose every iteration does its own run. Returns it."""
+        s = self.schedule
+        blocks_per_part = self.w.div(self.w.add(self.w.div(whole_rows, s.rows), s.threads - 1), s.threads)
+        part_rows = self.w.mul(blocks_per_part, s.rows)
+        with self.w.parallel(0, s.threads, 1) as (loop, part):
+            start = arith.minui(arith.muli(part, part_rows), whole_rows)
+            stop = arith.minui(arith.addi(start, part_rows), whole_rows)
+            self._panels(batch, packed, _Rows(start, stop))
+        return loop
+
+    def _rows_known_at_run_time(self, batch, packed) -> ir.Operation:
+        """A dynamic M (or K): the whole row blocks, then the rows past them
+        one at a time; on threads only when this call's sizes pay for them.
+        Returns the first op built."""
+        w, s = self.w, self.schedule
+        m = self.sizes["m"]
+        whole_rows = w.sub(m, w.rem(m, s.rows))
+
+        def serial(start: ir.Value) -> ir.Operation:
+            return self._panels(batch, packed, _Rows(start, whole_rows, loose_to=m))
+
+        if s.threads == 1:
+            return serial(w.index(0))
+        branch = scf.IfOp(self._parallel_pays_now(whole_rows), has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            self._parallel_row_blocks(batch, packed, whole_rows)
+            serial(whole_rows)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            serial(w.index(0))
+            scf.YieldOp([])
+        return branch.operation
+
+    def _parallel_pays_now(self, whole_rows: ir.Value) -> ir.Value:
+        """This call has a whole row block per thread and enough flops per batch entry."""
+        w, s = self.w, self.schedule
+        enough_rows = arith.cmpi(arith.CmpIPredicate.uge, whole_rows, w.index(s.threads * s.rows))
+        work = arith.muli(arith.muli(self.sizes["m"], self.sizes["k"]), w.mul(self.sizes["n"], 2))
+        enough_work = arith.cmpi(arith.CmpIPredicate.uge, work, w.index(s.parallel_min_flops))
+        return arith.andi(enough_rows, enough_work)
+
     def _panels(self, batch, packed, rows: "_Rows") -> ir.Operation:
         """`rows` of C over its column panels: the whole ones in a loop, the
         last narrower one after it. Returns the first loop built."""
         s, shape = self.schedule, self.shape
+        if "n" in shape.dynamic:
+            n = self.sizes["n"]
+            whole = self.w.sub(n, self.w.rem(n, s.n_block))
+            with self.w.loop(0, whole, s.n_block) as panels:
+                self._column_panel(batch, packed, panels.induction, s.n_block, rows)
+                panels.yield_([])
+            self._column_panel(batch, packed, whole, self.w.sub(n, whole), rows)
+            return panels.op
         first = None
         whole = shape.n - shape.n % s.n_block
         if whole:
@@ -222,24 +300,33 @@ class CpuMatmulWriter:
             first = first or last
         return first
 
-    def _column_panel(self, batch, packed, panel: ir.Value, width: int, rows: "_Rows") -> ir.Operation:
+    def _column_panel(self, batch, packed, panel: ir.Value, width: int | ir.Value, rows: "_Rows") -> ir.Operation:
         """`rows` of C[:, panel:panel+width] over every K block. Returns the K-block loop."""
-        s, shape = self.schedule, self.shape
-        with self.w.loop(0, shape.k, s.k_block) as k_blocks:
-            k_end = arith.minui(self.w.add(k_blocks.induction, s.k_block), self.w.index(shape.k))
+        s = self.schedule
+        k = self.sizes["k"]
+        with self.w.loop(0, k, s.k_block) as k_blocks:
+            k_end = arith.minui(self.w.add(k_blocks.induction, s.k_block), k)
             block = _KBlock(batch, packed, k_blocks.induction, k_end)
             with self.w.loop(rows.start, rows.stop, s.rows) as row_blocks:
                 self._row_block(block, row_blocks.induction, s.rows, panel, width)
                 row_blocks.yield_([])
             if rows.tail:
                 self._row_block(block, self.w.index(rows.tail_at), rows.tail, panel, width)
+            if rows.loose_to is not None:
+                with self.w.loop(rows.stop, rows.loose_to, 1) as single:
+                    self._row_block(block, single.induction, 1, panel, width)
+                    single.yield_([])
             k_blocks.yield_([])
         return k_blocks.op
 
-    def _row_block(self, block: "_KBlock", row: ir.Value, rows: int, panel: ir.Value, width: int) -> None:
+    def _row_block(self, block: "_KBlock", row: ir.Value, rows: int, panel: ir.Value, width: int | ir.Value) -> None:
         """`rows` rows of the panel, a micro-kernel per column block; the
-        last, narrower one masks its last vector."""
+        last, narrower one masks its last vector (a width known only at run
+        time: one masked vector at a time)."""
         s = self.schedule
+        if isinstance(width, ir.Value):
+            self._row_block_of_run_time_width(block, row, rows, panel, width)
+            return
         whole = width - width % s.cols
         if whole:
             with self.w.loop(0, whole, s.cols) as columns:
@@ -251,10 +338,22 @@ class CpuMatmulWriter:
             masks = [None] * (remaining // s.lanes) + ([remaining % s.lanes] if remaining % s.lanes else [])
             self._micro_kernel(block, row, rows, self.w.add(panel, whole), masks)
 
+    def _row_block_of_run_time_width(self, block: "_KBlock", row: ir.Value, rows: int, panel: ir.Value,
+                                      width: ir.Value) -> None:
+        w, s = self.w, self.schedule
+        whole = w.sub(width, w.rem(width, s.cols))
+        with w.loop(0, whole, s.cols) as columns:
+            self._micro_kernel(block, row, rows, arith.addi(panel, columns.induction), [None] * s.vectors)
+            columns.yield_([])
+        with w.loop(whole, width, s.lanes) as lanes:
+            kept = arith.minui(w.sub(width, lanes.induction), w.index(s.lanes))
+            self._micro_kernel(block, row, rows, arith.addi(panel, lanes.induction), [kept])
+            lanes.yield_([])
+
     def _micro_kernel(self, block: "_KBlock", row: ir.Value, rows: int, col: ir.Value,
-                      masks: list[int | None]) -> None:
+                      masks: list[int | ir.Value | None]) -> None:
         """C[row:row+rows, col:col+len(masks)*lanes] += A[rows, k block] @ B[k block, those columns];
-        a mask m keeps a vector's first m lanes."""
+        a mask m keeps a vector's first m lanes (m known at compile time or at run time)."""
         w = self.w
         tile = _Tile(block, col, masks)
         row_indices = [row if r == 0 else w.add(row, r) for r in range(rows)]
@@ -322,8 +421,12 @@ class CpuMatmulWriter:
         return vector.maskedload(self.accumulator, buffer, indices, self._mask(mask),
                                  self.w.constant(0.0, self.accumulator))
 
-    def _mask(self, count: int) -> ir.Value:
-        return vector.constant_mask(ir.VectorType.get([self.schedule.lanes], ir.IntegerType.get_signless(1)), [count])
+    def _mask(self, count: int | ir.Value) -> ir.Value:
+        """The first `count` lanes (known at compile time, or at run time)."""
+        mask_type = ir.VectorType.get([self.schedule.lanes], ir.IntegerType.get_signless(1))
+        if isinstance(count, ir.Value):
+            return vector.create_mask(mask_type, [count])
+        return vector.constant_mask(mask_type, [count])
 
     # ------------------------------------------------------------ packing a transposed B
 
@@ -352,11 +455,13 @@ class CpuMatmulWriter:
 @dataclass(frozen=True)
 class _Rows:
     """The rows one loop nest computes: whole row blocks from `start` to
-    `stop`, then `tail` rows (fewer than a block) at `tail_at`."""
+    `stop`, then `tail` rows (fewer than a block) at `tail_at`, or (a
+    dynamic M) the rows from `stop` to `loose_to` one at a time."""
     start: ir.Value
     stop: ir.Value
     tail: int = 0
     tail_at: int = 0
+    loose_to: ir.Value | None = None
 
 
 @dataclass(frozen=True)
@@ -373,4 +478,4 @@ class _Tile:
     """The columns one micro-kernel computes in one K block."""
     block: _KBlock
     col: ir.Value
-    masks: list[int | None]  # per vector: None (whole) or the lanes it keeps
+    masks: list[int | ir.Value | None]  # per vector: None (whole) or the lanes it keeps

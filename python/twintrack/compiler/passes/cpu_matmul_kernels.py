@@ -3,7 +3,7 @@ become the register- and cache-blocked CPU kernel
 (twintrack.compiler.kernels.cpu_matmul), sized from the host description
 (lowering/targets/cpu.toml). A zero fill of the output right before the
 matmul is folded into the kernel's first K block. Matmuls the kernel does
-not take (other element types, dynamic shapes, strided or transposed A)
+not take (other element types, a dynamic N, strided or transposed A)
 stay linalg ops for the generic loops, and the reason is recorded for
 --explain-fusion's remarks.
 """
@@ -27,24 +27,32 @@ MATMULS = ("linalg.matmul", "linalg.batch_matmul")
 
 
 def cpu_matmul_shape(op: ir.Operation) -> CpuMatmulShape | str:
-    """The kernel's view of a matmul, or why the kernel does not take it."""
+    """The kernel's view of a matmul, or why the kernel does not take it.
+    The batch, M, N and K may be dynamic (read at run time), but for N and
+    K of a transposed B (its packed panels are sized at compile time)."""
     transposed = b_is_transposed(op)
     if transposed is None:
         return "indexing maps other than A (m, k), B (k, n) or (n, k), C (m, n)"
     types = [value.type for value in op.operands[:3]]
-    refusal = f32_row_major_refusal(types)
+    refusal = f32_row_major_refusal(types, dynamic=True)
     if refusal is not None:
         return refusal
     a, b, _ = types
     *batch, m, k = a.shape
     n = b.shape[-2] if transposed else b.shape[-1]
-    return CpuMatmulShape(batch[0] if batch else None, m, n, k, transposed)
+    sizes = {"batch": batch[0] if batch else None, "m": m, "n": n, "k": k}
+    dynamic = frozenset(name for name, size in sizes.items() if size is not None and ir.ShapedType.is_dynamic_size(size))
+    if transposed and dynamic & {"n", "k"}:
+        return "a dynamic N or K in a transposed B (its packed panels are sized at compile time)"
+    known = {name: 0 if name in dynamic else size for name, size in sizes.items()}
+    return CpuMatmulShape(known["batch"], known["m"], known["n"], known["k"], transposed, dynamic)
 
 
-def f32_row_major_refusal(types: list[ir.Type]) -> str | None:
+def f32_row_major_refusal(types: list[ir.Type], dynamic: bool = False) -> str | None:
     """Why a CPU kernel cannot read or write buffers of `types` in place
-    (it takes static, row-major f32 memrefs), or None if it can."""
-    if not all(isinstance(t, ir.MemRefType) and t.has_static_shape for t in types):
+    (it takes row-major f32 memrefs, of static shapes unless `dynamic`),
+    or None if it can."""
+    if not all(isinstance(t, ir.MemRefType) and (dynamic or t.has_static_shape) for t in types):
         return "operands not static memrefs"
     if any(str(t.element_type) != "f32" for t in types):
         return "element types other than f32"
@@ -54,6 +62,10 @@ def f32_row_major_refusal(types: list[ir.Type]) -> str | None:
 
 
 def _row_major(memref_type: ir.MemRefType) -> bool:
+    if not memref_type.has_static_shape:  # only the identity layout is row-major whatever the sizes
+        layout = memref_type.layout
+        return isinstance(layout, ir.AffineMapAttr) and \
+            ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(memref_type.rank)
     strides, offset = memref_type.get_strides_and_offset()
     return offset == 0 and strides == contiguous_strides(memref_type.shape)
 
