@@ -95,28 +95,36 @@ const char *kindName(Kind kind) {
   return "op";
 }
 
-/// Elements of a statically shaped tensor, or -1.
-int64_t elements(Type type) {
-  auto shaped = dyn_cast<RankedTensorType>(type);
-  return shaped && shaped.hasStaticShape() ? shaped.getNumElements() : -1;
+/// A size known only at run time (a dynamic dim), as the cost model prices
+/// it: `dynamicExtent`, the pass option.
+int64_t estimated(int64_t size, int64_t dynamicExtent) {
+  return ShapedType::isDynamic(size) ? dynamicExtent : size;
 }
 
-int64_t bytes(Type type) {
+/// Elements of a ranked tensor (its dynamic dims estimated), or -1.
+int64_t elements(Type type, int64_t dynamicExtent) {
   auto shaped = dyn_cast<RankedTensorType>(type);
-  int64_t count = elements(type);
+  if (!shaped)
+    return -1;
+  int64_t count = 1;
+  for (int64_t size : shaped.getShape())
+    count *= estimated(size, dynamicExtent);
+  return count;
+}
+
+int64_t bytes(Type type, int64_t dynamicExtent) {
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  int64_t count = elements(type, dynamicExtent);
   if (!shaped || count < 0)
     return -1;
   return count * std::max<int64_t>(1, shaped.getElementTypeBitWidth() / 8);
 }
 
-/// Iterations of the op's loop nest, or -1 when a bound is dynamic.
-int64_t iterations(linalg::LinalgOp op) {
+/// Iterations of the op's loop nest (its dynamic bounds estimated).
+int64_t iterations(linalg::LinalgOp op, int64_t dynamicExtent) {
   int64_t total = 1;
-  for (int64_t range : op.getStaticLoopRanges()) {
-    if (ShapedType::isDynamic(range))
-      return -1;
-    total *= range;
-  }
+  for (int64_t range : op.getStaticLoopRanges())
+    total *= estimated(range, dynamicExtent);
   return total;
 }
 
@@ -195,11 +203,24 @@ private:
   double seconds(double byteCount, double flopCount) const { return byteCount / bandwidth + flopCount / flopRate; }
 };
 
-/// How many times the consumer's loops read each element of `operand`.
-int64_t readsPerElement(linalg::LinalgOp consumer, OpOperand &operand) {
-  int64_t count = elements(operand.get().getType());
-  int64_t loops = iterations(consumer);
-  return count > 0 && loops > 0 ? std::max<int64_t>(1, loops / count) : -1;
+/// How many times the consumer's loops read each element of `operand`; for
+/// dynamic shapes, the product of the loops its map does not use (a
+/// projection; -1 for other maps).
+int64_t readsPerElement(linalg::LinalgOp consumer, OpOperand &operand, int64_t dynamicExtent) {
+  auto shaped = dyn_cast<RankedTensorType>(operand.get().getType());
+  SmallVector<int64_t> ranges = consumer.getStaticLoopRanges();
+  if (shaped && shaped.hasStaticShape() && !llvm::any_of(ranges, ShapedType::isDynamic)) {
+    int64_t count = shaped.getNumElements(), loops = iterations(consumer, dynamicExtent);
+    return count > 0 && loops > 0 ? std::max<int64_t>(1, loops / count) : -1;
+  }
+  AffineMap map = consumer.getMatchingIndexingMap(&operand);
+  if (!map.isProjectedPermutation())
+    return -1;
+  int64_t reads = 1;
+  for (unsigned loop = 0; loop < ranges.size(); ++loop)
+    if (!map.isFunctionOfDim(loop))
+      reads *= estimated(ranges[loop], dynamicExtent);
+  return reads;
 }
 
 void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
@@ -218,8 +239,8 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
   int64_t producerFlops = 0;
   for (Operation *op : chain)
     if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op))
-      producerFlops += flopsPerIteration(linalgOp) * std::max<int64_t>(0, iterations(linalgOp));
-  int64_t resultBytes = bytes(result.getType());
+      producerFlops += flopsPerIteration(linalgOp) * std::max<int64_t>(0, iterations(linalgOp, dynamicExtent));
+  int64_t resultBytes = bytes(result.getType(), dynamicExtent);
   if (resultBytes < 0)
     return;
   // The producer's kernel disappears: its reads, its write and its launch.
@@ -228,7 +249,7 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
   int64_t inputBytes = 0;
   for (Value input : producer.getDpsInputs())
     if (isa<RankedTensorType>(input.getType()))
-      inputBytes += bytes(input.getType());
+      inputBytes += bytes(input.getType(), dynamicExtent);
   double recomputedFlops = -double(producerFlops), savedBytes = double(resultBytes + inputBytes);
   SmallVector<Operation *> reshapes;
   Operation *onlyConsumer = nullptr;
@@ -246,9 +267,9 @@ void FormDispatchesPass::decideProducer(linalg::LinalgOp producer) {
                                               producer->getName()));
       return;
     }
-    int64_t reads = readsPerElement(consumer, *use);
+    int64_t reads = readsPerElement(consumer, *use, dynamicExtent);
     if (reads < 0) {
-      explainDecision(consumer, "kept apart: dynamic shapes (the cost model needs static ones)");
+      explainDecision(consumer, "kept apart: it reads a dynamic shape through a map that is not a projection");
       return;
     }
     recomputedFlops += double(producerFlops) * reads;
@@ -288,7 +309,7 @@ void FormDispatchesPass::extendEpilogue(linalg::LinalgOp producer) {
     appendEpilogue(producer, "into the matmul's epilogue");
 }
 
-bool narrowsAgain(Value wide, int64_t narrowBytes, int depth = 16);
+bool narrowsAgain(Value wide, int64_t narrowBytes, int64_t dynamicExtent, int depth = 16);
 
 /// Merge the only consumer of `producer` (a matmul or the end of its
 /// epilogue) into its dispatch, if it is elementwise and reads element for element.
@@ -303,18 +324,18 @@ void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how
                                             kindName(classify(consumer))));
     return;
   }
-  if (readsPerElement(consumer, use) != 1 || !consumer.getMatchingIndexingMap(&use).isPermutation()) {
+  if (readsPerElement(consumer, use, dynamicExtent) != 1 || !consumer.getMatchingIndexingMap(&use).isPermutation()) {
     explainDecision(consumer, "kept apart: reads the matmul result other than element for element");
     return;
   }
-  int64_t resultBytes = bytes(producer->getResult(0).getType());
-  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType()) > resultBytes &&
-      !narrowsAgain(consumer->getResult(0), resultBytes)) {
+  int64_t resultBytes = bytes(producer->getResult(0).getType(), dynamicExtent);
+  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType(), dynamicExtent) > resultBytes &&
+      !narrowsAgain(consumer->getResult(0), resultBytes, dynamicExtent)) {
     // The matmul would store the wider values and every reader load them;
     // each reader can widen the narrow result in registers instead.
     explainDecision(consumer, llvm::formatv("kept apart from the matmul: it widens the result ({0} -> {1} bytes), "
                                             "which its readers can do as they load",
-                                            resultBytes, bytes(consumer->getResult(0).getType())));
+                                            resultBytes, bytes(consumer->getResult(0).getType(), dynamicExtent)));
     return;
   }
   int64_t saved = 2 * resultBytes;
@@ -351,7 +372,7 @@ bool linalgReaders(Value value, SmallVectorImpl<OpOperand *> &reads, SmallVector
 /// opmath) only ever read, element for element, by elementwise ops that
 /// bring it back to at most `narrowBytes` before anything else sees it?
 /// Then the whole chain can join the matmul and nothing wide is stored.
-bool narrowsAgain(Value wide, int64_t narrowBytes, int depth) {
+bool narrowsAgain(Value wide, int64_t narrowBytes, int64_t dynamicExtent, int depth) {
   SmallVector<OpOperand *> reads;
   SmallVector<Operation *> reshapes;
   if (depth == 0 || !linalgReaders(wide, reads, reshapes) || reads.empty())
@@ -359,10 +380,10 @@ bool narrowsAgain(Value wide, int64_t narrowBytes, int depth) {
   return llvm::all_of(reads, [&](OpOperand *read) {
     auto reader = cast<linalg::LinalgOp>(read->getOwner());
     if (classify(reader) != Kind::Elementwise || reader.isDpsInit(read) || reader->getNumResults() != 1 ||
-        readsPerElement(reader, *read) != 1 || !reader.getMatchingIndexingMap(read).isPermutation())
+        readsPerElement(reader, *read, dynamicExtent) != 1 || !reader.getMatchingIndexingMap(read).isPermutation())
       return false;
     Value result = reader->getResult(0);
-    return bytes(result.getType()) <= narrowBytes || narrowsAgain(result, narrowBytes, depth - 1);
+    return bytes(result.getType(), dynamicExtent) <= narrowBytes || narrowsAgain(result, narrowBytes, dynamicExtent, depth - 1);
   });
 }
 
@@ -398,14 +419,14 @@ bool FormDispatchesPass::joinReaderGroup(linalg::LinalgOp matmul) {
   bool oneElementwiseGroup = llvm::all_of(reads, [&](OpOperand *read) {
     auto consumer = cast<linalg::LinalgOp>(read->getOwner());
     return groups.isEquivalent(reader, consumer) && !consumer.isDpsInit(read) &&
-           readsPerElement(consumer, *read) == 1 && consumer.getMatchingIndexingMap(read).isPermutation();
+           readsPerElement(consumer, *read, dynamicExtent) == 1 && consumer.getMatchingIndexingMap(read).isPermutation();
   });
   if (!oneElementwiseGroup || llvm::any_of(readerGroup, [](Operation *o) { return kindOf(o) != Kind::Elementwise; }))
     return false;
-  int64_t resultBytes = bytes(last->getResult(0).getType());
+  int64_t resultBytes = bytes(last->getResult(0).getType(), dynamicExtent);
   Operation *end = readerGroup.back();
-  if (end->getNumResults() == 1 && bytes(end->getResult(0).getType()) > resultBytes &&
-      !narrowsAgain(end->getResult(0), resultBytes))
+  if (end->getNumResults() == 1 && bytes(end->getResult(0).getType(), dynamicExtent) > resultBytes &&
+      !narrowsAgain(end->getResult(0), resultBytes, dynamicExtent))
     return false; // it would store wider values (see appendEpilogue)
   Operation *previous = last;
   for (Operation *reshape : reshapes) {
@@ -425,9 +446,9 @@ bool FormDispatchesPass::joinReaderGroup(linalg::LinalgOp matmul) {
 }
 
 /// "2x16x32": loop ranges as the explanations print them.
-std::string shapeText(ArrayRef<int64_t> ranges) {
-  return llvm::join(llvm::map_range(ranges, [](int64_t range) { return std::to_string(range); }), "x");
-}
+std::string sizeText(int64_t size) { return ShapedType::isDynamic(size) ? "?" : std::to_string(size); }
+
+std::string shapeText(ArrayRef<int64_t> ranges) { return llvm::join(llvm::map_range(ranges, sizeText), "x"); }
 
 /// Can the row-wise kernel emit this op of `generic`'s body? Plain
 /// arithmetic, the loop indices, and single elements read from a tensor
@@ -447,7 +468,8 @@ SmallVector<Value> gatheredTensors(Operation *op) {
   return tensors;
 }
 
-/// The loop ranges of a generic that a row-wise kernel can run: static, all
+/// The loop ranges of a generic that a row-wise kernel can run (static or
+/// dynamic): all
 /// loops parallel but perhaps the last (a reduction along the row), the
 /// output indexed by all loops (by all but the reduced one for a
 /// reduction), every input by a projection, a body the kernel emits. Empty
@@ -460,9 +482,11 @@ SmallVector<int64_t> rowWiseRanges(Operation *op, std::string &whyNot) {
   auto generic = dyn_cast<linalg::GenericOp>(op);
   if (!generic || generic.getNumDpsInits() != 1 || !generic.hasPureTensorSemantics())
     return refuse(llvm::formatv("{0} is not a linalg.generic with one output", op->getName()));
+  // A dynamic range (kDynamic) matches any other: the group's ops are
+  // linked through their operands, whose sizes agree at run time.
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
-  if (ranges.empty() || llvm::any_of(ranges, ShapedType::isDynamic))
-    return refuse("a linalg.generic has no static loop ranges");
+  if (ranges.empty())
+    return refuse("a linalg.generic has no loops");
   std::string over = "a linalg.generic over " + shapeText(ranges);
   unsigned loops = ranges.size(), reductions = generic.getNumReductionLoops();
   if (reductions > 1)
@@ -520,7 +544,7 @@ std::string FormDispatchesPass::whyNotRows(ArrayRef<Operation *> group, ArrayRef
       return why;
     if (ranges != full && ArrayRef<int64_t>(ranges) != rows && !inlinedIntoReaders(op, inGroup))
       return llvm::formatv("a linalg.generic over {0} does not run over the same {1} rows of {2}", shapeText(ranges),
-                           shapeText(rows), inner);
+                           shapeText(rows), sizeText(inner));
     if (llvm::any_of(gatheredTensors(op), [&](Value table) { return inGroup.contains(table.getDefiningOp()); }))
       return "a gather reads a tensor the dispatch computes (other rows' values)";
   }
@@ -591,8 +615,11 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
                                           readers.size(), misfit));
       continue;
     }
-    int64_t saved = 2 * bytes(op->getResult(0).getType());
-    int64_t rowCount = std::accumulate(rows.begin(), rows.end(), int64_t(1), std::multiplies<int64_t>());
+    int64_t saved = 2 * bytes(op->getResult(0).getType(), dynamicExtent);
+    std::string rowCount = llvm::any_of(rows, ShapedType::isDynamic)
+                               ? shapeText(rows)
+                               : std::to_string(std::accumulate(rows.begin(), rows.end(), int64_t(1),
+                                                                std::multiplies<int64_t>()));
     for (Operation *reader : readers) {
       // The two groups together: a reader may gather from the reduction's result.
       SmallVector<Operation *> both = groupOf(op);
@@ -601,14 +628,14 @@ void FormDispatchesPass::decideRows(ArrayRef<linalg::LinalgOp> ops) {
       misfit = whyNotRows(merged, rows, inner);
       if (!misfit.empty()) {
         explainDecision(reader, llvm::formatv("kept apart from the reduction it reads ({0} rows of {1}): {2}",
-                                              rowCount, inner, misfit));
+                                              rowCount, sizeText(inner), misfit));
         continue;
       }
       bool gathers = llvm::any_of(merged, [](Operation *o) { return !gatheredTensors(o).empty(); });
       tryMerge(op, reader,
                llvm::formatv("row-wise with the reduction it reads ({0} rows of {1}): one block per row reads the "
                              "row once{2}; saves {3} bytes and a launch ({4:f3} us)",
-                             rowCount, inner, gathers ? " (gathered elements: once per step reading them)" : "",
+                             rowCount, sizeText(inner), gathers ? " (gathered elements: once per step reading them)" : "",
                              saved, (seconds(saved, 0) + launchOverhead) * 1e6)
                    .str(),
                MergeMode::RowWise);
@@ -628,7 +655,7 @@ void FormDispatchesPass::decideHorizontal(Block &block) {
       tryMerge(ops.front(), other,
                llvm::formatv("horizontally with a matmul reading the same {0}-byte input: one kernel saves a "
                              "launch ({1:f3} us) and fills the GPU with both grids; the input comes from DRAM once",
-                             bytes(input.getType()), launchOverhead * 1e6)
+                             bytes(input.getType(), dynamicExtent), launchOverhead * 1e6)
                    .str(),
                MergeMode::Horizontal);
 }
@@ -934,7 +961,7 @@ void FormDispatchesPass::foldTransposedOperands(Block &block) {
       continue;
     explainDecision(&op, llvm::formatv("reads its right operand transposed: the transpose's kernel goes "
                                        "(saves {0} bytes and a launch)",
-                                       2 * bytes(transpose->getResult(0).getType())));
+                                       2 * bytes(transpose->getResult(0).getType(), dynamicExtent)));
     op.setAttr("indexing_maps", withTransposedRightOperand(matmul));
     op.setOperand(1, transpose.getInput());
     Operation *init = transpose.getInit().getDefiningOp();

@@ -114,6 +114,60 @@ func.func @softmax(%x: tensor<32x128xf32>) -> tensor<32x128xf32> {
 
 // -----
 
+// The same softmax over rows and a row length known only at run time: the
+// cost model prices each dynamic dim at `dynamic-extent` (256), and the
+// row-wise rule takes the dynamic ranges (the group's ops agree on them
+// through their operands): one row-wise dispatch as for static shapes.
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+// CHECK-LABEL: func.func @softmax_dynamic(
+// CHECK:         %[[OUT:.*]] = twintrack.dispatch "reduction_rows_{{[0-9]+}}" kind<reduction_rows> (%{{.*}} : tensor<?x?xf32>, index, index) -> (tensor<?x?xf32>) {
+// CHECK:           math.exp
+// CHECK:           arith.divf
+// CHECK:         return %[[OUT]]
+// EXPLAIN: remark: recomputed in each of its 2 consumers
+// EXPLAIN: remark: fused row-wise with the reduction it reads (? rows of ?)
+func.func @softmax_dynamic(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %rows = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %cols = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %er = tensor.empty(%rows) : tensor<?xf32>
+  %e = tensor.empty(%rows, %cols) : tensor<?x?xf32>
+  %mi = linalg.fill ins(%ninf : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %max = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<?x?xf32>) outs(%mi : tensor<?xf32>) {
+  ^bb0(%v: f32, %m: f32):
+    %r = arith.maximumf %v, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %ex = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %max : tensor<?x?xf32>, tensor<?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %m: f32, %o: f32):
+    %d = arith.subf %v, %m : f32
+    %r = math.exp %d : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  %si = linalg.fill ins(%zero : f32) outs(%er : tensor<?xf32>) -> tensor<?xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%ex : tensor<?x?xf32>) outs(%si : tensor<?xf32>) {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<?xf32>
+  %out = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ex, %sum : tensor<?x?xf32>, tensor<?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%v: f32, %s: f32, %o: f32):
+    %r = arith.divf %v, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<?x?xf32>
+  return %out : tensor<?x?xf32>
+}
+
+// -----
+
 // Rule 2 for a mask of the indices alone (a causal attention's tril): its
 // compares are integer work, which costs nothing, so it is merged into the
 // scores it masks, even though they read each element 64 times and even on

@@ -98,14 +98,15 @@ def copies_read_through(kernel_path: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def compile_on_threads(model: torch.nn.Module, inputs: tuple, threads: int = 1):
+def compile_on_threads(model: torch.nn.Module, inputs: tuple, threads: int = 1, dynamic: str | None = None):
     """(twintrack's CPU compile of `model`, its cpu-kernels stage IR),
-    compiled while torch has `threads` threads (the kernels take that many)."""
+    compiled while torch has `threads` threads (the kernels take that many),
+    the input dims `dynamic` names left open."""
     import twintrack
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        lowered = twintrack.export(model, inputs).lower(to=None)
+        lowered = twintrack.export(model, inputs, dynamic=dynamic).lower(to=None)
         return lowered.compile(), lowered.as_text("cpu-kernels")
     finally:
         torch.set_num_threads(previous)

@@ -90,6 +90,35 @@ def test_nan_and_infinity_propagate_as_eager():
     torch.testing.assert_close(compiled(x), torch.softmax(x, -1), equal_nan=True)
 
 
+class LayerNorm(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("model, spec, width", [
+    (Softmax(), "x:0=rows[1,128],x:1=cols[1,4096]", None),
+    (LogSoftmaxScaled(), "x:0=rows[1,128],x:1=cols[1,4096]", None),
+    (RmsNorm(40), "x:0=rows[1,8192]", 40),
+    (LayerNorm(40), "x:0=rows[1,8192]", 40),
+], ids=["softmax", "log-softmax", "rms-norm", "layer-norm"])
+def test_rows_known_at_run_time(model, spec, width, threads):
+    example = torch.randn(4, width or 24)
+    compiled, kernel_ir = compile_on_threads(model, (example,), threads, dynamic=spec)
+    assert "cpu-row lanes=" in kernel_ir and "known at run time" in kernel_ir
+    assert ("scf.parallel" in kernel_ir) == (threads > 1), "threads decided per call"
+    shapes = [(1, 1), (3, 5), (9, 37), (64, 4096)] if width is None else [(1, 40), (7, 40), (8192, 40)]
+    for shape in shapes:  # the last has elements enough for threads
+        x = torch.randn(shape) * 4
+        expected = model.double()(x.double())
+        model.float()
+        torch.testing.assert_close(compiled(x).double(), expected, rtol=2e-6, atol=2e-6)
+
+
 def test_a_bool_mask_stays_on_the_loops():
     """i1 buffers become bytes only after the kernel stage: the site is
     refused, and the loops compute it."""

@@ -64,6 +64,8 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
            "a matmul reads a transposed operand through its indexing maps instead of a transpose kernel">,
     Option<"rowFusion", "row-fusion", "bool", /*default=*/"true",
            "put a reduction along rows and the ops reading its per-row result into one dispatch (only where the target generates row-wise kernels)">,
+    Option<"dynamicExtent", "dynamic-extent", "int64_t", /*default=*/"256",
+           "the size a dim known only at run time (a dynamic shape) is priced at">,
     Option<"horizontal", "horizontal", "bool", /*default=*/"true",
            "put matmuls reading one tensor into one dispatch (only where the target generates such kernels)">,
   ];

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, memref, vector
+from mlir.dialects import arith, memref, scf, vector
 
 from ..target import CpuTarget
 from .builder import ALL_REDUCE_OPS, KernelBuilder, build_cpu_kernel, element_type, vector_of
@@ -49,14 +49,26 @@ class CpuRowSchedule:
     lanes: int      # elements per vector
     threads: int    # runs of rows in parallel (1: one loop)
     reasons: tuple[str, ...]
+    parallel_min_elements: int = 0  # extents known at run time: the elements that pay for the threads
 
     def describe(self) -> str:
         return f"lanes={self.lanes} threads={self.threads}"
 
 
+def has_run_time_extents(program: RowProgram) -> bool:
+    """Whether some loop extent (a row dim, or the row's length) is known only at run time."""
+    return any(ir.ShapedType.is_dynamic_size(extent) for extent in (*program.rows, program.inner))
+
+
 def choose_row_schedule(target: CpuTarget, program: RowProgram, threads: int) -> CpuRowSchedule:
     """The row kernel's vector width and threads on `target`, with the reason for each."""
     lanes = target.lanes(4)
+    if has_run_time_extents(program):
+        reasons = (f"{lanes} lanes: the host's {target.vector_bits}-bit vectors of f32",
+                   f"{len(program.steps)} passes over each row (its length known at run time)",
+                   f"{threads} threads when a call has a row for each and {target.parallel_min_elements} elements, "
+                   "else one" if threads > 1 else "one thread (torch.get_num_threads() was 1 at compile time)")
+        return CpuRowSchedule(lanes, threads, reasons, target.parallel_min_elements)
     rows, row_bytes = math.prod(program.rows), program.inner * 4
     elements = rows * program.inner
     parallel = threads > 1 and rows >= threads and elements >= target.parallel_min_elements
@@ -78,7 +90,7 @@ def choose_row_schedule(target: CpuTarget, program: RowProgram, threads: int) ->
     else:
         reasons.append(f"one thread: {elements} elements, under the {target.parallel_min_elements} "
                        f"that pay for starting {threads} threads")
-    return CpuRowSchedule(lanes, threads if parallel else 1, tuple(reasons))
+    return CpuRowSchedule(lanes, threads if parallel else 1, tuple(reasons), target.parallel_min_elements)
 
 
 def cpu_row_refusal(program: RowProgram) -> str | None:
@@ -111,17 +123,69 @@ class CpuRowWriter:
         build_cpu_kernel(anchor, kernel, "cpu-row", self.schedule.describe(), self._body)
 
     def _body(self, w: KernelBuilder) -> None:
-        self.w, rows = w, math.prod(self.p.rows)
-        threads = self.schedule.threads
-        if threads > 1:
-            part = -(-rows // threads)
-            with w.parallel(0, threads, 1) as (outer, run):
-                start = arith.minui(w.mul(run, part), w.index(rows))
-                self._rows(start, arith.minui(w.add(start, part), w.index(rows)))
+        self.w = w
+        self.extents = self._extents()
+        rows = self.extents[:-1]
+        total = rows[0]
+        for extent in rows[1:]:
+            total = arith.muli(total, extent)
+        if self.schedule.threads == 1:
+            outer = self._rows(w.index(0), total)
+        elif not has_run_time_extents(self.p):
+            outer = self._parallel_rows(total)
         else:
-            outer = self._rows(w.index(0), w.index(rows))
+            outer = scf.IfOp(self._parallel_pays_now(total), has_else=True)
+            with ir.InsertionPoint(outer.then_block):
+                self._parallel_rows(total)
+                scf.YieldOp([])
+            with ir.InsertionPoint(outer.else_block):
+                self._rows(w.index(0), total)
+                scf.YieldOp([])
+            outer = outer.operation
         outer.attributes[SCHEDULE_ATTR] = ir.StringAttr.get(
             f"cpu-row {self.schedule.describe()}: " + "; ".join(self.schedule.reasons))
+
+    def _parallel_rows(self, total: ir.Value) -> ir.Operation:
+        """The rows in `threads` runs, an scf.parallel whose iterations each do a run."""
+        w, threads = self.w, self.schedule.threads
+        part = w.div(w.add(total, threads - 1), threads)
+        with w.parallel(0, threads, 1) as (outer, run):
+            start = arith.minui(arith.muli(run, part), total)
+            self._rows(start, arith.minui(arith.addi(start, part), total))
+        return outer
+
+    def _parallel_pays_now(self, total: ir.Value) -> ir.Value:
+        """This call has a row per thread and elements enough to pay for them."""
+        w, s = self.w, self.schedule
+        enough_rows = arith.cmpi(arith.CmpIPredicate.uge, total, w.index(s.threads))
+        elements = arith.muli(total, self.extents[-1])
+        enough = arith.cmpi(arith.CmpIPredicate.uge, elements, w.index(s.parallel_min_elements))
+        return arith.andi(enough_rows, enough)
+
+    def _extents(self) -> list[ir.Value]:
+        """Each loop's extent (the row dims', then the row's length) as an
+        index: a constant, or one known at run time read off a buffer the
+        kernel indexes by that loop."""
+        extents = []
+        for loop, extent in enumerate((*self.p.rows, self.p.inner)):
+            if not ir.ShapedType.is_dynamic_size(extent):
+                extents.append(self.w.index(extent))
+                continue
+            buffer, position = self._indexed_by(loop)
+            extents.append(memref.dim(self.p.buffers[buffer], self.w.index(position)))
+        return extents
+
+    def _indexed_by(self, loop: int) -> tuple[int, int]:
+        """(a buffer, its dim) that loop `loop` indexes: an input's, or an output's."""
+        rows = tuple(range(len(self.p.rows)))
+        for step in self.p.steps:
+            for inp in step.inputs:
+                if inp.buffer is not None and loop in inp.dims:
+                    return inp.buffer, inp.dims.index(loop)
+            written = rows + (len(rows),) if step.kind == "elementwise" else rows
+            if step.store and loop in written:
+                return step.output, written.index(loop)
+        raise ValueError(f"no buffer of the row program is indexed by loop {loop}")
 
     def _rows(self, start: ir.Value, stop: ir.Value) -> ir.Operation:
         with self.w.loop(start, stop, 1) as rows:
@@ -131,17 +195,28 @@ class CpuRowWriter:
 
     def _row(self, row: ir.Value) -> None:
         """Every step over one row (`row`: its index among all rows)."""
-        self.row = self.w.delinearize(row, self.p.rows)
+        self.row = self._delinearized(row)
         self.row_values: dict[int, ir.Value] = {}  # step -> its per-row value
         builders = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
         for index, step in enumerate(self.p.steps):
             builders[step.kind](index, step)
+
+    def _delinearized(self, row: ir.Value) -> list[ir.Value]:
+        """The row dims' indices of row number `row` (row-major)."""
+        rows = self.extents[:-1]
+        rest, indices = row, []
+        for k in reversed(range(len(rows))):
+            indices.append(arith.remui(rest, rows[k]) if k else rest)
+            rest = arith.divui(rest, rows[k]) if k else rest
+        return list(reversed(indices))
 
     # ------------------------------------------------------------ passes along the row
     def _along_row(self, carried: list[ir.Value], chunk) -> list[ir.Value]:
         """`chunk(column, mask, carried) -> carried` over the row's whole
         vectors, then over its last, shorter one (masked); the values carried."""
         lanes, inner = self.schedule.lanes, self.p.inner
+        if ir.ShapedType.is_dynamic_size(inner):
+            return self._along_row_of_run_time_length(carried, chunk)
         whole = inner - inner % lanes
         if whole:
             with self.w.loop(0, whole, lanes, carried) as columns:
@@ -151,6 +226,16 @@ class CpuRowWriter:
             mask = vector.constant_mask(vector_of(lanes, "i1"), [inner % lanes])
             carried = chunk(self.w.index(whole), mask, carried)
         return carried
+
+    def _along_row_of_run_time_length(self, carried: list[ir.Value], chunk) -> list[ir.Value]:
+        """As _along_row, the last vector's mask made at run time (no lane
+        kept where the row is whole vectors: its loads and stores do nothing)."""
+        w, lanes, inner = self.w, self.schedule.lanes, self.extents[-1]
+        whole = w.sub(inner, w.rem(inner, lanes))
+        with w.loop(0, whole, lanes, carried) as columns:
+            columns.yield_(chunk(columns.induction, None, columns.carried))
+        mask = vector.create_mask(vector_of(lanes, "i1"), [w.sub(inner, whole)])
+        return chunk(whole, mask, list(columns.results))
 
     def _reduce(self, index: int, step: RowStep) -> None:
         w, p = self.w, self.p

@@ -16,10 +16,9 @@ from pathlib import Path
 
 from mlir import ir
 
-from ..cpu_jit import contiguous_strides
 from ..kernels.cpu_matmul import CpuMatmulOperands, CpuMatmulShape, CpuMatmulWriter, choose_schedule
 from ..target import DEFAULT_LOWERING_DIR, CpuTarget, cpu_target
-from .ir_helpers import PythonPass, nested_ops
+from .ir_helpers import PythonPass, nested_ops, row_major
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .matmul_sites import b_is_transposed, zero_fill_before
 
@@ -56,18 +55,9 @@ def f32_row_major_refusal(types: list[ir.Type], dynamic: bool = False) -> str | 
         return "operands not static memrefs"
     if any(str(t.element_type) != "f32" for t in types):
         return "element types other than f32"
-    if not all(_row_major(t) for t in types):
+    if not all(row_major(t) for t in types):
         return "operands not row-major with unit-stride rows"
     return None
-
-
-def _row_major(memref_type: ir.MemRefType) -> bool:
-    if not memref_type.has_static_shape:  # only the identity layout is row-major whatever the sizes
-        layout = memref_type.layout
-        return isinstance(layout, ir.AffineMapAttr) and \
-            ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(memref_type.rank)
-    strides, offset = memref_type.get_strides_and_offset()
-    return offset == 0 and strides == contiguous_strides(memref_type.shape)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from .ir_helpers import (
     buffer_root,
     defining_op,
     nested_ops,
+    row_major,
     users_of,
     vectors_fit,
     written_buffers,
@@ -229,7 +230,7 @@ def _collapsed_from(value: ir.Value) -> ir.Value | None:
     while (owner := defining_op(root)) is not None and owner.name == "memref.collapse_shape":
         root = owner.operands[0]
     owner = defining_op(root)
-    if owner is None or owner.name != "memref.alloc" or not _row_major(ir.MemRefType(root.type)):
+    if owner is None or owner.name != "memref.alloc" or not row_major(ir.MemRefType(root.type)):
         return None
     shape, collapsed = ir.MemRefType(root.type).shape, ir.MemRefType(value.type).shape
     return root if len(shape) in (3, 4, 5) and shape[-2:] == collapsed[-2:] else None
@@ -318,13 +319,7 @@ def _reshaped(value: ir.Value) -> bool:
     while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
         value = owner.operands[0]
     owner = defining_op(value)
-    return owner is not None and owner.name == "memref.alloc" and _row_major(ir.MemRefType(value.type))
-
-
-def _row_major(memref_type: ir.MemRefType) -> bool:
-    strides, offset = memref_type.get_strides_and_offset()
-    shape = memref_type.shape
-    return offset == 0 and all(strides[d] == math.prod(shape[d + 1:]) for d in range(len(shape)))
+    return owner is not None and owner.name == "memref.alloc" and row_major(ir.MemRefType(value.type))
 
 
 def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:

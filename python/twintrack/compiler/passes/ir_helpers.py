@@ -53,6 +53,21 @@ def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool
     return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
 
 
+def row_major(memref_type: ir.MemRefType) -> bool:
+    """Contiguous and row-major, offset 0: a static layout with those
+    strides, or (any sizes, dynamic ones too) the identity layout."""
+    if not memref_type.has_static_shape:
+        layout = memref_type.layout
+        return isinstance(layout, ir.AffineMapAttr) and \
+            ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(memref_type.rank)
+    strides, offset = memref_type.get_strides_and_offset()
+    expected, step = [], 1
+    for size in reversed(memref_type.shape):
+        expected.append(step)
+        step *= size
+    return offset == 0 and strides == expected[::-1]
+
+
 def buffer_root(value: ir.Value) -> ir.Value:
     """The buffer a memref value is a view of (an allocation or an argument)."""
     while (owner := defining_op(value)) is not None and owner.name in VIEW_OPS:
