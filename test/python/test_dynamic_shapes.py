@@ -1,6 +1,8 @@
 """Dynamic shapes on the CPU: one compile serves every size in the ranges
-it was given, checked against float64 eager at sizes drawn afresh; a call
-outside the ranges, and a spec the model contradicts, are clear errors."""
+it was given (a BERT encoder over batch and sequence, a LLaMA-style decode
+step over its growing KV cache), checked against float64 eager at sizes
+drawn afresh; a call outside the ranges, and a spec the model contradicts,
+are clear errors."""
 
 import json
 import sys
@@ -14,6 +16,7 @@ import twintrack
 from twintrack.dynamic_shapes import DynamicDim, concrete_shape, parse_dynamic
 from twintrack.errors import InputMismatchError, UsageError
 from twintrack.frontend.fx_passes.symbolic_views import dim_groups
+from twintrack.harness.at_scale import llama_decode_step
 from twintrack.harness.numerics import relative_error
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -79,6 +82,30 @@ def test_bert_encoder_serves_every_shape_from_one_compile(bert):
     assert len(errors) == 20
     worst = max(errors, key=errors.get)
     assert errors[worst] < 1e-5, f"{worst}: relative error {errors[worst]:.2e}"
+
+
+def test_llama_decode_steps_grow_the_cache_from_one_compile():
+    model, example = llama_decode_step()
+    compiled = twintrack.compile(model, example, dynamic="k_cache:2=kv[1,1024],v_cache:2=kv[1,1024]")
+    assert compiled.exported.exported.outputs[1].shape == (1, 2, "1 + kv", 16)
+    reference = llama_decode_step()[0].double()
+    generator = torch.Generator().manual_seed(3)
+    k, v = (torch.randn(1, 2, 1, 16, generator=generator) for _ in range(2))
+    errors = []
+    for _ in range(48):  # the cache grows from 1 to 49 entries, each step's output feeding the next
+        x = torch.randn(1, 1, 64, generator=generator)
+        y, k_next, v_next = compiled(x, k, v)
+        expected = reference(x.double(), k.double(), v.double())
+        errors += [relative_error(got, want) for got, want in zip((y, k_next, v_next), expected)]
+        k, v = k_next, v_next
+    assert k.shape == (1, 2, 49, 16) and max(errors) < 1e-5
+    full = [torch.randn(1, 2, 1024, 16, generator=generator) for _ in range(2)]
+    x = torch.randn(1, 1, 64, generator=generator)
+    y, k_next, _ = compiled(x, *full)
+    assert k_next.shape == (1, 2, 1025, 16)
+    assert relative_error(y, reference(x.double(), *(t.double() for t in full))[0]) < 1e-5
+    with pytest.raises(InputMismatchError, match=r"kv\) is 1025; compiled for kv in \[1, 1024\]"):
+        compiled(x, k_next, k_next)
 
 
 def test_sizes_in_range_match_float64(linear_norm):

@@ -8,7 +8,9 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
   (`causal=1`), with an explicit boolean causal mask (`mask=1`), or with
   grouped key/value heads (`kv_heads` < `heads`).
 - `llama_layer`: a LLaMA-style decoder layer: RMSNorm, rotary embeddings on
-  Q and K, causal attention with grouped KV heads, SwiGLU MLP.
+  Q and K, causal attention with grouped KV heads, SwiGLU MLP;
+  `llama_decode_step`: one decode step of it, with a KV cache (dynamic
+  shapes: one compile serves every cache length).
 - `bert_layer`: a BERT encoder layer (post-norm, GELU MLP).
 - `rows`: one row-wise op over rows × cols (`op=0..4`: layer norm, RMSNorm,
   softmax, GELU, row sum).
@@ -112,6 +114,37 @@ def llama_layer(batch: int = 1, seq: int = 32, dim: int = 64, heads: int = 4, kv
                 seed: int = 0):
     model = _seeded_module(LlamaLayer(dim, heads, kv_heads, ffn, seq), seed)
     return model, (torch.randn(batch, seq, dim, generator=_generator(seed)),)
+
+
+class LlamaDecodeStep(LlamaLayer):
+    """One decode step of the LLaMA-style layer: the new token's hidden state
+    and the key/value cache of the `cached` tokens before it in, the token's
+    output and the caches grown by one out. Its rotary angle is that of
+    position `cached`; its query attends to every cached key and its own."""
+
+    def forward(self, x, k_cache, v_cache):
+        batch, _, dim = x.shape
+        cached = k_cache.shape[2]
+        cos, sin = self.cos[cached:cached + 1], self.sin[cached:cached + 1]
+        h = self.attn_norm(x)
+        q = self.q(h).view(batch, 1, self.heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(h).view(batch, 1, 2 * self.kv_heads, self.head_dim).transpose(1, 2).chunk(2, dim=1)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        k, v = torch.cat((k_cache, k), dim=2), torch.cat((v_cache, v), dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=self.kv_heads != self.heads)
+        x = x + self.o(y.transpose(1, 2).reshape(batch, 1, dim))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h)), k, v
+
+
+def llama_decode_step(batch: int = 1, cached: int = 8, dim: int = 64, heads: int = 4, kv_heads: int = 2,
+                      ffn: int = 176, positions: int = 1025, seed: int = 0):
+    """The decode step with `cached` tokens in the cache, rotary tables for `positions`."""
+    model = _seeded_module(LlamaDecodeStep(dim, heads, kv_heads, ffn, positions), seed)
+    g = _generator(seed)
+    head_dim = dim // heads
+    caches = [torch.randn(batch, kv_heads, cached, head_dim, generator=g) for _ in range(2)]
+    return model, (torch.randn(batch, 1, dim, generator=g), *caches)
 
 
 class BertLayer(nn.Module):
