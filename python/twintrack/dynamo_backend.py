@@ -8,8 +8,13 @@ forward, backward) is compiled by the MLIR track for the target, as
 The backend is registered under the `torch_dynamo_backends` entry point, so
 `torch._dynamo.list_backends()` lists it.
 
-A graph with symbolic sizes (Dynamo's, once a size changes) is compiled
-for each set of sizes it meets (`PerShape`). A graph twintrack cannot
+A graph with symbolic sizes (Dynamo's with `dynamic=True`, or once a size
+changes) is compiled, for the CPU, once for a bucket of sizes, as one
+artifact of dynamic shapes (`PerBucket`: each symbol a range, its width
+`[dynamic] bucket` of lowering/targets/cpu.toml); a size past the bucket
+compiles the next one, a recompile that `stats().recompiles` lists. For the
+GPU, and for symbolic sizes the bucket cannot express, it is compiled for
+each set of sizes it meets (`PerShape`). A graph twintrack cannot
 compile runs as it was captured (ATen ops, eagerly), with a warning naming
 the graph and the reason: the program still runs. `fallback=False` makes
 that an error instead. `stats()` counts the graphs compiled, loaded from
@@ -111,6 +116,7 @@ class BackendStats:
     cache_hits: int = 0
     inductor: int = 0
     fallbacks: list[str] = field(default_factory=list)
+    recompiles: list[str] = field(default_factory=list)  # a bucket of sizes past the first, with why
 
 
 @dataclass
@@ -202,6 +208,9 @@ class GraphCompiler:
         target = self.options.target or _device_target(example_inputs)
         on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
         if _symbolic(example_inputs):
+            symbols = SymbolicInputs.of(gm, example_inputs) if target == "cpu" else None
+            if symbols is not None:
+                return make_boxed_func(PerBucket(self, gm, name, on_miss, symbols))
             return make_boxed_func(PerShape(self, gm, name, target, on_miss))
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; twintrack works with the graph's real constants.
@@ -268,12 +277,15 @@ class GraphCompiler:
         error.reproducer.write(directory)
         return error.with_repro_dir(directory)
 
-    def _lower(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str):
-        """Every stage of the graph's compile for `target` (api.Lowered)."""
+    def _lower(self, gm: torch.fx.GraphModule | torch.nn.Module, example_inputs: list, name: str, target: str,
+               dynamic: list | None = None):
+        """Every stage of the graph's compile for `target` (api.Lowered);
+        `dynamic`: the input dims left open (DynamicDims)."""
         from . import api
+        module = CapturedGraph(gm) if isinstance(gm, torch.fx.GraphModule) else gm
         with torch.no_grad():
             inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
-            exported = api.export(CapturedGraph(gm), inputs, checks=target == "cpu")
+            exported = api.export(module, inputs, checks=target == "cpu", dynamic=dynamic)
             lowered = exported.lower_with(self.options.compile_options(target))
         if self.options.dump:
             lowered.save(Path(self.options.dump) / name, with_state=True)
@@ -426,6 +438,168 @@ class PerShape:
         with _disable_current_modes(), torch._C.DisableTorchFunction():
             run = self.compiler._cached_or_compiled(self.gm, args, name, self.target, self.on_miss)
         return run or self.gm.forward  # (an Inductor miss: that graph runs as captured)
+
+
+@dataclass(frozen=True)
+class SymbolicInputs:
+    """Where a graph's symbolic sizes are: each tensor dim that is a plain
+    symbol (its argument, dim and symbol), each integer argument and output
+    that is one (read off a tensor dim of that symbol at a call), and each
+    symbol's range as the trace left it (a model's own bound: BERT's 512
+    positions)."""
+    dims: tuple[tuple[int, int, str], ...]
+    integers: dict[int, tuple[int, int]]
+    integer_outputs: dict[int, tuple[int, int]]
+    ranges: dict[str, tuple[int, int | None]]
+
+    @staticmethod
+    def of(gm: torch.fx.GraphModule, example_inputs: list) -> "SymbolicInputs | None":
+        """None where a size is an expression of symbols, or an integer
+        argument or output one no tensor dim holds (a bucket cannot express those)."""
+        dims, where, ranges = [], {}, {}
+        for position, x in enumerate(example_inputs):
+            for dim, size in enumerate(x.shape if isinstance(x, torch.Tensor) else ()):
+                if isinstance(size, torch.SymInt):
+                    symbol = _plain_symbol(size)
+                    if symbol is None:
+                        return None
+                    dims.append((position, dim, symbol))
+                    where.setdefault(symbol, (position, dim))
+                    ranges[symbol] = _symbol_range(size)
+        integers = {position: where.get(_plain_symbol(x)) for position, x in enumerate(example_inputs)
+                    if isinstance(x, torch.SymInt)}
+        output = next(node for node in gm.graph.nodes if node.op == "output")
+        values = [getattr(node, "meta", {}).get("val") for node in output.args[0]]
+        integer_outputs = {index: where.get(_plain_symbol(value)) for index, value in enumerate(values)
+                           if isinstance(value, torch.SymInt)}
+        if None in integers.values() or None in integer_outputs.values():
+            return None
+        return SymbolicInputs(tuple(dims), integers, integer_outputs, ranges)
+
+    def sizes(self, args) -> dict[str, int]:
+        return {symbol: int(args[position].shape[dim]) for position, dim, symbol in self.dims}
+
+    def tensors(self, args) -> list:
+        return [arg for position, arg in enumerate(args) if position not in self.integers]
+
+    def with_integer_outputs(self, outputs, args) -> list:
+        """The compiled graph's outputs with its symbolic integers put back, read off `args`."""
+        outputs = list(outputs)
+        for index, (position, dim) in self.integer_outputs.items():
+            outputs[index] = int(args[position].shape[dim])
+        return outputs
+
+
+def _plain_symbol(size) -> str | None:
+    import sympy
+    return str(size.node.expr) if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol) else None
+
+
+def _symbol_range(size: torch.SymInt) -> tuple[int, int | None]:
+    """The symbol's range in its shape environment (None: unbounded above)."""
+    import sympy
+    bound = size.node.shape_env.var_to_range.get(size.node.expr)
+    if bound is None:
+        return 1, None
+    from torch.utils._sympy.numbers import int_oo
+    return int(bound.lower), (None if bound.upper in (int_oo, sympy.oo) else int(bound.upper))
+
+
+class _SizesFromTensors(torch.nn.Module):
+    """The graph over its tensor arguments alone: each integer argument (a
+    symbolic size) is read off the tensor dim holding it, so that the export
+    traces it as that dim's symbol instead of baking the value in."""
+
+    def __init__(self, gm: torch.fx.GraphModule, symbols: SymbolicInputs, arguments: int):
+        super().__init__()
+        self.graph, self.symbols, self.arguments = CapturedGraph(gm), symbols, arguments
+
+    def forward(self, *tensors):
+        given, args = iter(tensors), []
+        for position in range(self.arguments):
+            args.append(None if position in self.symbols.integers else next(given))
+        for position, (source, dim) in self.symbols.integers.items():
+            args[position] = args[source].shape[dim]
+        outputs = list(self.graph(*args))
+        for index in self.symbols.integer_outputs:  # computed at the call, from the arguments' sizes
+            outputs[index] = None
+        return tuple(outputs)
+
+
+def bucket_width(target: str) -> int:
+    """How many sizes one compile serves per symbol (lowering/targets/<target>.toml, [dynamic] bucket)."""
+    from .compiler.recipes import target_roofline
+    return int(target_roofline(target).get("dynamic", {}).get("bucket", 65536))
+
+
+class PerBucket:
+    """A graph with symbolic sizes compiled for the CPU as one artifact of
+    dynamic shapes per bucket: each symbol's sizes in a range `bucket_width`
+    wide ([1, w], then [w + 1, 2w], ...). A call whose sizes no bucket
+    holds compiles theirs (a recompile, recorded with the size that caused it)."""
+
+    def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, on_miss: str,
+                 symbols: SymbolicInputs):
+        self.compiler, self.gm, self.name, self.on_miss, self.symbols = compiler, gm, name, on_miss, symbols
+        self.buckets: list[tuple[dict[str, tuple[int, int]], object]] = []
+
+    def __call__(self, *args):
+        sizes = self.symbols.sizes(args)
+        for ranges, run in self.buckets:
+            if all(low <= sizes[symbol] <= high for symbol, (low, high) in ranges.items()):
+                return run(*args)
+        return self._compile_bucket(list(args), sizes)(*args)
+
+    def _compile_bucket(self, args: list, sizes: dict[str, int]):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        from .dynamic_shapes import DynamicDim
+        ranges = {symbol: self._bucket(symbol, size) for symbol, size in sizes.items()}
+        name = f"{self.name}_bucket{len(self.buckets)}"
+        if len(self.buckets) >= torch._dynamo.config.recompile_limit:
+            warnings.warn(f"twintrack: graph {self.name} met sizes past {len(self.buckets)} buckets of sizes "
+                          "(torch._dynamo.config.recompile_limit); those run as captured, eagerly", stacklevel=3)
+            self.buckets.append((ranges, self.gm.forward))
+            return self.gm.forward
+        if self.buckets:
+            _STATS.recompiles.append(f"{name}: " + ", ".join(
+                f"{symbol} = {size} in [{ranges[symbol][0]}, {ranges[symbol][1]}]" for symbol, size in sizes.items())
+                + " (past the buckets compiled before)")
+        tensors = self.symbols.tensors(args)
+        positions = {position: index for index, position in
+                     enumerate(p for p in range(len(args)) if p not in self.symbols.integers)}
+        dims = [DynamicDim(positions[position], dim, symbol, *ranges[symbol])
+                for position, dim, symbol in self.symbols.dims
+                if ranges[symbol][0] < ranges[symbol][1]]  # a bucket of one size compiles it static
+        module = _SizesFromTensors(self.gm, self.symbols, len(args))
+        # Called at run time, inside AOTAutograd's runtime modes: a compile runs outside them.
+        with _disable_current_modes(), torch._C.DisableTorchFunction():
+            run = self._compiled(module, tensors, dims, name)
+        self.buckets.append((ranges, run))
+        return run
+
+    def _bucket(self, symbol: str, size: int) -> tuple[int, int]:
+        """The range of `bucket_width` sizes holding `size`, within the symbol's own range."""
+        width = bucket_width("cpu")
+        low, high = self.symbols.ranges[symbol]
+        start = size - (size - 1) % width
+        return max(start, low), min(start + width - 1, high if high is not None else start + width - 1)
+
+    def _compiled(self, module: torch.nn.Module, tensors: list, dims: list, name: str):
+        """The bucket's artifact as a callable over the graph's arguments;
+        the graph as captured where it fails to compile (with a warning)."""
+        compiler = self.compiler
+        try:
+            lowered = compiler._lower(module, tensors, name, "cpu", dynamic=dims)
+            compiled = lowered.finished()
+        except Exception as e:  # a graph twintrack cannot compile still runs
+            return compiler._as_captured(self.gm, name, compiler._with_reproducer(e, name))
+        _STATS.compiled += 1
+        _record(name, False, lambda: _lowered_kernels(lowered, None))
+        if compiler.options.compile_only:
+            return self.gm.forward
+        return _sequence_outputs(lambda *args: self.symbols.with_integer_outputs(
+            compiled(*self.symbols.tensors(args)), args))
 
 
 def _zeros_like(x: torch.Tensor) -> torch.Tensor:

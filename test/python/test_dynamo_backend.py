@@ -316,10 +316,10 @@ def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
 
 
-def test_a_graph_with_symbolic_sizes_is_compiled_for_each_set_of_sizes():
+def test_a_graph_with_symbolic_sizes_is_compiled_once_for_a_bucket_of_sizes():
     """After a size changes Dynamo hands over a graph with symbolic sizes;
-    twintrack compiles it for each set of sizes it is called with (its
-    artifacts are static), once each, forward and backward."""
+    twintrack compiles it once, with dynamic shapes, for every size of the
+    bucket, forward and backward."""
     model = _mlp()
     compiled = torch.compile(model, backend="twintrack")
     for batch in (2, 3, 5, 3):
@@ -327,7 +327,7 @@ def test_a_graph_with_symbolic_sizes_is_compiled_for_each_set_of_sizes():
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x))
     stats = dynamo_backend.stats()
-    assert (stats.compiled, stats.fallbacks) == (3, []), stats  # 2 (static), then 3 and 5 (the symbolic graph)
+    assert (stats.compiled, stats.fallbacks, stats.recompiles) == (2, [], []), stats  # 2 (static), then the bucket
     for batch in (3, 6):
         x = torch.randn(batch, 8)
         compiled(x).square().sum().backward()
@@ -340,7 +340,55 @@ def test_a_graph_with_symbolic_sizes_is_compiled_for_each_set_of_sizes():
     assert not dynamo_backend.stats().fallbacks
 
 
-def test_past_the_recompile_limit_a_symbolic_graph_runs_eagerly():
+def test_dynamic_true_compiles_once_for_inference_and_for_training():
+    model = _mlp()
+    compiled = torch.compile(model, backend="twintrack", dynamic=True)
+    for batch in (3, 5, 9):
+        x = torch.randn(batch, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x).double(), _float64_reference(model, (x,)), rtol=1e-5, atol=1e-6)
+    assert (dynamo_backend.stats().compiled, dynamo_backend.stats().fallbacks) == (1, [])
+    dynamo_backend.reset_stats()
+    reference = copy.deepcopy(model)
+    for batch in (4, 6, 11):  # the forward graph returns symbolic sizes for the backward: computed from the inputs
+        x = torch.randn(batch, 8)
+        compiled(x).square().mean().backward()
+        reference(x).square().mean().backward()
+        for mine, theirs in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-5, atol=1e-7)
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.fallbacks) == (2, []), stats  # the forward and the backward, once each
+
+
+def test_a_bucket_keeps_within_the_models_own_range():
+    """BERT's 64 position embeddings bound its sequence symbol: the bucket ends there."""
+    model, _ = real_models.bert()
+    compiled = torch.compile(model, backend="twintrack", dynamic=True)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for batch, seq in ((2, 16), (3, 64), (5, 9)):
+            ids = torch.randint(0, 128, (batch, seq), generator=generator)
+            torch.testing.assert_close(compiled(ids).double(), _float64_reference(model, (ids,)),
+                                       rtol=1e-4, atol=1e-5)
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.fallbacks, stats.recompiles) == (1, [], []), stats
+
+
+def test_a_size_past_the_bucket_is_a_recompile(monkeypatch):
+    monkeypatch.setattr(dynamo_backend, "bucket_width", lambda target: 4)
+    model = _mlp()
+    compiled = torch.compile(model, backend="twintrack", dynamic=True)
+    for batch in (3, 4, 6, 2):
+        x = torch.randn(batch, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x))
+    stats = dynamo_backend.stats()
+    assert stats.compiled == 2 and len(stats.recompiles) == 1, stats  # [2, 4] for 3, 4 and 2; [5, 8] for 6
+    assert "= 6 in [5, 8] (past the buckets compiled before)" in stats.recompiles[0]
+
+
+def test_past_the_recompile_limit_a_symbolic_graph_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(dynamo_backend, "bucket_width", lambda target: 1)  # every size a bucket of its own
     model = _mlp()
     compiled = torch.compile(model, backend="twintrack")
     with torch._dynamo.config.patch(recompile_limit=2), warnings.catch_warnings(record=True) as caught:
@@ -349,5 +397,5 @@ def test_past_the_recompile_limit_a_symbolic_graph_runs_eagerly():
             x = torch.randn(batch, 8)
             with torch.no_grad():
                 torch.testing.assert_close(compiled(x), model(x))
-    assert any("sets of sizes" in str(w.message) for w in caught)
-    assert dynamo_backend.stats().compiled == 3  # the static graph, then two sets of sizes
+    assert any("buckets of sizes" in str(w.message) for w in caught)
+    assert dynamo_backend.stats().compiled == 3  # the static graph, then two buckets

@@ -47,7 +47,7 @@ def _copy_to_elide(block: ir.Block) -> tuple[ir.Operation, list[ir.Operation], i
         if chain is None or str(source.type) != str(target.type):
             continue
         allocation = defining_op(chain[0].operands[0]) if chain else defining_op(source)
-        if allocation.block != block:
+        if allocation.block != block or not _invertible(chain):
             continue
         users = [u for alias in reshape_aliases(allocation.results[0]) for u in users_of(alias) if u.name not in RESHAPE_OPS]
         if all(u.name == "memref.dealloc" or position_in_block(u, block, position) <= position[copy]
@@ -67,12 +67,20 @@ def _reshapes_from_alloc(value: ir.Value) -> list[ir.Operation] | None:
     return chain if owner is not None and owner.name == "memref.alloc" else None
 
 
+def _invertible(chain: list[ir.Operation]) -> bool:
+    """Can the inverse reshapes be built before the allocation? With static
+    types, always; with dynamic ones, for one collapse of the allocation
+    (its expansion back takes the allocation's own sizes)."""
+    static = all(ir.MemRefType(value.type).has_static_shape for op in chain for value in (op.operands[0], op.results[0]))
+    return static or (len(chain) == 1 and chain[0].name == "memref.collapse_shape")
+
+
 def _compute_in_output(copy: ir.Operation, chain: list[ir.Operation], allocation: ir.Operation) -> None:
     """The allocation's uses take the output through the inverse of `chain`."""
     view = copy.operands[1]
     with ir.InsertionPoint(allocation), allocation.location:
         for reshape in reversed(chain):
-            view = _inverse(reshape, view)
+            view = _inverse(reshape, view, list(allocation.operands))
     for free in [u for u in users_of(allocation.results[0]) if u.name == "memref.dealloc"]:
         free.erase()
     copy.erase()
@@ -80,11 +88,12 @@ def _compute_in_output(copy: ir.Operation, chain: list[ir.Operation], allocation
     allocation.erase()
 
 
-def _inverse(reshape: ir.Operation, value: ir.Value) -> ir.Value:
-    """`value` (of the reshape's result type) reshaped back to its source type."""
+def _inverse(reshape: ir.Operation, value: ir.Value, sizes: list[ir.Value]) -> ir.Value:
+    """`value` (of the reshape's result type) reshaped back to its source
+    type, whose dynamic sizes are `sizes` (the allocation's)."""
     source_type = reshape.operands[0].type
     reassociation = reshape.attributes["reassociation"]
     if reshape.name == "memref.expand_shape":
         return memref.CollapseShapeOp(source_type, value, reassociation).result
     shape = ir.MemRefType(source_type).shape
-    return memref.ExpandShapeOp(source_type, value, reassociation, [], shape).result
+    return memref.ExpandShapeOp(source_type, value, reassociation, sizes, shape).result
