@@ -160,6 +160,16 @@ def test_the_cli_compiles_and_runs_at_the_sizes_asked(run_tool, tmp_path):
     assert bad.returncode == 2 and "--dynamic: cannot read" in bad.stderr and not (tmp_path / "b").exists()
 
 
+def test_the_benchmark_compares_one_dynamic_compile_with_static_ones(run_tool, tmp_path):
+    result = run_tool("bench_dynamic", "zoo:mlp", "--dynamic", "x:0=rows[1,64]", "--sizes", "rows=1;rows=33",
+                      "--no-inductor", "--repeat", "1", "--tag", "mlp", "--out", tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(next(tmp_path.glob("*-cpu-dynamic-mlp.json")).read_text())
+    assert [row["sizes"] for row in report["shapes"]] == [{"rows": 1}, {"rows": 33}]
+    assert all(row["ok"] and row["dynamic/static"] > 0 for row in report["shapes"])
+    assert "| rows=33 |" in result.stdout and report["geomean"]["dynamic/static"] > 0
+
+
 def test_the_spec_syntax():
     x = torch.randn(4, 8, 32)
     dims = parse_dynamic("x:0=batch[1,64], 0:-2=seq[8,2048]%8", ["x"], (x,))
