@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from ..dynamic_shapes import DynamicDim
+from ..calling import TensorSpec
+from ..dynamic_shapes import DynamicDim, concrete_shape
 from ..errors import CompilerError, UsageError
 
 
@@ -64,3 +65,18 @@ class ShapeNames:
         if unnamed:
             raise CompilerError("fx", [f"a size depends on {', '.join(sorted(unnamed))}, which no --dynamic dim names"])
         return PythonPrinter().doprint(expression)
+
+
+SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"  # on the entry point: each argument's largest size per dim
+
+
+def record_size_bounds(module, arguments: list[TensorSpec], dims: list[DynamicDim]) -> None:
+    """The entry point's arguments' largest sizes, each dim's expression at
+    its names' upper ends (sizes grow with the names they are made of), for
+    the passes that plan memory (plan-workspace)."""
+    from torch_mlir import ir
+    highs = {dim.name: dim.high - dim.high % dim.multiple for dim in dims}
+    with module.context:
+        bounds = [ir.DenseI64ArrayAttr.get(list(concrete_shape(spec.shape, highs))) for spec in arguments]
+        entry = next(op for op in module.body.operations if op.operation.name == "func.func")
+        entry.operation.attributes[SIZE_BOUNDS_ATTR] = ir.ArrayAttr.get(bounds)
