@@ -68,15 +68,24 @@ class ShapeNames:
 
 
 SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"  # on the entry point: each argument's largest size per dim
+STRICT_SYMBOLIC_ATTR = "torch.assume_strict_symbolic_shapes"  # torch-mlir's: no run-time broadcast checks
 
 
-def record_size_bounds(module, arguments: list[TensorSpec], dims: list[DynamicDim]) -> None:
-    """The entry point's arguments' largest sizes, each dim's expression at
-    its names' upper ends (sizes grow with the names they are made of), for
-    the passes that plan memory (plan-workspace)."""
+def mark_dynamic_entry(module, arguments: list[TensorSpec], dims: list[DynamicDim]) -> None:
+    """The entry point of a dynamic-shape import, marked for the stages:
+    - torch-mlir's `torch.assume_strict_symbolic_shapes`: a dynamic size
+      never broadcasts at run time (torch.export specializes or guards a
+      dim that would), so the linalg lowering emits plain loops instead of
+      bodies that test each dynamic size for 1 and gather (which the row
+      kernels and the vectorizer refuse). torch-mlir's importer sets it for
+      `import_program`, not for the frozen import twintrack uses;
+    - `twintrack.arg_size_bounds`: each argument's largest sizes, each
+      dim's expression at its names' upper ends (sizes grow with the names
+      they are made of), for the passes that plan memory (plan-workspace)."""
     from torch_mlir import ir
     highs = {dim.name: dim.high - dim.high % dim.multiple for dim in dims}
     with module.context:
         bounds = [ir.DenseI64ArrayAttr.get(list(concrete_shape(spec.shape, highs))) for spec in arguments]
         entry = next(op for op in module.body.operations if op.operation.name == "func.func")
         entry.operation.attributes[SIZE_BOUNDS_ATTR] = ir.ArrayAttr.get(bounds)
+        entry.operation.attributes[STRICT_SYMBOLIC_ATTR] = ir.UnitAttr.get()

@@ -30,7 +30,7 @@ from ..dynamic_shapes import DynamicDim
 from ..errors import CompilerError, ModelLoadError, TwintrackError, UsageError, user_code
 from ..phases import phase
 from .decomp import program_table
-from .dynamic import ShapeNames, export_dims, record_size_bounds
+from .dynamic import ShapeNames, export_dims, mark_dynamic_entry
 from .fx_passes import FxReport, run_pipeline
 
 
@@ -369,7 +369,7 @@ def import_to_torch_mlir(exported: ExportedModel):
             importer = FxImporter(context=context)
             importer.import_frozen_program(exported.program, func_name="forward")
             if exported.dynamic:
-                record_size_bounds(importer.module, exported.arguments, exported.dynamic)
+                mark_dynamic_entry(importer.module, exported.arguments, exported.dynamic)
             return importer.module
         except Exception as e:
             from ..errors import CompilerError
