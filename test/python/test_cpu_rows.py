@@ -2,7 +2,8 @@
 row-wise dispatches), against float64 eager on
 fresh random inputs: rows shorter than a vector, rows ending in a partial
 vector, several row dims, threads, NaN and infinite elements; and the sites
-it does not take (a bool mask) still compute the right values on the loops."""
+it does not take (a bool it writes) still compute the right values on the
+loops; a bool mask it reads as bytes."""
 
 import pytest
 import torch
@@ -119,14 +120,32 @@ def test_rows_known_at_run_time(model, spec, width, threads):
         torch.testing.assert_close(compiled(x).double(), expected, rtol=2e-6, atol=2e-6)
 
 
-def test_a_bool_mask_stays_on_the_loops():
-    """i1 buffers become bytes only after the kernel stage: the site is
-    refused, and the loops compute it."""
+@pytest.mark.parametrize("dynamic", [None, "x:0=rows[1,64],x:1=cols[1,256],mask:0=rows[1,64],mask:1=cols[1,256]"],
+                         ids=["static", "dynamic"])
+def test_a_bool_mask_is_read_as_bytes(dynamic):
+    """The row kernel reads a bool mask (an attention mask) in vectors: its
+    loads become byte loads truncated to bools once widen-bools makes the
+    buffer bytes, the last partial vector masked as any."""
     x, mask = torch.randn(6, 24), torch.rand(6, 24) > 0.7
     mask[:, 0] = False
-    compiled, kernel_ir = compile_on_threads(MaskedSoftmax(), (x, mask))
+    compiled, kernel_ir = compile_on_threads(MaskedSoftmax(), (x, mask), dynamic=dynamic)
+    assert "cpu-row lanes=" in kernel_ir and "vector.maskedload" in kernel_ir
+    for shape in [(6, 24)] + ([(1, 1), (9, 37), (64, 256)] if dynamic else []):
+        x, mask = torch.randn(shape) * 4, torch.rand(shape) > 0.7
+        mask[:, 0] = False
+        torch.testing.assert_close(compiled(x, mask), MaskedSoftmax()(x, mask))
+
+
+class RowMaxima(torch.nn.Module):
+    def forward(self, x):
+        return x >= x.amax(-1, keepdim=True)
+
+
+def test_a_bool_the_rows_write_stays_on_the_loops():
+    x = torch.randn(6, 24)
+    compiled, kernel_ir = compile_on_threads(RowMaxima(), (x,))
     assert "cpu-row lanes=" not in kernel_ir
-    torch.testing.assert_close(compiled(x, mask), MaskedSoftmax()(x, mask))
+    torch.testing.assert_close(compiled(x), RowMaxima()(x))
 
 
 def _broken_body(writer: CpuRowWriter, w) -> None:

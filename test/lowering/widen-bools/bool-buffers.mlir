@@ -5,7 +5,7 @@
 // bytes: every memref<...xi1> becomes memref<...xi8>, stores of an i1 are
 // preceded by arith.extui and loads are followed by arith.trunci.
 
-// GONE-NOT: xi1>
+// GONE-NOT: memref<{{[^>]*}}xi1>
 
 // CHECK-LABEL: func.func @mask(
 // CHECK:         %[[MASK:.*]] = memref.alloc() {{.*}}: memref<16xi8>
@@ -70,4 +70,31 @@ func.func @bool_result(%arg0: memref<4xf32>) -> memref<4xi1> {
     affine.store %1, %alloc[%i] : memref<4xi1>
   }
   return %alloc : memref<4xi1>
+}
+
+// A vector load of bools (the CPU row kernel reading an attention mask)
+// loads bytes and truncates them; a masked load's pass-through is widened.
+// CHECK-LABEL: func.func @vector_mask(
+// CHECK-SAME:    %[[M:.*]]: memref<4x37xi8>
+// CHECK:         %[[WHOLE:.*]] = vector.load %[[M]][%{{.*}}, %{{.*}}] : memref<4x37xi8>, vector<16xi8>
+// CHECK-NEXT:    %[[BITS:.*]] = arith.trunci %[[WHOLE]] : vector<16xi8> to vector<16xi1>
+// CHECK:         %[[PASS:.*]] = arith.extui %{{.*}} : vector<16xi1> to vector<16xi8>
+// CHECK-NEXT:    %[[PART:.*]] = vector.maskedload %[[M]][%{{.*}}, %{{.*}}], %{{.*}}, %[[PASS]] : memref<4x37xi8>, vector<16xi1>, vector<16xi8> into vector<16xi8>
+// CHECK-NEXT:    %[[TAIL:.*]] = arith.trunci %[[PART]] : vector<16xi8> to vector<16xi1>
+// CHECK:         arith.select %[[BITS]],
+// CHECK:         arith.select %[[TAIL]],
+func.func @vector_mask(%mask: memref<4x37xi1>, %x: vector<16xf32>, %out: memref<2xvector<16xf32>>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c32 = arith.constant 32 : index
+  %false = arith.constant dense<false> : vector<16xi1>
+  %keep = vector.constant_mask [5] : vector<16xi1>
+  %zero = arith.constant dense<0.0> : vector<16xf32>
+  %whole = vector.load %mask[%c0, %c0] : memref<4x37xi1>, vector<16xi1>
+  %part = vector.maskedload %mask[%c0, %c32], %keep, %false : memref<4x37xi1>, vector<16xi1>, vector<16xi1> into vector<16xi1>
+  %a = arith.select %whole, %zero, %x : vector<16xi1>, vector<16xf32>
+  %b = arith.select %part, %zero, %x : vector<16xi1>, vector<16xf32>
+  memref.store %a, %out[%c0] : memref<2xvector<16xf32>>
+  memref.store %b, %out[%c1] : memref<2xvector<16xf32>>
+  return
 }

@@ -39,9 +39,11 @@ from .row_kernel import RowProgram, RowStep, neutral
 # vector.reduction's kind for each reduction kind a RowStep's combiner names
 # (gpu.all_reduce's names, builder.ALL_REDUCE_OPS: the same ones, upper-cased)
 REDUCTION_KINDS = {kind: getattr(vector.CombiningKind, kind.upper()) for kind in ALL_REDUCE_OPS}
-# Buffers the kernel loads and stores as vectors (bools are bytes only after
-# widen-bools, a later stage, so they stay with the loops).
+# Buffers the kernel loads and stores as vectors. Bools (an attention mask)
+# are read only: widen-bools, a later stage, makes their buffers bytes and
+# each vector load of them a byte load compared back to bools.
 VECTOR_ELEMENTS = ("f32", "f16", "bf16", "i32", "i64")
+READ_ONLY_ELEMENTS = ("i1",)
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,9 @@ def cpu_row_refusal(program: RowProgram) -> str | None:
                 return "an input not contiguous along the rows"
         if step.kind == "elementwise" and step.store and not program.vector_ok[step.output]:
             return "an output not contiguous along the rows"
-    if any(element not in VECTOR_ELEMENTS for element in program.elements):
-        return f"element types other than {', '.join(VECTOR_ELEMENTS)}"
+    if any(element not in VECTOR_ELEMENTS and not (element == "i1" and buffer in program.read_only)
+           for buffer, element in enumerate(program.elements)):
+        return f"element types other than {', '.join(VECTOR_ELEMENTS)} (and bools the kernel only reads)"
     if program.read_later:
         return "a step reads what an earlier one stored at other positions"
     return None

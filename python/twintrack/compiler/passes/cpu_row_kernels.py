@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ..dispatch_kinds import DispatchKind, dispatch_kind
-from ..kernels.cpu_row import VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule, cpu_row_refusal
+from ..kernels.cpu_row import (READ_ONLY_ELEMENTS, VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule,
+                               cpu_row_refusal)
 from .cpu_matmul_kernels import CpuKernelPass
 from .ir_helpers import row_major, vectors_fit
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
@@ -27,7 +28,7 @@ def _unit_stride_rows(memref_type: ir.MemRefType, width: int) -> bool:
     """Vectors load and store along the rows anywhere (no alignment needed
     on the CPU): a static layout of unit-stride rows, or a row-major buffer
     of any sizes."""
-    if str(memref_type.element_type) not in VECTOR_ELEMENTS:
+    if str(memref_type.element_type) not in VECTOR_ELEMENTS + READ_ONLY_ELEMENTS:
         return False
     return vectors_fit(memref_type, 1) if memref_type.has_static_shape else row_major(memref_type)
 

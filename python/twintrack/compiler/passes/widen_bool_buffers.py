@@ -4,7 +4,8 @@ The pinned MLIR's memref-to-LLVM lowering aborts on stores to memrefs of i1.
 Bool tensors are common (attention masks, the -inf guard in SDPA's
 decomposition), so after bufferization every memref<...xi1> becomes
 memref<...xi8>: loads are followed by arith.trunci and stores preceded by
-arith.extui. A torch bool is one byte, so bool inputs keep their layout.
+arith.extui; a vector load of bools (the CPU row kernel's mask) loads
+bytes and truncates them the same way, its pass-through widened. A torch bool is one byte, so bool inputs keep their layout.
 Constant bool buffers (memref.global, e.g. isfinite of an integer tensor:
 all true) are widened with their initial values, so their get_global
 users, widened with every other i1 memref, still match them.
@@ -21,7 +22,7 @@ from mlir.dialects import arith
 
 from .ir_helpers import PythonPass
 
-_LOADS = ("affine.load", "memref.load")
+_LOADS = ("affine.load", "memref.load", "vector.load", "vector.maskedload")
 _STORES = ("affine.store", "memref.store")
 
 
@@ -39,13 +40,21 @@ def _widen_value(value: ir.Value) -> None:
 
 
 def _fix_load(op: ir.Operation) -> None:
-    """A load now yields i8: truncate it back to i1 for its users."""
+    """A load now yields i8 (or a vector of them): truncate it back to i1
+    for its users; a masked load's pass-through values are widened first."""
     result = op.results[0]
-    if result.type != ir.IntegerType.get_signless(1):
+    bit, byte = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
+    vector_type = ir.VectorType(result.type) if isinstance(result.type, ir.VectorType) else None
+    if (vector_type.element_type if vector_type else result.type) != bit:
         return
-    result.set_type(ir.IntegerType.get_signless(8))
+    wide, narrow_type = ((ir.VectorType.get(vector_type.shape, byte), vector_type) if vector_type
+                         else (byte, bit))
+    if op.name == "vector.maskedload":  # operands: base, indices, mask, pass-through
+        with ir.InsertionPoint(op), op.location:
+            op.operands[len(op.operands) - 1] = arith.extui(wide, op.operands[len(op.operands) - 1])
+    result.set_type(wide)
     with ir.InsertionPoint(op), op.location:
-        narrow = arith.TruncIOp(ir.IntegerType.get_signless(1), result)
+        narrow = arith.TruncIOp(narrow_type, result)
     narrow.operation.move_after(op)
     result.replace_all_uses_except(narrow.result, narrow.operation)
 
