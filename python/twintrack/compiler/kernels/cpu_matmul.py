@@ -73,7 +73,7 @@ class CpuMatmulSchedule:
     pack_b: bool    # B copied into K x cols panels first (a transposed B)
     threads: int = 1  # > 1: each K block's row blocks are a parallel loop
     reasons: tuple[str, ...] = ()
-    parallel_min_flops: int = 0  # a dynamic M or K: the flops per batch entry that pay for the threads
+    parallel_min_flops: int = 0  # a dynamic M or K: the flops (a batch's in all) that pay for the threads
 
     @property
     def cols(self) -> int:
@@ -137,7 +137,7 @@ def _parallel_pays(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads:
 def _threads_reason(target: CpuTarget, shape: CpuMatmulShape, rows: int, threads: int) -> str:
     if threads > 1 and shape.dynamic & {"m", "n", "k"}:
         return (f"{threads} threads when a call has a whole row block for each and "
-                f"{target.parallel_min_flops / 1e6:.0f} MFLOP per batch entry (sizes known at run time), else one")
+                f"{target.parallel_min_flops / 1e6:.0f} MFLOP (sizes known at run time), else one")
     if _parallel_pays(target, shape, rows, threads):
         return (f"{threads} threads, each a run of the whole row blocks (the {shape.m % rows} rows past them, "
                 f"and the packing, on one)")
@@ -269,10 +269,13 @@ class CpuMatmulWriter:
         return branch.operation
 
     def _parallel_pays_now(self, whole_rows: ir.Value) -> ir.Value:
-        """This call has a whole row block per thread and enough flops per batch entry."""
+        """This call has a whole row block per thread and enough flops in all
+        (the batch's too, as the choice for known sizes counts them)."""
         w, s = self.w, self.schedule
         enough_rows = arith.cmpi(arith.CmpIPredicate.uge, whole_rows, w.index(s.threads * s.rows))
         work = arith.muli(arith.muli(self.sizes["m"], self.sizes["k"]), w.mul(self.sizes["n"], 2))
+        if self.shape.batch is not None:
+            work = arith.muli(work, self.sizes["batch"])
         enough_work = arith.cmpi(arith.CmpIPredicate.uge, work, w.index(s.parallel_min_flops))
         return arith.andi(enough_rows, enough_work)
 
