@@ -40,11 +40,6 @@ WORKSPACE = "twintrack_workspace"
 WORKSPACE_BYTES_ATTR = "twintrack.workspace_bytes"
 ALIGNMENT = 64
 MAX_WORKSPACE_BYTES = 1 << 28   # cpu_jit.CHECKED_BUFFER_BYTES: larger needs the memory check of a malloc'd buffer
-# With allocations of dynamic shapes the workspace is sized for their largest
-# sizes, of which a call touches only its own sizes' pages: its bound is
-# address space, not memory. A call then allocates nothing, where malloc and
-# free of a buffer past glibc's mmap threshold faulted its pages in again.
-MAX_DYNAMIC_WORKSPACE_BYTES = 1 << 34
 
 
 @dataclass
@@ -52,7 +47,6 @@ class _Temporary:
     alloc: ir.Operation
     dealloc: ir.Operation
     size: int
-    dynamic: bool       # its shape is dynamic: `size` is its largest
     start: int          # program-order positions of the alloc and the dealloc
     end: int
     offset: int = -1
@@ -237,8 +231,7 @@ class _Planner:
             deallocs = [use.owner.operation for use in op.results[0].uses if use.owner.name == "memref.dealloc"]
             if len(deallocs) != 1 or deallocs[0].block != op.block:
                 continue
-            dynamic = not ir.MemRefType(op.results[0].type).has_static_shape
-            found.append(_Temporary(op, deallocs[0], size, dynamic, self.position[op], self.position[deallocs[0]]))
+            found.append(_Temporary(op, deallocs[0], size, self.position[op], self.position[deallocs[0]]))
         return found
 
 
@@ -253,7 +246,7 @@ def _place(temporaries: list[_Temporary]) -> int:
             if offset + temporary.size <= other.offset:
                 break
             offset = max(offset, -(-(other.offset + other.size) // ALIGNMENT) * ALIGNMENT)
-        if offset + temporary.size > (MAX_DYNAMIC_WORKSPACE_BYTES if temporary.dynamic else MAX_WORKSPACE_BYTES):
+        if offset + temporary.size > MAX_WORKSPACE_BYTES:
             continue
         temporary.offset = offset
         placed.append(temporary)
