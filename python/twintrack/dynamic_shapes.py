@@ -8,7 +8,7 @@ serves every size in range.
 
 A call binds each name to its input's size, checks it against the range and
 the divisor, checks every other dim against its expression, and computes the
-outputs' shapes from the same expressions (`ShapeGuard`). A size outside what
+outputs' shapes from the same expressions (`ShapeGuard`, `concrete_shape`). A size outside what
 the compile assumed is an InputMismatchError naming the dim and the range.
 
 The `--dynamic` syntax (`parse_dynamic`):
@@ -192,9 +192,9 @@ def parse_sizes(text: str, dims: list[DynamicDim]) -> dict[str, int]:
 
 
 class ShapeGuard:
-    """The shapes of one compiled function's arguments and results over the
-    dims a compile left open: `bind` checks a call's arguments and returns
-    each name's size; `shape` evaluates a spec's shape for those sizes."""
+    """The dims one compiled function left open, at the positions of its
+    arguments: `bind` checks a call's arguments and returns each name's size
+    (which `concrete_shape` evaluates every shape at)."""
 
     def __init__(self, dims: list[DynamicDim], input_offset: int):
         self.dims, self.input_offset = dims, input_offset
@@ -214,10 +214,3 @@ class ShapeGuard:
                 raise InputMismatchError(f"{specs[position].name} dim {dim.dim} ({dim.name}) {problem}")
             sizes.setdefault(dim.name, size)
         return sizes
-
-    def shape(self, shape, sizes: dict[str, int]) -> tuple[int, ...]:
-        return concrete_shape(shape, sizes)
-
-
-def static_guard() -> ShapeGuard:
-    return ShapeGuard([], 0)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from datetime import date
 from pathlib import Path
@@ -104,16 +103,12 @@ def _ratio(row: dict, numerator: str, denominator: str) -> float | None:
     return a / b if a and b else None
 
 
-def _geomean(values: list) -> float | None:
-    values = [v for v in values if v]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
 def _summary(args, rows: list[dict], compile_seconds: dict) -> dict:
     import platform
 
     import torch
 
+    from ..harness.compare.benchmark import geomean
     from ..harness.coverage.at_commit import Refused, stamp
     try:
         source = stamp(Path(__file__).resolve().parents[3])
@@ -127,7 +122,7 @@ def _summary(args, rows: list[dict], compile_seconds: dict) -> dict:
     return {"date": date.today().isoformat(), "device": f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
             "torch": torch.__version__, "twintrack": revision, "model": args.model, "dynamic": args.dynamic,
             "compile_seconds": compile_seconds, "shapes": rows,
-            "geomean": {key: _geomean([row[key] for row in rows])
+            "geomean": {key: geomean([row[key] for row in rows])
                         for key in ("dynamic/static", "dynamic/inductor dynamic", "dynamic/eager")}}
 
 

@@ -24,7 +24,7 @@ import torch
 
 from ..errors import ArtifactError, InputMismatchError, OutOfMemory
 from ..calling import TensorSpec
-from ..dynamic_shapes import DynamicDim, ShapeGuard, is_dynamic, static_guard
+from ..dynamic_shapes import DynamicDim, ShapeGuard, concrete_shape, is_dynamic
 
 ENTRY = "forward"
 SIGNATURE_ATTR = "twintrack.signature"  # the module's own record of what its entry point takes
@@ -44,16 +44,16 @@ def _poison(tensor: torch.Tensor) -> None:
 
 def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor], guard: ShapeGuard | None = None) -> dict[str, int]:
     """Raise InputMismatchError naming the first argument that does not
-    match; return the sizes of the dims the compile left open (`guard`)."""
-    guard = guard or static_guard()
+    match; return the sizes of the dims the compile left open (`guard`;
+    none for static shapes)."""
     if len(tensors) != len(specs):
         raise InputMismatchError(f"expected {len(specs)} tensors, got {len(tensors)}")
-    sizes = guard.bind(specs, tensors)
+    sizes = guard.bind(specs, tensors) if guard is not None else {}
     for spec, tensor in zip(specs, tensors):
         if not isinstance(tensor, torch.Tensor):
             raise InputMismatchError(f"{spec.name}: expected a tensor, got {type(tensor).__name__}")
         got_dtype = str(tensor.dtype).removeprefix("torch.")
-        expected = guard.shape(spec.shape, sizes)
+        expected = concrete_shape(spec.shape, sizes) if sizes else spec.shape
         if tuple(tensor.shape) != expected or got_dtype != spec.dtype:
             here = f" (here {list(expected)})" if expected != spec.shape else ""
             raise InputMismatchError(f"{spec.name} ({spec.kind}): expected {spec.dtype}{_listed(spec.shape)}{here}, "
@@ -137,7 +137,7 @@ class CpuExecutable:
         from mlir import ir
 
         self.arguments, self.outputs = arguments, outputs
-        self._guard = ShapeGuard(list(dynamic), sum(spec.kind != "input" for spec in arguments))
+        self._guard = ShapeGuard(list(dynamic), sum(spec.kind != "input" for spec in arguments)) if dynamic else None
         self._dynamic = [is_dynamic(spec.shape) for spec in arguments + outputs]
         self.poison_outputs = False  # True: outputs start as NaN (or 0), so an unwritten element shows
         self._output_dtypes = [_torch_dtype(spec.dtype) for spec in outputs]
@@ -176,7 +176,7 @@ class CpuExecutable:
         if self._largest_buffer > CHECKED_BUFFER_BYTES:
             check_memory(self._largest_buffer)
         inputs = [t if t.is_contiguous() and t.device.type == "cpu" else t.cpu().contiguous() for t in tensors]
-        results = [torch.empty(self._guard.shape(spec.shape, sizes), dtype=dtype)
+        results = [torch.empty(concrete_shape(spec.shape, sizes) if sizes else spec.shape, dtype=dtype)
                    for spec, dtype in zip(self.outputs, self._output_dtypes)]
         if self.poison_outputs:
             for result in results:

@@ -278,10 +278,10 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
         dynamic_shapes = ((None,) * len(state) + tuple(dims),)
     program = _export(target, args, source.spec, dynamic_shapes if source.dynamic else None,
                       first_input=len(args) - len(source.example_inputs))
-    names = ShapeNames(source.dynamic, _input_values(program, len(source.example_inputs)))
+    inputs = _input_values(program, len(source.example_inputs))  # the passes below keep the placeholders
+    names = ShapeNames(source.dynamic, inputs)
     report = FxReport(source.spec, checks)
     program = run_pipeline(program, report)
-    inputs = _input_values(program, len(source.example_inputs))
     return ExportedModel(
         program=program,
         state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],

@@ -60,12 +60,9 @@ def row_major(memref_type: ir.MemRefType) -> bool:
         layout = memref_type.layout
         return isinstance(layout, ir.AffineMapAttr) and \
             ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(memref_type.rank)
+    from ..cpu_jit import contiguous_strides
     strides, offset = memref_type.get_strides_and_offset()
-    expected, step = [], 1
-    for size in reversed(memref_type.shape):
-        expected.append(step)
-        step *= size
-    return offset == 0 and strides == expected[::-1]
+    return offset == 0 and strides == contiguous_strides(memref_type.shape)
 
 
 def buffer_root(value: ir.Value) -> ir.Value:

@@ -4,11 +4,11 @@ torch-mlir lowers a view whose sizes it cannot see (an `aten.view` of
 `[s0, s1, 32]` to `[s0*s1, 32]`) by guessing which dims match, and guesses
 wrong: it casts the input to `[?, 1, 32]`. A view that only merges dims
 into one and splits dims out of one is what `prims.collapse` and
-`prims.split_dim` say, and torch-mlir lowers those to `tensor.collapse_shape`
-and `tensor.expand_shape` with every size known. So each view of a symbolic
-shape is rewritten as collapses of its input's dim groups followed by
-splits to its output's, the groups found by
-comparing the sizes' products as symbolic expressions.
+`aten.unflatten` say, and torch-mlir lowers those with every size known
+(`tensor.collapse_shape`, and a reshape by the sizes given). So each view of
+a symbolic shape is rewritten as collapses of its input's dim groups
+followed by unflattens to its output's, the groups found by comparing the
+sizes' products as symbolic expressions.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def views_as_dim_groups(program: torch.export.ExportedProgram) -> None:
             continue
         groups = dim_groups([_expression(s) for s in source.shape], [_expression(s) for s in result.shape])
         if groups is None:
-            continue  # not a merge-and-split: torch-mlir's general reshape takes it
+            continue  # a 0-d side: nothing to group
         node.replace_all_uses_with(_regrouped(graph, node, groups))
         graph.erase_node(node)
     graph.lint()
@@ -90,9 +90,8 @@ def _fine_groups(source: list, result: list) -> list[tuple[list[int], list[int]]
 
 
 def _regrouped(graph, node, groups) -> torch.fx.Node:
-    """Collapse each source group of more than one dim, then split each
-    result group of more than one dim, one dim at a time, with the view's
-    own size arguments."""
+    """Collapse each source group of more than one dim, then unflatten each
+    result group of more than one dim, with the view's own size arguments."""
     build = NodeBuilder(graph, node)
     value, sizes = node.args[0], list(node.args[1])
     for mine, _ in reversed(groups):
