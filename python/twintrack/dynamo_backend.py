@@ -28,7 +28,9 @@ later run loads it instead of compiling. A copy of the cache lets a GPU
 machine without MLIR run the graphs compiled here (`target="gpu"`,
 `compile_only=True`: compile and store each graph for the GPU while this
 machine runs it eagerly); there a miss is an error naming the graph and its
-key, or, with `on_miss="inductor"`, Inductor's compile with a warning.
+key, or, with `on_miss="inductor"`, Inductor's compile with a warning. A
+miss is recorded (cache_misses.py): carried back, `tools/cache.py
+compile-misses` compiles the graphs that machine captured.
 """
 
 from __future__ import annotations
@@ -235,11 +237,13 @@ class GraphCompiler:
             _record(name, True, lambda: _artifact_kernels(cached))
             return gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target))
         if on_miss in ("error", "inductor") and key:
-            compile_cache.store_miss(key, portable_code(gm))
+            from .cache_misses import record
+            record(key, gm, example_inputs, self.options, target, self.kind)
         if on_miss == "error":
             raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
                                  f"({compile_cache.root() / 'graphs'}) under key {key}, and is not compiled here; "
-                                 "compile it where MLIR is installed (options compile_only=True, target='gpu'), "
+                                 "compile it where MLIR is installed (options compile_only=True, target='gpu'; "
+                                 "or carry the cache's misses/ there and run tools/cache.py compile-misses), "
                                  "or pass on_miss='inductor' (its code: "
                                  f"{compile_cache.miss_path(key) if key else 'not cached: symbolic inputs'})")
         if on_miss == "inductor":

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from twintrack import dynamo_backend
+from twintrack import cache_misses, dynamo_backend
 from twintrack.harness import zoo
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -232,13 +232,52 @@ def test_a_miss_keeps_the_graphs_code_to_diff_against_the_entries(graph_cache):
     """Where a machine without MLIR misses (its capture differs from the
     compiling machine's), the code it looked up is kept beside the entries,
     each of which holds the code its key was computed from."""
-    with pytest.raises(Exception, match=r"its code: .*misses/[0-9a-f]{32}\.py"):
+    with pytest.raises(Exception, match=r"its code: .*misses/[0-9a-f]{32}/graph\.py"):
         _run_mlp({"on_miss": "error"})
     (missed,) = (graph_cache.parent / "misses").iterdir()
     _run_mlp()  # compiled here, stored under the key that missed
     (entry,) = graph_cache.iterdir()
-    assert missed.stem == entry.name and "def forward" in missed.read_text()
-    assert missed.read_text() == (entry / "graph.py").read_text()
+    assert missed.name == entry.name and "def forward" in (missed / "graph.py").read_text()
+    assert (missed / "graph.py").read_text() == (entry / "graph.py").read_text()
+
+
+def test_recorded_misses_compile_here_and_then_hit(graph_cache):
+    """A miss carries its graph: compiled here under the key the other
+    machine looked up, that machine's next run compiles nothing."""
+    with pytest.raises(Exception, match="is not in the compile cache"):
+        _run_mlp({"on_miss": "error"})
+    (outcome,) = cache_misses.compile_misses(progress=lambda message: None)
+    assert outcome.error is None and "inference graph" in outcome.description, outcome
+    assert not list((graph_cache.parent / "misses").iterdir())
+    assert [entry.name for entry in graph_cache.iterdir()] == [outcome.key]
+    dynamo_backend.reset_stats()
+    result, expected = _run_mlp({"on_miss": "error"})
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.cache_hits) == (0, 1), stats
+    torch.testing.assert_close(result, expected)
+
+
+def test_a_miss_without_its_graph_stays_with_the_reason(graph_cache):
+    with pytest.raises(Exception, match="is not in the compile cache"):
+        _run_mlp({"on_miss": "error"})
+    (missed,) = (graph_cache.parent / "misses").iterdir()
+    (missed / "graph.pt").unlink()
+    (outcome,) = cache_misses.compile_misses(progress=lambda message: None)
+    assert "graph.pt is absent" in outcome.error and missed.is_dir()
+
+
+def test_another_machines_devices_become_this_ones():
+    """A graph captured on the GPU makes its tensors on CUDA; here it is
+    traced on the CPU (the key leaves devices out)."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    ones = graph.call_function(torch.ops.aten.ones.default, ([4],), {"device": torch.device("cuda", 0)})
+    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, ones)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    cache_misses.on_this_machine(gm)
+    assert "cuda" not in gm.code
+    (result,) = gm(torch.zeros(4))
+    torch.testing.assert_close(result, torch.ones(4))
 
 
 def test_a_miss_can_go_to_inductor(graph_cache):

@@ -40,7 +40,11 @@ graph from the compile cache ($TWINTRACK_CACHE_DIR): fill it here first
 with --compile-only (each model's forward and backward graphs compiled for
 the GPU, one step run eagerly here, nothing written to --out), carry the
 cache directory, and point $TWINTRACK_CACHE_DIR at it there. A graph not in
-the cache is then an error naming it and its key.
+the cache is then an error naming it and its key, or with --on-miss
+inductor, Inductor's compile (the run then does not pass). Either way the
+miss is recorded in the cache's misses/: where that machine captures a
+graph differently (another torch, CUDA's autocast policy), carry misses/
+back, run tools/cache.py compile-misses here, and carry the cache again.
 
 Exit codes: 0 when every twintrack run passed, 1 when one did not, 2 for an
 error (an unknown model, a directory that cannot be written), in one line.
@@ -61,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=50, help="AdamW steps per run (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=1e-3, help="AdamW's learning rate (default: %(default)s)")
     parser.add_argument("--inductor", action="store_true", help="also train with Inductor, for scale")
+    parser.add_argument("--on-miss", choices=["error", "inductor"],
+                        help="a twintrack graph not in the compile cache, where MLIR is not installed: an error "
+                             "(default) or Inductor's compile; recorded in the cache's misses/ either way")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="directory for training.json and training.md (created if needed; required unless "
                              "--compile-only)")
@@ -96,7 +103,8 @@ def main(args: argparse.Namespace) -> int:
     autocast = getattr(torch, args.autocast) if args.autocast else None
     for name in names:
         progress(f"training {name}: eager, then {' and '.join(backends)}, {args.steps} steps each")
-        rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device, autocast))
+        rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device, autocast,
+                             {"on_miss": args.on_miss} if args.on_miss else None))
     loss_rtol, state_atol = tolerances(autocast)
     result = {"date": date.today().isoformat(), "device": args.device,
               "machine": torch.cuda.get_device_name() if args.device == "cuda" else
@@ -135,8 +143,10 @@ def training_markdown(result: dict) -> str:
             cells += [_errors(track["vs_eager"]), _errors(track["vs_float64"]), f"{track['first_step_s']:.1f}",
                       f"{track['step_s'] * 1e3:.1f}"]
         twintrack = row["twintrack"]
+        to_inductor = twintrack.get("graphs_to_inductor", 0)
         cells += [f"{twintrack['graphs_compiled']} compiled, {twintrack.get('graphs_from_cache', 0)} from the cache, "
-                  f"{len(twintrack['fallbacks'])} fell back",
+                  + (f"{to_inductor} to Inductor (cache misses), " if to_inductor else "")
+                  + f"{len(twintrack['fallbacks'])} fell back",
                   "yes" if twintrack["ok"] else "**no**"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [""] + [f"- {row['name']}: {row['description']}" for row in result["models"]]

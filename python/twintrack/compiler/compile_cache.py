@@ -23,9 +23,12 @@ shows and clears it (removing the directory is as good). What it holds:
                      a machine without MLIR computes the same key, and
                      loads the artifact instead of compiling; graph.py is
                      the captured code the key was computed from;
-  misses/KEY.py      the captured code of a graph a machine without MLIR
-                     did not find: diff it against the graph.py of the
-                     entry it should have hit to see what differs;
+  misses/KEY/        a graph a machine without MLIR looked up and did not
+                     find: graph.py, its captured code (diff it against
+                     the graph.py of the entry it should have hit), and
+                     graph.pt, the graph itself with its input specs and
+                     options, which `tools/cache.py compile-misses`
+                     compiles where MLIR is, into graphs/KEY;
   native/KEY/        a CPU executable's machine code as a shared library
                      (lib.so, with info.json), keyed by its LLVM-dialect
                      text, the optimization level, the MLIR build and this
@@ -191,13 +194,25 @@ def graph_path(key: str) -> Path | None:
 
 
 def miss_path(key: str) -> Path:
-    return root() / "misses" / f"{key}.py"
+    """The captured code of a graph looked up under `key` and not found."""
+    return root() / "misses" / key / "graph.py"
 
 
-@best_effort
-def store_miss(key: str, code: str) -> None:
-    """Keep the code of a graph looked up under `key` and not found (`miss_path`)."""
-    _write_atomically(miss_path(key), code.encode())
+def store_miss(key: str, fill) -> None:
+    """Keep what `fill(directory)` writes of a graph looked up under `key`
+    and not found (the first miss of a key stays)."""
+    store_entry("misses", key, fill)
+
+
+def misses() -> list[Path]:
+    """The recorded misses (directories named by their key), oldest first."""
+    folder = root() / "misses"
+    found = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")] if folder.is_dir() else []
+    return sorted(found, key=_mtime)
+
+
+def remove_entry(path: Path) -> None:
+    _remove(path)
 
 
 # ---------------------------------------------------------------- native code

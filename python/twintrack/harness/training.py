@@ -196,9 +196,11 @@ def tolerances(autocast: torch.dtype | None) -> tuple[float, float]:
 
 
 def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...], device: str = "cpu",
-             autocast: torch.dtype | None = None) -> dict:
+             autocast: torch.dtype | None = None, twintrack_options: dict | None = None) -> dict:
     """The case on eager and on each backend (under `autocast` if given; the
-    float64 reference never is); for twintrack, its graph counts."""
+    float64 reference never is); for twintrack (its torch.compile options
+    `twintrack_options`), its graph counts: a graph given to Inductor or run
+    eagerly fails the run."""
     from .. import dynamo_backend
     eager = train(case, None, steps, lr, device=device, autocast=autocast)
     exact = train(case, None, steps, lr, dtype=torch.float64, device=device)
@@ -207,13 +209,14 @@ def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...
     for backend in backends:
         torch._dynamo.reset()
         dynamo_backend.reset_stats()
-        run = train(case, backend, steps, lr, device=device, autocast=autocast)
+        options = twintrack_options if backend == "twintrack" else None
+        run = train(case, backend, steps, lr, device=device, autocast=autocast, options=options)
         row[backend] = compare_track(eager, exact, run, tolerances(autocast))
         if backend == "twintrack":
             stats = copy.deepcopy(dynamo_backend.stats())
             row[backend].update(graphs_compiled=stats.compiled, graphs_from_cache=stats.cache_hits,
-                                fallbacks=stats.fallbacks)
-            row[backend]["ok"] = row[backend]["ok"] and not stats.fallbacks
+                                graphs_to_inductor=stats.inductor, fallbacks=stats.fallbacks)
+            row[backend]["ok"] = row[backend]["ok"] and not stats.fallbacks and not stats.inductor
     return row
 
 
