@@ -32,7 +32,32 @@ from .errors import ArtifactError, InputMismatchError, UsageError
 
 # an expression of a shape entry may use these, and nothing else
 _OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd)
-_FUNCTIONS = {"max": max, "min": min}
+_UNSIGNED = 2 ** 64  # index values are 64-bit: an unsigned comparison reads them modulo this
+
+
+def _tdiv(a: int, b: int) -> int:
+    """C's division, toward zero (arith.divsi); Python's // rounds down."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+# The host code's integer arithmetic (MLIR arith on index values), exact;
+# a comparison is 0 or 1.
+_FUNCTIONS = {
+    "max": max, "min": min,
+    "select": lambda condition, a, b: a if condition else b,
+    "tdiv": _tdiv,
+    "trem": lambda a, b: a - b * _tdiv(a, b),
+    "ceildiv": lambda a, b: -(-a // b),
+    "floordiv": lambda a, b: a // b,
+    "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b),
+    "gt": lambda a, b: int(a > b), "ge": lambda a, b: int(a >= b),
+    "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),
+    "ult": lambda a, b: int(a % _UNSIGNED < b % _UNSIGNED), "ule": lambda a, b: int(a % _UNSIGNED <= b % _UNSIGNED),
+    "ugt": lambda a, b: int(a % _UNSIGNED > b % _UNSIGNED), "uge": lambda a, b: int(a % _UNSIGNED >= b % _UNSIGNED),
+}
+_GLOBALS = {"__builtins__": {}, **_FUNCTIONS}  # what an expression's code sees besides the sizes
+FUNCTION_NAMES = frozenset(_FUNCTIONS)  # names an expression may call, and no size may take
 
 
 @dataclass(frozen=True)
@@ -151,9 +176,15 @@ def is_dynamic(shape) -> bool:
     return any(isinstance(size, str) for size in shape)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)  # a dynamic host plan holds thousands
 def _code(text: str, names: frozenset[str]):
     return compile_expression(text, set(names))
+
+
+def evaluate_expression(text: str, sizes: dict[str, int], names: frozenset[str] | None = None) -> int:
+    """The expression's value at `sizes`, its code compiled once per text
+    and `names` (the names it may use: by default those of `sizes`)."""
+    return int(eval(_code(text, frozenset(sizes) if names is None else names), _GLOBALS, sizes))
 
 
 def concrete_shape(shape, sizes: dict[str, int]) -> tuple[int, ...]:
@@ -161,8 +192,7 @@ def concrete_shape(shape, sizes: dict[str, int]) -> tuple[int, ...]:
     if not is_dynamic(shape):
         return tuple(shape)
     names = frozenset(sizes)
-    return tuple(size if isinstance(size, int) else
-                 int(eval(_code(size, names), {"__builtins__": {}, **_FUNCTIONS}, sizes)) for size in shape)
+    return tuple(size if isinstance(size, int) else evaluate_expression(size, sizes, names) for size in shape)
 
 
 def random_sizes(dims: list[DynamicDim], generator: torch.Generator) -> dict[str, int]:

@@ -231,11 +231,6 @@ def test_the_bert_range_past_its_position_table_is_refused():
         twintrack.export(model, (ids,), dynamic="ids:1=seq[1,512]")
 
 
-def test_the_gpu_refuses_dynamic_shapes_for_now():
-    with pytest.raises(UsageError, match="the gpu pipeline compiles static shapes only"):
-        twintrack.compile(LinearNorm(), (torch.randn(4, 8, 32),), target="gpu", dynamic="x:0=batch[1,64]")
-
-
 def test_view_groups_pair_equal_products():
     b, s = sympy.symbols("b s", integer=True, positive=True)
     assert dim_groups([b, s, 32], [b * s, 32]) == [([0, 1], [0]), ([2], [1])]

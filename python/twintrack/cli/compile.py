@@ -412,15 +412,22 @@ def print_kernel_report(kernels: list[dict]) -> None:
           f"{'bytes':>11}{'flops':>13}  source")
     for k, path in zip(kernels, paths):
         source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
-        grid = "x".join(str(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
+        grid = "x".join(_counted(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
+        work = [_counted(k["bytes"]), _counted(k["flops"])]
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
-              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{k['bytes']:>11}{k['flops']:>13}  {source}")
+              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>11}{work[1]:>13}  {source}")
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
         fast = sum(1 for p in paths if p != "generic")
-        total = sum(k["flops"] for k in kernels)
+        total = sum(k["flops"] or 0 for k in kernels)
         print(f"fast paths: {share:.1%} of {_flop_text(total)} ({fast} of {len(kernels)} kernels; "
               "the rest on the generic path)")
+
+
+def _counted(amount: int | str | None) -> str:
+    """A kernel's grid size, bytes or flops; '?' where it is known only at
+    run time (dynamic shapes: none counted, or the name of a size)."""
+    return str(amount) if isinstance(amount, int) else "?"
 
 
 def _flop_text(flops: float) -> str:

@@ -91,9 +91,6 @@ ProgressFn = Callable[[StageDump], None]
 
 def compile_exported(exported: ExportedModel, options: CompileOptions,
                      on_stage: ProgressFn | None = None) -> Compilation:
-    if exported.dynamic and options.pipeline != "cpu":
-        raise UsageError(f"dynamic shapes: the {options.pipeline} pipeline compiles static shapes only for now; "
-                         f"compile for the CPU, or once per shape")
     variables = PipelineVariables(options.arch, options.pipeline, options.fusion, options.explain_fusion,
                                   options.lowering_dir, options.allow_tf32, options.strict_kernels,
                                   options.tuning_cache, options.tuning_variant,

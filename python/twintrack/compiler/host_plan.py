@@ -5,7 +5,14 @@ takes views of them, copies and launches kernels. Those steps are recorded in
 plan.json, which twintrack.runtime executes with torch tensors and the CUDA
 driver API, so the GPU machine needs no MLIR at all. A launch that runs
 another module's kernel (a repeated layer: share-kernel-modules) names that
-module as its `binary`, and keeps its own name as `module`."""
+module as its `binary`, and keeps its own name as `module`.
+
+With dynamic shapes (version 2), the sizes a compile left open are
+`symbols`, each read at a call from an input's dim; the host function's
+size arithmetic (memref.dim, index arithmetic, the grids gpu-distribute
+computes) becomes `lets`, evaluated in order; and any integer of a step (a
+size, a stride, an offset, a grid, a scalar argument) may name one. The
+runtime resolves the plan once per set of sizes (runtime/plan.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from ..locations import short_location
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 
 PLAN_VERSION = 1
+DYNAMIC_PLAN_VERSION = 2
 
 _DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
            "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "index": "int64"}
@@ -31,12 +39,18 @@ _IGNORED = {"arith.constant", "func.return"}
 class Plan:
     arguments: list[dict]
     steps: list[dict] = field(default_factory=list)
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (argument, dim)
+    lets: list[tuple[str, str]] = field(default_factory=list)          # (name, expression), in order
 
     def launches(self) -> list[dict]:
         return [s for s in self.steps if s["op"] == "launch"]
 
     def to_json(self) -> dict:
-        return {"version": PLAN_VERSION, "arguments": self.arguments, "steps": self.steps}
+        if not self.symbols:
+            return {"version": PLAN_VERSION, "arguments": self.arguments, "steps": self.steps}
+        return {"version": DYNAMIC_PLAN_VERSION, "arguments": self.arguments,
+                "symbols": {name: list(where) for name, where in self.symbols.items()},
+                "lets": [list(let) for let in self.lets], "steps": self.steps}
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -44,6 +58,70 @@ class Plan:
 
 def dtype_name(element_type) -> str:
     return _DTYPES.get(str(element_type), str(element_type))
+
+
+Size = int | str  # a number, or the name of a symbol or let (dynamic shapes)
+
+# Integer ops of the host function -> their expression (dynamic_shapes' functions).
+_INFIX = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.divui": "//", "arith.remui": "%",
+          "arith.floordivsi": "//"}
+_CALLS = {"arith.divsi": "tdiv", "arith.remsi": "trem", "arith.ceildivsi": "ceildiv", "arith.ceildivui": "ceildiv",
+          "arith.maxui": "max", "arith.maxsi": "max", "arith.minui": "min", "arith.minsi": "min",
+          "arith.select": "select"}
+_PREDICATES = ["eq", "ne", "lt", "le", "gt", "ge", "ult", "ule", "ugt", "uge"]  # arith.cmpi's order
+_CASTS = {"arith.index_cast", "arith.index_castui"}
+
+
+class SizeArithmetic:
+    """The plan's integer arithmetic on sizes: numbers where every operand
+    is one, else a new `let` named _sN (the expression over its operands'
+    names), so that each expression stays short."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+
+    def let(self, expression: str) -> str:
+        name = f"_s{len(self.plan.lets)}"
+        self.plan.lets.append((name, expression))
+        return name
+
+    def apply(self, op_name: str, operands: list[Size], predicate: int | None = None) -> Size:
+        if op_name in _CASTS:
+            return operands[0]
+        operands = [_operand(x) for x in operands]
+        if op_name == "arith.cmpi":
+            function, arguments = _PREDICATES[predicate], operands
+        elif op_name in _INFIX:
+            a, b = operands
+            if isinstance(a, int) and isinstance(b, int):
+                return _evaluate(f"({a}) {_INFIX[op_name]} ({b})")
+            return self.let(f"{a} {_INFIX[op_name]} {b}")
+        else:
+            function, arguments = _CALLS[op_name], operands
+        text = f"{function}({', '.join(map(str, arguments))})"
+        return _evaluate(text) if all(isinstance(a, int) for a in operands) else self.let(text)
+
+    def product(self, sizes: list[Size]) -> Size:
+        result: Size = 1
+        for size in sizes:
+            result = size if result == 1 else (result if size == 1 else self.apply("arith.muli", [result, size]))
+        return result
+
+    def row_major(self, shape: list[Size]) -> list[Size]:
+        strides = [1] * len(shape)
+        for k in reversed(range(len(shape) - 1)):
+            strides[k] = self.product([strides[k + 1], shape[k + 1]])
+        return strides
+
+
+def _operand(size: Size) -> Size:
+    """A size as an operand of a longer expression: an expression in parentheses."""
+    return size if isinstance(size, int) or size.isidentifier() else f"({size})"
+
+
+def _evaluate(text: str) -> int:
+    from ..dynamic_shapes import concrete_shape
+    return concrete_shape((text,), {})[0]
 
 
 def _row_major(shape: list[int]) -> list[int]:
@@ -63,6 +141,8 @@ class _PlanBuilder:
         self.globals = {op.operation.attributes["sym_name"].value: op.operation
                         for op in module.body.operations if op.operation.name == "memref.global"}
         self.plan = Plan(arguments=[s.to_json() for s in exported.arguments + exported.outputs])
+        self.plan.symbols = _symbols(self.plan.arguments)
+        self.sizes = SizeArithmetic(self.plan)
         self.buffer_count = 0
 
     # -- values
@@ -74,6 +154,81 @@ class _PlanBuilder:
         strides, offset = memref_type.get_strides_and_offset()
         return {"buffer": buffer, "offset": offset, "sizes": list(memref_type.shape), "strides": list(strides)}
 
+    def _argument_view(self, argument) -> dict:
+        """An argument's view: its type's, or, where its sizes are open,
+        its spec's sizes (symbols and expressions of them), row-major."""
+        memref_type = argument.type
+        if memref_type.has_static_shape:
+            return self._memref_view(f"arg{argument.arg_number}", memref_type)
+        sizes = list(self.plan.arguments[argument.arg_number]["shape"])
+        return {"buffer": f"arg{argument.arg_number}", "offset": 0, "sizes": sizes,
+                "strides": self.sizes.row_major(sizes)}
+
+    def _scalar(self, value) -> Size:
+        return self.scalars[self._key(value)]
+
+    def _derived_view(self, op) -> dict:
+        """The view a view op makes: its result type's, with each size,
+        stride or offset it leaves open computed from the source's view and
+        the op's operands."""
+        source = self.views[self._key(op.operands[0])]
+        result_type = op.results[0].type
+        static_strides, static_offset = result_type.get_strides_and_offset()
+        if result_type.has_static_shape and not any(map(_open, static_strides)) and not _open(static_offset):
+            return self._memref_view(source["buffer"], result_type)
+        offset, sizes, strides = _VIEW_RULES[op.name](self, op, source)
+        known = lambda static, computed: computed if _open(static) else static  # noqa: E731
+        return {"buffer": source["buffer"], "offset": known(static_offset, offset),
+                "sizes": [known(a, b) for a, b in zip(result_type.shape, sizes)],
+                "strides": [known(a, b) for a, b in zip(static_strides, strides)]}
+
+    def _mixed(self, op, static_name: str, operands: list) -> list[Size]:
+        """A static_* array attribute with its open entries taken, in order, from `operands`."""
+        given = iter(operands)
+        return [self._scalar(next(given)) if _open(v) else v for v in _integers(op.attributes[static_name])]
+
+    def _cast_view(self, op, source: dict):
+        return source["offset"], list(source["sizes"]), list(source["strides"])
+
+    def _collapse_view(self, op, source: dict):
+        groups = _reassociation(op)
+        sizes = [self.sizes.product([source["sizes"][d] for d in group]) for group in groups]
+        return source["offset"], sizes, [source["strides"][group[-1]] for group in groups]
+
+    def _expand_view(self, op, source: dict):
+        sizes = self._mixed(op, "static_output_shape", list(op.operands)[1:])
+        strides: list[Size] = [0] * len(sizes)
+        for dim, group in enumerate(_reassociation(op)):
+            running = source["strides"][dim]
+            for position in reversed(group):
+                strides[position] = running
+                running = self.sizes.product([running, sizes[position]])
+        return source["offset"], sizes, strides
+
+    def _offsets_sizes_strides(self, op) -> tuple[list[Size], list[Size], list[Size]]:
+        """A subview's or reinterpret_cast's offsets, sizes and strides: its
+        static_* attributes with the open entries from its operands."""
+        segments = _integers(op.attributes["operandSegmentSizes"])
+        operands = list(op.operands)
+        starts = [sum(segments[:k]) for k in range(len(segments))]
+        return tuple(self._mixed(op, f"static_{name}", operands[starts[k]:starts[k] + segments[k]])
+                     for k, name in ((1, "offsets"), (2, "sizes"), (3, "strides")))
+
+    def _subview_view(self, op, source: dict):
+        offsets, sizes, steps = self._offsets_sizes_strides(op)
+        offset = source["offset"]
+        for start, stride in zip(offsets, source["strides"]):
+            offset = self.sizes.apply("arith.addi", [offset, self.sizes.product([start, stride])])
+        strides = [self.sizes.product([step, stride]) for step, stride in zip(steps, source["strides"])]
+        unit_dims = [k for k, size in enumerate(sizes) if size == 1]
+        dropped = set(unit_dims[:len(sizes) - len(op.results[0].type.shape)])  # a rank-reducing subview's
+        kept = [k for k in range(len(sizes)) if k not in dropped]
+        return offset, [sizes[k] for k in kept], [strides[k] for k in kept]
+
+    def _reinterpret_view(self, op, source: dict):
+        offset, sizes, strides = self._offsets_sizes_strides(op)
+        return offset[0], sizes, strides
+
     def _fail(self, op, message: str):
         raise CompilerError("plan", [f"{short_location(op.location)}: {message}"])
 
@@ -81,7 +236,7 @@ class _PlanBuilder:
     def build(self, func) -> Plan:
         block = func.regions[0].blocks[0]
         for argument in block.arguments:
-            self.views[self._key(argument)] = self._memref_view(f"arg{argument.arg_number}", argument.type)
+            self.views[self._key(argument)] = self._argument_view(argument)
         for op in block.operations:
             self.step(op.operation)
         self.plan.steps = free_after_last_use(self.plan.steps)
@@ -98,8 +253,14 @@ class _PlanBuilder:
         elif name == "memref.get_global":
             self._constant(op)
         elif name in _VIEW_OPS:
-            source = self.views[self._key(op.operands[0])]
-            self.views[self._key(op.results[0])] = self._memref_view(source["buffer"], op.results[0].type)
+            self.views[self._key(op.results[0])] = self._derived_view(op)
+        elif name == "memref.dim":
+            dim = self._scalar(op.operands[1])
+            self.scalars[self._key(op.results[0])] = self.views[self._key(op.operands[0])]["sizes"][dim]
+        elif name in _INFIX or name in _CALLS or name in _CASTS or name == "arith.cmpi":
+            predicate = op.attributes["predicate"].value if name == "arith.cmpi" else None
+            operands = [self._scalar(v) for v in op.operands]
+            self.scalars[self._key(op.results[0])] = self.sizes.apply(name, operands, predicate)
         elif name == "memref.copy":
             self.plan.steps.append({"op": "copy", "src": self.views[self._key(op.operands[0])],
                                     "dst": self.views[self._key(op.operands[1])]})
@@ -116,12 +277,17 @@ class _PlanBuilder:
 
     def _alloc(self, op) -> None:
         memref_type = op.results[0].type
-        if not memref_type.has_static_shape:
-            self._fail(op, "dynamic shapes are not supported by the GPU host plan yet")
         buffer = self._new_buffer()
-        self.plan.steps.append({"op": "alloc", "buffer": buffer, "shape": list(memref_type.shape),
+        if memref_type.has_static_shape:
+            shape = list(memref_type.shape)
+            view = self._memref_view(buffer, memref_type)
+        else:
+            open_sizes = iter(self._scalar(v) for v in op.operands)  # alloc's operands: its open sizes, in order
+            shape = [next(open_sizes) if _open(size) else size for size in memref_type.shape]
+            view = {"buffer": buffer, "offset": 0, "sizes": shape, "strides": self.sizes.row_major(shape)}
+        self.plan.steps.append({"op": "alloc", "buffer": buffer, "shape": shape,
                                 "dtype": dtype_name(memref_type.element_type)})
-        self.views[self._key(op.results[0])] = self._memref_view(buffer, memref_type)
+        self.views[self._key(op.results[0])] = view
 
     def _constant(self, op) -> None:
         import numpy as np
@@ -181,7 +347,7 @@ class _PlanBuilder:
             if key in self.views:
                 args.append({"memref": self.views[key]})
             elif key in self.scalars:
-                args.append({"scalar": self.scalars[key], "type": str(value.type)})
+                args.append({"scalar": self.scalars[key], "type": str(value.type)})  # a number or a size's name
             else:
                 self._fail(op, f"kernel argument {key} is neither a buffer nor a constant")
         dims = [self.scalars[self._key(v)] for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
@@ -200,6 +366,39 @@ class _PlanBuilder:
             "bytes": attrs["twintrack.bytes"].value if "twintrack.bytes" in attrs else None,
             "path": attrs["twintrack.path"].value if "twintrack.path" in attrs else "generic",
         })
+
+
+_VIEW_RULES = {"memref.cast": _PlanBuilder._cast_view, "memref.collapse_shape": _PlanBuilder._collapse_view,
+               "memref.expand_shape": _PlanBuilder._expand_view, "memref.subview": _PlanBuilder._subview_view,
+               "memref.reinterpret_cast": _PlanBuilder._reinterpret_view}
+
+
+def _open(size: int) -> bool:
+    """Is this a size, stride or offset MLIR leaves to run time?"""
+    from mlir import ir
+    return ir.ShapedType.is_dynamic_size(size)
+
+
+def _integers(attribute) -> list[int]:
+    """The values of an `array<i64: ...>` (or i32) attribute."""
+    text = str(attribute)
+    return [int(v) for v in text.split(":", 1)[1].rstrip(">").split(",") if v.strip()] if ":" in text else []
+
+
+def _reassociation(op) -> list[list[int]]:
+    return [[int(d) for d in group] for group in json.loads(str(op.attributes["reassociation"]))]
+
+
+def _symbols(arguments: list[dict]) -> dict[str, tuple[int, int]]:
+    """Each size name the inputs' shapes hold, with the first (input, dim) holding it alone."""
+    symbols = {}
+    for index, argument in enumerate(arguments):
+        if argument["kind"] == "output":
+            continue
+        for dim, size in enumerate(argument["shape"]):
+            if isinstance(size, str) and size.isidentifier():
+                symbols.setdefault(size, (index, dim))
+    return symbols
 
 
 def _strings(attrs, name: str) -> list[str]:

@@ -96,9 +96,10 @@ def record_compile_time(directory: Path, manifest: dict, seconds: float) -> None
 def fast_flop_share(kernels: Iterable[tuple[str, float]]) -> float | None:
     """The share of the counted flops that kernels on a fast path (a kernel
     generator's, any path but "generic") compute, from (path, flops) pairs;
-    None where no kernel counts flops."""
+    None where no kernel counts flops (a kernel of run-time sizes counts none)."""
     fast = total = 0.0
     for path, flops in kernels:
+        flops = flops or 0
         total += flops
         fast += flops if path != "generic" else 0
     return fast / total if total else None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from .artifact import read_manifest, read_state
+from .artifact import dynamic_dims, read_manifest, read_state
 from ..calling import CallingConvention, LoadedArtifact
 from ..errors import ArtifactError, InputMismatchError
 from .cuda_driver import (
@@ -19,12 +19,32 @@ from .cuda_driver import (
     cuda_stream,
     require_gpu,
 )
-from .plan import validate_plan
+from .plan import bind_symbols, expression_names, is_static, resolve_plan, validate_plan
+
+MAX_SIZED_PLANS = 64  # a dynamic plan's resolutions kept (each small), the least recently used dropped
+
+
+class SizedPlan:
+    """The plan at one set of sizes (the plan itself when static): its
+    steps with the executable's method for each, the arguments a call
+    passes and the outputs it allocates, and its CUDA graph once captured."""
+
+    __slots__ = ("plan", "steps", "inputs", "outputs", "graph")
+
+    def __init__(self, plan: dict, executable: "GpuExecutable"):
+        self.plan = plan
+        self.steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
+        self.inputs = [a for a in plan["arguments"] if a["kind"] != "output"]
+        self.outputs = [a for a in plan["arguments"] if a["kind"] == "output"]
+        self.graph = None  # a GraphReplay once captured
 
 
 class GpuExecutable:
     """Callable over (state..., inputs...) CUDA tensors; returns the plan's
-    results, flat (load() wraps it in the model's calling convention)."""
+    results, flat (load() wraps it in the model's calling convention).
+
+    A dynamic plan (version 2) is resolved once per set of sizes of its
+    symbols; each resolution keeps its own prepared launches and CUDA graph."""
 
     def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False,
                  static_inputs: tuple[int, ...] = ()):
@@ -40,42 +60,48 @@ class GpuExecutable:
         self.poison_outputs = False
         self.cuda_graph = cuda_graph  # replay the whole plan as one CUDA graph: no per-launch host work
         self.static_inputs = frozenset(static_inputs)  # model inputs a graph replay binds, as it binds state
-        self._graph = None  # a GraphReplay once captured
+        self._graph = None  # the GraphReplay a call replayed last
         self._recorded_launches = None  # a list while a graph is captured
         self._events = None  # (start, end) per launch while profiling
         self._modules: dict[str, KernelModule] = {}
         self._launches: dict[int, PreparedLaunch] = {}  # by id of the plan step
         self._constants: dict[str, torch.Tensor] = {}
-        self._steps = [(getattr(self, f"_{step['op']}"), step) for step in self.plan["steps"]]
+        self._static = SizedPlan(self.plan, self) if is_static(self.plan) else None
+        self._sized_plans: dict[tuple[int, ...], SizedPlan] = {}  # by the symbols' sizes, least recently used first
+        self._symbol_inputs = sorted({argument for argument, _ in (self.plan.get("symbols") or {}).values()})
+        # the range the compile assumed for each size it left open
+        self._ranges = {dim.name: dim for dim in dynamic_dims(self.manifest)} if self.manifest.get("dynamic") else {}
         args = self.plan["arguments"]
         self.inputs = [a for a in args if a["kind"] != "output"]
         self.outputs = [a for a in args if a["kind"] == "output"]
 
     # ---------------------------------------------------------------- calling
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        self._check_inputs(tensors)
+        sized = self._check_inputs(tensors)
         require_gpu()
         tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]  # the kernels index dense rows
-        return self._replay(tensors) if self.cuda_graph else self._run(tensors)
+        return self._replay(tensors, sized) if self.cuda_graph else self._run(tensors, sized)
 
-    def _replay(self, tensors) -> list[torch.Tensor]:
-        """The plan as one CUDA graph, captured on the first call (see graph_replay)."""
-        if self._graph is None or not self._graph.accepts(tensors):
-            self._graph = self._captured(tensors)
-        return self._graph(tensors)
+    def _replay(self, tensors, sized: SizedPlan) -> list[torch.Tensor]:
+        """The plan as one CUDA graph per set of sizes, captured on its first call (see graph_replay)."""
+        if sized.graph is None or not sized.graph.accepts(tensors):
+            sized.graph = self._captured(tensors, sized)
+        self._graph = sized.graph
+        return sized.graph(tensors)
 
-    def _captured(self, tensors):
+    def _captured(self, tensors, sized: SizedPlan):
         from .graph_replay import GraphReplay
         try:
-            return GraphReplay(self, tensors)
+            return GraphReplay(self, sized, tensors)
         except (TypeError, AttributeError, CudaError) as e:  # an older torch or driver: no node to patch
             warnings.warn(f"{self.outdir.name}: CUDA graph replay copies its inputs and outputs: "
                           f"its kernel nodes cannot be patched ({e})", stacklevel=3)
-            return GraphReplay(self, tensors, patching=False)
+            return GraphReplay(self, sized, tensors, patching=False)
 
     def replay_summary(self) -> dict | None:
-        """How the captured graph takes the caller's tensors: kernel nodes
-        patched per call, and the arguments it copies or binds instead."""
+        """How the captured graph (the last call's sizes') takes the caller's
+        tensors: kernel nodes patched per call, and the arguments it copies
+        or binds instead."""
         if self._graph is None:
             return None
         return {"patching": self._graph.patching, "patched_nodes": len(self._graph.nodes),
@@ -101,39 +127,91 @@ class GpuExecutable:
     def profile(self, *tensors: torch.Tensor, repeat: int = 20) -> list[dict]:
         """Median time of each launch (CUDA events around it), in plan order."""
         import statistics
-        self._check_inputs(tensors)
+        sized = self._check_inputs(tensors)
         require_gpu()
-        self._run(tensors)  # warm-up: loads the modules
+        self._run(tensors, sized)  # warm-up: loads the modules
         samples: list[list[float]] = []
         for _ in range(repeat):
             self._events = []
-            self._run(tensors)
+            self._run(tensors, sized)
             torch.cuda.synchronize()
             samples.append([start.elapsed_time(end) for start, end in self._events])
         self._events = None
-        launches = [s for s in self.plan["steps"] if s["op"] == "launch"]
+        launches = [s for s in sized.plan["steps"] if s["op"] == "launch"]
         return [{"kernel": step["module"], "ms": statistics.median(times)}
                 for step, times in zip(launches, zip(*samples))]
 
-    def _run(self, tensors) -> list[torch.Tensor]:
-        outputs = [self.empty_output(spec) for spec in self.outputs]
+    def _run(self, tensors, sized: SizedPlan) -> list[torch.Tensor]:
+        outputs = [self.empty_output(spec) for spec in sized.outputs]
         buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
         stream = cuda_stream(torch.cuda.current_stream().cuda_stream)
-        for run_step, step in self._steps:
+        for run_step, step in sized.steps:
             run_step(step, buffers, stream)
         return outputs
 
-    def _check_inputs(self, tensors) -> None:
+    def _check_inputs(self, tensors) -> SizedPlan:
+        """The plan at these tensors' sizes, once each matches its argument
+        (an InputMismatchError names the first that does not)."""
         if len(tensors) != len(self.inputs):
             raise InputMismatchError(f"expected {len(self.inputs)} tensors (state then inputs), got {len(tensors)}")
-        for spec, tensor in zip(self.inputs, tensors):
+        sized = self._static or self._sized_plan(tensors)
+        for spec, tensor in zip(sized.inputs, tensors):
             dtype = str(tensor.dtype).removeprefix("torch.")
             if list(tensor.shape) != spec["shape"] or dtype != spec["dtype"]:
-                raise InputMismatchError(f"{spec['name']} ({spec['kind']}): expected {spec['dtype']}{spec['shape']}, "
-                                         f"got {dtype}{list(tensor.shape)}")
+                raise self._mismatch(sized.inputs.index(spec), tensor, spec["shape"])
         for spec, tensor in zip(self.inputs, tensors):  # after shapes, so they are checkable on any machine
             if not tensor.is_cuda:
                 raise InputMismatchError(f"{spec['name']} ({spec['kind']}): on {tensor.device}, expected a CUDA tensor")
+        return sized
+
+    def _sized_plan(self, tensors) -> SizedPlan:
+        """The dynamic plan at the sizes its symbols have in `tensors`, resolved on their first call."""
+        for position in self._symbol_inputs:  # the tensors a symbol is read from must have its dim
+            spec, tensor = self.inputs[position], tensors[position]
+            if tensor.dim() != len(spec["shape"]) or str(tensor.dtype).removeprefix("torch.") != spec["dtype"]:
+                raise self._mismatch(position, tensor)
+        sizes = bind_symbols(self.plan, [tensor.shape for tensor in tensors])
+        key = tuple(sizes.values())
+        sized = self._sized_plans.pop(key, None)
+        if sized is None:
+            self._check_ranges(sizes)
+            sized = SizedPlan(resolve_plan(self.plan, sizes), self)
+            if len(self._sized_plans) >= MAX_SIZED_PLANS:
+                self._forget(next(iter(self._sized_plans)))
+        self._sized_plans[key] = sized  # the most recently used last
+        return sized
+
+    def _forget(self, key: tuple[int, ...]) -> None:
+        """Drop a resolution, and its prepared launches (keyed by its steps' ids, which Python reuses)."""
+        for _, step in self._sized_plans.pop(key).steps:
+            self._launches.pop(id(step), None)
+
+    def _check_ranges(self, sizes: dict[str, int]) -> None:
+        """Refuse a size outside the range the compile assumed (the manifest's 'dynamic')."""
+        for name, size in sizes.items():
+            problem = self._ranges[name].problem(size) if name in self._ranges else None
+            if problem:
+                argument, dim = self.plan["symbols"][name]
+                raise InputMismatchError(f"{self.plan['arguments'][argument]['name']} dim {dim} ({name}) {problem}")
+
+    def _mismatch(self, position: int, tensor: torch.Tensor, expected: list[int] | None = None) -> InputMismatchError:
+        """How input `position` differs from its argument: its dtype or rank,
+        else its first wrong dim (with the expression it has and its value
+        at this call's sizes, `expected`)."""
+        spec = self.inputs[position]
+        dtype, shape = str(tensor.dtype).removeprefix("torch."), list(tensor.shape)
+        declared = f"{spec['dtype']}[{', '.join(map(str, spec['shape']))}]"
+        if expected is None or expected == spec["shape"] or dtype != spec["dtype"] or len(shape) != len(expected):
+            return InputMismatchError(f"{spec['name']} ({spec['kind']}): expected {declared}, got {dtype}{shape}")
+        dim = next(d for d, (got, want) in enumerate(zip(shape, expected)) if got != want)
+        entry = spec["shape"][dim]
+        wanted = f"{entry} = {expected[dim]}" if isinstance(entry, str) else str(entry)
+        symbols = self.plan.get("symbols") or {}
+        read = [f"{name} is {self.inputs[symbols[name][0]]['name']} dim {symbols[name][1]}"
+                for name in symbols if isinstance(entry, str) and name in expression_names(entry)]
+        where = f" ({'; '.join(read)})" if read else ""
+        return InputMismatchError(f"{spec['name']} ({spec['kind']}) dim {dim} is {shape[dim]}, "
+                                  f"expected {wanted}{where}; {declared} is {expected} here")
 
     # ---------------------------------------------------------------- steps
     def _alloc(self, step, buffers, stream) -> None:

@@ -8,6 +8,9 @@ last replay's, and outputs are fresh tensors. Only a tensor a plan's copy
 step touches cannot be patched (the copy is torch's kernel, its addresses
 baked into the graph): an input is copied into the captured one, an output
 cloned from it, and a parameter or buffer rebinds by capturing again.
+
+A graph holds one plan at one set of sizes (its grids, views and scalar
+arguments baked in): a dynamic plan has one graph per set of sizes.
 """
 
 from __future__ import annotations
@@ -45,20 +48,22 @@ class PatchedNode:
 
 
 class GraphReplay:
-    """The plan of `executable` (a GpuExecutable) as one CUDA graph."""
+    """A plan of `executable` (a GpuExecutable) as one CUDA graph."""
 
-    def __init__(self, executable, tensors: list[torch.Tensor], patching: bool = True):
-        """Without `patching` (a driver or torch that cannot patch a node),
-        every argument is treated as a copy step's: bound at capture."""
-        self.executable = executable
-        arguments = executable.plan["arguments"]
+    def __init__(self, executable, sized, tensors: list[torch.Tensor], patching: bool = True):
+        """`sized` is the executable's plan at the sizes of `tensors` (a
+        SizedPlan: its `plan` holds numbers only). Without `patching` (a
+        driver or torch that cannot patch a node), every argument is treated
+        as a copy step's: bound at capture."""
+        self.executable, self.sized = executable, sized
+        arguments = sized.plan["arguments"]
         self.names = [f"arg{i}" for i in range(len(arguments))]
         first_input = next((i for i, a in enumerate(arguments) if a["kind"] == "input"), len(arguments))
         self.kinds = ["static" if a["kind"] == "input" and i - first_input in executable.static_inputs else a["kind"]
                       for i, a in enumerate(arguments)]
         self.outputs = [(name, spec) for name, spec in zip(self.names, arguments) if spec["kind"] == "output"]
         self.patching = patching
-        self.copied = copied_buffers(executable.plan) if patching else set(self.names)
+        self.copied = copied_buffers(sized.plan) if patching else set(self.names)
         self._capture(tensors)
 
     def accepts(self, tensors) -> bool:
@@ -87,12 +92,12 @@ class GraphReplay:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            executable._run(arguments)  # loads the kernel modules: not allowed during capture
+            executable._run(arguments, self.sized)  # loads the kernel modules: not allowed during capture
         torch.cuda.current_stream().wait_stream(side)
         self.graph = torch.cuda.CUDAGraph(keep_graph=True) if self.patching else torch.cuda.CUDAGraph()
         launches: list[tuple[PreparedLaunch, dict[str, int]]] = []
         with executable.recording_launches(launches), torch.cuda.graph(self.graph):
-            outputs = executable._run(arguments)
+            outputs = executable._run(arguments, self.sized)
         self.bound = dict(zip(self.names, arguments + outputs))
         self.nodes = []
         if self.patching:

@@ -287,3 +287,29 @@ func.func @conv_like(%in: memref<2x8x66x64xf32>, %wt: memref<64x8x3xf32>, %out: 
   }
   return
 }
+
+// (g) Bounds known at run time (dynamic shapes): the host computes the trip
+// count (rows x 64), the blocks (at least one) from it, and each thread
+// compares its linear index with that count.
+// CHECK-LABEL: func.func @dynamic_rows(
+// CHECK:         %[[ROWS:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?x64xf32>
+// CHECK:         %[[TOTAL:.*]] = arith.muli %[[ROWS]], %{{.*}} : index
+// CHECK:         %[[CEIL:.*]] = arith.ceildivui %[[TOTAL]], %{{.*}} : index
+// CHECK:         %[[BLOCKS:.*]] = arith.maxui %[[CEIL]], %{{.*}} : index
+// CHECK:         scf.parallel (%[[B:.*]]) = (%{{.*}}) to (%[[BLOCKS]])
+// CHECK:           scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%{{.*}})
+// CHECK:             %[[LINEAR:.*]] = arith.addi %{{.*}}, %[[T]] : index
+// CHECK:             arith.cmpi ult, %[[LINEAR]], %[[TOTAL]] : index
+func.func @dynamic_rows(%a: memref<?x64xf32>, %out: memref<?x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %rows = memref.dim %a, %c0 : memref<?x64xf32>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%rows, %c64) step (%c1, %c1) {
+    %x = memref.load %a[%i, %j] : memref<?x64xf32>
+    %y = arith.addf %x, %x : f32
+    memref.store %y, %out[%i, %j] : memref<?x64xf32>
+    scf.reduce
+  }
+  return
+}

@@ -150,15 +150,17 @@ class KernelBuilder:
         """a * b; nothing built for b == 1 (canonicalize folds the rest)."""
         return a if b == 1 else arith.muli(a, self.index(b))
 
-    def div(self, a: ir.Value, b: int) -> ir.Value:
-        return a if b == 1 else arith.divui(a, self.index(b))
+    def div(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        if isinstance(b, int):
+            return a if b == 1 else arith.divui(a, self.index(b))
+        return arith.divui(a, b)
 
-    def rem(self, a: ir.Value, b: int) -> ir.Value:
-        return arith.remui(a, self.index(b))
+    def rem(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
+        return arith.remui(a, self.index(b) if isinstance(b, int) else b)
 
-    def delinearize(self, flat: ir.Value, extents: Sequence[int]) -> list[ir.Value]:
+    def delinearize(self, flat: ir.Value, extents: Sequence[ir.Value | int]) -> list[ir.Value]:
         """The indices, one per extent (row-major), of position `flat` in a
-        box of `extents`."""
+        box of `extents` (numbers, or values known at run time)."""
         rest, indices = flat, []
         for k, extent in reversed(list(enumerate(extents))):
             indices.append(self.rem(rest, extent) if k else rest)
@@ -361,12 +363,13 @@ class LaunchIds:
     workgroup: tuple[ir.Value, ...]   # the launch's workgroup buffers, in the order asked for
 
 
-def build_launch(before: ir.Operation, kernel: str, schedule: str, grid: tuple[int, int, int], threads: int,
+def build_launch(before: ir.Operation, kernel: str, schedule: str, grid: tuple[int | ir.Value, ...], threads: int,
                  body: Callable[[KernelBuilder, LaunchIds], None], path: str = "",
                  workgroup: Sequence[ir.MemRefType] = (), dynamic_shared_bytes: int = 0) -> ir.Operation:
     """A gpu.launch of `kernel` on `grid` blocks of `threads` threads, built
     right before `before` and located at it (so kernel ops name the torch
-    op). `body(builder, ids)` builds the kernel's body; `workgroup` buffers
+    op); a grid size may be a value the host computes (dynamic shapes).
+    `body(builder, ids)` builds the kernel's body; `workgroup` buffers
     are the launch's workgroup attributions, `dynamic_shared_bytes` its
     dynamic shared memory. Any failure, in building or in verifying the
     launch, is a KernelBuildError naming the kernel, `schedule` and the op."""
@@ -375,7 +378,7 @@ def build_launch(before: ir.Operation, kernel: str, schedule: str, grid: tuple[i
         builder = KernelBuilder(ir.InsertionPoint.current, path)
         launch = None
         try:
-            sizes = [builder.index(v) for v in (*grid, threads, 1, 1)]
+            sizes = [builder.index(v) if isinstance(v, int) else v for v in (*grid, threads, 1, 1)]
             shared = builder.constant(dynamic_shared_bytes, "i32") if dynamic_shared_bytes else None
             launch = gpu.LaunchOp(sizes[:3], sizes[3:], dynamic_shared_memory_size=shared)
             builder.place_constants_before(launch.operation)

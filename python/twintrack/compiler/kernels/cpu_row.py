@@ -166,29 +166,8 @@ class CpuRowWriter:
         return arith.andi(enough_rows, enough)
 
     def _extents(self) -> list[ir.Value]:
-        """Each loop's extent (the row dims', then the row's length) as an
-        index: a constant, or one known at run time read off a buffer the
-        kernel indexes by that loop."""
-        extents = []
-        for loop, extent in enumerate((*self.p.rows, self.p.inner)):
-            if not ir.ShapedType.is_dynamic_size(extent):
-                extents.append(self.w.index(extent))
-                continue
-            buffer, position = self._indexed_by(loop)
-            extents.append(memref.dim(self.p.buffers[buffer], self.w.index(position)))
-        return extents
-
-    def _indexed_by(self, loop: int) -> tuple[int, int]:
-        """(a buffer, its dim) that loop `loop` indexes: an input's, or an output's."""
-        rows = tuple(range(len(self.p.rows)))
-        for step in self.p.steps:
-            for inp in step.inputs:
-                if inp.buffer is not None and loop in inp.dims:
-                    return inp.buffer, inp.dims.index(loop)
-            written = rows + (len(rows),) if step.kind == "elementwise" else rows
-            if step.store and loop in written:
-                return step.output, written.index(loop)
-        raise ValueError(f"no buffer of the row program is indexed by loop {loop}")
+        """Each loop's extent (RowProgram.extents)."""
+        return self.p.extents(self.w.index)
 
     def _rows(self, start: ir.Value, stop: ir.Value) -> ir.Operation:
         with self.w.loop(start, stop, 1) as rows:

@@ -39,6 +39,8 @@ class MatmulOperands:
     tf32: bool = False  # f32 operands may be multiplied as tf32 (10 mantissa bits: --allow-tf32)
     c_vectors: bool = True  # C's rows are 16-byte aligned: results go in vectors (else one element at a time)
     a_window: WindowRead | None = None  # A read through a convolution's windows from its input (window_read)
+    open_m: bool = False  # M known only at run time (dynamic shapes): `m` is the size the tile was chosen for,
+                          # the kernel reads M off A and masks the last row tile (its grid computed on the host)
 
 
 @dataclass(frozen=True)
@@ -135,25 +137,37 @@ class TiledMatmulWriter:
         names the generator in the kernel report's path."""
         self.ops, self.cfg, self.accumulate = ops, config, accumulate
         self.bm, self.bn, self.threads = config.bm, config.bn, config.threads
-        self.path = f"{kind} {config.label()}"
+        self.path = f"{kind} {config.label()}" + (" masked rows (M at run time)" if ops.open_m else "")
         self.epilogue_description = epilogue
         self.epilogue: EpilogueWriter | None = None
         # Ragged edges: a size the tiles do not divide is where the last
         # tile's loads are guarded (zeros past it) and its stores skipped.
         bk = getattr(config, "bk", None)
         self.k_end = round_up(ops.k, bk) if bk else ops.k  # the K loop's end: whole steps
-        self.m_edge = ops.m if ops.m % self.bm else None
+        self.m_edge: int | ir.Value | None = ops.m if ops.m % self.bm else None  # open M: read off A in `bind`
         self.n_edge = ops.n if ops.n % self.bn else None
         self.k_edge = ops.k if bk and ops.k % bk else None
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
-        """The kernel's gpu.launch, built right before `before`."""
+        """The kernel's gpu.launch, built right before `before`; where M is
+        known only at run time, its row tiles are counted on the host."""
         def body(w: KernelBuilder, ids: LaunchIds) -> None:
             self.bind(w, ids, operands, ids.block_x, ids.block_y, ids.block_z)
             self.kernel_body()
-        return build_launch(before, kernel, self.path, self.grid(), self.threads, body, self.path,
+        grid = self.grid()
+        if self.ops.open_m:
+            with ir.InsertionPoint(before), before.location:
+                index = ir.IndexType.get()
+                rows = arith.ceildivui(self.rows_of(operands.a), arith.constant(index, self.bm))
+                grid = (grid[0], arith.maxui(rows, arith.constant(index, 1)), grid[2])
+        return build_launch(before, kernel, self.path, grid, self.threads, body, self.path,
                             self.workgroup_types(), self.dynamic_shared_bytes())
+
+    def rows_of(self, a: ir.Value) -> ir.Value:
+        """M as A holds it at run time (its second to last dim)."""
+        rank = ir.MemRefType(a.type).rank
+        return memref.dim(a, arith.constant(ir.IndexType.get(), rank - 2))
 
     def bind(self, w: KernelBuilder, ids: LaunchIds, operands: KernelOperands,
              block_n: ir.Value, block_m: ir.Value, batch: ir.Value) -> None:
@@ -161,11 +175,14 @@ class TiledMatmulWriter:
         self.w, self.tid, self.shared = w, ids.thread, ids.workgroup
         self.block_n, self.block_m, self.batch = block_n, block_m, batch
         self.a, self.b, self.c = operands.a, operands.b, operands.c
+        if self.ops.open_m:
+            self.m_edge = self.rows_of(self.a)
         if self.epilogue_description is not None:
             tensors = dict(zip((k for k, _ in self.epilogue_description.tensor_inputs()), operands.epilogue))
             self.epilogue = EpilogueWriter(self.epilogue_description, w, tensors, operands.captured)
 
     def grid(self) -> tuple[int, int, int]:
+        """(column tiles, row tiles, batch); an open M's row tiles as for the M the tile was chosen for."""
         return (-(-self.ops.n // self.bn), -(-self.ops.m // self.bm), self.ops.batch or 1)
 
     def workgroup_types(self) -> list[ir.MemRefType]:
@@ -192,11 +209,12 @@ class TiledMatmulWriter:
         """Record on the K loop the share of its work inside the data (ragged edges pad the rest)."""
         o = self.ops
         padded = round_up(o.m, self.bm) * round_up(o.n, self.bn) * self.k_end
-        if padded != o.m * o.n * o.k:
+        if padded != o.m * o.n * o.k and not o.open_m:
             self.w.useful_fraction(loop, o.m * o.n * o.k / padded)
 
-    # A-tile, B-tile and C limits: the sizes a tile may run past (TileCopy.limits).
-    def a_limits(self) -> tuple[int | None, int | None]:
+    # A-tile, B-tile and C limits: the sizes a tile may run past (TileCopy.limits): a
+    # number, or (an open M) a value read at run time.
+    def a_limits(self) -> tuple[int | ir.Value | None, int | None]:
         return (self.m_edge, self.k_edge)
 
     def b_limits(self) -> tuple[int | None, int | None]:
@@ -210,9 +228,13 @@ class TiledMatmulWriter:
         """(row, col) of a `width`-wide vector kept inside `limits` (the last
         whole vector's place), and whether it was inside (`inside`). Limits
         are multiples of `width` (aligned rows)."""
-        bounded = [index if limit is None else arith.minui(index, self.w.index(limit - last))
+        bounded = [index if limit is None else arith.minui(index, self._last_place(limit, last))
                    for index, limit, last in ((row, limits[0], 1), (col, limits[1], width))]
         return bounded[0], bounded[1], self.inside(row, col, limits)
+
+    def _last_place(self, limit: int | ir.Value, last: int) -> ir.Value:
+        """limit - last: where the last whole vector before a limit starts."""
+        return self.w.index(limit - last) if isinstance(limit, int) else self.w.sub(limit, last)
 
     def inside(self, row: ir.Value, col: ir.Value, limits: tuple[int | None, int | None]) -> ir.Value | None:
         """row < limits[0] and col < limits[1] (i1), where there are limits; None where none applies."""

@@ -79,6 +79,15 @@ def _simt_applies(operands: Sequence[MatmulOperands], target: GpuTarget, arch: s
     return None
 
 
+def _fixed_rows(applies: Callable[[Sequence[MatmulOperands], GpuTarget, str], str | None]):
+    """`applies` of a generator whose schedule needs M at compile time: it refuses an M known only at run time."""
+    def check(operands: Sequence[MatmulOperands], target: GpuTarget, arch: str) -> str | None:
+        if any(o.open_m for o in operands):
+            return "its schedule needs M at compile time (dynamic shapes: M is known at run time)"
+        return applies(operands, target, arch)
+    return check
+
+
 def _stored_a(applies: Callable[[Sequence[MatmulOperands], GpuTarget, str], str | None]):
     """`applies` of a generator that reads A only as stored: it refuses a convolution's windows first."""
     def check(operands: Sequence[MatmulOperands], target: GpuTarget, arch: str) -> str | None:
@@ -88,10 +97,11 @@ def _stored_a(applies: Callable[[Sequence[MatmulOperands], GpuTarget, str], str 
 
 # Preferred first: the heuristic takes the first generator that applies and has a fitting tile.
 MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
-    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _stored_a(skinny_applies)),
-    KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule, _stored_a(split_k_wgmma_applies)),
+    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _fixed_rows(_stored_a(skinny_applies))),
+    KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule,
+                    _fixed_rows(_stored_a(split_k_wgmma_applies))),
     KernelGenerator("wgmma_matmul", WgmmaMatmulWriter, WgmmaTileConfig, _wgmma_applies),
-    KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, _stored_a(split_k_applies)),
+    KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, _fixed_rows(_stored_a(split_k_applies))),
     KernelGenerator("mma_matmul", MmaMatmulWriter, MmaTileConfig, _stored_a(_mma_applies)),
     KernelGenerator("simt_matmul", SimtMatmulWriter, TileConfig, _stored_a(_simt_applies)),
 )

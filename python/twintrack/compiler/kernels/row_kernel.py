@@ -36,7 +36,9 @@ is cloned from its linalg.generic (`clone_body`).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from mlir import ir
@@ -113,8 +115,40 @@ class RowProgram:
 
     @property
     def path(self) -> str:
-        """The kernel's path in the kernel report (and its schedule, in errors)."""
-        return f"row-wise {math.prod(self.rows)}x{self.inner}/{self.threads}"
+        """The kernel's path in the kernel report (and its schedule, in errors);
+        rows known only at run time (dynamic shapes) show as ?."""
+        rows = "?" if self.open_rows else math.prod(self.rows)
+        return f"row-wise {rows}x{self.inner}/{self.threads}"
+
+    @property
+    def open_rows(self) -> bool:
+        """Is some row dim known only at run time?"""
+        return any(ir.ShapedType.is_dynamic_size(extent) for extent in self.rows)
+
+    def indexed_by(self, loop: int) -> tuple[int, int]:
+        """(a buffer, its dim) that loop `loop` indexes: an input's, or an output's."""
+        rows = tuple(range(len(self.rows)))
+        for step in self.steps:
+            for inp in step.inputs:
+                if inp.buffer is not None and loop in inp.dims:
+                    return inp.buffer, inp.dims.index(loop)
+            written = rows + (len(rows),) if step.kind == "elementwise" else rows
+            if step.store and loop in written:
+                return step.output, written.index(loop)
+        raise ValueError(f"no buffer of the row program is indexed by loop {loop}")
+
+    def extents(self, index: Callable[[int], ir.Value]) -> list[ir.Value]:
+        """Each loop's extent (the row dims', then the row's length) as an
+        index value at the insertion point: a constant (`index`), or one known
+        at run time read off a buffer the program indexes by that loop."""
+        extents = []
+        for loop, extent in enumerate((*self.rows, self.inner)):
+            if ir.ShapedType.is_dynamic_size(extent):
+                buffer, position = self.indexed_by(loop)
+                extents.append(memref.dim(self.buffers[buffer], index(position)))
+            else:
+                extents.append(index(extent))
+        return extents
 
 
 class _RowKernelWriter:
@@ -129,13 +163,19 @@ class _RowKernelWriter:
         self.columns: dict[tuple[int, int], ir.Value] = {}  # (chunk, lane) -> its column
 
     def build(self, before: ir.Operation, kernel: str) -> ir.Operation:
-        """The kernel's gpu.launch, built right before `before` (and located at it)."""
+        """The kernel's gpu.launch, built right before `before` (and located
+        at it): a block per row, their count computed on the host where it is
+        known only at run time."""
         p = self.p
-        return build_launch(before, kernel, self.path, (math.prod(p.rows), 1, 1), p.threads, self._body, self.path)
+        rows = math.prod(p.rows)
+        if p.open_rows:
+            with ir.InsertionPoint(before), before.location:
+                rows = functools.reduce(arith.muli, p.extents(lambda n: arith.constant(ir.IndexType.get(), n))[:-1])
+        return build_launch(before, kernel, self.path, (rows, 1, 1), p.threads, self._body, self.path)
 
     def _body(self, w: KernelBuilder, ids: LaunchIds) -> None:
         self.w, p = w, self.p
-        self.row = w.delinearize(ids.block_x, p.rows)
+        self.row = w.delinearize(ids.block_x, p.extents(w.index)[:-1] if p.open_rows else p.rows)
         self.positions = [self._chunk_start(i) for i in range(p.chunks)]
         builders = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
         self._prefetch_read_only()

@@ -50,6 +50,7 @@ PASSES = {
     "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),
     "serial-small-loops": ("serial_small_loops", "SerialSmallLoops"),
     "sink-elementwise-loops": ("masked_loops", "SinkElementwiseLoops"),
+    "shape-buffers": ("shape_buffers", "ShapeBuffers"),
     "share-kernel-modules": ("share_kernel_modules", "ShareKernelModules"),
     "split-fills": ("split_fills", "SplitFills"),
     "tight-windows": ("tight_windows", "TightWindows"),

@@ -172,15 +172,17 @@ class AnnotateKernels(PythonPass):
         module_name, kernel_name = (part.strip("@") for part in symbol.split("::"))
         kernel = kernels[(module_name, kernel_name)]
         view = launch.opview
-        launched = math.prod(_constant(v) or 1 for v in (view.gridSizeX, view.gridSizeY, view.gridSizeZ,
-                                                         view.blockSizeX, view.blockSizeY, view.blockSizeZ))
-        flops = round(_flops_per_thread(kernel) * _active_threads(kernel, launched))
-        moved = sum(shaped_bytes(v.type) for v in view.kernelOperands if isinstance(v.type, ir.MemRefType))
-        i64 = ir.IntegerType.get_signless(64)
+        dims = (view.gridSizeX, view.gridSizeY, view.gridSizeZ, view.blockSizeX, view.blockSizeY, view.blockSizeZ)
+        buffers = [v.type for v in view.kernelOperands if isinstance(v.type, ir.MemRefType)]
         locations, keys = _source_ops(kernel)
         with launch.context:
             launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in locations])
             launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
-            launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
-            launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, moved)
             launch.attributes["twintrack.path"] = ir.StringAttr.get(_kernel_path(kernel))
+            if any(_constant(v) is None for v in dims) or not all(t.has_static_shape for t in buffers):
+                return  # sizes known at run time: the work is not counted
+            launched = math.prod(_constant(v) for v in dims)
+            flops = round(_flops_per_thread(kernel) * _active_threads(kernel, launched))
+            i64 = ir.IntegerType.get_signless(64)
+            launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
+            launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, sum(shaped_bytes(t) for t in buffers))

@@ -41,6 +41,11 @@ def index_constant(value: int) -> ir.Value:
     return arith.constant(ir.IndexType.get(), value)
 
 
+def _index(size: int | ir.Value) -> ir.Value:
+    """A size as an index value: a number becomes a constant where it is used."""
+    return index_constant(size) if isinstance(size, int) else size
+
+
 # combiner op -> (gpu.all_reduce kind, neutral element)
 COMBINERS = {
     "arith.addf": ("add", 0.0), "arith.mulf": ("mul", 1.0),
@@ -122,11 +127,13 @@ def top_level_parallel_loops(module: ir.Operation) -> list[ir.Operation]:
     return loops
 
 
-def _grid(blocks: int, threads: int) -> tuple[ir.Value, ir.Value, ir.Block]:
+def _grid(blocks: int | ir.Value, threads: int) -> tuple[ir.Value, ir.Value, ir.Block]:
     """A blocks x threads nest of mapped scf.parallel loops at the insertion
     point: (block index, thread index, the thread loop's body, ending in its
-    scf.reduce)."""
-    grid = scf.ParallelOp([], [index_constant(0)], [index_constant(blocks)], [index_constant(1)], [])
+    scf.reduce). `blocks` is a number, or a value the host computes."""
+    lower = index_constant(0)
+    upper = index_constant(blocks) if isinstance(blocks, int) else blocks
+    grid = scf.ParallelOp([], [lower], [upper], [index_constant(1)], [])
     grid.attributes["mapping"] = _mapping(gpu.Processor.BlockX)
     grid_body = grid.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(grid_body):
@@ -156,30 +163,56 @@ class GpuDistribute(PythonPass):
 
     def _distribute(self, loop: ir.Operation, pass_) -> None:
         rank = len(loop.regions[0].blocks[0].arguments)
-        bounds = [constant_int(v) for v in loop.operands[:3 * rank]]
-        if None in bounds or len(loop.results):
-            loop.location.emit_error("gpu-distribute: the loop needs constant bounds and no reductions")
+        lower, upper, step = (list(loop.operands[k * rank:(k + 1) * rank]) for k in range(3))
+        constant_lower, constant_step = [constant_int(v) for v in lower], [constant_int(v) for v in step]
+        if None in constant_lower + constant_step or len(loop.results):
+            loop.location.emit_error("gpu-distribute: the loop needs constant lower bounds and steps, and no reductions")
             pass_.signal_pass_failure()
             return
-        lower, upper, step = bounds[:rank], bounds[rank:2 * rank], bounds[2 * rank:]
-        trips = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(lower, upper, step)]
+        constant_upper = [constant_int(v) for v in upper]
+        if None in constant_upper:  # sizes known at run time: the host computes the grid
+            self._distribute_dynamic(loop, upper, constant_lower, constant_step)
+            return
+        trips = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(constant_lower, constant_upper, constant_step)]
         total = math.prod(trips)
         reduction = cooperative_reduction(loop, total)
         if reduction:
-            self._distribute_row_reduction(loop, reduction, trips, lower, step, total)
+            self._distribute_row_reduction(loop, reduction, trips, constant_lower, constant_step, total)
             return
         threads = block_size(total, self.max_threads)
         blocks = max(1, -(-total // threads))
         with ir.InsertionPoint(loop), loop.location:
-            block, thread, thread_body = _grid(blocks, threads)
-            with ir.InsertionPoint(thread_body):
-                linear = arith.addi(arith.muli(block, index_constant(threads)), thread)
-                in_range = arith.cmpi(arith.CmpIPredicate.ult, linear, index_constant(total))
-                guard = scf.IfOp(in_range)
-                scf.ReduceOp([], 0)
-            with ir.InsertionPoint(guard.then_block):
-                indices = self._delinearize(linear, trips, lower, step)
-                done = scf.YieldOp([])
+            self._linearized(loop, blocks, threads, total, trips, constant_lower, constant_step)
+
+    def _distribute_dynamic(self, loop: ir.Operation, upper: list[ir.Value], lower: list[int], step: list[int]) -> None:
+        """A nest with run-time bounds: its trip counts, their product and
+        the block count computed before the launch (at least one block: a
+        grid of none is no launch)."""
+        with ir.InsertionPoint(loop), loop.location:
+            trips = [arith.ceildivsi(arith.subi(u, index_constant(lo)), index_constant(s)) if (lo, s) != (0, 1) else u
+                     for u, lo, s in zip(upper, lower, step)]
+            total = trips[0]
+            for trip in trips[1:]:
+                total = arith.muli(total, trip)
+            threads = self.max_threads
+            blocks = arith.maxui(arith.ceildivui(total, index_constant(threads)), index_constant(1))
+            self._linearized(loop, blocks, threads, total, trips, lower, step)
+
+    def _linearized(self, loop: ir.Operation, blocks: int | ir.Value, threads: int, total: int | ir.Value,
+                    trips: list[int | ir.Value], lower: list[int], step: list[int]) -> None:
+        """The nest as blocks x threads, each thread one point of the
+        iteration space (linear index split back into the loop's indices),
+        guarded against the last block's overhang. Sizes are numbers, or
+        values the host computes."""
+        block, thread, thread_body = _grid(blocks, threads)
+        with ir.InsertionPoint(thread_body):
+            linear = arith.addi(arith.muli(block, index_constant(threads)), thread)
+            in_range = arith.cmpi(arith.CmpIPredicate.ult, linear, _index(total))
+            guard = scf.IfOp(in_range)
+            scf.ReduceOp([], 0)
+        with ir.InsertionPoint(guard.then_block):
+            indices = self._delinearize(linear, trips, lower, step)
+            done = scf.YieldOp([])
         body = loop.regions[0].blocks[0]
         for old, new in zip(body.arguments, indices):
             old.replace_all_uses_with(new)
@@ -231,12 +264,12 @@ class GpuDistribute(PythonPass):
         loop.erase()
 
     @staticmethod
-    def _delinearize(linear: ir.Value, trips: list[int], lower: list[int], step: list[int]) -> list[ir.Value]:
+    def _delinearize(linear: ir.Value, trips: list[int | ir.Value], lower: list[int], step: list[int]) -> list[ir.Value]:
         indices = [None] * len(trips)
         rest = linear
         for k in reversed(range(len(trips))):
-            position = arith.remui(rest, index_constant(trips[k])) if k else rest
-            rest = arith.divui(rest, index_constant(trips[k])) if k else rest
+            position = arith.remui(rest, _index(trips[k])) if k else rest
+            rest = arith.divui(rest, _index(trips[k])) if k else rest
             if step[k] != 1:
                 position = arith.muli(position, index_constant(step[k]))
             indices[k] = arith.addi(position, index_constant(lower[k])) if lower[k] else position

@@ -176,7 +176,7 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
     first = operands[0]
     op = ("batch_matmul" if first.batch else "matmul") + (".bT" if first.b_transposed else "") \
         + (f".horizontal{len(operands)}" if len(operands) > 1 else "") + (".epilogue" if first.view else "") \
-        + (".im2col" if first.a_window else "")
+        + (".im2col" if first.a_window else "") + (".open_m" if first.open_m else "")
     shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
     multiplied = "tf32" if first.tf32 else first.in_element
     return TuningKey(op, shapes, f"{multiplied}->{first.out_element}", arch, compiler_version())
@@ -196,7 +196,7 @@ def _fitting(operands: list[MatmulOperands], tiles: list[tuple], max_padding: fl
     none does, those that take ragged edges and pad the work by at most
     `max_padding`."""
     dividing = [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
-    if dividing:
+    if dividing and not any(o.open_m for o in operands):  # an M known at run time may end anywhere
         return dividing
     return [(t, least) for t, least in tiles
             if all(_takes_ragged(t, o) for o in operands) and padding(t, operands) <= max_padding]
@@ -251,22 +251,43 @@ def _static(memref_type: ir.Type) -> bool:
     return offset != dynamic and dynamic not in strides
 
 
-def matmul_operands(op: ir.Operation, output: ir.Value) -> MatmulOperands | None:
+def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None = None) -> MatmulOperands | None:
     """The kernel's view of `op` writing into `output` (its own or a
     narrower one). A and B are read in 16-byte vectors; C, where its rows are
     not aligned to them (a key projection transposed into rows of 197
-    tokens), is stored one element at a time."""
+    tokens), is stored one element at a time. A 2-D matmul whose M is known
+    only at run time (A's and C's rows) is tiled as for the target's
+    `dynamic_matmul_rows` and masks its last row tile (`open_m`)."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
-    if transposed is None or not (_aligned(a) and _aligned(b) and _static(c)):
+    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(c)
+    if transposed is None or not (_aligned(b) and (open_m or (_aligned(a) and _static(c)))):
         return None
     if str(a.element_type) != str(b.element_type):
         return None
     batched = op.name == "linalg.batch_matmul"
     *batch, m, k = a.shape
     n = b.shape[-2] if transposed else b.shape[-1]
+    if open_m:
+        m = (target or gpu_target()).dynamic_matmul_rows
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
-                          str(a.element_type), str(c.element_type), transposed, c_vectors=_aligned(c))
+                          str(a.element_type), str(c.element_type), transposed,
+                          c_vectors=_aligned(c) or (open_m and _vector_rows(c)), open_m=open_m)
+
+
+def _open_rows(memref_type: ir.Type) -> bool:
+    """A row-major 2-D memref of a kernel element type whose rows are known
+    only at run time, its columns at compile time, 16-byte aligned."""
+    if not isinstance(memref_type, ir.MemRefType) or memref_type.rank != 2 \
+            or str(memref_type.element_type) not in ELEMENTS:
+        return False
+    rows, cols = memref_type.shape
+    return ir.ShapedType.is_dynamic_size(rows) and not ir.ShapedType.is_dynamic_size(cols) \
+        and _vector_rows(memref_type)
+
+
+def _vector_rows(memref_type: ir.MemRefType) -> bool:
+    return vectors_fit(memref_type, VECTOR_BYTES // element_bytes(memref_type.element_type))
 
 
 def describe_epilogue(consumer: ir.Operation, accumulator: ir.Value) -> tuple[Epilogue, tuple, tuple, list] | None:
@@ -375,7 +396,10 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
         return None
     moved, skipped = between
     epilogue, read_dims, store_dims, captured = described
-    found = _FoundEpilogue(after, epilogue, _output_view(result, view, read_dims, store_dims), view, moved, captured)
+    output_view = _output_view(result, view, read_dims, store_dims)
+    if any(len(parts) > 1 and any(ir.ShapedType.is_dynamic_size(size) for size in parts) for parts in output_view.splits):
+        return None  # a row split into sizes known at run time (B·S as B, S): the kernel splits by constants
+    found = _FoundEpilogue(after, epilogue, output_view, view, moved, captured)
     in_place = buffer_root(found.output) == buffer_root(result)  # it overwrites the result (reuse-buffers, outputs-in-place)
     owner = defining_op(result)
     users = users_of(result) + (users_of(read) if view is not None else [])
@@ -461,10 +485,11 @@ class MatmulSite:
             # writes through the view.
             for allocation in found.allocations + ([found.view] if found.view is not None else []):
                 allocation.move_before(op)
+        windows = windows and ir.MemRefType(op.operands[0].type).has_static_shape  # an open M reads A as stored
         return cls(op, fill, found, window_operand(op) if windows else None)
 
-    def operands(self) -> MatmulOperands | None:
-        operands = matmul_operands(self.op, self.output)
+    def operands(self, target: GpuTarget | None = None) -> MatmulOperands | None:
+        operands = matmul_operands(self.op, self.output, target)
         if operands is not None and self.found is not None:
             operands = replace(operands, view=self.found.output_view)
         if operands is not None and self.window is not None:
@@ -519,7 +544,7 @@ class GpuMatmulKernels(PythonPass):
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
         for group in _horizontal_groups(matmuls):
             sites = [MatmulSite.of(op, windows=len(group) == 1) for op in group]
-            operands = [self._precision(site.operands()) for site in sites]
+            operands = [self._precision(site.operands(target)) for site in sites]
             if len(sites) > 1 and None not in operands and \
                     self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
@@ -527,7 +552,7 @@ class GpuMatmulKernels(PythonPass):
                 chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None and site.window is not None:  # read the patches as written instead
                     site.window = None
-                    single = self._precision(site.operands())
+                    single = self._precision(site.operands(target))
                     chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None:
                     record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
@@ -606,6 +631,8 @@ def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOp
     """One kernel for the matmuls of a horizontal dispatch, in place of the
     last (every operand is defined by then); False where they cannot share
     one: no tile for all, or different shared buffers."""
+    if any(o.open_m for o in operands):
+        return False  # one grid of each matmul's blocks needs their counts at compile time
     chosen = choose_kernel(operands, table, arch, target, request)
     if chosen is None:
         return False

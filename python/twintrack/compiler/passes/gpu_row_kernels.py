@@ -33,7 +33,12 @@ MIN_ELEMENTWISE_INNER = 128
 
 
 def _elementwise_rows(shape: list[int]) -> bool:
-    """Rows enough (a block per SM), each of MIN_ELEMENTWISE_INNER or more."""
+    """Rows enough (a block per SM), each of MIN_ELEMENTWISE_INNER or more;
+    rows whose count is known only at run time are taken to be enough."""
+    if ir.ShapedType.is_dynamic_size(shape[-1]):
+        return False
+    if any(ir.ShapedType.is_dynamic_size(extent) for extent in shape[:-1]):
+        return shape[-1] >= MIN_ELEMENTWISE_INNER
     return shape[-1] >= MIN_ELEMENTWISE_INNER \
         and math.prod(shape[:-1]) >= gpu_target().sm_count * MIN_ELEMENTWISE_ROWS_PER_SM
 
@@ -46,7 +51,9 @@ def gpu_row_program(group: list[ir.Operation]) -> RowProgram | None:
     """The group's row kernel: 16-byte vectors where rows are contiguous and
     a multiple of 4 long; none if its rows do not fit in registers."""
     program = RowSiteReader(group, _vector_width, contiguous_rows, _elementwise_rows).read()
-    return program if program is not None and program.fits() else None
+    if program is None or ir.ShapedType.is_dynamic_size(program.inner):
+        return None  # a row of run-time length does not fit registers: the generic kernels take it
+    return program if program.fits() else None
 
 
 @dataclass(frozen=True)

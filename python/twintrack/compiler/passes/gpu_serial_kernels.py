@@ -41,10 +41,33 @@ _HOST_OPS = {"arith.constant", "memref.alloc", "memref.alloca", "memref.get_glob
 _TAGGED = {"memref.store", "scf.for", "scf.while", "scf.if", "scf.parallel", "vector.store"}
 
 
+# Integer arithmetic on sizes (dynamic shapes): the plan evaluates it per call.
+HOST_SCALAR_OPS = {"memref.dim", "arith.addi", "arith.subi", "arith.muli", "arith.divui", "arith.divsi",
+                   "arith.remui", "arith.remsi", "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi",
+                   "arith.maxui", "arith.maxsi", "arith.minui", "arith.minsi", "arith.cmpi", "arith.select",
+                   "arith.index_cast", "arith.index_castui", "affine.apply"}
+
+
+def host_scalar(op: ir.Operation) -> bool:
+    """Is `op` a size computation the host plan evaluates: a buffer's size,
+    or integer arithmetic on constants and sizes (no value loaded on the device)?"""
+    if op.name not in HOST_SCALAR_OPS:
+        return False
+    for value in op.operands:
+        if isinstance(value.type, ir.MemRefType):
+            continue
+        if isinstance(value, ir.BlockArgument):
+            return False
+        owner = as_operation(value.owner)
+        if owner.name != "arith.constant" and not host_scalar(owner):
+            return False
+    return True
+
+
 def runs_on_host(op: ir.Operation) -> bool:
     """Does the plan run `op` itself, or outlining turn it into a launch
     (an scf.parallel that gpu-distribute mapped onto blocks)?"""
-    return op.name in _HOST_OPS or (op.name == "scf.parallel" and "mapping" in op.attributes)
+    return op.name in _HOST_OPS or (op.name == "scf.parallel" and "mapping" in op.attributes) or host_scalar(op)
 
 
 def _ops(block: ir.Block) -> list[ir.Operation]:
@@ -54,10 +77,10 @@ def _ops(block: ir.Block) -> list[ir.Operation]:
 def movable(op: ir.Operation) -> bool:
     """A host op with no effect on memory that may move up to where a run's
     launch goes, so that it does not split the run: a constant, a static
-    allocation (its buffer just lives a little longer), a global, a view."""
-    if op.name in ("memref.alloc", "memref.alloca"):
-        return not len(op.operands)
-    return op.name in (*_CONSTANTS, "memref.get_global", *VIEW_OPS)
+    allocation (its buffer just lives a little longer; a dynamic one's
+    sizes are host values), a global, a view, a size computation."""
+    return op.name in (*_CONSTANTS, "memref.alloc", "memref.alloca", "memref.get_global", *VIEW_OPS) \
+        or host_scalar(op)
 
 
 # Constants the kernel generators hoist before their launches (the wgmma

@@ -48,9 +48,20 @@ def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool
         return False
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     inner %= len(strides)
+    if inner == len(strides) - 1 and _identity_layout(memref_type) and _static_multiple(memref_type.shape[-1], width):
+        return True  # row-major: every outer stride a multiple of the row, whatever sizes come at run time
     if offset == dynamic or dynamic in strides or strides[inner] != 1:
         return False
     return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
+
+
+def _identity_layout(memref_type: ir.MemRefType) -> bool:
+    layout = memref_type.layout
+    return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(memref_type.rank)
+
+
+def _static_multiple(size: int, width: int) -> bool:
+    return not ir.ShapedType.is_dynamic_size(size) and size % width == 0
 
 
 def row_major(memref_type: ir.MemRefType) -> bool:

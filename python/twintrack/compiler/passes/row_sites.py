@@ -55,7 +55,8 @@ def row_groups(block: ir.Block) -> list[list[ir.Operation]]:
 def contiguous_rows(memref_type: ir.MemRefType, width: int) -> bool:
     """Can `width`-wide vectors be loaded and stored along its rows? (Not
     for bools: widen-bools turns i1 buffers into bytes later, element by element.)"""
-    if not memref_type.has_static_shape or str(memref_type.element_type) == "i1":
+    if str(memref_type.element_type) == "i1" or not memref_type.rank \
+            or ir.ShapedType.is_dynamic_size(memref_type.shape[-1]):
         return False
     return vectors_fit(memref_type, width) and memref_type.shape[-1] % width == 0
 
