@@ -50,6 +50,7 @@ from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .kernel_fallback import kernel_site, record_refusal
 from .matmul_sites import b_is_transposed, zero_fill_before
+from .plan_workspace import UpperBounds
 from .window_operands import FoundWindow, window_operand
 from .ir_helpers import (
     VIEW_OPS,
@@ -256,8 +257,9 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     narrower one). A and B are read in 16-byte vectors; C, where its rows are
     not aligned to them (a key projection transposed into rows of 197
     tokens), is stored one element at a time. A 2-D matmul whose M is known
-    only at run time (A's and C's rows) is tiled as for the target's
-    `dynamic_matmul_rows` and masks its last row tile (`open_m`)."""
+    only at run time (A's and C's rows) is tiled as for its largest M (from
+    the arguments' largest sizes), at most the target's
+    `dynamic_matmul_rows`, and masks its last row tile (`open_m`)."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
     open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(c)
@@ -269,10 +271,20 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     *batch, m, k = a.shape
     n = b.shape[-2] if transposed else b.shape[-1]
     if open_m:
-        m = (target or gpu_target()).dynamic_matmul_rows
+        m = _planned_rows(op, (target or gpu_target()).dynamic_matmul_rows)
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
                           str(a.element_type), str(c.element_type), transposed,
                           c_vectors=_aligned(c) or (open_m and _vector_rows(c)), open_m=open_m)
+
+
+def _planned_rows(op: ir.Operation, most: int) -> int:
+    """The M a matmul of run-time M is tiled for: its largest (bounded
+    through the IR from the arguments' largest sizes), at most `most`."""
+    function = op
+    while function.name != "func.func":
+        function = function.parent
+    largest = UpperBounds(function).dim(op.operands[0], 0)
+    return min(most, largest) if largest else most
 
 
 def _open_rows(memref_type: ir.Type) -> bool:

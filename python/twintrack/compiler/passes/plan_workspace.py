@@ -58,7 +58,7 @@ def _bytes(shape: list[int], element: ir.Type) -> int | None:
     return math.prod(shape) * max(1, -(-element.width // 8))
 
 
-def _plannable(op: ir.Operation, bounds: "_UpperBounds") -> int | None:
+def _plannable(op: ir.Operation, bounds: "UpperBounds") -> int | None:
     """The bytes of an allocation the workspace can hold (at its largest), or None."""
     if op.name != "memref.alloc":
         return None
@@ -79,7 +79,7 @@ def _plannable(op: ir.Operation, bounds: "_UpperBounds") -> int | None:
     return _bytes(shape, memref_type.element_type)
 
 
-class _UpperBounds:
+class UpperBounds:
     """Largest values of index computations (a dynamic allocation's sizes):
     constants; a dim of an argument (its recorded largest size), of a
     static dim, or of a collapse or an expansion of a bounded value; sums,
@@ -133,10 +133,14 @@ class _UpperBounds:
             bounds = self.arguments[memref_value.arg_number] if memref_value.arg_number < len(self.arguments) else []
             return bounds[index] if index < len(bounds) else None
         owner = defining_op(memref_value)
-        if owner is None or owner.name not in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
+        if owner is None or owner.name not in ("memref.collapse_shape", "memref.expand_shape", "memref.cast",
+                                               "memref.alloc"):
             return None
         if owner.name == "memref.cast":
             return self.dim(owner.operands[0], index)
+        if owner.name == "memref.alloc":  # its open sizes are its operands, in order
+            shape = ir.MemRefType(memref_value.type).shape
+            return self.of(owner.operands[sum(ir.ShapedType.is_dynamic_size(s) for s in shape[:index])])
         groups = [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(owner.attributes["reassociation"])]
         if owner.name == "memref.collapse_shape":
             sizes = [self.dim(owner.operands[0], d) for d in groups[index]]
@@ -223,7 +227,7 @@ class _Planner:
             return ir.WalkResult.ADVANCE
 
         self.function.walk(visit, ir.WalkOrder.PRE_ORDER)
-        bounds = _UpperBounds(self.function)
+        bounds = UpperBounds(self.function)
         for op in order:
             size = _plannable(op, bounds)
             if size is None or not _once_per_call(op.block, self.body):
