@@ -9,12 +9,13 @@ The backend is registered under the `torch_dynamo_backends` entry point, so
 `torch._dynamo.list_backends()` lists it.
 
 A graph with symbolic sizes (Dynamo's with `dynamic=True`, or once a size
-changes) is compiled, for the CPU, once for a bucket of sizes, as one
-artifact of dynamic shapes (`PerBucket`: each symbol a range, its width
-`[dynamic] bucket` of lowering/targets/cpu.toml); a size past the bucket
-compiles the next one, a recompile that `stats().recompiles` lists. For the
-GPU, and for symbolic sizes the bucket cannot express, it is compiled for
-each set of sizes it meets (`PerShape`). A graph twintrack cannot
+changes) is compiled once for a bucket of sizes, as one artifact of
+dynamic shapes (`PerBucket`: each symbol a range, its width `[dynamic]
+bucket` of lowering/targets/<target>.toml); a size past the bucket
+compiles the next one, a recompile that `stats().recompiles` lists. Where
+nothing compiles (a machine without MLIR, loading from the cache), and for
+symbolic sizes the bucket cannot express, it is compiled for each set of
+sizes it meets (`PerShape`). A graph twintrack cannot
 compile runs as it was captured (ATen ops, eagerly), with a warning naming
 the graph and the reason: the program still runs. `fallback=False` makes
 that an error instead. `stats()` counts the graphs compiled, loaded from
@@ -210,9 +211,10 @@ class GraphCompiler:
         target = self.options.target or _device_target(example_inputs)
         on_miss = self.options.on_miss or ("compile" if _compiler_installed() else "error")
         if _symbolic(example_inputs):
-            symbols = SymbolicInputs.of(gm, example_inputs) if target == "cpu" else None
+            # A bucket compiles here; a machine without MLIR loads graphs of static sizes from the cache.
+            symbols = SymbolicInputs.of(gm, example_inputs) if on_miss == "compile" else None
             if symbols is not None:
-                return make_boxed_func(PerBucket(self, gm, name, on_miss, symbols))
+                return make_boxed_func(PerBucket(self, gm, name, target, symbols))
             return make_boxed_func(PerShape(self, gm, name, target, on_miss))
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; twintrack works with the graph's real constants.
@@ -537,14 +539,14 @@ def bucket_width(target: str) -> int:
 
 
 class PerBucket:
-    """A graph with symbolic sizes compiled for the CPU as one artifact of
+    """A graph with symbolic sizes compiled for `target` as one artifact of
     dynamic shapes per bucket: each symbol's sizes in a range `bucket_width`
     wide ([1, w], then [w + 1, 2w], ...). A call whose sizes no bucket
     holds compiles theirs (a recompile, recorded with the size that caused it)."""
 
-    def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, on_miss: str,
+    def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, target: str,
                  symbols: SymbolicInputs):
-        self.compiler, self.gm, self.name, self.on_miss, self.symbols = compiler, gm, name, on_miss, symbols
+        self.compiler, self.gm, self.name, self.target, self.symbols = compiler, gm, name, target, symbols
         self.buckets: list[tuple[dict[str, tuple[int, int]], object]] = []
 
     def __call__(self, *args):
@@ -584,7 +586,7 @@ class PerBucket:
 
     def _bucket(self, symbol: str, size: int) -> tuple[int, int]:
         """The range of `bucket_width` sizes holding `size`, within the symbol's own range."""
-        width = bucket_width("cpu")
+        width = bucket_width(self.target)
         low, high = self.symbols.ranges[symbol]
         start = size - (size - 1) % width
         return max(start, low), min(start + width - 1, high if high is not None else start + width - 1)
@@ -594,7 +596,7 @@ class PerBucket:
         the graph as captured where it fails to compile (with a warning)."""
         compiler = self.compiler
         try:
-            lowered = compiler._lower(module, tensors, name, "cpu", dynamic=dims)
+            lowered = compiler._lower(module, tensors, name, self.target, dynamic=dims)
             compiled = lowered.finished()
         except Exception as e:  # a graph twintrack cannot compile still runs
             return compiler._as_captured(self.gm, name, compiler._with_reproducer(e, name))

@@ -399,6 +399,25 @@ def test_dynamic_true_compiles_once_for_inference_and_for_training():
     assert (stats.compiled, stats.fallbacks) == (2, []), stats  # the forward and the backward, once each
 
 
+@pytest.mark.skipif(not __import__("twintrack.tooling", fromlist=["find_tool"]).find_tool("ptxas"),
+                    reason="needs ptxas (the CUDA toolkit)")
+def test_a_gpu_graph_with_symbolic_sizes_compiles_one_bucket(tmp_path):
+    """For the GPU too, symbolic sizes compile once for a bucket: its
+    artifact's plan reads the batch off the input."""
+    model = _mlp()
+    compiled = torch.compile(model, backend="twintrack", dynamic=True,
+                             options={"target": "gpu", "compile_only": True, "dump": str(tmp_path)})
+    with torch.no_grad():
+        for batch in (2, 7):  # compile_only: the graph runs as captured here
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x))
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.fallbacks, stats.recompiles) == (1, [], []), stats
+    (graph,) = tmp_path.iterdir()
+    plan = json.loads((graph / "plan.json").read_text())
+    assert plan["version"] == 2 and len(plan["symbols"]) == 1, plan.get("symbols")
+
+
 def test_a_bucket_keeps_within_the_models_own_range():
     """BERT's 64 position embeddings bound its sequence symbol: the bucket ends there."""
     model, _ = real_models.bert()
