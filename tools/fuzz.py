@@ -40,6 +40,11 @@ examples:
   .venv/bin/python tools/fuzz.py --examples 50 --target gpu-compile --out-dir out/fuzz-gpu
   .venv/bin/python tools/fuzz.py --examples 300 --target gpu-compile --gpu-artifacts out/fuzz-gpu/artifacts
   python3 tools/coverage.py --check-gpu-artifacts out/fuzz-gpu/artifacts      # on the GPU machine
+  .venv/bin/python tools/fuzz.py --examples 100 --target cpu-dynamic --out-dir out/fuzz-dynamic
+
+With --target cpu-dynamic a failing graph's script compiles it statically
+when run; its dynamic failure (the reason names the sizes) reproduces with
+twintrack.harness.fuzz.check.check_dynamic(Fuzzed(), make_inputs()).
 
 Writes OUT_DIR/report.json (every minimal failing graph's full script) and
 OUT_DIR/report.md after each chunk; PARTIAL until the chunks add up to
@@ -59,8 +64,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="chunks run side by side (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="run at most this many chunks now")
     parser.add_argument("--fresh", action="store_true", help="start the campaign over")
-    parser.add_argument("--target", choices=("cpu", "gpu-compile"), default="cpu",
-                        help="cpu: compile, run and compare; gpu-compile: GPU compile only (default cpu)")
+    parser.add_argument("--target", choices=("cpu", "cpu-dynamic", "gpu-compile"), default="cpu",
+                        help="cpu: compile, run and compare; cpu-dynamic: the same with every input's first dim "
+                             "left open, checked at the example's sizes and 3 others; gpu-compile: GPU compile "
+                             "only (default cpu)")
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="default: bench/fuzz with --commit, else out/fuzz")
     parser.add_argument("--gpu-artifacts", type=Path, default=None, metavar="DIR",

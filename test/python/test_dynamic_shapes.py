@@ -231,6 +231,36 @@ def test_the_bert_range_past_its_position_table_is_refused():
         twintrack.export(model, (ids,), dynamic="ids:1=seq[1,512]")
 
 
+class Sorted(torch.nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=-1).values
+
+
+def test_a_size_a_decomposition_fixes_is_refused_at_compile_time():
+    """The sort's network has as many stages as its length needs: n becomes
+    a constant while the frontend decomposes, which must be an error naming
+    the dim, not an artifact compiled static in silence."""
+    with pytest.raises(UsageError, match=r"n \(input 0 dim 1\) became the constant 8 as twintrack decomposed"):
+        twintrack.compile(Sorted(), (torch.randn(3, 8),), dynamic="x:1=n[2,16]")
+
+
+class Scans(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(-x, dim=0), torch.cumprod(x, dim=1)
+
+
+def test_scans_along_run_time_lengths_take_steps_for_the_longest():
+    """The log-step scans take as many steps as the range's longest length
+    needs (the fuzzer's cpu-dynamic campaign found a cumsum compiled with
+    the example's two steps, wrong past 4, and a cumprod fixed at its length)."""
+    model = Scans()
+    compiled = twintrack.compile(model, (torch.randn(4, 2),), dynamic="x:0=n[2,11],x:1=m[2,9]")
+    for n, m in ((2, 2), (4, 3), (11, 9), (7, 5)):
+        x = torch.randn(n, m)
+        for ours, eager in zip(compiled(x), model(x)):
+            torch.testing.assert_close(ours, eager)
+
+
 def test_view_groups_pair_equal_products():
     b, s = sympy.symbols("b s", integer=True, positive=True)
     assert dim_groups([b, s, 32], [b * s, 32]) == [([0, 1], [0]), ([2], [1])]

@@ -46,6 +46,10 @@ class ShapeNames:
             if not isinstance(size, torch.SymInt):
                 raise UsageError(f"--dynamic: the model fixes input {dim.input} dim {dim.dim} ({dim.name}) "
                                  f"at {size}; it cannot vary")
+            if size.node.expr.is_number:  # a guard during the decompositions replaced the symbol
+                raise UsageError(f"--dynamic: {dim.name} (input {dim.input} dim {dim.dim}) became the constant "
+                                 f"{int(size.node.expr)} as twintrack decomposed the model: a decomposition "
+                                 "needs that size at compile time (a sorting network's stages, say); compile it static")
             name = sympy.Symbol(dim.name, integer=True, positive=True)
             coefficient, symbol = size.node.expr.as_coeff_Mul()
             self._substitutions[symbol] = name if coefficient == 1 else FloorDiv(name, int(coefficient))

@@ -64,23 +64,43 @@ def _accumulator(computed: torch.dtype) -> torch.dtype:
 def shifted(x: torch.Tensor, dim: int, step: int, identity) -> torch.Tensor:
     """`x` moved `step` places forward along `dim`: the first `step` entries
     are `identity`, the last `step` fall off. A slice and a pad, both of
-    which torch-mlir lowers to plain tensor ops."""
+    which torch-mlir lowers to plain tensor ops. A length known only at run
+    time (dynamic shapes) may be shorter than `step`: padded first, then
+    cut to the length, every entry is then the identity."""
     length = x.shape[dim]
-    kept = aten.slice.Tensor(x, dim, 0, length - step)
     trailing = x.dim() - 1 - dim  # constant_pad_nd lists pads from the last dimension
-    return aten.constant_pad_nd.default(kept, [0, 0] * trailing + [step, 0], identity)
+    pads = [0, 0] * trailing + [step, 0]
+    if isinstance(length, torch.SymInt):
+        return aten.slice.Tensor(aten.constant_pad_nd.default(x, pads, identity), dim, 0, length)
+    return aten.constant_pad_nd.default(aten.slice.Tensor(x, dim, 0, length - step), pads, identity)
 
 
 def _inclusive_scan(x: torch.Tensor, dim: int, combine, identity) -> torch.Tensor:
     """Hillis-Steele inclusive scan of `x` along `dim` (already normalized):
     after the step with shift s, entry i combines entries i-2s+1 .. i, so
-    ceil(log2(n)) steps cover every prefix."""
-    length = x.shape[dim]
+    ceil(log2(n)) steps cover every prefix (n the length's largest value
+    where it is known only at run time)."""
+    largest = _largest_length(x.shape[dim])
     step = 1
-    while step < length:
+    while step < largest:
         x = combine(shifted(x, dim, step, identity), x)
         step *= 2
     return x
+
+
+def _largest_length(length) -> int:
+    """A length, or the largest value of a symbolic one (its range's upper
+    end): comparing the symbol itself with each step would fix it to the
+    example's length (a guard), or give too few steps for longer ones."""
+    if not isinstance(length, torch.SymInt):
+        return length
+    from torch.utils._sympy.numbers import int_oo
+    upper = length.node.shape_env.bound_sympy(length.node.expr).upper
+    if upper in (int_oo,) or not upper.is_number or upper.is_infinite:
+        from ...errors import UsageError
+        raise UsageError("a scan (cumsum, cumprod, logcumsumexp) along a dim of run-time length needs that "
+                         "length's range bounded (--dynamic NAME[LOW,HIGH])")
+    return int(upper)
 
 
 def _log_add_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

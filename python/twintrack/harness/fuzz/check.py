@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -48,6 +49,8 @@ def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = N
             eager = module(*[x.clone() for x in inputs])
     except Exception as e:
         return {"status": "skip", "kind": "eager", "reason": f"eager: {exception_line(e)}"}
+    if target == "cpu-dynamic":
+        return check_dynamic(module, inputs)
     compiled, failure, seconds = user_compile(module, inputs, "cpu" if target == "cpu" else "gpu")
     if failure:
         kind = "export" if failure[0] == "export" or failure[1].startswith("export:") else "compile"
@@ -57,6 +60,83 @@ def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = N
             _save_for_the_gpu(compiled, module, inputs, eager, source, artifact_dir)
         return {"status": "pass", "kind": "", "reason": "", "compile_s": seconds}
     return {**_run_and_compare(module, inputs, compiled, eager), "compile_s": seconds}
+
+
+DYNAMIC_SIZES = 3  # sets of sizes a dynamic compile is checked at, beside its example's
+
+
+def open_batch_dims(inputs: list) -> str:
+    """A --dynamic spec leaving each input's first dim of 2 or more open
+    (a size of 1 would let torch specialize): dims of equal sizes share a
+    name; each range runs from 2 to twice the example and more."""
+    specs = []
+    for position, x in enumerate(inputs):
+        dim = next((d for d, size in enumerate(x.shape) if size >= 2), None) if isinstance(x, torch.Tensor) else None
+        if dim is not None:
+            size = x.shape[dim]
+            specs.append(f"{position}:{dim}=d{size}[2,{2 * size + 3}]")
+    return ",".join(specs)
+
+
+def check_dynamic(module, inputs) -> dict:
+    """The graph compiled once with its inputs' first dims open
+    (`open_batch_dims`), then run at its example's sizes and at
+    DYNAMIC_SIZES others drawn in range, each compared with eager as
+    `check_source` compares. A spec the model contradicts (torch.export
+    refuses it: a dim it specializes, a broadcast that ties two names) is a
+    skip; the first size that fails is the result."""
+    import twintrack
+    from twintrack.dynamic_shapes import concrete_shape, parse_dynamic, random_sizes
+    from twintrack.errors import UsageError
+
+    from .graphs import random_tensor
+    spec = open_batch_dims(inputs)
+    if not spec:
+        return {"status": "skip", "kind": "eager", "reason": "no input with a first dim of 2 or more to leave open"}
+    dims = parse_dynamic(spec, [f"input{i}" for i in range(len(inputs))], tuple(inputs))
+    started = time.perf_counter()
+    try:
+        compiled = twintrack.compile(module, tuple(inputs), dynamic=dims)
+        compiled.poison_outputs = True
+    except UsageError as e:
+        if "disagrees with the model" in str(e):
+            return {"status": "skip", "kind": "export", "reason": f"export: {exception_line(e)}"}
+        if "needs that size at compile time" in str(e):  # refused, with the reason: not a wrong result
+            return {"status": "unsupported", "kind": "compile", "reason": f"compile: {exception_line(e)}"}
+        return {"status": "fail", "kind": "compile", "reason": f"compile: {exception_line(e)}"}
+    except Exception as e:
+        from twintrack.errors import ModelLoadError
+        from twintrack.harness.coverage.runner import compile_error_status
+        if isinstance(e, ModelLoadError) and "torch.export failed" in str(e):  # torch's, with these dims open
+            return {"status": "export", "kind": "export", "reason": f"export: {exception_line(e)}"}
+        status, reason = compile_error_status(e)
+        return {"status": status, "kind": "compile", "reason": reason}
+    seconds = round(time.perf_counter() - started, 3)
+    generator = torch.Generator().manual_seed(0)
+    shapes = [None] + [random_sizes(dims, generator) for _ in range(DYNAMIC_SIZES)]
+    for sizes in shapes:
+        sized = inputs if sizes is None else [
+            random_tensor(concrete_shape(_named(x, position, dims), sizes), x.dtype, generator)
+            for position, x in enumerate(inputs)]
+        try:
+            with torch.no_grad():
+                eager = module(*[x.clone() for x in sized])
+        except Exception:
+            continue  # eager itself refuses these sizes
+        result = _run_and_compare(module, sized, compiled, eager)
+        if result["status"] != "pass":
+            at = "the example's sizes" if sizes is None else ", ".join(f"{k}={v}" for k, v in sizes.items())
+            return {**result, "reason": f"{result['reason']} (at {at})", "compile_s": seconds}
+    return {"status": "pass", "kind": "", "reason": "", "compile_s": seconds}
+
+
+def _named(x: torch.Tensor, position: int, dims) -> tuple:
+    """The input's shape with its open dims named."""
+    shape = list(x.shape)
+    for dim in dims:
+        if dim.input == position:
+            shape[dim.dim] = dim.name
+    return tuple(shape)
 
 
 def _save_for_the_gpu(compiled, module, inputs, eager, source: str, artifact_dir: Path) -> None:

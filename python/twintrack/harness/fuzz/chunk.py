@@ -30,7 +30,7 @@ def pool_checker(pool, target: str, artifacts: str | None = None):
 
     def check(source: str) -> dict:
         return pool.call({"case": f"fuzz:{next(counter)}", "fuzz": source,
-                          "target": "cpu" if target == "cpu" else "gpu", "artifacts": artifacts})
+                          "target": "gpu" if target == "gpu-compile" else target, "artifacts": artifacts})
     return check
 
 
