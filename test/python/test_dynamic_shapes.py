@@ -261,6 +261,23 @@ def test_scans_along_run_time_lengths_take_steps_for_the_longest():
             torch.testing.assert_close(ours, eager)
 
 
+class IntegerPower(torch.nn.Module):
+    def forward(self, exponent, base):
+        return torch.pow(base, torch.clamp(exponent, min=-1, max=1))
+
+
+def test_an_integer_power_of_run_time_length():
+    """The integer pow's square-and-multiply loop carries buffers of run-time
+    length: their ops run as plain loops (nested-linalg-loops; the affine
+    stage failed on them, found by the cpu-dynamic fuzz campaign)."""
+    model = IntegerPower()
+    compiled = twintrack.compile(model, (torch.randint(-6, 7, (4,)), torch.randint(0, 2, (4,)).bool()),
+                                 dynamic="exponent:0=n[2,11],base:0=n[2,11]")
+    for n in (2, 5, 11):
+        exponent, base = torch.randint(-6, 7, (n,)), torch.randint(0, 2, (n,)).bool()
+        torch.testing.assert_close(compiled(exponent, base), model(exponent, base))
+
+
 def test_view_groups_pair_equal_products():
     b, s = sympy.symbols("b s", integer=True, positive=True)
     assert dim_groups([b, s, 32], [b * s, 32]) == [([0, 1], [0]), ([2], [1])]

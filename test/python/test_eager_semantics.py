@@ -118,6 +118,10 @@ ELEMENTWISE = {
     "fmin_int": (torch.fmin, (torch.arange(6, dtype=torch.int32), torch.tensor(3))),
     "clamp_float16": (lambda x: torch.clamp(x, -1, 1), (_with_specials(torch.float16),)),
     "maximum_bfloat16": (torch.maximum, (_with_specials(torch.bfloat16), B.bfloat16())),
+    # eager floor-divides through fmod: an infinite numerator gives NaN, not ±inf (a fuzzer finding)
+    "floor_divide": (torch.floor_divide, (X, B)),
+    "div_rounding_floor": (lambda x, b: torch.div(x, b, rounding_mode="floor"), (X, B)),
+    "floor_divide_by_number": (lambda x: x // -1.5, (X,)),
 }
 
 REDUCTIONS = {

@@ -42,6 +42,7 @@ PASSES = {
     "half-opmath": ("half_precision", "HalfOpmath"),
     "largest-buffer": ("largest_buffer", "LargestBuffer"),
     "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "nested-linalg-loops": ("nested_linalg_loops", "NestedLinalgLoops"),
     "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),

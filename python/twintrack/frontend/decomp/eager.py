@@ -708,6 +708,35 @@ def _half_with_number(op):
     return decomposition
 
 
+def _floor_division(a, b):
+    """Floor division of floats as eager's kernel computes it (c10's
+    div_floor_floating): through fmod, so an infinite or NaN numerator gives
+    NaN (floor(-inf / -1) would be inf), a zero quotient keeps its sign, and
+    a quotient within rounding of the next integer rounds to it; a zero
+    divisor gives a / b. torch-mlir's floor(a / b) departs on the first."""
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    computed = torch.float32 if dtype in HALF_DTYPES else dtype
+    a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
+    b = _as_tensor(b, computed, a.device).to(computed)
+    mod = torch.where(torch.isinf(b) & torch.isfinite(a), a, torch.fmod(a, b))  # fmod(a, ±inf) = a
+    div = (a - mod) / b
+    div = torch.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floored = torch.floor(div)
+    floored = torch.where(div - floored > 0.5, floored + 1, floored)
+    result = torch.where(div != 0, floored, (a / b) * 0)  # a zero with the quotient's sign
+    return torch.where(b == 0, a / b, result).to(dtype)
+
+
+def _floor_division_mode(a, b, *, rounding_mode=None):
+    return _floor_division(a, b) if rounding_mode == "floor" else NotImplemented
+
+
+FLOOR_DIVISIONS = {aten.floor_divide.default: _floor_division, aten.floor_divide.Scalar: _floor_division,
+                   aten.div.Tensor_mode: _floor_division_mode, aten.div.Scalar_mode: _floor_division_mode}
+
+
 # ---------------------------------------------------------------- the table
 
 # Each entry returns NotImplemented where torch-mlir's own lowering is right
@@ -734,6 +763,8 @@ FAMILY = Family("eager", {
 })
 for op in BYTE_COMPUTATIONS:
     FAMILY.add(op, _in_wide_integers(op))
+for op, division in FLOOR_DIVISIONS.items():  # floats; the 8-bit fix above takes integers
+    FAMILY.add(op, division, first=op in BYTE_COMPUTATIONS)
 for op in BYTE_SELECTIONS:
     FAMILY.add(op, _in_wide_integers(op), first=True)
 for op, spatial in MAX_POOLS.items():
