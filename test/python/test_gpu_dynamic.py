@@ -49,15 +49,51 @@ def test_the_plan_resolves_in_bounds_at_every_size(bert_layer, sizes):
 
 
 def test_matmuls_of_run_time_rows_take_masked_tiles(bert_layer):
-    """The linear layers' M (batch x seq) is known at run time: a tiled kernel
-    masks the last row tile, its row tiles counted on the host; the layer
-    norms run a block per row, however many rows come."""
+    """The linear layers' M (batch x seq, 1 to 32,768) is known at run time:
+    a kernel per bucket of M (the skinny kernel up to 8 rows, a tiled one
+    above), each masking its last rows, the tiled one's row tiles counted
+    on the host; the layer norms run a block per row, however many rows come."""
     manifest, plan = bert_layer
     paths = [kernel["path"] for kernel in manifest["kernels"]]
-    masked = [p for p in paths if "masked rows (M at run time)" in p]
-    assert len(masked) == 4, paths  # QKV, the output projection, the MLP's two
+    small = [p for p in paths if p.endswith("masked rows (M <= 8 at run time)")]
+    large = [p for p in paths if p.endswith("masked rows (M > 8 at run time)")]
+    assert len(small) == len(large) == 4, paths  # QKV, the output projection, the MLP's two
     assert any(p.startswith("row-wise ?x128/") for p in paths), paths
     launches = {step["module"]: step for step in plan["steps"] if step["op"] == "launch"}
-    matmul = next(k for k in manifest["kernels"] if "masked rows" in k["path"])
-    grid = launches[matmul["name"]]["grid"]
+    tiled = next(k for k in manifest["kernels"] if k["path"].endswith("(M > 8 at run time)"))
+    grid = launches[tiled["name"]]["grid"]
     assert isinstance(grid[0], int) and isinstance(grid[1], str), grid  # columns fixed, rows from the sizes
+
+
+class DecodeProjection(__import__("torch").nn.Module):
+    def __init__(self):
+        import torch
+        super().__init__()
+        self.linear = torch.nn.Linear(4096, 4096, bias=False).half()
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def test_decode_rows_take_a_kernel_per_bucket(tmp_path):
+    """A projection of 1-64 rows (decode): the skinny kernel for M <= 8 and
+    a 64-row tile above, each masking its rows; the plan launches the
+    call's bucket, and the kernel report says which bucket each kernel is for."""
+    import torch
+
+    import twintrack
+    compiled = twintrack.compile(DecodeProjection(), (torch.randn(4, 4096).half(),), target="gpu",
+                                 dynamic="x:0=rows[1,64]")
+    compiled.save(tmp_path / "decode")
+    manifest = json.loads((tmp_path / "decode" / "manifest.json").read_text())
+    plan = json.loads((tmp_path / "decode" / "plan.json").read_text())
+    paths = {kernel["name"]: kernel["path"] for kernel in manifest["kernels"]}
+    assert len(paths) == 2, paths
+    skinny, = (name for name, path in paths.items() if path.startswith("skinny-matmul"))
+    tiled, = (name for name, path in paths.items() if path.startswith("wgmma-matmul"))
+    assert paths[skinny].endswith("masked rows (M <= 8 at run time)")
+    assert paths[tiled].endswith("masked rows (M > 8 at run time)")
+    for rows, taken in ((1, skinny), (8, skinny), (9, tiled), (64, tiled)):
+        resolved = resolve_plan(plan, {"rows": rows})
+        assert validate_plan(resolved) == []
+        assert [step["module"] for step in resolved["steps"] if step["op"] == "launch"] == [taken], rows

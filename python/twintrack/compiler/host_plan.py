@@ -268,8 +268,32 @@ class _PlanBuilder:
             self.plan.steps.append({"op": "free", "buffer": self.views[self._key(op.operands[0])]["buffer"]})
         elif name == "gpu.launch_func":
             self._launch(op)
+        elif name == "scf.if":
+            self._branches(op)
         elif name not in _IGNORED:
             self._fail(op, f"host op '{name}' is not supported by the GPU runtime")
+
+    def _branches(self, op) -> None:
+        """An scf.if on sizes (a kernel per bucket of sizes): each branch's
+        launches are steps taken `when` its condition holds at a call."""
+        condition = self._scalar(op.operands[0])
+        otherwise = self.sizes.apply("arith.cmpi", [condition, 0], _PREDICATES.index("eq"))
+        for region, holds in zip(op.regions, (condition, otherwise)):
+            for block in region.blocks:
+                for child in block.operations:
+                    child = child.operation
+                    if child.name == "scf.yield":
+                        continue
+                    if child.name not in ("gpu.launch_func", "arith.constant", "scf.if", "memref.dim") \
+                            and child.name not in _INFIX and child.name not in _CALLS and child.name not in _CASTS \
+                            and child.name != "arith.cmpi":
+                        self._fail(child, f"host op '{child.name}' in a branch: only launches and size "
+                                          "arithmetic are taken by sizes")
+                    before = len(self.plan.steps)
+                    self.step(child)
+                    for step in self.plan.steps[before:]:
+                        step["when"] = holds if "when" not in step else \
+                            self.sizes.apply("arith.minui", [step["when"], holds])
 
     def _new_buffer(self) -> str:
         self.buffer_count += 1

@@ -34,6 +34,7 @@ class GpuTarget:
     peak_flop_rate: dict[str, float]       # by torch dtype name
     features: dict[str, frozenset[str]]    # by arch
     dynamic_matmul_rows: int = 4096        # the M a matmul of run-time M is tiled for ([dynamic] matmul-rows)
+    dynamic_matmul_buckets: tuple[int, ...] = ()  # its kernels' ranges of M, chosen per call ([dynamic] matmul-buckets)
 
     def has(self, feature: str, arch: str) -> bool:
         """Does `arch` (sm_90a, sm_80, ...) have `feature` (wgmma, cp.async, tma, clusters, mma.sync)?"""
@@ -51,7 +52,8 @@ def gpu_target(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> GpuTarget:
     features = {arch: frozenset(names) for arch, names in device.pop("features").items()}
     fields = {key.replace("-", "_"): value for key, value in device.items()}
     return GpuTarget(**fields, flop_rate=data["flop-rate"], peak_flop_rate=dict(data["peak-flop-rate"]),
-                     features=features, dynamic_matmul_rows=data.get("dynamic", {}).get("matmul-rows", 4096))
+                     features=features, dynamic_matmul_rows=data.get("dynamic", {}).get("matmul-rows", 4096),
+                     dynamic_matmul_buckets=tuple(data.get("dynamic", {}).get("matmul-buckets", ())))
 
 
 DEFAULT_ARCH = gpu_target().default_arch

@@ -47,7 +47,7 @@ def map_integers(step: dict, convert) -> dict:
     mapped = {**step, "grid": _map_list(step["grid"], "grid", convert),
               "block": _map_list(step["block"], "block", convert),
               "args": [_map_argument(arg, f"args[{k}]", convert) for k, arg in enumerate(step["args"])]}
-    for key in ("dynamic_shared_bytes", "flops", "bytes"):
+    for key in ("dynamic_shared_bytes", "flops", "bytes", "when"):
         if mapped.get(key) is not None:
             mapped[key] = convert(mapped[key], key)
     return mapped
@@ -158,7 +158,14 @@ def resolve_plan(plan: dict, sizes: dict[str, int]) -> dict:
     steps = [map_integers(step, resolver(f"step {index} ({step.get('op')})"))
              for index, step in enumerate(plan["steps"])]
     static = {key: value for key, value in plan.items() if key not in ("symbols", "lets")}
-    return {**static, "version": 1, "arguments": arguments, "steps": steps}
+    return {**static, "version": 1, "arguments": arguments, "steps": _taken(steps)}
+
+
+def _taken(steps: list[dict]) -> list[dict]:
+    """The steps these sizes take: a launch whose `when` (a bucket of sizes:
+    one kernel per range of M, say) is 0 is left out, and `when` goes."""
+    return [{key: value for key, value in step.items() if key != "when"} if "when" in step else step
+            for step in steps if step.get("when", 1)]
 
 
 # ---------------------------------------------------------------- validation

@@ -41,6 +41,7 @@ class MatmulOperands:
     a_window: WindowRead | None = None  # A read through a convolution's windows from its input (window_read)
     open_m: bool = False  # M known only at run time (dynamic shapes): `m` is the size the tile was chosen for,
                           # the kernel reads M off A and masks the last row tile (its grid computed on the host)
+    rows_bucket: str = ""  # open M: the range of M this kernel is launched for ("M <= 8"), where there are several
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ class TiledMatmulWriter:
         names the generator in the kernel report's path."""
         self.ops, self.cfg, self.accumulate = ops, config, accumulate
         self.bm, self.bn, self.threads = config.bm, config.bn, config.threads
-        self.path = f"{kind} {config.label()}" + (" masked rows (M at run time)" if ops.open_m else "")
+        self.path = f"{kind} {config.label()}" + (
+            f" masked rows ({ops.rows_bucket or 'M'} at run time)" if ops.open_m else "")
         self.epilogue_description = epilogue
         self.epilogue: EpilogueWriter | None = None
         # Ragged edges: a size the tiles do not divide is where the last

@@ -97,7 +97,7 @@ def _stored_a(applies: Callable[[Sequence[MatmulOperands], GpuTarget, str], str 
 
 # Preferred first: the heuristic takes the first generator that applies and has a fitting tile.
 MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
-    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _fixed_rows(_stored_a(skinny_applies))),
+    KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _stored_a(skinny_applies)),
     KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule,
                     _fixed_rows(_stored_a(split_k_wgmma_applies))),
     KernelGenerator("wgmma_matmul", WgmmaMatmulWriter, WgmmaTileConfig, _wgmma_applies),

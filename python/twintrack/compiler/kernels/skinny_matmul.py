@@ -67,6 +67,8 @@ class SkinnySchedule:
 
     def divides(self, ops: MatmulOperands) -> bool:
         slice_k = ops.k // self.splits
+        if ops.open_m and self.splits > 1:
+            return False  # the slices' reducing kernel stores rows as given: an open M's are masked in one slice only
         return ops.batch is None and ops.b_transposed == self.b_transposed \
             and ops.n % self.columns(ops) == 0 and ops.k % self.splits == 0 and slice_k % self.k_step(ops) == 0 \
             and (self.splits == 1 or ops.n % REDUCE_WIDTH == 0)
@@ -140,7 +142,7 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
             b_vectors = self._load_b([[k, column] for k in rows])
             for k, b_vector in zip(rows, b_vectors):
                 for m in range(self.rows):
-                    a = vector.broadcast(vector_of(width, "f32"), self._f32(memref.load(self.a, [w.index(m), k])))
+                    a = vector.broadcast(vector_of(width, "f32"), self._f32(memref.load(self.a, [self._a_row(m), k])))
                     sums[m] = vector.FMAOp(a, b_vector, sums[m]).result
             return sums
 
@@ -166,7 +168,7 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
             b_vectors = self._load_b([[column, k] for k in ks])
             for k, b_vector in zip(ks, b_vectors):  # A's vectors live one multiply each: registers for many rows
                 for m in range(self.rows):
-                    a_vector = self._f32(w.load(width, self.element, self.a, [w.index(m), k], VECTOR_BYTES))
+                    a_vector = self._f32(w.load(width, self.element, self.a, [self._a_row(m), k], VECTOR_BYTES))
                     sums[m] = vector.FMAOp(a_vector, b_vector, sums[m]).result
             return sums
 
@@ -179,6 +181,13 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
                 self._finish(total, m, column)
 
     # ------------------------------------------------------------ shared
+    def _a_row(self, m: int) -> ir.Value:
+        """Row m of A; where M is known only at run time, a row past it reads
+        the last (its sums are never stored: `store_results` masks them)."""
+        if not self.ops.open_m:
+            return self.w.index(m)
+        return arith.minui(self.w.index(m), self.w.sub(self.m_edge, 1))
+
     def _k_loop(self, stop: int, step: int, body) -> list[ir.Value]:
         """An scf.for over [0, stop) carrying one f32 vector of sums per row of A."""
         w = self.w

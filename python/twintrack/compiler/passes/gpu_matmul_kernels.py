@@ -196,8 +196,10 @@ def _fitting(operands: list[MatmulOperands], tiles: list[tuple], max_padding: fl
     """The (tile, min_blocks) entries whose tile divides every matmul; where
     none does, those that take ragged edges and pad the work by at most
     `max_padding`."""
+    if any(o.open_m for o in operands):
+        return [(t, least) for t, least in tiles if all(_takes_open_rows(t, o, max_padding) for o in operands)]
     dividing = [(t, least) for t, least in tiles if all(_divides(t, o) for o in operands)]
-    if dividing and not any(o.open_m for o in operands):  # an M known at run time may end anywhere
+    if dividing:
         return dividing
     return [(t, least) for t, least in tiles
             if all(_takes_ragged(t, o) for o in operands) and padding(t, operands) <= max_padding]
@@ -209,6 +211,17 @@ def _divides(tile, o: MatmulOperands) -> bool:
     if own is not None:
         return own(o)
     return o.m % tile.bm == 0 and o.n % tile.bn == 0 and o.k % tile.bk == 0
+
+
+def _takes_open_rows(tile, o: MatmulOperands, max_padding: float) -> bool:
+    """Can the tile's kernel take a matmul whose M ends anywhere (masked rows)?
+    A schedule with conditions of its own (skinny) decides by them at the
+    M planned; a tile takes ragged edges, N and K padded by at most `max_padding`."""
+    own = getattr(tile, "divides", None)
+    if own is not None:
+        return own(o)
+    whole_rows = replace(o, m=-(-o.m // tile.bm) * tile.bm)  # M's padding is the run time's, not planned
+    return _takes_ragged(tile, o) and padding(tile, [whole_rows]) <= max_padding
 
 
 def _takes_ragged(tile, o: MatmulOperands) -> bool:
@@ -570,8 +583,13 @@ class GpuMatmulKernels(PythonPass):
                     record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
                                    else "operands not static f32/f16/bf16, or A or B rows not 16-byte aligned")
                     continue
-                kernel = f"forward_{chosen[2]}_{len(tuned)}"
                 with kernel_site(module, self.strict):
+                    buckets = _row_buckets(single, target, lambda o: choose_kernel([o], table, self.arch, target,
+                                                                                 request))
+                    if buckets:
+                        _replace_by_buckets(site, buckets, tuned, self.arch)
+                        continue
+                    kernel = f"forward_{chosen[2]}_{len(tuned)}"
                     _replace(module, site, single, *chosen[:2], kernel)
                     tuned[kernel] = _tuning_note([single], chosen, self.arch)
         if tuned:
@@ -630,6 +648,56 @@ def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
 def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> str:
     _, tile, stem, note = chosen
     return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile), **note})
+
+
+def _row_buckets(operands: MatmulOperands, target: GpuTarget, choose) -> list[tuple[MatmulOperands, tuple]]:
+    """A matmul of run-time M whose range spans bounds of the target's
+    `dynamic_matmul_buckets`: (operands tiled for the bucket's largest M,
+    the kernel chosen for them) per bucket, smallest first; [] where one
+    kernel serves the range, or a bucket has none."""
+    if not operands.open_m:
+        return []
+    largest = operands.m
+    bounds = [b for b in target.dynamic_matmul_buckets if b < largest] + [largest]
+    if len(bounds) == 1:
+        return []
+    buckets = []
+    for index, bound in enumerate(bounds):
+        text = f"M <= {bound}" if index < len(bounds) - 1 else f"M > {bounds[index - 1]}"
+        bucket = replace(operands, m=bound, rows_bucket=text)
+        chosen = choose(bucket)
+        if chosen is None:
+            return []
+        buckets.append((bucket, chosen))
+    return buckets
+
+
+def _replace_by_buckets(site: MatmulSite, buckets: list[tuple[MatmulOperands, tuple]], tuned: dict,
+                        arch: str) -> None:
+    """A kernel per bucket of M, each in its branch of an scf.if chain on
+    M (A's rows) that the host plan evaluates per call; the site goes."""
+    from mlir.dialects import arith, memref, scf
+    op = site.op
+    with ir.InsertionPoint(op), op.location:
+        rows = memref.dim(op.operands[0], arith.constant(ir.IndexType.get(), 0))
+    branch_at = op
+    for index, (operands, chosen) in enumerate(buckets):
+        writer_class, tile, stem, _ = chosen
+        kernel = f"forward_{stem}_{len(tuned)}"
+        last = index == len(buckets) - 1
+        if last:
+            before = branch_at
+        else:
+            with ir.InsertionPoint(branch_at), op.location:
+                bound = arith.constant(ir.IndexType.get(), operands.m)
+                branch = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ule, rows, bound), has_else=True)
+                with ir.InsertionPoint(branch.then_block):
+                    before = scf.YieldOp([]).operation
+                with ir.InsertionPoint(branch.else_block):
+                    branch_at = scf.YieldOp([]).operation
+        writer_class(operands, tile, site.fill is None, site.epilogue).build(before, kernel, site.kernel_operands())
+        tuned[kernel] = _tuning_note([operands], chosen, arch)
+    erase_site(site)
 
 
 def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str) -> None:

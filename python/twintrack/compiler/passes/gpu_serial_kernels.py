@@ -67,7 +67,21 @@ def host_scalar(op: ir.Operation) -> bool:
 def runs_on_host(op: ir.Operation) -> bool:
     """Does the plan run `op` itself, or outlining turn it into a launch
     (an scf.parallel that gpu-distribute mapped onto blocks)?"""
-    return op.name in _HOST_OPS or (op.name == "scf.parallel" and "mapping" in op.attributes) or host_scalar(op)
+    return op.name in _HOST_OPS or (op.name == "scf.parallel" and "mapping" in op.attributes) or host_scalar(op) \
+        or _bucket_switch(op)
+
+
+def _bucket_switch(op: ir.Operation) -> bool:
+    """An scf.if on sizes whose branches only launch kernels (a kernel per
+    bucket of sizes): the plan takes one branch's launches per call."""
+    if op.name != "scf.if" or len(op.results) or isinstance(op.operands[0], ir.BlockArgument):
+        return False
+    condition = as_operation(op.operands[0].owner)
+    if not host_scalar(condition):
+        return False
+    return all(child.operation.name in ("gpu.launch", "scf.yield", *_CONSTANTS) or host_scalar(child.operation)
+               or _bucket_switch(child.operation)
+               for region in op.regions for block in region.blocks for child in block.operations)
 
 
 def _ops(block: ir.Block) -> list[ir.Operation]:
