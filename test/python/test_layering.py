@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "twintrack"
 LAYERS = [
     ("cli", ["twintrack.cli"]),
     ("harness", ["twintrack.harness"]),
-    ("api", ["twintrack.api", "twintrack.dynamo_backend", "twintrack.dynamo_explain"]),
+    ("api", ["twintrack.api", "twintrack.dynamo_backend", "twintrack.dynamo_explain", "twintrack.cache_misses"]),
     ("compiler", ["twintrack.compiler"]),
     ("frontend", ["twintrack.frontend"]),
     ("runtime", ["twintrack.runtime"]),

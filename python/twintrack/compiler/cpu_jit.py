@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -78,7 +79,68 @@ def execution_engine(module, opt_level: int = 2):
     runtime = _async_runtime()
     for name in ASYNC_RUNTIME_FUNCTIONS if runtime is not None else ():
         engine.raw_register_runtime(name, ctypes.cast(getattr(runtime, name), ctypes.c_void_p))
+    for name, address in allocation_functions().items():
+        engine.raw_register_runtime(name, address)
     return engine
+
+
+# memref.alloc and dealloc as the llvm stage lowers them (finalize-memref-to-llvm's generic functions).
+ALLOCATION_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_alloc",
+                        "_mlir_memref_to_llvm_free")
+# Without a C compiler: the C library's own, which take the same arguments.
+_LIBC_ALLOCATION = {"_mlir_memref_to_llvm_alloc": "malloc", "_mlir_memref_to_llvm_aligned_alloc": "aligned_alloc",
+                    "_mlir_memref_to_llvm_free": "free"}
+
+
+@functools.cache
+def allocation_functions() -> dict[str, ctypes.c_void_p]:
+    """The executables' allocation functions by name, as pointers: the
+    buffer pool (buffer_pool.c, built with `cc` once per source and loaded
+    with its symbols global, so that a cached library resolves against it
+    too), or the C library's malloc and free where there is no compiler."""
+    library = _buffer_pool()
+    if library is None:
+        libc = ctypes.CDLL(None)
+        return {name: ctypes.cast(getattr(libc, _LIBC_ALLOCATION[name]), ctypes.c_void_p)
+                for name in ALLOCATION_FUNCTIONS}
+    return {name: ctypes.cast(getattr(library, name), ctypes.c_void_p) for name in ALLOCATION_FUNCTIONS}
+
+
+@functools.cache
+def _buffer_pool() -> ctypes.CDLL | None:
+    """buffer_pool.c built and loaded globally (from the compile cache, or,
+    with the cache off, built for this process and its file removed once
+    loaded); None without a C compiler."""
+    from . import compile_cache
+    source = Path(__file__).with_name("buffer_pool.c")
+    name = f"buffer-pool-{compile_cache.digest(source.read_bytes())[:16]}.so"
+    if compile_cache.enabled():
+        library = compile_cache.root() / "native" / name
+        if library.is_file() or _build_shared(source, library):
+            return ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+        return None
+    with tempfile.TemporaryDirectory(prefix="twintrack-pool-") as scratch:
+        library = Path(scratch) / name
+        return ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL) if _build_shared(source, library) else None
+
+
+def _build_shared(source: Path, library: Path) -> bool:
+    """`cc` builds `source` into the shared library `library` (written whole, or not at all)."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        return False
+    library.parent.mkdir(parents=True, exist_ok=True)
+    partial = library.with_name(f".{library.name}.{os.getpid()}")
+    try:
+        built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(partial), str(source), "-lpthread"],
+                               capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        built = None
+    if built is None or built.returncode != 0:
+        partial.unlink(missing_ok=True)
+        return False
+    os.replace(partial, library)
+    return True
 
 
 RUNTIME_LIBRARIES = (
@@ -261,10 +323,13 @@ def _store_library(key: str, engine, recorded_signature: str, largest_buffer: in
 
 @functools.cache
 def _runtime_symbols_global() -> None:
-    """MLIR's runtime libraries loaded with their symbols global, for a cached library to resolve against."""
+    """MLIR's runtime libraries and the allocation functions loaded with
+    their symbols global, for a cached library to resolve against."""
     _async_runtime()
     for path in runtime_libraries():
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    if _buffer_pool() is None:  # the C library's malloc under the generic functions' names
+        raise OSError("no C compiler: a cached library's allocation functions have no definition")
 
 
 # A buffer smaller than this cannot fail to allocate on a machine that runs
