@@ -64,10 +64,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, help="chunks run side by side (default 1)")
     parser.add_argument("--limit", type=int, default=None, help="run at most this many chunks now")
     parser.add_argument("--fresh", action="store_true", help="start the campaign over")
-    parser.add_argument("--target", choices=("cpu", "cpu-dynamic", "gpu-compile"), default="cpu",
+    parser.add_argument("--target", choices=("cpu", "cpu-dynamic", "gpu-dynamic-emulated", "gpu-compile"),
+                        default="cpu",
                         help="cpu: compile, run and compare; cpu-dynamic: the same with every input's first dim "
-                             "left open, checked at the example's sizes and 3 others; gpu-compile: GPU compile "
-                             "only (default cpu)")
+                             "of 2 or more left open, checked at the example's sizes and 3 others; "
+                             "gpu-dynamic-emulated: as cpu-dynamic, compiled for the GPU and its generic kernels "
+                             "run on the CPU; gpu-compile: GPU compile only (default cpu)")
     parser.add_argument("--out-dir", type=Path, default=None,
                         help="default: bench/fuzz with --commit, else out/fuzz")
     parser.add_argument("--gpu-artifacts", type=Path, default=None, metavar="DIR",

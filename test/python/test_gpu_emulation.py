@@ -9,14 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from twintrack.compiler import driver
-
 from twintrack.harness import numerics
+from twintrack.harness.gpu_emulation import emulated
 
 from twintrack.frontend import export as frontend
-from twintrack.compiler.cpu_jit import CpuExecutable
-from twintrack.compiler.options import CompileOptions
-from twintrack.compiler.recipes import PipelineVariables, load_recipe
 
 REDUCTIONS = Path(__file__).resolve().parents[2] / "bench" / "models" / "reductions.py"
 MODELS = [
@@ -39,12 +35,7 @@ MODELS = [
 def emulate(spec: str):
     source = frontend.load_model(spec)
     exported = frontend.export_model(source)
-    compilation = driver.compile_exported(exported, CompileOptions(pipeline="gpu", stop_after="distribute",
-                                                                      fast_kernels=False))
-    assert "gpu.all_reduce" not in compilation.text()
-    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    module = driver.run_stage(llvm_stage, compilation.module)
-    executable = CpuExecutable(str(module), exported.arguments, exported.outputs)
+    executable, compilation = emulated(exported)
     inputs = numerics.random_inputs(exported.inputs, seed=11)
     outputs = executable(*frontend.model_state(source.module).values(), *inputs)
     return numerics.compare(outputs, numerics.float64_reference(source.module, inputs), exported.outputs), compilation
@@ -91,11 +82,7 @@ def test_dynamic_gpu_loops_match_float64_at_every_size(spec, dims, shapes):
     source = frontend.load_model(spec)
     source.dynamic = parse_dynamic(dims, source.input_names(), source.example_inputs)
     exported = frontend.export_model(source)
-    compilation = driver.compile_exported(exported, CompileOptions(pipeline="gpu", stop_after="distribute",
-                                                                      fast_kernels=False))
-    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    module = driver.run_stage(llvm_stage, compilation.module)
-    executable = CpuExecutable(str(module), exported.arguments, exported.outputs, dynamic=exported.dynamic)
+    executable, _ = emulated(exported)
     state = frontend.model_state(source.module).values()
     for seed, sizes in enumerate(shapes):
         inputs = numerics.random_inputs(exported.inputs, seed=seed, sizes=sizes)

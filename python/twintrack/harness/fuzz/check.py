@@ -49,8 +49,8 @@ def check_source(source: str, target: str = "cpu", artifact_dir: Path | None = N
             eager = module(*[x.clone() for x in inputs])
     except Exception as e:
         return {"status": "skip", "kind": "eager", "reason": f"eager: {exception_line(e)}"}
-    if target == "cpu-dynamic":
-        return check_dynamic(module, inputs)
+    if target in ("cpu-dynamic", "gpu-dynamic-emulated"):
+        return check_dynamic(module, inputs, emulate_gpu=target == "gpu-dynamic-emulated")
     compiled, failure, seconds = user_compile(module, inputs, "cpu" if target == "cpu" else "gpu")
     if failure:
         kind = "export" if failure[0] == "export" or failure[1].startswith("export:") else "compile"
@@ -78,13 +78,15 @@ def open_batch_dims(inputs: list) -> str:
     return ",".join(specs)
 
 
-def check_dynamic(module, inputs) -> dict:
+def check_dynamic(module, inputs, emulate_gpu: bool = False) -> dict:
     """The graph compiled once with its inputs' first dims open
     (`open_batch_dims`), then run at its example's sizes and at
     DYNAMIC_SIZES others drawn in range, each compared with eager as
-    `check_source` compares. A spec the model contradicts (torch.export
-    refuses it: a dim it specializes, a broadcast that ties two names) is a
-    skip; the first size that fails is the result."""
+    `check_source` compares; with `emulate_gpu`, compiled for the GPU and
+    its generic kernels run on the CPU (harness/gpu_emulation.py). A spec
+    the model contradicts (torch.export refuses it: a dim it specializes, a
+    broadcast that ties two names) is a skip; the first size that fails is
+    the result."""
     import twintrack
     from twintrack.dynamic_shapes import concrete_shape, parse_dynamic, random_sizes
     from twintrack.errors import UsageError
@@ -96,13 +98,19 @@ def check_dynamic(module, inputs) -> dict:
     dims = parse_dynamic(spec, [f"input{i}" for i in range(len(inputs))], tuple(inputs))
     started = time.perf_counter()
     try:
-        compiled = twintrack.compile(module, tuple(inputs), dynamic=dims)
-        compiled.poison_outputs = True
+        if emulate_gpu:
+            from twintrack.harness.gpu_emulation import emulated_model
+            compiled = emulated_model(twintrack.export(module, tuple(inputs), checks=False, dynamic=dims))
+        else:
+            compiled = twintrack.compile(module, tuple(inputs), dynamic=dims)
+            compiled.poison_outputs = True
     except UsageError as e:
         if "disagrees with the model" in str(e):
             return {"status": "skip", "kind": "export", "reason": f"export: {exception_line(e)}"}
         if "needs that size at compile time" in str(e):  # refused, with the reason: not a wrong result
             return {"status": "unsupported", "kind": "compile", "reason": f"compile: {exception_line(e)}"}
+        if "does not emulate" in str(e):  # kernels only a GPU runs
+            return {"status": "skip", "kind": "eager", "reason": f"emulation: {exception_line(e)}"}
         return {"status": "fail", "kind": "compile", "reason": f"compile: {exception_line(e)}"}
     except Exception as e:
         from twintrack.errors import ModelLoadError
