@@ -43,18 +43,21 @@ def _poison(tensor: torch.Tensor) -> None:
     tensor.fill_(float("nan") if tensor.is_floating_point() else 0)
 
 
-def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor], guard: ShapeGuard | None = None) -> dict[str, int]:
+def check_inputs(specs: list[TensorSpec], tensors: list[torch.Tensor], guard: ShapeGuard | None = None,
+                 dynamic: list[bool] | None = None) -> dict[str, int]:
     """Raise InputMismatchError naming the first argument that does not
     match; return the sizes of the dims the compile left open (`guard`;
-    none for static shapes)."""
+    none for static shapes). `dynamic`: which specs' shapes hold
+    expressions (computed once by the caller; by default, each call)."""
     if len(tensors) != len(specs):
         raise InputMismatchError(f"expected {len(specs)} tensors, got {len(tensors)}")
     sizes = guard.bind(specs, tensors) if guard is not None else {}
-    for spec, tensor in zip(specs, tensors):
+    dynamic = dynamic or [is_dynamic(spec.shape) for spec in specs]
+    for spec, tensor, open_shape in zip(specs, tensors, dynamic):
         if not isinstance(tensor, torch.Tensor):
             raise InputMismatchError(f"{spec.name}: expected a tensor, got {type(tensor).__name__}")
         got_dtype = str(tensor.dtype).removeprefix("torch.")
-        expected = concrete_shape(spec.shape, sizes) if sizes else spec.shape
+        expected = concrete_shape(spec.shape, sizes) if open_shape and sizes else spec.shape
         if tuple(tensor.shape) != expected or got_dtype != spec.dtype:
             here = f" (here {list(expected)})" if expected != spec.shape else ""
             raise InputMismatchError(f"{spec.name} ({spec.kind}): expected {spec.dtype}{_listed(spec.shape)}{here}, "
@@ -234,12 +237,13 @@ class CpuExecutable:
         self._lock = threading.Lock()
 
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
-        sizes = check_inputs(self.arguments, tensors, self._guard)
+        sizes = check_inputs(self.arguments, tensors, self._guard, self._dynamic)
         if self._largest_buffer > CHECKED_BUFFER_BYTES:
             check_memory(self._largest_buffer)
         inputs = [t if t.is_contiguous() and t.device.type == "cpu" else t.cpu().contiguous() for t in tensors]
-        results = [torch.empty(concrete_shape(spec.shape, sizes) if sizes else spec.shape, dtype=dtype)
-                   for spec, dtype in zip(self.outputs, self._output_dtypes)]
+        results = [torch.empty(concrete_shape(spec.shape, sizes) if open_shape and sizes else spec.shape, dtype=dtype)
+                   for spec, dtype, open_shape in zip(self.outputs, self._output_dtypes,
+                                                      self._dynamic[len(self.arguments):])]
         if self.poison_outputs:
             for result in results:
                 _poison(result)
