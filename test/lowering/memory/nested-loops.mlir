@@ -39,3 +39,18 @@ func.func @carried(%a: memref<?xf32>, %steps: i32) -> memref<?xf32> {
   }
   return %result#1 : memref<?xf32>
 }
+
+// A fill of run-time size in a branch: a store per element.
+// CHECK-LABEL: func.func @filled(
+// CHECK:         scf.if
+// CHECK:           %[[N:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?xf32>
+// CHECK:           scf.for %{{.*}} = %{{.*}} to %[[N]] step %{{.*}} {
+// CHECK:             memref.store %{{.*}}, %{{.*}}[%{{.*}}] : memref<?xf32>
+// CHECK-NOT:     linalg.fill
+func.func @filled(%a: memref<?xf32>, %when: i1) {
+  %zero = arith.constant 0.0 : f32
+  scf.if %when {
+    linalg.fill ins(%zero : f32) outs(%a : memref<?xf32>)
+  }
+  return
+}

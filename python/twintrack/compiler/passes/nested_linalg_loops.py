@@ -37,10 +37,12 @@ def _needs_loops(op: ir.Operation) -> bool:
     return op.name in ("linalg.generic", "linalg.fill") and _inside_a_region(op) and _open_sizes(op)
 
 
-def _loop_ranges(op: ir.Operation, maps: list) -> list[ir.Value]:
-    """Each loop's extent, read off an operand whose map gives that loop as one of its dims."""
+def _loop_ranges(op: ir.Operation, operands: list[ir.Value], maps: list) -> list[ir.Value]:
+    """Each loop's extent, read off a buffer operand whose map gives that loop as one of its dims."""
     extents: list[ir.Value | None] = [None] * maps[0].n_dims
-    for value, affine_map in zip(op.operands, maps):
+    for value, affine_map in zip(operands, maps):
+        if not isinstance(value.type, ir.MemRefType):
+            continue  # a scalar operand
         for position, expr in enumerate(affine_map.results):
             expr = expr.maybe_downcast()
             if isinstance(expr, ir.AffineDimExpr) and extents[expr.position] is None:
@@ -61,10 +63,12 @@ def _as_loops(op: ir.Operation) -> None:
         if op.name == "linalg.fill":
             value, output = op.operands
             identity = ir.AffineMap.get_identity(ir.MemRefType(output.type).rank)
-            _loops(_loop_ranges(op, [identity]), lambda ivs: memref.store(value, output, _indices(identity, ivs)))
+            _loops(_loop_ranges(op, [output], [identity]),
+                   lambda ivs: memref.store(value, output, _indices(identity, ivs)))
         else:
             maps = indexing_maps(op)
-            _loops(_loop_ranges(op, maps), lambda ivs: _body_at(op, maps, ivs))
+            operands = list(op.opview.inputs) + list(op.opview.outputs)
+            _loops(_loop_ranges(op, operands, maps), lambda ivs: _body_at(op, maps, ivs))
     op.erase()
 
 
