@@ -82,8 +82,11 @@ def _compile_miss(directory: Path) -> MissOutcome:
     if not (directory / RECORD).is_file():
         return MissOutcome(key, "a graph", 0.0, f"{RECORD} is absent (the graph did not pickle): only its code "
                                                 f"({directory / CODE}) was kept")
-    record = torch.load(directory / RECORD, weights_only=False)
-    gm, kind, target = record["graph"], record["kind"], record["target"]
+    try:
+        record = torch.load(directory / RECORD, weights_only=False)
+        gm, kind, target = record["graph"], record["kind"], record["target"]
+    except Exception as e:  # another torch's pickle, a damaged file: this miss stays, with why
+        return MissOutcome(key, "a graph", 0.0, f"{RECORD} does not load here: {brief_exception(e, 200)}")
     description = f"{kind} graph ({len(gm.graph.nodes)} nodes, {target}, captured by torch {record['torch']})"
     options = BackendOptions(**record["options"])
     if options.key_settings(target) != record["settings"]:

@@ -266,6 +266,15 @@ def test_a_miss_without_its_graph_stays_with_the_reason(graph_cache):
     assert "graph.pt is absent" in outcome.error and missed.is_dir()
 
 
+def test_a_miss_whose_graph_does_not_load_stays_with_the_reason(graph_cache):
+    with pytest.raises(Exception, match="is not in the compile cache"):
+        _run_mlp({"on_miss": "error"})
+    (missed,) = (graph_cache.parent / "misses").iterdir()
+    (missed / "graph.pt").write_bytes(b"not a pickle")
+    (outcome,) = cache_misses.compile_misses(progress=lambda message: None)
+    assert "graph.pt does not load here" in outcome.error and missed.is_dir()
+
+
 def test_another_machines_devices_become_this_ones():
     """A graph captured on the GPU makes its tensors on CUDA; here it is
     traced on the CPU (the key leaves devices out)."""
