@@ -177,10 +177,9 @@ class _PlanBuilder:
         if result_type.has_static_shape and not any(map(_open, static_strides)) and not _open(static_offset):
             return self._memref_view(source["buffer"], result_type)
         offset, sizes, strides = _VIEW_RULES[op.name](self, op, source)
-        known = lambda static, computed: computed if _open(static) else static  # noqa: E731
-        return {"buffer": source["buffer"], "offset": known(static_offset, offset),
-                "sizes": [known(a, b) for a, b in zip(result_type.shape, sizes)],
-                "strides": [known(a, b) for a, b in zip(static_strides, strides)]}
+        return {"buffer": source["buffer"], "offset": _known(static_offset, offset),
+                "sizes": [_known(a, b) for a, b in zip(result_type.shape, sizes)],
+                "strides": [_known(a, b) for a, b in zip(static_strides, strides)]}
 
     def _mixed(self, op, static_name: str, operands: list) -> list[Size]:
         """A static_* array attribute with its open entries taken, in order, from `operands`."""
@@ -401,6 +400,11 @@ def _open(size: int) -> bool:
     """Is this a size, stride or offset MLIR leaves to run time?"""
     from mlir import ir
     return ir.ShapedType.is_dynamic_size(size)
+
+
+def _known(static: int, computed: Size) -> Size:
+    """The type's own value where it has one, else the one computed."""
+    return computed if _open(static) else static
 
 
 def _integers(attribute) -> list[int]:
