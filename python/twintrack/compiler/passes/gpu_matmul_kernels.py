@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mlir import ir
+from mlir.dialects import arith, memref, scf
 
 from ..autotune import TuningKey, TuningRequest, compiler_version, request_for, tile_record
 from ..kernels.epilogue import Epilogue, EpilogueInput
@@ -676,7 +677,6 @@ def _replace_by_buckets(site: MatmulSite, buckets: list[tuple[MatmulOperands, tu
                         arch: str) -> None:
     """A kernel per bucket of M, each in its branch of an scf.if chain on
     M (A's rows) that the host plan evaluates per call; the site goes."""
-    from mlir.dialects import arith, memref, scf
     op = site.op
     with ir.InsertionPoint(op), op.location:
         rows = memref.dim(op.operands[0], arith.constant(ir.IndexType.get(), 0))
