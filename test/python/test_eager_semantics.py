@@ -122,6 +122,8 @@ ELEMENTWISE = {
     "floor_divide": (torch.floor_divide, (X, B)),
     "div_rounding_floor": (lambda x, b: torch.div(x, b, rounding_mode="floor"), (X, B)),
     "floor_divide_by_number": (lambda x: x // -1.5, (X,)),
+    "fmod": (torch.fmod, (X, B)),  # fmod(a, ±inf) = a
+    "fmod_by_number": (lambda x: torch.fmod(x, -1.5), (X,)),
 }
 
 REDUCTIONS = {

@@ -720,7 +720,7 @@ def _floor_division(a, b):
     computed = torch.float32 if dtype in HALF_DTYPES else dtype
     a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
     b = _as_tensor(b, computed, a.device).to(computed)
-    mod = torch.where(torch.isinf(b) & torch.isfinite(a), a, torch.fmod(a, b))  # fmod(a, ±inf) = a
+    mod = _float_fmod(a, b)
     div = (a - mod) / b
     div = torch.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     floored = torch.floor(div)
@@ -729,12 +729,28 @@ def _floor_division(a, b):
     return torch.where(b == 0, a / b, result).to(dtype)
 
 
+def _float_fmod(a, b):
+    """fmod of floats as C's fmod: a - b * trunc(a / b), with its edges as
+    eager's: a finite a by an infinite b is a itself (the quotient's
+    0 * inf was NaN), and a zero remainder takes a's sign."""
+    dtype = torch.result_type(a, b)
+    if not dtype.is_floating_point:
+        return NotImplemented
+    computed = torch.float32 if dtype in HALF_DTYPES else dtype
+    a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
+    b = _as_tensor(b, computed, a.device).to(computed)
+    remainder = a - b * torch.trunc(a / b)
+    remainder = torch.where(remainder == 0, a * 0, remainder)  # a zero with a's sign
+    return torch.where(torch.isinf(b) & torch.isfinite(a), a, remainder).to(dtype)
+
+
 def _floor_division_mode(a, b, *, rounding_mode=None):
     return _floor_division(a, b) if rounding_mode == "floor" else NotImplemented
 
 
 FLOOR_DIVISIONS = {aten.floor_divide.default: _floor_division, aten.floor_divide.Scalar: _floor_division,
-                   aten.div.Tensor_mode: _floor_division_mode, aten.div.Scalar_mode: _floor_division_mode}
+                   aten.div.Tensor_mode: _floor_division_mode, aten.div.Scalar_mode: _floor_division_mode,
+                   aten.fmod.Tensor: _float_fmod}
 
 
 # ---------------------------------------------------------------- the table
@@ -763,8 +779,6 @@ FAMILY = Family("eager", {
 })
 for op in BYTE_COMPUTATIONS:
     FAMILY.add(op, _in_wide_integers(op))
-for op, division in FLOOR_DIVISIONS.items():  # floats; the 8-bit fix above takes integers
-    FAMILY.add(op, division, first=op in BYTE_COMPUTATIONS)
 for op in BYTE_SELECTIONS:
     FAMILY.add(op, _in_wide_integers(op), first=True)
 for op, spatial in MAX_POOLS.items():
@@ -790,3 +804,5 @@ for op in TRUTH_REDUCTIONS:
 for op, tensor_op in BITWISE_WITH_NUMBER.items():
     FAMILY.add(op, _bitwise_with_tensor(tensor_op))
 FAMILY.add(aten.eq.Tensor, _equal, first=True)
+for op, division in FLOOR_DIVISIONS.items():  # floats, before the 8-bit fixes (integers) of the same ops
+    FAMILY.add(op, division, first=True)
