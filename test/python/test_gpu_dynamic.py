@@ -8,7 +8,9 @@ test_gpu_emulation.py; the fast paths' on the GPU (tools/bench_dynamic.py
 import json
 
 import pytest
+import torch
 
+import twintrack
 from twintrack.runtime.plan import resolve_plan, validate_plan
 from twintrack.tooling import find_libdevice, find_tool
 
@@ -65,9 +67,8 @@ def test_matmuls_of_run_time_rows_take_masked_tiles(bert_layer):
     assert isinstance(grid[0], int) and isinstance(grid[1], str), grid  # columns fixed, rows from the sizes
 
 
-class DecodeProjection(__import__("torch").nn.Module):
+class DecodeProjection(torch.nn.Module):
     def __init__(self):
-        import torch
         super().__init__()
         self.linear = torch.nn.Linear(4096, 4096, bias=False).half()
 
@@ -79,9 +80,6 @@ def test_decode_rows_take_a_kernel_per_bucket(tmp_path):
     """A projection of 1-64 rows (decode): the skinny kernel for M <= 8 and
     a 64-row tile above, each masking its rows; the plan launches the
     call's bucket, and the kernel report says which bucket each kernel is for."""
-    import torch
-
-    import twintrack
     compiled = twintrack.compile(DecodeProjection(), (torch.randn(4, 4096).half(),), target="gpu",
                                  dynamic="x:0=rows[1,64]")
     compiled.save(tmp_path / "decode")
