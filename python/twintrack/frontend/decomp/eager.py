@@ -708,6 +708,14 @@ def _half_with_number(op):
     return decomposition
 
 
+def _in_opmath(a, b, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both operands (tensors or numbers) as tensors of the type eager
+    computes a float `dtype` in: float32 for half precision, else `dtype`."""
+    computed = torch.float32 if dtype in HALF_DTYPES else dtype
+    a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
+    return a, _as_tensor(b, computed, a.device).to(computed)
+
+
 def _floor_division(a, b):
     """Floor division of floats as eager's kernel computes it (c10's
     div_floor_floating): through fmod, so an infinite or NaN numerator gives
@@ -717,9 +725,7 @@ def _floor_division(a, b):
     dtype = torch.result_type(a, b)
     if not dtype.is_floating_point:
         return NotImplemented
-    computed = torch.float32 if dtype in HALF_DTYPES else dtype
-    a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
-    b = _as_tensor(b, computed, a.device).to(computed)
+    a, b = _in_opmath(a, b, dtype)
     mod = _float_fmod(a, b)
     div = (a - mod) / b
     div = torch.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
@@ -736,9 +742,7 @@ def _float_fmod(a, b):
     dtype = torch.result_type(a, b)
     if not dtype.is_floating_point:
         return NotImplemented
-    computed = torch.float32 if dtype in HALF_DTYPES else dtype
-    a = _as_tensor(a, computed, b.device if isinstance(b, torch.Tensor) else a.device).to(computed)
-    b = _as_tensor(b, computed, a.device).to(computed)
+    a, b = _in_opmath(a, b, dtype)
     remainder = a - b * torch.trunc(a / b)
     remainder = torch.where(remainder == 0, a * 0, remainder)  # a zero with a's sign
     return torch.where(torch.isinf(b) & torch.isfinite(a), a, remainder).to(dtype)
