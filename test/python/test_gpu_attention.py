@@ -99,3 +99,36 @@ def test_flash_schedule_holds_its_decisions():
     assert (schedule.stages, schedule.lookahead, schedule.flushing_exp2) == (3, True, True)
     with pytest.raises(ValueError, match="3 buffers"):
         FlashTileConfig(64, 64, 64, tensor_cores=True, stages=2, lookahead=True)
+
+
+RAGGED = "python/twintrack/harness/at_scale.py:attention?batch=2&seq=197&head_dim=64"
+
+
+@pytest.mark.parametrize("dtype, options, generator", [
+    ("float16", "&heads=4", "mma.sync"), ("float16", "&heads=4&causal=1", "mma.sync"),
+    ("float16", "&heads=4&mask=1", "mma.sync"), ("bfloat16", "&heads=8&kv_heads=2", "mma.sync"),
+    ("float32", "&heads=4", "simt")])
+def test_a_sequence_no_tile_divides_takes_the_flash_kernel(artifact, dtype, options, generator):
+    """197 tokens (ViT's): the flash kernel masks its last query and key
+    tiles; the report counts the tokens' work, not the padded tiles'."""
+    kernels = _kernels(_gpu_artifact(artifact, RAGGED + options, dtype))
+    assert [k["path"].split()[0] for k in kernels] == [f"flash-attention-{generator}"], kernels
+    kernel = kernels[0]
+    assert "masked edges" in kernel["path"] and kernel["spills"] == 0
+    heads = 8 if "heads=8" in options else 4
+    matmul_flops = 2 * 2 * (2 * heads) * 197 * 197 * 64
+    share = 0.5 if "causal" in options else 1.0  # a causal kernel skips the tiles past the diagonal
+    assert share * 0.9 < kernel["flops"] / matmul_flops < 1.25, kernel["flops"] / matmul_flops
+
+
+def test_a_key_projection_writing_keys_transposed_writes_rows_instead(artifact):
+    """A ViT layer at 224² (197 tokens): the key projection's epilogue wrote
+    Kᵀ (heads, 64, 197), rows no 16-byte vector fits; it now writes K
+    (heads, 197, 64) for the flash kernel, and no attention matmul is left
+    on the generic path."""
+    outdir = _gpu_artifact(artifact, "python/twintrack/harness/at_scale.py:vit?batch=1&layers=1&image=224", "float16")
+    kernels = _kernels(outdir)
+    assert sum(k["path"].startswith("flash-attention-mma.sync") for k in kernels) == 1
+    assert not [k for k in kernels if k["path"] == "generic" and any("bmm" in op for op in k["source_ops"])]
+    after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
+    assert "memref<1x12x197x64xf16>" in after and "memref<1x12x64x197xf16>" not in after

@@ -25,8 +25,14 @@ and mma.sync m16n8k16 for f16/bf16 (a warp per 16 query rows,
 FlashAttention-2's layout: the scores' accumulator fragments are, narrowed,
 P·V's A fragments, so P stays in registers), K and V coming through a ring
 of shared buffers filled by cp.async, each tile's scores computed a step
-ahead of its softmax, exp as PTX's flushing ex2. Shapes must be multiples
-of the tiles (the caller checks).
+ahead of its softmax, exp as PTX's flushing ex2.
+
+Ragged edges (197 tokens): a sequence the tiles do not divide is tiled
+anyway. Q rows and K/V rows past its end are read as zeros (cp.async's
+source size, or a guarded load), the scores of keys past it are -inf (in
+the last key tile only, its own loop), and no output row past it is
+stored. Keys may run ragged only where they are K's and V's rows (the
+vectors run along the head dim).
 
 The kernel is built in place through the `mlir` bindings, as a gpu.launch
 right before the P·V matmul it replaces (`build_flash_attention`), reading
@@ -53,6 +59,7 @@ from .matmul_common import (
     TiledMatmulWriter,
     accumulator_position,
     element_bytes,
+    round_up,
     vector_position,
     vector_type,
 )
@@ -169,6 +176,10 @@ class FlashTileConfig:
         return self.head_dim
 
     @property
+    def bk(self) -> int:  # P·V's K step: a key tile
+        return self.keys
+
+    @property
     def threads(self) -> int:
         return WARP * self.bm // MMA_M if self.tensor_cores else self.bm // self.tm * self.lanes
 
@@ -178,23 +189,26 @@ class FlashTileConfig:
 
 def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     """The tile for this attention: tensor cores for f16/bf16 whose head dim
-    takes m16n8k16 steps, CUDA cores otherwise; None when no tile divides it."""
+    takes m16n8k16 steps, CUDA cores otherwise; None where the keys run
+    ragged along a vector (K stored head-major, or Vᵀ)."""
     d, element = attention.head_dim, attention.values.in_element
-    bm = _largest_divisor(attention.queries, (64, 32, 16))
+    if attention.keys % 16 and not (attention.scores.b_transposed and not attention.values.b_transposed):
+        return None
+    bm = _edge_tile(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
         # Static shared memory holds Q and a ring of two K and V tiles at least.
-        fitting = tuple(t for t in (64, 32, 16) if bm and _mma_shared_bytes(bm, t, d, 2) <= gpu_target().static_shared_bytes)
-        keys = _largest_divisor(attention.keys, fitting)
-        if not bm or not keys:
+        fitting = tuple(t for t in (64, 32, 16) if _mma_shared_bytes(bm, t, d, 2) <= gpu_target().static_shared_bytes)
+        if not fitting:
             return None
+        keys = _edge_tile(attention.keys, fitting)
         stages = _ring_stages(attention, bm, keys)
         return FlashTileConfig(bm, keys, d, tensor_cores=True, stages=stages, lookahead=stages >= 3,
                                staged_store=_stores_staged(attention))
 
     lanes = 8 if d >= 16 else 4
     # Shared memory (static, 48 KiB at most) holds Q and P (BM x D, BN x BM) and K, V (BN x D) in f32.
-    keys = _largest_divisor(attention.keys, (64, 32, 16) if d <= 32 else (32, 16))
-    if not bm or not keys or d % lanes or d > 64:
+    keys = _edge_tile(attention.keys, (64, 32, 16) if d <= 32 else (32, 16))
+    if d % lanes or d > 64:
         return None
     tm = min(4, bm * lanes // WARP)  # rows per thread: fewer on small tiles, so a block is a warp at least
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
@@ -207,7 +221,7 @@ def _ring_stages(attention: AttentionOperands, bm: int, keys: int) -> int:
     tile_bytes = (_k_shape(attention, keys)[0] * _k_shape(attention, keys)[1]
                   + _v_shape(attention, keys)[0] * _v_shape(attention, keys)[1]) * size
     room = (gpu_target().static_shared_bytes - bm * (d + ROW_PAD) * size) // tile_bytes
-    return max(2, min(4, attention.keys // keys, room))
+    return max(2, min(4, -(-attention.keys // keys), room))
 
 
 def _k_shape(attention: AttentionOperands, keys: int) -> tuple[int, int]:
@@ -258,8 +272,14 @@ def _mma_shared_bytes(bm: int, keys: int, d: int, stages: int) -> int:
     return 2 * (bm * (d + ROW_PAD) + stages * 2 * tile)
 
 
-def _largest_divisor(size: int, tiles: tuple[int, ...]) -> int | None:
-    return next((t for t in tiles if size % t == 0), None)
+def _edge_tile(size: int, tiles: tuple[int, ...]) -> int:
+    """The tile along a dim of `size`: the largest of `tiles` (in decreasing
+    order) that divides it; else, its last tile masked, the largest that
+    pads it by a quarter at most (197 -> 32: 224), else the smallest."""
+    divisor = next((t for t in tiles if size % t == 0), None)
+    if divisor is not None:
+        return divisor
+    return next((t for t in tiles if round_up(size, t) * 4 <= size * 5), tiles[-1])
 
 
 class FlashAttentionWriter(TiledMatmulWriter):
@@ -273,6 +293,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         self.attention = attention
         if attention.copies_read_through:
             self.path += f" ({attention.copies_read_through} copies read through)"
+        if self.m_edge is not None or self.k_edge is not None:
+            self.path += " masked edges"
         self.t = attention.values.in_element
         self.vec = 16 // element_bytes(self.t)
         self.score_description, self.score_type = _scores_in_f32(attention.score_epilogue,
@@ -304,21 +326,32 @@ class FlashAttentionWriter(TiledMatmulWriter):
     # ------------------------------------------------------------ scores
     def score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
         """One score as the softmax reads it: the epilogue applied (with the
-        loop indices of its element), widened back to f32."""
-        if self.own_mask:
-            return self._masked(value, row, key) if self.masking else value
-        if self.score_epilogue is None:
+        loop indices of its element), widened back to f32; in the tiles
+        that need it (`masking`), the kernel's own causal mask and -inf past
+        a ragged end of the keys."""
+        if not self.own_mask and self.score_epilogue is not None:
+            value = self._epilogue_score(value, row, key)
+        if not self.masking:
             return value
+        w, negative_infinity = self.w, self.w.constant(NEGATIVE_INFINITY, "f32")
+        if self.own_mask:  # -inf for a key past row + reach
+            past = arith.cmpi(arith.CmpIPredicate.sgt, key, w.add(row, w.index(self.reach)))
+            value = arith.select(past, negative_infinity, value)
+        if self.k_edge is not None:
+            value = arith.select(w.less(key, self.k_edge), value, negative_infinity)
+        return value
+
+    def _epilogue_score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
+        """The score epilogue at (row, key), its tensors read inside their
+        bounds where a tile runs past the sequence (those scores go unused)."""
         w, view = self.w, self.attention.scores.view
+        if self.m_edge is not None:
+            row = arith.minui(row, w.index(self.attention.queries - 1))
+        if self.k_edge is not None:
+            key = arith.minui(key, w.index(self.attention.keys - 1))
         c_indices = [self.batch, row, key]
         value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
         return value if self.score_type == "f32" else arith.extf(ir.F32Type.get(), value)
-
-    def _masked(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
-        """-inf for a key past row + reach, else the score as computed."""
-        w = self.w
-        past = arith.cmpi(arith.CmpIPredicate.sgt, key, w.add(row, w.index(self.reach)))
-        return arith.select(past, w.constant(NEGATIVE_INFINITY, "f32"), value)
 
     def lane_reduce(self, value: ir.Value, op: str, lanes: int) -> ir.Value:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
@@ -355,30 +388,40 @@ class FlashAttentionWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ the key loop
     def key_end(self) -> ir.Value:
-        """Where this block's keys end: all of them, or under a causal mask
-        (`reach`) at the first key tile whose keys are all masked for each
-        of the block's rows (past m0 + BM - 1 + reach), which the loop skips."""
+        """Where this block's keys end: all of them (whole key tiles, the
+        last maybe ragged: `k_end`), or under a causal mask (`reach`) at the
+        first key tile whose keys are all masked for each of the block's
+        rows (past m0 + BM - 1 + reach), which the loop skips."""
         w, cfg, keys = self.w, self.cfg, self.attention.keys
         if self.reach is None or cfg.bm + self.reach >= keys:
-            return w.index(keys)
+            return w.index(self.k_end)
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
-        return self._whole_tiles_below(past, w.index(keys))
+        return self._whole_tiles_below(past, w.index(self.k_end))
 
-    def visible_end(self, end: ir.Value) -> ir.Value:
-        """Where the key tiles that every row of the block sees in full end
-        (those wholly within m0 + reach), at most `end`."""
-        return self._whole_tiles_below(self.reach + 1, end)  # row m0 sees keys below m0 + reach + 1
+    def unmasked_end(self, end: ir.Value) -> ir.Value:
+        """Where the key tiles that need no mask end, at most `end`: those
+        before a ragged last tile and, under the kernel's own causal mask,
+        wholly within m0 + reach (every row of the block sees them in full)."""
+        bound = end if self.k_edge is None else arith.minui(end, self.w.index(self._whole_key_tiles()))
+        if not self.own_mask:
+            return bound
+        return self._whole_tiles_below(self.reach + 1, bound)  # row m0 sees keys below m0 + reach + 1
+
+    def _whole_key_tiles(self) -> int:
+        """The keys in whole tiles (all but a ragged last tile's)."""
+        return self.attention.keys // self.cfg.keys * self.cfg.keys
 
     # The same bounds in Python, per block (m0 = its first query row), for
     # the mean trips the kernel report counts.
     def key_end_at(self, m0: int) -> int:
         cfg, keys = self.cfg, self.attention.keys
         if self.reach is None or cfg.bm + self.reach >= keys:
-            return keys
-        return self._whole_tiles_below_at(m0, cfg.bm + self.reach + cfg.keys - 1, keys)
+            return self.k_end
+        return self._whole_tiles_below_at(m0, cfg.bm + self.reach + cfg.keys - 1, self.k_end)
 
-    def visible_end_at(self, m0: int) -> int:
-        return self._whole_tiles_below_at(m0, self.reach + 1, self.key_end_at(m0))
+    def unmasked_end_at(self, m0: int) -> int:
+        bound = self.key_end_at(m0) if self.k_edge is None else min(self.key_end_at(m0), self._whole_key_tiles())
+        return self._whole_tiles_below_at(m0, self.reach + 1, bound) if self.own_mask else bound
 
     def _whole_tiles_below_at(self, m0: int, offset: int, bound: int) -> int:
         return min(max(m0 + offset, 0) // self.cfg.keys * self.cfg.keys, bound)
@@ -406,8 +449,10 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def vector_store_into(self, buffer: ir.Value, width: int):
         return lambda v, r, c: self.w.store(v, buffer, [r, c], width * element_bytes(self.t))
 
-    def copy(self, rows: int, cols: int, source: ir.Value, origin: tuple[ir.Value, ir.Value], store) -> TileCopy:
-        return TileCopy(rows, cols, min(self.vec, cols), source, origin, store)
+    def copy(self, rows: int, cols: int, source: ir.Value, origin: tuple[ir.Value, ir.Value], store,
+             rows_end: int | None = None) -> TileCopy:
+        """A tile copy; rows from `rows_end` on (a ragged edge) read as zeros."""
+        return TileCopy(rows, cols, min(self.vec, cols), source, origin, store, (rows_end, None))
 
     # ------------------------------------------------------------ operands
     def operand_tiles(self) -> None:
@@ -474,7 +519,9 @@ class SimtFlashWriter(FlashAttentionWriter):
         width = min(self.vec, cfg.head_dim)
         store_q = transposing_store(w, self.q_shared, width)
         self.copy_tile(self.copy(cfg.bm, cfg.head_dim, self.tiles[0], (self.m0, w.index(0)),
-                                 lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c)))
+                                 lambda v, r, c: store_q(self.scaled_q(v, vector_type(width, self.t)), r, c),
+                                 rows_end=self.m_edge))
+        self.masking = self.k_edge is not None  # every tile: a compare per score, on the CUDA-core path only
         zero = w.constant(0.0, vector_type(self.to, "f32"))
         results = self.k_loop(cfg.keys, [zero] * cfg.tm + self.initial_row_state(cfg.tm), self.key_end(),
                               self.mean_key_tiles(lambda m0: 0, self.key_end_at))
@@ -484,8 +531,9 @@ class SimtFlashWriter(FlashAttentionWriter):
         w, cfg, d, a = self.w, self.cfg, self.cfg.head_dim, self.attention
         zero = w.index(0)
         _, k_tile, v_tile = self.tiles
-        if a.scores.b_transposed:  # K (keys x D): transposed into Ks
-            k_copy = self.copy(cfg.keys, d, k_tile, (k, zero), transposing_store(w, self.k_shared, min(self.vec, d)))
+        if a.scores.b_transposed:  # K (keys x D): transposed into Ks; only keys in rows run ragged
+            k_copy = self.copy(cfg.keys, d, k_tile, (k, zero), transposing_store(w, self.k_shared, min(self.vec, d)),
+                               self.k_edge)
         else:
             k_copy = self.copy(d, cfg.keys, k_tile, (zero, k),
                                self.vector_store_into(self.k_shared, min(self.vec, cfg.keys)))
@@ -493,7 +541,8 @@ class SimtFlashWriter(FlashAttentionWriter):
             v_copy = self.copy(d, cfg.keys, v_tile, (zero, k),
                                transposing_store(w, self.v_shared, min(self.vec, cfg.keys)))
         else:
-            v_copy = self.copy(cfg.keys, d, v_tile, (k, zero), self.vector_store_into(self.v_shared, min(self.vec, d)))
+            v_copy = self.copy(cfg.keys, d, v_tile, (k, zero), self.vector_store_into(self.v_shared, min(self.vec, d)),
+                               self.k_edge)
         return [k_copy, v_copy]
 
     def compute(self, accumulators: list[ir.Value]) -> list[ir.Value]:
@@ -609,11 +658,10 @@ class MmaFlashWriter(FlashAttentionWriter):
         end = self.key_end()
         self.operand_tiles()
         self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared, w.index(0),
-                         None)
+                         None, self.m_edge)
         nvvm.CpAsyncCommitGroupOp()
-        keys = self.attention.keys
         for stage in range(self.stages - 1):  # the first tiles' copies; none past the end
-            past = stage * cfg.keys >= keys if end == w.index(keys) else None
+            past = stage * cfg.keys >= self.k_end if end == w.index(self.k_end) else None
             self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
             nvvm.CpAsyncCommitGroupOp()
         # Q's copies (and, looking ahead, the first key tile's) must have landed.
@@ -626,13 +674,13 @@ class MmaFlashWriter(FlashAttentionWriter):
         accumulators = [zero] * (self.output_tiles + 1) + [w.constant(NEGATIVE_INFINITY, "f32")] * 2
         if self.lookahead:
             accumulators += self._scores(w.index(0))
-        if self.own_mask:  # the tiles every row sees in full, then those the mask reaches into
-            visible = self.visible_end(end)
-            accumulators = self._key_ring(w.index(0), visible, end, accumulators,
-                                          self.mean_key_tiles(lambda m0: 0, self.visible_end_at))
+        if self.own_mask or self.k_edge is not None:  # the tiles that need no mask, then those that do
+            unmasked = self.unmasked_end(end)
+            accumulators = self._key_ring(w.index(0), unmasked, end, accumulators,
+                                          self.mean_key_tiles(lambda m0: 0, self.unmasked_end_at))
             self.masking = True
-            results = self._key_ring(visible, end, end, accumulators,
-                                     self.mean_key_tiles(self.visible_end_at, self.key_end_at))
+            results = self._key_ring(unmasked, end, end, accumulators,
+                                     self.mean_key_tiles(self.unmasked_end_at, self.key_end_at))
         else:
             results = self._key_ring(w.index(0), end, end, accumulators,
                                      self.mean_key_tiles(lambda m0: 0, self.key_end_at))
@@ -653,6 +701,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         with w.loop(start, stop, cfg.keys, accumulators) as loop:
             if mean_trips is not None:
                 w.mean_trips(loop.op, mean_trips)
+            self.mark_useful_work(loop.op)
             self.k0 = loop.induction
             nvvm.CpAsyncWaitGroupOp(s - 3 if self.lookahead else s - 2)
             self.barrier()
@@ -690,13 +739,15 @@ class MmaFlashWriter(FlashAttentionWriter):
         for source, shape, origin, buffer in ((k_tile, self.k_shape, k_origin, self.k_shared),
                                               (v_tile, self.v_shape, v_origin, self.v_shared)):
             tile = (shape[0], shape[1] - ROW_PAD)
-            self._copy_async(source, tile, origin, buffer, w.mul(stage, shape[0]), elements)
+            # Ragged keys are K's and V's rows (`choose_flash_tile`).
+            self._copy_async(source, tile, origin, buffer, w.mul(stage, shape[0]), elements, self.k_edge)
 
     def _copy_async(self, source: ir.Value, tile: tuple[int, int], origin: tuple[ir.Value, ir.Value],
-                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None) -> None:
+                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None, rows_end: int | None) -> None:
         """A tile of `source` at `origin` into `buffer` from row `row0`, 16
         bytes per copy, consecutive threads along a row (coalesced);
-        `elements` of each copy read (the rest zero), or all."""
+        `elements` of each copy read (the rest zero), or all; rows from
+        `rows_end` on (a ragged edge) read as zeros, from the last row's place."""
         w = self.w
         rows, cols = tile
         copies = rows * cols // self.vec
@@ -704,9 +755,14 @@ class MmaFlashWriter(FlashAttentionWriter):
             flat = w.add(self.tid, w.index(first)) if first else self.tid
             with w.only_if(self.thread_guard(flat, first, copies)):  # a tile smaller than the block
                 row, col = vector_position(w, flat, cols, self.vec)
-                at = self.at(w.add(origin[0], row), w.add(origin[1], col))
+                source_row, count = w.add(origin[0], row), elements
+                if rows_end is not None:
+                    inside = w.less(source_row, rows_end)
+                    count = arith.select(inside, w.index(self.vec) if count is None else count, w.index(0))
+                    source_row = arith.minui(source_row, w.index(rows_end - 1))
+                at = self.at(source_row, w.add(origin[1], col))
                 nvgpu.DeviceAsyncCopyOp(buffer, [w.add(row0, row), col], source, at,
-                                        ir.IntegerAttr.get(ir.IndexType.get(), self.vec), srcElements=elements,
+                                        ir.IntegerAttr.get(ir.IndexType.get(), self.vec), srcElements=count,
                                         bypassL1=True)
 
     def _scores(self, stage: ir.Value) -> list[ir.Value]:
@@ -838,7 +894,8 @@ class MmaFlashWriter(FlashAttentionWriter):
             col = w.mul(w.rem(flat, d // vec), vec)
             value = w.load(vec, self.t, self.q_shared, [local_row, col], 16)
             row = w.add(self.m0, local_row)
-            self.store_finished(value, vec, row, col, self.loop_indices(row, col))
+            with w.only_if(self.inside(row, col, self.c_limits())):  # no row past a ragged end
+                self.store_finished(value, vec, row, col, self.loop_indices(row, col))
 
 
 def flash_writer(attention: AttentionOperands, config: FlashTileConfig) -> FlashAttentionWriter:

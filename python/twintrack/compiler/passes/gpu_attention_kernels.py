@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass, replace
 
 from mlir import ir
+from mlir.dialects import memref
 
 from ..kernels.flash_attention import (
     AttentionKernelOperands,
@@ -54,6 +55,7 @@ from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import MatmulSite, erase_site
+from .matmul_sites import b_is_transposed
 from .row_sites import row_groups
 from .ir_helpers import (
     VIEW_OPS,
@@ -85,13 +87,16 @@ class _Read:
     """How the kernel reads one of Q, K and V: the argument and its slice;
     for a permuted copy it takes over, the copy (`producer`, erased with
     its buffer `copy`), whether the tile's dims are swapped against the
-    matmul's operand, and Q's scale."""
-    argument: ir.Value
+    matmul's operand, and Q's scale. A read `relaid` has no argument yet:
+    that op, which writes Kᵀ, will write K into a new buffer instead
+    (`_relay_keys`)."""
+    argument: ir.Value | None
     slice: OperandSlice
     producer: ir.Operation | None = None
     copy: ir.Value | None = None
     swapped: bool = False
     scale: float | None = None
+    relaid: ir.Operation | None = None
 
 
 @dataclass
@@ -125,7 +130,9 @@ class GpuAttentionKernels(PythonPass):
 # ------------------------------------------------------------ matching
 def _find_chain(op: ir.Operation) -> _Chain | None:
     scores = MatmulSite.of(op)
-    scores_operands = scores.operands()
+    # The scores and P are the kernel's own: their rows need no 16-byte vectors
+    # (197 keys); Q, K and V are checked as the kernel reads them (`_reads`).
+    scores_operands = scores.operands(vector_operands=False)
     if scores.fill is None or scores_operands is None:
         return None
     softmax = _softmax_after(scores, scores_operands.n)
@@ -135,12 +142,14 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
     if values_op is None:
         return None
     values = MatmulSite.of(values_op)
-    values_operands = values.operands()
+    values_operands = values.operands(vector_operands=False)
     if values.fill is None or values_operands is None or buffer_root(values_op.operands[0]) != buffer_root(softmax.probabilities):
         return None
     if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
         return None
     reads = _reads(scores.op, values_op)
+    if any(read is None for read in reads):
+        return None
     scores_operands = replace(scores_operands, b_transposed=scores_operands.b_transposed != reads[1].swapped)
     values_operands = replace(values_operands, b_transposed=values_operands.b_transposed != reads[2].swapped)
     attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
@@ -153,21 +162,26 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
 
 
 # ------------------------------------------------------------ reading Q, K, V
-def _reads(scores: ir.Operation, values: ir.Operation) -> list[_Read]:
+def _reads(scores: ir.Operation, values: ir.Operation) -> list[_Read | None]:
     """Q, K and V's reads: through the permuted copy each comes from where
-    the kernel can take it over (Q's only unswapped), else as they are."""
+    the kernel can take it over (Q's only unswapped), else as they are
+    (None where a tile's rows are no whole 16-byte vectors)."""
     operands = [(scores, 0, True), (scores, 1, False), (values, 1, False)]
     reads = []
     for reader, index, is_query in operands:
         value = reader.operands[index]
         folded = _through_copy(value, reader, values, allow_scale=is_query)
         reads.append(folded if folded is not None and not (is_query and folded.swapped) else _plain_read(value))
+    if reads[1] is None and not b_is_transposed(scores):
+        reads[1] = _relaid_keys(scores.operands[1], scores, values)
     return reads
 
 
-def _plain_read(value: ir.Value) -> _Read:
-    """A (batch, rows, cols) operand read as it is."""
+def _plain_read(value: ir.Value) -> _Read | None:
+    """A (batch, rows, cols) operand read as it is, if its rows are whole 16-byte vectors."""
     memref_type = ir.MemRefType(value.type)
+    if not _tile_contiguous(memref_type, -1):
+        return None
     return _Read(value, _slice(memref_type, ("batch", "tile", "tile")))
 
 
@@ -212,6 +226,51 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     group = copy_shape[2] if len(copy_shape) == 5 else 1
     swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
     return _Read(source, _slice(source_type, dims, heads, group), producer, copy, swapped, scale)
+
+
+def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation) -> _Read | None:
+    """Kᵀ (batch, D, keys), or (outer, heads, D, keys), whose rows are no
+    whole 16-byte vectors (197 keys), written whole by one all-parallel
+    generic (a key projection's epilogue, transposing): read as K from a
+    buffer (…, keys, D) that the generic writes instead, if nothing but
+    this attention reads Kᵀ while it holds it (as for `_through_copy`)."""
+    buffer = _collapsed_from(value)
+    if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4):
+        return None
+    block_ops = [o.operation for o in reader.block.operations]
+    producer = _last_writer_before(buffer, reader, block_ops)
+    if producer is None or producer.name != "linalg.generic" or len(producer.opview.outputs) != 1 \
+            or not _overwrites(producer, buffer) or kernel_at not in block_ops \
+            or not _free_outside(buffer, [producer, reader], block_ops, block_ops.index(producer),
+                                 block_ops.index(kernel_at)):
+        return None
+    keys_type = _transposed_type(ir.MemRefType(buffer.type))
+    rank = keys_type.rank
+    dims = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
+    return _Read(None, _slice(keys_type, dims, keys_type.shape[1] if rank == 4 else 1), copy=buffer, swapped=True,
+                 relaid=producer)
+
+
+def _transposed_type(memref_type: ir.MemRefType) -> ir.MemRefType:
+    """A row-major memref of `memref_type`'s shape with its last two dims swapped."""
+    *outer, rows, cols = memref_type.shape
+    return ir.MemRefType.get([*outer, cols, rows], memref_type.element_type, loc=ir.Location.unknown())
+
+
+def _relay_keys(read: _Read) -> None:
+    """Make `read.relaid` write K into a new buffer (allocated before it;
+    the caller frees it) instead of Kᵀ into `read.copy`: its output and
+    output map swap their last two dims."""
+    producer = read.relaid
+    keys_type = _transposed_type(ir.MemRefType(read.copy.type))
+    with ir.InsertionPoint(producer), producer.location:
+        keys = memref.AllocOp(keys_type, [], []).result
+    rank = keys_type.rank
+    maps = [ir.AffineMapAttr.get(m) for m in indexing_maps(producer)]
+    maps[-1] = ir.AffineMapAttr.get(ir.AffineMap.get_permutation([*range(rank - 2), rank - 1, rank - 2]))
+    producer.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+    producer.operands[len(producer.operands) - 1] = keys
+    read.argument = keys
 
 
 def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
@@ -501,10 +560,16 @@ def _replace(chain: _Chain, kernel: str) -> None:
     """The kernel, built in place of the P·V matmul; then the chain's ops
     and temporaries go. (A kernel that fails to build leaves them all.)"""
     values, scores = chain.values.kernel_operands(), chain.scores.kernel_operands()
+    relaid = [read for read in chain.reads if read.relaid is not None]
+    for read in relaid:
+        _relay_keys(read)
     q, k, v = (read.argument for read in chain.reads)
     operands = AttentionKernelOperands(q, k, v, values.c, values.epilogue, values.captured, scores.epilogue,
                                        scores.captured)
     build_flash_attention(chain.values.op, kernel, chain.attention, chain.config, operands)
+    with ir.InsertionPoint(chain.values.op), chain.values.op.location:
+        for read in relaid:  # freed after the kernel, its last reader
+            memref.DeallocOp(read.argument)
     temporaries = _temporaries(chain)
     erase_site(chain.values)
     for op in reversed(chain.softmax.ops):
@@ -515,6 +580,7 @@ def _replace(chain: _Chain, kernel: str) -> None:
     for read in chain.reads:
         if read.producer is not None:
             read.producer.erase()
+        if read.producer is not None or read.relaid is not None:
             _erase_buffer(read.copy)
 
 

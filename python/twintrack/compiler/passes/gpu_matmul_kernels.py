@@ -266,9 +266,12 @@ def _static(memref_type: ir.Type) -> bool:
     return offset != dynamic and dynamic not in strides
 
 
-def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None = None) -> MatmulOperands | None:
+def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None = None,
+                    vector_operands: bool = True) -> MatmulOperands | None:
     """The kernel's view of `op` writing into `output` (its own or a
-    narrower one). A and B are read in 16-byte vectors; C, where its rows are
+    narrower one). A and B are read in 16-byte vectors (unless
+    `vector_operands` is off: a caller that reads them otherwise, as the
+    flash kernel reads Q, K and V, checks them itself); C, where its rows are
     not aligned to them (a key projection transposed into rows of 197
     tokens), is stored one element at a time. A 2-D matmul whose M is known
     only at run time (A's and C's rows) is tiled as for its largest M (from
@@ -277,7 +280,8 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
     open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(c)
-    if transposed is None or not (_aligned(b) and (open_m or (_aligned(a) and _static(c)))):
+    readable = _aligned if vector_operands else _static
+    if transposed is None or not (readable(b) and (open_m or (readable(a) and _static(c)))):
         return None
     if str(a.element_type) != str(b.element_type):
         return None
@@ -514,8 +518,8 @@ class MatmulSite:
         windows = windows and ir.MemRefType(op.operands[0].type).has_static_shape  # an open M reads A as stored
         return cls(op, fill, found, window_operand(op) if windows else None)
 
-    def operands(self, target: GpuTarget | None = None) -> MatmulOperands | None:
-        operands = matmul_operands(self.op, self.output, target)
+    def operands(self, target: GpuTarget | None = None, vector_operands: bool = True) -> MatmulOperands | None:
+        operands = matmul_operands(self.op, self.output, target, vector_operands)
         if operands is not None and self.found is not None:
             operands = replace(operands, view=self.found.output_view)
         if operands is not None and self.window is not None:
