@@ -67,6 +67,24 @@ def test_matmuls_of_run_time_rows_take_masked_tiles(bert_layer):
     assert isinstance(grid[0], int) and isinstance(grid[1], str), grid  # columns fixed, rows from the sizes
 
 
+def test_attention_over_a_run_time_sequence_is_one_flash_kernel(bert_layer):
+    """Q·Kᵀ, the softmax and P·V over batch·heads and a sequence known at
+    run time: one flash kernel, its edge tiles masked, its grid (query
+    tiles, batch·heads) counted on the host; no attention matmul generic."""
+    manifest, plan = bert_layer
+    flash = [k for k in manifest["kernels"] if k["path"].startswith("flash-attention")]
+    assert len(flash) == 1 and flash[0]["spills"] == 0, flash
+    assert flash[0]["path"].endswith("masked edges (sizes at run time)"), flash
+    assert not [k for k in manifest["kernels"] if k["path"] == "generic"
+                and any("bmm" in op or "_softmax" in op for op in k["source_ops"])]
+    launch = next(step for step in plan["steps"] if step["op"] == "launch" and step["module"] == flash[0]["name"])
+    assert launch["grid"][0] == 1 and all(isinstance(g, str) for g in launch["grid"][1:]), launch["grid"]
+    for sizes in SIZES:
+        grid = next(step["grid"] for step in resolve_plan(plan, sizes)["steps"]
+                    if step["op"] == "launch" and step["module"] == flash[0]["name"])
+        assert grid == [1, -(-sizes["seq"] // 64), sizes["batch"] * 4], (sizes, grid)
+
+
 class DecodeProjection(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -28,7 +28,9 @@ of shared buffers filled by cp.async, each tile's scores computed a step
 ahead of its softmax, exp as PTX's flushing ex2.
 
 Ragged edges (197 tokens): a sequence the tiles do not divide is tiled
-anyway. Q rows and K/V rows past its end are read as zeros (cp.async's
+anyway; so is one whose length, or batch·heads, is known only at run
+time (dynamic shapes: read off Q and K in the kernel, the grid counted on
+the host, the tiles chosen for the largest sizes). Q rows and K/V rows past its end are read as zeros (cp.async's
 source size, or a guarded load), the scores of keys past it are -inf (in
 the last key tile only, its own loop), and no output row past it is
 stored. Keys may run ragged only where they are K's and V's rows (the
@@ -98,8 +100,20 @@ class OperandSlice:
     heads: int = 1
     group: int = 1
 
+    def tile_dim(self, which: int) -> int:
+        """The argument's dim that holds the tile's first (0) or second (1) dim."""
+        return [d for d, name in enumerate(self.dims) if name == "tile"][which]
+
+    def open(self, which: int) -> bool:
+        """Is the tile's first (0) or second (1) dim's size known only at run time?"""
+        return ir.ShapedType.is_dynamic_size(self.sizes[self.tile_dim(which)])
+
+    @property
+    def open_batch(self) -> bool:
+        return any(ir.ShapedType.is_dynamic_size(size) for d, size in zip(self.dims, self.sizes) if d != "tile")
+
     def tile_type(self) -> ir.MemRefType:
-        """memref<rows x cols x element, strided<[row_stride, 1], offset: ?>>."""
+        """memref<rows x cols x element, strided<[row_stride, 1], offset: ?>> (rows or cols ? where open)."""
         rows, cols = (size for d, size in zip(self.dims, self.sizes) if d == "tile")
         layout = ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_stride_or_offset(), [self.row_stride, 1])
         return ir.MemRefType.get([rows, cols], element_type(self.element), layout=layout, loc=ir.Location.unknown())
@@ -129,6 +143,13 @@ class AttentionOperands:
     @property
     def queries(self) -> int:
         return self.scores.m
+
+    @property
+    def open_sizes(self) -> bool:
+        """Are the queries, the keys or the batch known only at run time (then
+        `queries`, `keys` and the batch are their largest)?"""
+        q, k = self.slices[:2]
+        return q.open(0) or q.open_batch or k.open(0 if self.scores.b_transposed else 1)
 
 
 @dataclass(frozen=True)
@@ -207,7 +228,8 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
 
     lanes = 8 if d >= 16 else 4
     # Shared memory (static, 48 KiB at most) holds Q and P (BM x D, BN x BM) and K, V (BN x D) in f32.
-    keys = _edge_tile(attention.keys, (64, 32, 16) if d <= 32 else (32, 16))
+    # Run-time sizes cost registers (bounds, masks): a 64-key tile spilled there.
+    keys = _edge_tile(attention.keys, (64, 32, 16) if d <= 32 and not attention.open_sizes else (32, 16))
     if d % lanes or d > 64:
         return None
     tm = min(4, bm * lanes // WARP)  # rows per thread: fewer on small tiles, so a block is a warp at least
@@ -293,18 +315,25 @@ class FlashAttentionWriter(TiledMatmulWriter):
         self.attention = attention
         if attention.copies_read_through:
             self.path += f" ({attention.copies_read_through} copies read through)"
-        if self.m_edge is not None or self.k_edge is not None:
+        if attention.open_sizes:
+            self.path += " masked edges (sizes at run time)"
+        elif self.m_edge is not None or self.k_edge is not None:
             self.path += " masked edges"
         self.t = attention.values.in_element
         self.vec = 16 // element_bytes(self.t)
         self.score_description, self.score_type = _scores_in_f32(attention.score_epilogue,
                                                                  attention.scores.out_element)
         self.score_epilogue: EpilogueWriter | None = None
-        self.reach = masked_key_reach(attention.score_epilogue, attention.scores.view, attention.queries,
-                                      attention.keys)
+        # A causal mask's reach is read at compile-time sizes; with open sizes the epilogue masks each score.
+        self.reach = None if attention.open_sizes else masked_key_reach(
+            attention.score_epilogue, attention.scores.view, attention.queries, attention.keys)
         # Where the score epilogue is a causal mask alone, a subclass may
         # apply the mask itself, to the tiles it reaches into (`masking`).
         self.own_mask, self.masking = False, False
+
+    def _keys_dim(self) -> int:
+        """Which of K's tile dims holds the keys: its rows (0), or its columns (1: Kᵀ stored)."""
+        return 0 if self.attention.scores.b_transposed else 1
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
@@ -313,6 +342,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
             self.bind(w, ids, KernelOperands(operands.q, operands.v, operands.o, operands.value_tensors,
                                              operands.value_captured), ids.block_x, ids.block_y, ids.block_z)
             self.arguments = (operands.q, operands.k, operands.v)
+            self._read_run_time_sizes()
             if self.score_description is not None:
                 positions = (k for k, _ in self.score_description.tensor_inputs())
                 self.score_epilogue = EpilogueWriter(self.score_description, w,
@@ -320,8 +350,46 @@ class FlashAttentionWriter(TiledMatmulWriter):
                                                      operands.score_captured)
             self.masking = False
             self.kernel_body()
-        return build_launch(before, kernel, self.path, self.grid(), self.threads, body, self.path,
-                            self.workgroup_types())
+        return build_launch(before, kernel, self.path, self._launch_grid(before, operands.q), self.threads, body,
+                            self.path, self.workgroup_types())
+
+    def _launch_grid(self, before: ir.Operation, q: ir.Value) -> tuple[int | ir.Value, ...]:
+        """(1, query tiles, batch), counted on the host before the launch
+        where Q's sizes are known only at run time (at least one block each)."""
+        s = self.attention.slices[0]
+        if not (s.open(0) or s.open_batch):
+            return self.grid()
+        with ir.InsertionPoint(before), before.location:
+            index = ir.IndexType.get()
+            sizes = [memref.dim(q, arith.constant(index, d)) if ir.ShapedType.is_dynamic_size(size)
+                     else arith.constant(index, size) for d, size in enumerate(s.sizes)]
+            one = arith.constant(index, 1)
+            rows = arith.maxui(arith.ceildivui(sizes[s.tile_dim(0)], arith.constant(index, self.cfg.bm)), one)
+            batch = one
+            for d, name in enumerate(s.dims):
+                if name != "tile":
+                    batch = arith.muli(batch, sizes[d])
+            return (1, rows, arith.maxui(batch, one))
+
+    def _read_run_time_sizes(self) -> None:
+        """Sizes known only at run time, read off Q and K in the kernel: the
+        queries end at Q's rows (`m_edge`), the keys at K's (`k_edge`), the
+        key tiles at `k_end` (whole tiles)."""
+        w, a = self.w, self.attention
+        q, k, _ = self.arguments
+        if a.slices[0].open(0):
+            self.m_edge = memref.dim(q, w.index(a.slices[0].tile_dim(0)))
+        if a.slices[1].open(self._keys_dim()):
+            self.k_edge = memref.dim(k, w.index(a.slices[1].tile_dim(self._keys_dim())))
+            self.k_end = w.mul(arith.ceildivui(self.k_edge, w.index(self.cfg.keys)), self.cfg.keys)
+
+    def mark_useful_work(self, loop) -> None:
+        if not self.attention.open_sizes:  # the share is known at compile time only
+            super().mark_useful_work(loop)
+
+    def index_of(self, size: int | ir.Value) -> ir.Value:
+        """A size known at compile time (an index constant) or at run time (as it is)."""
+        return size if isinstance(size, ir.Value) else self.w.index(size)
 
     # ------------------------------------------------------------ scores
     def score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
@@ -346,9 +414,9 @@ class FlashAttentionWriter(TiledMatmulWriter):
         bounds where a tile runs past the sequence (those scores go unused)."""
         w, view = self.w, self.attention.scores.view
         if self.m_edge is not None:
-            row = arith.minui(row, w.index(self.attention.queries - 1))
+            row = arith.minui(row, self._last_place(self.m_edge, 1))
         if self.k_edge is not None:
-            key = arith.minui(key, w.index(self.attention.keys - 1))
+            key = arith.minui(key, self._last_place(self.k_edge, 1))
         c_indices = [self.batch, row, key]
         value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
         return value if self.score_type == "f32" else arith.extf(ir.F32Type.get(), value)
@@ -394,7 +462,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         rows (past m0 + BM - 1 + reach), which the loop skips."""
         w, cfg, keys = self.w, self.cfg, self.attention.keys
         if self.reach is None or cfg.bm + self.reach >= keys:
-            return w.index(self.k_end)
+            return self.index_of(self.k_end)
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
         return self._whole_tiles_below(past, w.index(self.k_end))
 
@@ -402,13 +470,15 @@ class FlashAttentionWriter(TiledMatmulWriter):
         """Where the key tiles that need no mask end, at most `end`: those
         before a ragged last tile and, under the kernel's own causal mask,
         wholly within m0 + reach (every row of the block sees them in full)."""
-        bound = end if self.k_edge is None else arith.minui(end, self.w.index(self._whole_key_tiles()))
+        bound = end if self.k_edge is None else arith.minui(end, self.index_of(self._whole_key_tiles()))
         if not self.own_mask:
             return bound
         return self._whole_tiles_below(self.reach + 1, bound)  # row m0 sees keys below m0 + reach + 1
 
-    def _whole_key_tiles(self) -> int:
+    def _whole_key_tiles(self) -> int | ir.Value:
         """The keys in whole tiles (all but a ragged last tile's)."""
+        if isinstance(self.k_edge, ir.Value):
+            return self.w.mul(self.w.div(self.k_edge, self.cfg.keys), self.cfg.keys)
         return self.attention.keys // self.cfg.keys * self.cfg.keys
 
     # The same bounds in Python, per block (m0 = its first query row), for
@@ -450,7 +520,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         return lambda v, r, c: self.w.store(v, buffer, [r, c], width * element_bytes(self.t))
 
     def copy(self, rows: int, cols: int, source: ir.Value, origin: tuple[ir.Value, ir.Value], store,
-             rows_end: int | None = None) -> TileCopy:
+             rows_end: int | ir.Value | None = None) -> TileCopy:
         """A tile copy; rows from `rows_end` on (a ragged edge) read as zeros."""
         return TileCopy(rows, cols, min(self.vec, cols), source, origin, store, (rows_end, None))
 
@@ -467,7 +537,9 @@ class FlashAttentionWriter(TiledMatmulWriter):
         offsets = [where[d]() for d in s.dims]
         dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
         sizes = [size if d == "tile" else 1 for d, size in zip(s.dims, s.sizes)]
-        return memref.SubViewOp(s.tile_type(), argument, [o for o in offsets if o is not None], [], [],
+        open_sizes = [memref.dim(argument, w.index(d)) for d, size in enumerate(sizes)
+                      if ir.ShapedType.is_dynamic_size(size)]
+        return memref.SubViewOp(s.tile_type(), argument, [o for o in offsets if o is not None], open_sizes, [],
                                 [0 if o is None else dynamic for o in offsets], sizes, [1] * len(s.dims)).result
 
     def at(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
@@ -660,8 +732,9 @@ class MmaFlashWriter(FlashAttentionWriter):
         self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared, w.index(0),
                          None, self.m_edge)
         nvvm.CpAsyncCommitGroupOp()
+        static_end = isinstance(self.k_end, int) and end == w.index(self.k_end)
         for stage in range(self.stages - 1):  # the first tiles' copies; none past the end
-            past = stage * cfg.keys >= self.k_end if end == w.index(self.k_end) else None
+            past = stage * cfg.keys >= self.k_end if static_end else None
             self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
             nvvm.CpAsyncCommitGroupOp()
         # Q's copies (and, looking ahead, the first key tile's) must have landed.
@@ -743,7 +816,8 @@ class MmaFlashWriter(FlashAttentionWriter):
             self._copy_async(source, tile, origin, buffer, w.mul(stage, shape[0]), elements, self.k_edge)
 
     def _copy_async(self, source: ir.Value, tile: tuple[int, int], origin: tuple[ir.Value, ir.Value],
-                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None, rows_end: int | None) -> None:
+                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None,
+                    rows_end: int | ir.Value | None) -> None:
         """A tile of `source` at `origin` into `buffer` from row `row0`, 16
         bytes per copy, consecutive threads along a row (coalesced);
         `elements` of each copy read (the rest zero), or all; rows from
@@ -759,7 +833,7 @@ class MmaFlashWriter(FlashAttentionWriter):
                 if rows_end is not None:
                     inside = w.less(source_row, rows_end)
                     count = arith.select(inside, w.index(self.vec) if count is None else count, w.index(0))
-                    source_row = arith.minui(source_row, w.index(rows_end - 1))
+                    source_row = arith.minui(source_row, self._last_place(rows_end, 1))
                 at = self.at(source_row, w.add(origin[1], col))
                 nvgpu.DeviceAsyncCopyOp(buffer, [w.add(row0, row), col], source, at,
                                         ir.IntegerAttr.get(ir.IndexType.get(), self.vec), srcElements=count,

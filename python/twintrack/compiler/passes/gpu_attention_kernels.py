@@ -132,17 +132,17 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
     scores = MatmulSite.of(op)
     # The scores and P are the kernel's own: their rows need no 16-byte vectors
     # (197 keys); Q, K and V are checked as the kernel reads them (`_reads`).
-    scores_operands = scores.operands(vector_operands=False)
+    scores_operands = scores.operands(vector_operands=False, open_sizes=True)
     if scores.fill is None or scores_operands is None:
         return None
-    softmax = _softmax_after(scores, scores_operands.n)
+    softmax = _softmax_after(scores)
     if softmax is None:
         return None
     values_op = _next_matmul(softmax.ops[-1])
     if values_op is None:
         return None
     values = MatmulSite.of(values_op)
-    values_operands = values.operands(vector_operands=False)
+    values_operands = values.operands(vector_operands=False, open_sizes=True)
     if values.fill is None or values_operands is None or buffer_root(values_op.operands[0]) != buffer_root(softmax.probabilities):
         return None
     if not _consistent(scores_operands, values_operands) or not _reshaped(values_op.operands[0]):
@@ -182,12 +182,18 @@ def _plain_read(value: ir.Value) -> _Read | None:
     memref_type = ir.MemRefType(value.type)
     if not _tile_contiguous(memref_type, -1):
         return None
-    return _Read(value, _slice(memref_type, ("batch", "tile", "tile")))
+    found = _slice(memref_type, ("batch", "tile", "tile"))
+    return None if found is None else _Read(value, found)
 
 
-def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1, group: int = 1) -> OperandSlice:
+def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1,
+           group: int = 1) -> OperandSlice | None:
+    """How a block finds its tile in an operand of this type (None where
+    the tile's rows lie a run-time stride apart)."""
     strides, _ = memref_type.get_strides_and_offset()
     tiles = [d for d, name in enumerate(dims) if name == "tile"]
+    if strides[tiles[0]] == ir.ShapedType.get_dynamic_stride_or_offset():
+        return None
     return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads,
                         group)
 
@@ -225,7 +231,8 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     heads = copy_shape[1] if len(copy_shape) >= 4 else 1
     group = copy_shape[2] if len(copy_shape) == 5 else 1
     swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
-    return _Read(source, _slice(source_type, dims, heads, group), producer, copy, swapped, scale)
+    found = _slice(source_type, dims, heads, group)
+    return None if found is None else _Read(source, found, producer, copy, swapped, scale)
 
 
 def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation) -> _Read | None:
@@ -247,8 +254,8 @@ def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation)
     keys_type = _transposed_type(ir.MemRefType(buffer.type))
     rank = keys_type.rank
     dims = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
-    return _Read(None, _slice(keys_type, dims, keys_type.shape[1] if rank == 4 else 1), copy=buffer, swapped=True,
-                 relaid=producer)
+    found = _slice(keys_type, dims, keys_type.shape[1] if rank == 4 else 1)
+    return None if found is None else _Read(None, found, copy=buffer, swapped=True, relaid=producer)
 
 
 def _transposed_type(memref_type: ir.MemRefType) -> ir.MemRefType:
@@ -340,14 +347,14 @@ def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
 
 
 def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: ir.Value) -> bool:
-    """Between the copy and the kernel: only allocations, views,
+    """Between the copy and the kernel: only ops that touch no data,
     deallocations and linalg ops that write other buffers than `source`'s."""
     ops = [o.operation for o in producer.block.operations]
     if kernel_at not in ops or ops.index(producer) > ops.index(kernel_at):
         return False
     root = buffer_root(source)
     for op in ops[ops.index(producer) + 1:ops.index(kernel_at)]:
-        if op.name in ("memref.alloc", "memref.dealloc") or op.name in VIEW_OPS:
+        if op.name == "memref.dealloc" or _touches_no_data(op):
             continue
         if not op.name.startswith("linalg.") or any(buffer_root(v) == root for v in written_buffers(op)):
             return False
@@ -361,9 +368,16 @@ def _consistent(scores, values) -> bool:
 
 
 def _following(op: ir.Operation) -> list[ir.Operation]:
-    """The ops after `op` in its block, allocations and views passed over."""
+    """The ops after `op` in its block, those that touch no data passed over."""
     ops = [o.operation for o in op.block.operations]
-    return [o for o in ops[ops.index(op) + 1:] if o.name != "memref.alloc" and o.name not in VIEW_OPS]
+    return [o for o in ops[ops.index(op) + 1:] if not _touches_no_data(o)]
+
+
+def _touches_no_data(op: ir.Operation) -> bool:
+    """An allocation, a view, or size arithmetic (sizes known at run time)."""
+    arithmetic = op.name.startswith("arith.") or op.name in ("affine.apply", "affine.min", "affine.max")
+    return op.name in ("memref.alloc", "memref.dim") or op.name in VIEW_OPS or \
+        (arithmetic and not any(isinstance(v.type, ir.MemRefType) for v in op.operands))
 
 
 def _next_matmul(op: ir.Operation) -> ir.Operation | None:
@@ -381,7 +395,7 @@ def _reshaped(value: ir.Value) -> bool:
     return owner is not None and owner.name == "memref.alloc" and row_major(ir.MemRefType(value.type))
 
 
-def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:
+def _softmax_after(scores: MatmulSite) -> _Softmax | None:
     """The row-wise softmax over the keys of the scores, right after their matmul."""
     last = scores.found.consumer if scores.found else scores.op
     after = _following(last)
@@ -391,10 +405,10 @@ def _softmax_after(scores: MatmulSite, keys: int) -> _Softmax | None:
     ops = [o for o in group or [] if o.name != "memref.alloc"]
     if [o.name for o in ops] != ["linalg.fill", "linalg.generic"] * 2 + ["linalg.generic"]:
         return None
-    return _match_softmax(ops, scores.output, keys)
+    return _match_softmax(ops, scores.output)
 
 
-def _match_softmax(ops: list[ir.Operation], scores: ir.Value, keys: int) -> _Softmax | None:
+def _match_softmax(ops: list[ir.Operation], scores: ir.Value) -> _Softmax | None:
     """fill(-inf), max; fill(0), sum of exp(s - max); exp(s - max) / sum,
     each reading s as the scores (maybe widened), the division maybe narrowed."""
     max_fill, max_op, sum_fill, sum_op, divide = ops
@@ -402,7 +416,7 @@ def _match_softmax(ops: list[ir.Operation], scores: ir.Value, keys: int) -> _Sof
     if not (_fills(max_fill, maximum, float("-inf")) and _fills(sum_fill, total, 0.0)):
         return None
     names = {maximum: "max", total: "sum"}
-    trees = [_tree(op, scores, names, keys) for op in (max_op, sum_op, divide)]
+    trees = [_tree(op, scores, names) for op in (max_op, sum_op, divide)]
     if None in trees or not _row_reduction(max_op) or not _row_reduction(sum_op):
         return None
     pre = _widening(trees[0])
@@ -443,7 +457,7 @@ def _row_reduction(op: ir.Operation) -> bool:
         and map_dims(indexing_maps(op)[-1]) == tuple(range(rows))
 
 
-def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple | str | None:
+def _tree(op: ir.Operation, scores: ir.Value, names: dict) -> tuple | str | None:
     """The generic's yielded value as a nested tuple (op name, operands...),
     its inputs named: "s" (the scores, each element), "max" and "sum" (per
     row), "out" (the output's old value); None if an input is anything else."""
@@ -456,7 +470,7 @@ def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple |
     leaves = {("arg", len(inputs)): "out"}
     for k, (value, affine_map) in enumerate(zip(inputs, maps)):
         dims = map_dims(affine_map)
-        if buffer_root(value) == buffer_root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores, keys):
+        if buffer_root(value) == buffer_root(scores) and dims == tuple(range(rows + 1)) and _reads_scores(value, scores):
             leaves[("arg", k)] = "s"
         elif value in names and dims == tuple(range(rows)):
             leaves[("arg", k)] = names[value]
@@ -472,10 +486,25 @@ def _tree(op: ir.Operation, scores: ir.Value, names: dict, keys: int) -> tuple |
     return build(result)
 
 
-def _reads_scores(value: ir.Value, scores: ir.Value, keys: int) -> bool:
-    """A row-major reshape of the scores with the keys innermost."""
-    shape, whole = ir.MemRefType(value.type).shape, ir.MemRefType(scores.type).shape
-    return _reshaped(value) and shape[-1] == keys and math.prod(shape) == math.prod(whole)
+def _reads_scores(value: ir.Value, scores: ir.Value) -> bool:
+    """A row-major reshape of the scores with the keys innermost (sizes
+    known at run time: no reshape on the way groups the keys with another dim)."""
+    memref_type, whole = ir.MemRefType(value.type), ir.MemRefType(scores.type)
+    if not _reshaped(value) or memref_type.shape[-1] != whole.shape[-1]:
+        return False
+    if memref_type.has_static_shape and whole.has_static_shape:
+        return math.prod(memref_type.shape) == math.prod(whole.shape)
+    return _keys_kept_apart(value)
+
+
+def _keys_kept_apart(value: ir.Value) -> bool:
+    """Does every reshape from `value` to its buffer keep the last dim a group of its own?"""
+    while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
+        groups = [list(group) for group in ir.ArrayAttr(owner.attributes["reassociation"])]
+        if len(groups[-1]) != 1:
+            return False
+        value = owner.operands[0]
+    return True
 
 
 def _only_chain_between(chain: _Chain) -> bool:
@@ -483,8 +512,7 @@ def _only_chain_between(chain: _Chain) -> bool:
     touches data go with the kernel?"""
     ops = [o.operation for o in chain.scores.op.block.operations]
     absorbed = chain.ops()
-    return all(o in absorbed or o.name == "memref.alloc" or o.name in VIEW_OPS
-               for o in ops[ops.index(chain.scores.op):ops.index(chain.values.op)])
+    return all(o in absorbed or _touches_no_data(o) for o in ops[ops.index(chain.scores.op):ops.index(chain.values.op)])
 
 
 def _temporaries(chain: _Chain) -> list[ir.Value]:

@@ -267,7 +267,7 @@ def _static(memref_type: ir.Type) -> bool:
 
 
 def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None = None,
-                    vector_operands: bool = True) -> MatmulOperands | None:
+                    vector_operands: bool = True, open_sizes: bool = False) -> MatmulOperands | None:
     """The kernel's view of `op` writing into `output` (its own or a
     narrower one). A and B are read in 16-byte vectors (unless
     `vector_operands` is off: a caller that reads them otherwise, as the
@@ -276,32 +276,47 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     tokens), is stored one element at a time. A 2-D matmul whose M is known
     only at run time (A's and C's rows) is tiled as for its largest M (from
     the arguments' largest sizes), at most the target's
-    `dynamic_matmul_rows`, and masks its last row tile (`open_m`)."""
+    `dynamic_matmul_rows`, and masks its last row tile (`open_m`). With
+    `open_sizes` (and `vector_operands` off) any size may be known only at
+    run time: each such size is given as its largest, as M is; the caller
+    reads them at run time."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
     open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(c)
-    readable = _aligned if vector_operands else _static
-    if transposed is None or not (readable(b) and (open_m or (readable(a) and _static(c)))):
+    readable = _aligned if vector_operands else _kernel_memref if open_sizes else _static
+    stored = _kernel_memref if open_sizes and not vector_operands else _static
+    if transposed is None or not (readable(b) and (open_m or (readable(a) and stored(c)))):
         return None
     if str(a.element_type) != str(b.element_type):
         return None
     batched = op.name == "linalg.batch_matmul"
-    *batch, m, k = a.shape
-    n = b.shape[-2] if transposed else b.shape[-1]
-    if open_m:
-        m = _planned_rows(op, (target or gpu_target()).dynamic_matmul_rows)
+    most = (target or gpu_target()).dynamic_matmul_rows
+    *batch, m, k = _planned_shape(op, 0, most)
+    n = _planned_shape(op, 1, most)[-2 if transposed else -1]
     return MatmulOperands(str(a), str(b), str(c), batch[0] if batched else None, m, n, k,
                           str(a.element_type), str(c.element_type), transposed,
-                          c_vectors=_aligned(c) or (open_m and _vector_rows(c)), open_m=open_m)
+                          c_vectors=_aligned(c) or ((open_m or open_sizes) and _vector_rows(c)), open_m=open_m)
 
 
-def _planned_rows(op: ir.Operation, most: int) -> int:
-    """The M a matmul of run-time M is tiled for: its largest (bounded
-    through the IR from the arguments' largest sizes), at most `most`."""
+def _kernel_memref(memref_type: ir.Type) -> bool:
+    return isinstance(memref_type, ir.MemRefType) and str(memref_type.element_type) in ELEMENTS
+
+
+def _planned_shape(op: ir.Operation, operand: int, most: int) -> list[int]:
+    """The shape of `op`'s operand, each size known only at run time as its largest (`_planned_size`)."""
+    value = op.operands[operand]
+    return [_planned_size(op, value, dim, most) if ir.ShapedType.is_dynamic_size(size) else size
+            for dim, size in enumerate(ir.MemRefType(value.type).shape)]
+
+
+def _planned_size(op: ir.Operation, value: ir.Value, dim: int, most: int) -> int:
+    """The size a kernel is tiled for where dim `dim` of `value` is known
+    only at run time: its largest (bounded through the IR from the
+    arguments' largest sizes), at most `most`."""
     function = op
     while function.name != "func.func":
         function = function.parent
-    largest = UpperBounds(function).dim(op.operands[0], 0)
+    largest = UpperBounds(function).dim(value, dim)
     return min(most, largest) if largest else most
 
 
@@ -518,8 +533,9 @@ class MatmulSite:
         windows = windows and ir.MemRefType(op.operands[0].type).has_static_shape  # an open M reads A as stored
         return cls(op, fill, found, window_operand(op) if windows else None)
 
-    def operands(self, target: GpuTarget | None = None, vector_operands: bool = True) -> MatmulOperands | None:
-        operands = matmul_operands(self.op, self.output, target, vector_operands)
+    def operands(self, target: GpuTarget | None = None, vector_operands: bool = True,
+                 open_sizes: bool = False) -> MatmulOperands | None:
+        operands = matmul_operands(self.op, self.output, target, vector_operands, open_sizes)
         if operands is not None and self.found is not None:
             operands = replace(operands, view=self.found.output_view)
         if operands is not None and self.window is not None:
