@@ -132,3 +132,30 @@ def test_a_key_projection_writing_keys_transposed_writes_rows_instead(artifact):
     assert not [k for k in kernels if k["path"] == "generic" and any("bmm" in op for op in k["source_ops"])]
     after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
     assert "memref<1x12x197x64xf16>" in after and "memref<1x12x64x197xf16>" not in after
+
+
+def _attention(keys: int, k_transposed: bool, dynamic_keys: bool = False):
+    from mlir import ir
+
+    from twintrack.compiler.kernels.flash_attention import AttentionOperands, OperandSlice
+    from twintrack.compiler.kernels.matmul_common import MatmulOperands
+
+    open_keys = ir.ShapedType.get_dynamic_size() if dynamic_keys else keys
+    scores = MatmulOperands("", "", "", 8, 197, keys, 64, "f16", "f16", b_transposed=k_transposed)
+    values = MatmulOperands("", "", "", 8, 197, 64, keys, "f16", "f16")
+    q = OperandSlice((8, 197, 64), ("batch", "tile", "tile"), 64, "f16")
+    k = OperandSlice((8, open_keys, 64) if k_transposed else (8, 64, open_keys), ("batch", "tile", "tile"),
+                     64 if k_transposed else keys, "f16")
+    return AttentionOperands(scores, values, None, None, (q, k, q))
+
+
+@pytest.mark.parametrize("keys, dynamic_keys", [(197, False), (512, True)])
+def test_keys_that_may_run_ragged_must_be_rows_of_k(keys, dynamic_keys):
+    """The last key tile is masked by rows (zeros read past the end): K must
+    hold a key per row. Stored as Kᵀ (a key per column, 16-byte vectors
+    across keys), such keys leave the attention to the matmul kernels."""
+    from twintrack.compiler.kernels.flash_attention import choose_flash_tile
+
+    assert choose_flash_tile(_attention(keys, k_transposed=True, dynamic_keys=dynamic_keys)) is not None
+    assert choose_flash_tile(_attention(keys, k_transposed=False, dynamic_keys=dynamic_keys)) is None
+    assert choose_flash_tile(_attention(256, k_transposed=False)) is not None

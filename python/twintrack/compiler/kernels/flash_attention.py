@@ -210,10 +210,11 @@ class FlashTileConfig:
 
 def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     """The tile for this attention: tensor cores for f16/bf16 whose head dim
-    takes m16n8k16 steps, CUDA cores otherwise; None where the keys run
-    ragged along a vector (K stored head-major, or Vᵀ)."""
+    takes m16n8k16 steps, CUDA cores otherwise; None where the keys, ragged
+    or known only at run time, run along a vector (Kᵀ stored, or Vᵀ)."""
     d, element = attention.head_dim, attention.values.in_element
-    if attention.keys % 16 and not (attention.scores.b_transposed and not attention.values.b_transposed):
+    keys_open = attention.slices[1].open(0 if attention.scores.b_transposed else 1)
+    if (attention.keys % 16 or keys_open) and not (attention.scores.b_transposed and not attention.values.b_transposed):
         return None
     bm = _edge_tile(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
