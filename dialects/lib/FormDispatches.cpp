@@ -120,6 +120,15 @@ int64_t bytes(Type type, int64_t dynamicExtent) {
   return count * std::max<int64_t>(1, shaped.getElementTypeBitWidth() / 8);
 }
 
+/// Bits of a shaped type's element (a scalar's own): an elementwise chain
+/// reading element for element keeps the element count, so whether it
+/// widens is a question of element width alone (estimated sizes of dynamic
+/// dims differ across a reshape: (?x128) against (?x?x128)).
+unsigned elementBits(Type type) {
+  Type element = getElementTypeOrSelf(type);
+  return element.isIntOrFloat() ? element.getIntOrFloatBitWidth() : 64; // index and the like: a machine word
+}
+
 /// Iterations of the op's loop nest (its dynamic bounds estimated).
 int64_t iterations(linalg::LinalgOp op, int64_t dynamicExtent) {
   int64_t total = 1;
@@ -309,7 +318,7 @@ void FormDispatchesPass::extendEpilogue(linalg::LinalgOp producer) {
     appendEpilogue(producer, "into the matmul's epilogue");
 }
 
-bool narrowsAgain(Value wide, int64_t narrowBytes, int64_t dynamicExtent, int depth = 16);
+bool narrowsAgain(Value wide, unsigned narrowBits, int64_t dynamicExtent, int depth = 16);
 
 /// Merge the only consumer of `producer` (a matmul or the end of its
 /// epilogue) into its dispatch, if it is elementwise and reads element for element.
@@ -329,13 +338,14 @@ void FormDispatchesPass::appendEpilogue(linalg::LinalgOp producer, StringRef how
     return;
   }
   int64_t resultBytes = bytes(producer->getResult(0).getType(), dynamicExtent);
-  if (consumer->getNumResults() == 1 && bytes(consumer->getResult(0).getType(), dynamicExtent) > resultBytes &&
-      !narrowsAgain(consumer->getResult(0), resultBytes, dynamicExtent)) {
+  unsigned resultBits = elementBits(producer->getResult(0).getType());
+  if (consumer->getNumResults() == 1 && elementBits(consumer->getResult(0).getType()) > resultBits &&
+      !narrowsAgain(consumer->getResult(0), resultBits, dynamicExtent)) {
     // The matmul would store the wider values and every reader load them;
     // each reader can widen the narrow result in registers instead.
-    explainDecision(consumer, llvm::formatv("kept apart from the matmul: it widens the result ({0} -> {1} bytes), "
-                                            "which its readers can do as they load",
-                                            resultBytes, bytes(consumer->getResult(0).getType(), dynamicExtent)));
+    explainDecision(consumer, llvm::formatv("kept apart from the matmul: it widens the result ({0} -> {1} bits an "
+                                            "element), which its readers can do as they load",
+                                            resultBits, elementBits(consumer->getResult(0).getType())));
     return;
   }
   int64_t saved = 2 * resultBytes;
@@ -370,9 +380,9 @@ bool linalgReaders(Value value, SmallVectorImpl<OpOperand *> &reads, SmallVector
 
 /// Is a widened epilogue value (f16 -> f32 for batch norm or GELU's
 /// opmath) only ever read, element for element, by elementwise ops that
-/// bring it back to at most `narrowBytes` before anything else sees it?
-/// Then the whole chain can join the matmul and nothing wide is stored.
-bool narrowsAgain(Value wide, int64_t narrowBytes, int64_t dynamicExtent, int depth) {
+/// bring it back to at most `narrowBits` an element before anything else
+/// sees it? Then the whole chain can join the matmul and nothing wide is stored.
+bool narrowsAgain(Value wide, unsigned narrowBits, int64_t dynamicExtent, int depth) {
   SmallVector<OpOperand *> reads;
   SmallVector<Operation *> reshapes;
   if (depth == 0 || !linalgReaders(wide, reads, reshapes) || reads.empty())
@@ -383,7 +393,7 @@ bool narrowsAgain(Value wide, int64_t narrowBytes, int64_t dynamicExtent, int de
         readsPerElement(reader, *read, dynamicExtent) != 1 || !reader.getMatchingIndexingMap(read).isPermutation())
       return false;
     Value result = reader->getResult(0);
-    return bytes(result.getType(), dynamicExtent) <= narrowBytes || narrowsAgain(result, narrowBytes, dynamicExtent, depth - 1);
+    return elementBits(result.getType()) <= narrowBits || narrowsAgain(result, narrowBits, dynamicExtent, depth - 1);
   });
 }
 
@@ -425,8 +435,9 @@ bool FormDispatchesPass::joinReaderGroup(linalg::LinalgOp matmul) {
     return false;
   int64_t resultBytes = bytes(last->getResult(0).getType(), dynamicExtent);
   Operation *end = readerGroup.back();
-  if (end->getNumResults() == 1 && bytes(end->getResult(0).getType(), dynamicExtent) > resultBytes &&
-      !narrowsAgain(end->getResult(0), resultBytes, dynamicExtent))
+  unsigned resultBits = elementBits(last->getResult(0).getType());
+  if (end->getNumResults() == 1 && elementBits(end->getResult(0).getType()) > resultBits &&
+      !narrowsAgain(end->getResult(0), resultBits, dynamicExtent))
     return false; // it would store wider values (see appendEpilogue)
   Operation *previous = last;
   for (Operation *reshape : reshapes) {

@@ -550,7 +550,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
     def loop_indices(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
         """The indices of O[batch, row, col] in the output epilogue's loops."""
         c_indices = [self.batch, row, col]
-        return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
+        return self.ops.view.loop_indices(self.w, c_indices, self.c) if self.ops.view else c_indices
 
     def scaled_q(self, value: ir.Value, vector: ir.VectorType) -> ir.Value:
         """A staged vector of Q times `q_scale` (the multiplication it was read through)."""

@@ -51,22 +51,39 @@ class OutputView:
     linear's rows (B·S) as (B, S), a projection's columns as (heads, dim),
     attention's batch (B·H) as (B, H)); split dim r is loop dim
     `loop_dims[r]` (the epilogue's indexing map of C); the output element of
-    loop indices i is at (i[d] for d in `store_dims`) (its output map)."""
+    loop indices i is at (i[d] for d in `store_dims`) (its output map). A
+    split size known only at run time (B·S as B, S) is read off the output,
+    the dim that loop is stored at."""
     splits: tuple[tuple[int, ...], ...]
     loop_dims: tuple[int, ...]
     store_dims: tuple[int, ...]
 
-    def loop_indices(self, w: KernelBuilder, c_indices: list[ir.Value]) -> list[ir.Value]:
-        split = [part for index, sizes in zip(c_indices, self.splits) for part in w.delinearize(index, sizes)]
+    def loop_indices(self, w: KernelBuilder, c_indices: list[ir.Value],
+                     output: ir.Value | None = None) -> list[ir.Value]:
+        """The epilogue's loop indices of C's element `c_indices`; `output`
+        (where the epilogue stores) gives the split sizes known at run time."""
+        split, r = [], 0
+        for index, sizes in zip(c_indices, self.splits):
+            # The first part of a group takes what is left: its size is never read.
+            extents = [size if k == 0 or not ir.ShapedType.is_dynamic_size(size) else
+                       memref.dim(output, w.index(self.store_dims.index(self.loop_dims[r + k])))
+                       for k, size in enumerate(sizes)]
+            split += w.delinearize(index, extents)
+            r += len(sizes)
         loops: list = [None] * len(split)
         for r, index in enumerate(split):
             loops[self.loop_dims[r]] = index
         return loops
 
+    def inner_multiple_of(self, width: int) -> bool:
+        """Is the innermost split size a multiple of `width` (known at compile time)?"""
+        inner = self.splits[-1][-1]
+        return not ir.ShapedType.is_dynamic_size(inner) and inner % width == 0
+
     def contiguous(self, width: int) -> bool:
         """Do `width` consecutive columns of C (from a multiple of `width`)
         land side by side in the output (one vector store)?"""
-        return self.splits[-1][-1] % width == 0 and self.loop_dims[-1] == self.store_dims[-1]
+        return self.inner_multiple_of(width) and self.loop_dims[-1] == self.store_dims[-1]
 
 
 def vector_position(w: KernelBuilder, flat: ir.Value, cols: int, width: int) -> tuple[ir.Value, ir.Value]:
@@ -205,7 +222,7 @@ class TiledMatmulWriter:
     def loop_indices(self, row: ir.Value, col: ir.Value) -> list[ir.Value]:
         """The indices of C[batch?, row, col] in the epilogue's loops."""
         c_indices = self.at(row, col)
-        return self.ops.view.loop_indices(self.w, c_indices) if self.ops.view else c_indices
+        return self.ops.view.loop_indices(self.w, c_indices, self.c) if self.ops.view else c_indices
 
     def mark_useful_work(self, loop) -> None:
         """Record on the K loop the share of its work inside the data (ragged edges pad the rest)."""
@@ -310,7 +327,7 @@ class TiledMatmulWriter:
         if lane == 0:
             return first
         view = self.ops.view
-        if view is not None and view.splits[-1][-1] % width != 0:
+        if view is not None and not view.inner_multiple_of(width):
             return self.loop_indices(row, self.w.add(col, lane))
         inner = view.loop_dims[-1] if view is not None else len(first) - 1
         moved = list(first)

@@ -282,7 +282,8 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     reads them at run time."""
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
-    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(c)
+    # The matmul's own result (the epilogue may store it split: B·S as B, S).
+    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(op.operands[2].type)
     readable = _aligned if vector_operands else _kernel_memref if open_sizes else _static
     stored = _kernel_memref if open_sizes and not vector_operands else _static
     if transposed is None or not (readable(b) and (open_m or (readable(a) and stored(c)))):
@@ -442,8 +443,6 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     moved, skipped = between
     epilogue, read_dims, store_dims, captured = described
     output_view = _output_view(result, view, read_dims, store_dims)
-    if any(len(parts) > 1 and any(ir.ShapedType.is_dynamic_size(size) for size in parts) for parts in output_view.splits):
-        return None  # a row split into sizes known at run time (B·S as B, S): the kernel splits by constants
     found = _FoundEpilogue(after, epilogue, output_view, view, moved, captured)
     in_place = buffer_root(found.output) == buffer_root(result)  # it overwrites the result (reuse-buffers, outputs-in-place)
     owner = defining_op(result)

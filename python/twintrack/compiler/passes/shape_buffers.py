@@ -1,4 +1,6 @@
-"""shape-buffers: a reshape whose shape the host computed becomes a view.
+"""shape-buffers: a reshape whose shape the host computed becomes a view;
+open-expands: an expand_shape splitting a dim into several of run-time
+size becomes one too.
 
 With dynamic shapes, torch-mlir lowers a view that splits an open dim
 (`[b * s, 32] -> [b, s, 4, 8]`) as a reshape taking its shape from a small
@@ -10,6 +12,12 @@ size at a constant position, in the function body before its readers, each
 reshape becomes a memref.reinterpret_cast of the sizes themselves (row-major
 strides computed from them), each read of the buffer the size stored there,
 and the buffer goes.
+
+memref.expand_shape may split a dim into sizes known only at run time
+(B·S as B, S: grouped-reshapes makes them, so that fusion sees through
+them), but upstream expand-strided-metadata takes one such size per group
+at most (it aborts on more). After the kernel passes have read them, those
+of a row-major source become the reinterpret_cast they are.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from .gpu_distribute import as_operation, constant_int, index_constant
-from .ir_helpers import PythonPass
+from .ir_helpers import PythonPass, nested_ops, row_major
 
 
 @dataclass
@@ -111,3 +119,26 @@ class ShapeBuffers(PythonPass):
             for op in buffer.others:
                 op.erase()
             alloc.erase()
+
+
+def _open_groups(expand: ir.Operation) -> bool:
+    """Does a group of `expand` split a dim into two or more sizes known only at run time?"""
+    shape = ir.MemRefType(expand.results[0].type).shape
+    groups = [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(expand.attributes["reassociation"])]
+    return any(sum(ir.ShapedType.is_dynamic_size(shape[d]) for d in group) > 1 for group in groups)
+
+
+@dataclass(frozen=True)
+class OpenExpands(PythonPass):
+    name = "open-expands"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        expands = nested_ops(module, lambda op: op.name == "memref.expand_shape")
+        for expand in expands:
+            if not _open_groups(expand) or not row_major(ir.MemRefType(expand.operands[0].type)):
+                continue
+            open_sizes = iter(list(expand.operands)[1:])  # the output shape's run-time sizes, in order
+            with ir.InsertionPoint(expand), expand.location:
+                sizes = [next(open_sizes) if ir.ShapedType.is_dynamic_size(size) else index_constant(size)
+                         for size in ir.MemRefType(expand.results[0].type).shape]
+            _reinterpret(expand, sizes)
