@@ -85,6 +85,21 @@ def test_attention_over_a_run_time_sequence_is_one_flash_kernel(bert_layer):
         assert grid == [1, -(-sizes["seq"] // 64), sizes["batch"] * 4], (sizes, grid)
 
 
+def test_attention_over_a_run_time_sequence_alone_is_one_flash_kernel(tmp_path):
+    """Batch fixed (2 x 4 heads), the sequence open: the scores' reshape
+    (8, s, s) -> (2, 4, s, s) is an expansion (grouped-reshapes), and the
+    transpose that wrote Kᵀ writes K for the kernel."""
+    from twintrack.cli.compile import entry
+    outdir = tmp_path / "bert_layer"
+    assert entry([BERT_LAYER + "&batch=2&seq=128", "--pipeline", "gpu", "--dynamic", "x:1=seq[1,512]",
+                  "-o", str(outdir), "-q", "--strict-kernels"]) == 0
+    kernels = json.loads((outdir / "manifest.json").read_text())["kernels"]
+    assert [k["path"] for k in kernels if k["path"].startswith("flash-attention")] == \
+        ["flash-attention-simt 64x32x32/4x8 masked edges (sizes at run time)"]
+    assert not [k for k in kernels if k["path"] == "generic"
+                and any("bmm" in op or "_softmax" in op for op in k["source_ops"])]
+
+
 class DecodeProjection(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -237,16 +237,19 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
 
 def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation) -> _Read | None:
     """Kᵀ (batch, D, keys), or (outer, heads, D, keys), whose rows are no
-    whole 16-byte vectors (197 keys), written whole by one all-parallel
-    generic (a key projection's epilogue, transposing): read as K from a
-    buffer (…, keys, D) that the generic writes instead, if nothing but
-    this attention reads Kᵀ while it holds it (as for `_through_copy`)."""
+    whole 16-byte vectors (197 keys, or keys known at run time), written
+    whole by one all-parallel generic (a key projection's epilogue,
+    transposing) or a transpose: read as K from a buffer (…, keys, D) that
+    the op writes instead, if nothing but this attention reads Kᵀ while it
+    holds it (as for `_through_copy`)."""
     buffer = _collapsed_from(value)
-    if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4):
+    if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4) \
+            or ir.ShapedType.is_dynamic_size(ir.MemRefType(buffer.type).shape[-2]):  # the head dim
         return None
     block_ops = [o.operation for o in reader.block.operations]
     producer = _last_writer_before(buffer, reader, block_ops)
-    if producer is None or producer.name != "linalg.generic" or len(producer.opview.outputs) != 1 \
+    if producer is None or producer.name not in ("linalg.generic", "linalg.transpose") \
+            or len(written_buffers(producer)) != 1 \
             or not _overwrites(producer, buffer) or kernel_at not in block_ops \
             or not _free_outside(buffer, [producer, reader], block_ops, block_ops.index(producer),
                                  block_ops.index(kernel_at)):
@@ -265,17 +268,24 @@ def _transposed_type(memref_type: ir.MemRefType) -> ir.MemRefType:
 
 
 def _relay_keys(read: _Read) -> None:
-    """Make `read.relaid` write K into a new buffer (allocated before it;
-    the caller frees it) instead of Kᵀ into `read.copy`: its output and
-    output map swap their last two dims."""
+    """Make `read.relaid` write K into a new buffer (allocated before it,
+    of Kᵀ's sizes swapped; the caller frees it) instead of Kᵀ into
+    `read.copy`: its output and output map (a transpose's permutation)
+    swap their last two dims."""
     producer = read.relaid
     keys_type = _transposed_type(ir.MemRefType(read.copy.type))
     with ir.InsertionPoint(producer), producer.location:
-        keys = memref.AllocOp(keys_type, [], []).result
+        # The head dim is static: the run-time sizes keep their order.
+        keys = memref.AllocOp(keys_type, list(defining_op(read.copy).operands), []).result
     rank = keys_type.rank
-    maps = [ir.AffineMapAttr.get(m) for m in indexing_maps(producer)]
-    maps[-1] = ir.AffineMapAttr.get(ir.AffineMap.get_permutation([*range(rank - 2), rank - 1, rank - 2]))
-    producer.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+    if producer.name == "linalg.transpose":
+        permutation = list(ir.DenseI64ArrayAttr(producer.attributes["permutation"]))
+        permutation[-2:] = permutation[:-3:-1]
+        producer.attributes["permutation"] = ir.DenseI64ArrayAttr.get(permutation)
+    else:
+        maps = [ir.AffineMapAttr.get(m) for m in indexing_maps(producer)]
+        maps[-1] = ir.AffineMapAttr.get(ir.AffineMap.get_permutation([*range(rank - 2), rank - 1, rank - 2]))
+        producer.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
     producer.operands[len(producer.operands) - 1] = keys
     read.argument = keys
 
@@ -561,7 +571,7 @@ def _overwrites(op: ir.Operation, buffer: ir.Value) -> bool:
     if len(written) != 1 or buffer_root(written[0]) != buffer \
             or math.prod(ir.MemRefType(written[0].type).shape) != math.prod(ir.MemRefType(buffer.type).shape):
         return False
-    if op.name == "linalg.fill":
+    if op.name in ("linalg.fill", "linalg.transpose"):
         return True
     if op.name != "linalg.generic" or any(buffer_root(v) == buffer for v in op.opview.inputs):
         return False

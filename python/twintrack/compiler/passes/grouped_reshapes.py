@@ -7,14 +7,18 @@ torch-mlir lowers a view of sizes known only at run time (a linear layer's
 a tensor of sizes: an op no fusion sees through, so the layer's bias, a
 residual add or an activation after it stays a kernel of its own. Where
 the two shapes differ in one contiguous run of dims, one side's run a
-single dim, and every other dim is static, equal on both sides and not
-zero, the reshape's own contract (as many elements out as in) makes the
-run's sizes multiply to the single dim's: the reshape is that expansion
-or collapse, with the run's sizes read from the sizes tensor.
+single dim, and every other dim is equal on both sides (static and not
+zero, or known at run time but the same size: the source's size, traced
+through the destinations of the ops that made it to a tensor.empty, is the
+value the sizes tensor holds), the reshape's own contract (as many
+elements out as in) makes the run's sizes multiply to the single dim's:
+the reshape is that expansion or collapse, with the run's sizes read from
+the sizes tensor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlir import ir
@@ -23,24 +27,50 @@ from mlir.dialects import arith, tensor
 from .ir_helpers import PythonPass, defining_op, nested_ops
 
 
-def run_apart(source: list[int], result: list[int]) -> tuple[int, int, int] | None:
+def run_apart(source: list[int], result: list[int],
+              same: Callable[[int, int], bool] | None = None) -> tuple[int, int, int] | None:
     """(first dim of the run, its end in `source`, its end in `result`)
     where the shapes differ in one run of dims and one side's run is a
-    single dim; None for any other pair (the dims outside must be static,
-    equal, and not zero)."""
+    single dim; None for any other pair. The dims outside must be static,
+    equal, and not zero, or `same(source dim, result dim)`."""
+    def equal(i: int, j: int) -> bool:
+        static = source[i] == result[j] and not ir.ShapedType.is_dynamic_size(source[i]) and source[i] != 0
+        return static or (same is not None and same(i, j))
     first = 0
-    while first < min(len(source), len(result)) and _same_static(source[first], result[first]):
+    while first < min(len(source), len(result)) and equal(first, first):
         first += 1
     source_end, result_end = len(source), len(result)
-    while source_end > first and result_end > first and _same_static(source[source_end - 1], result[result_end - 1]):
+    while source_end > first and result_end > first and equal(source_end - 1, result_end - 1):
         source_end, result_end = source_end - 1, result_end - 1
     if 1 not in (source_end - first, result_end - first) or source_end - first == result_end - first:
         return None
     return first, source_end, result_end
 
 
-def _same_static(a: int, b: int) -> bool:
-    return a == b and not ir.ShapedType.is_dynamic_size(a) and a != 0
+def _made_with_sizes(value: ir.Value) -> list[ir.Value | None]:
+    """Per dim of `value`, the size it was made with where known at run
+    time (a tensor.empty's operand, found through the destinations of the
+    ops writing into it), else None."""
+    rank = ir.RankedTensorType(value.type).rank
+    owner = defining_op(value)
+    while owner is not None and owner.name != "tensor.empty":
+        inits = list(owner.opview.outputs) if owner.name.startswith("linalg.") else []
+        index = list(owner.results).index(value) if inits else -1
+        if not 0 <= index < len(inits):
+            return [None] * rank
+        value = inits[index]
+        owner = defining_op(value)
+    if owner is None:
+        return [None] * rank
+    open_sizes = iter(owner.operands)
+    return [next(open_sizes) if ir.ShapedType.is_dynamic_size(size) else None
+            for size in ir.RankedTensorType(value.type).shape]
+
+
+def _uncast(value: ir.Value) -> ir.Value:
+    while (owner := defining_op(value)) is not None and owner.name in ("arith.index_cast", "arith.index_castui"):
+        value = owner.operands[0]
+    return value
 
 
 def _reassociation(rank: int, first: int, run_end: int) -> list[list[int]]:
@@ -53,9 +83,15 @@ def _grouped(reshape: ir.Operation) -> ir.Value | None:
     """The expand_shape or collapse_shape equal to `reshape`, built before it; None where none is."""
     source, sizes = reshape.operands
     source_type, result_type = ir.RankedTensorType(source.type), ir.RankedTensorType(reshape.results[0].type)
-    run = run_apart(list(source_type.shape), list(result_type.shape))
     sizes_op = defining_op(sizes)
-    if run is None or sizes_op is None or sizes_op.name != "tensor.from_elements":
+    if sizes_op is None or sizes_op.name != "tensor.from_elements":
+        return None
+    made_with = _made_with_sizes(source)
+
+    def same(i: int, j: int) -> bool:
+        return made_with[i] is not None and _uncast(made_with[i]) == _uncast(sizes_op.operands[j])
+    run = run_apart(list(source_type.shape), list(result_type.shape), same)
+    if run is None:
         return None
     first, source_end, result_end = run
     with ir.InsertionPoint(reshape), reshape.location:
