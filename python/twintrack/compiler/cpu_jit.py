@@ -209,7 +209,8 @@ class CpuExecutable:
         for spec in arguments:
             _torch_dtype(spec.dtype)  # refuses a dtype the runtime cannot pass before anything runs
         from . import compile_cache
-        key = _native_key(llvm_dialect_text, opt_level) if compile_cache.enabled() else None
+        key = _native_key(llvm_dialect_text, opt_level, signature(arguments, outputs)) \
+            if compile_cache.enabled() else None
         cached = _cached_library(key, arguments, outputs) if key else None
         self.native = cached is not None  # loaded from the cache's machine code, not compiled
         if cached is not None:
@@ -256,7 +257,9 @@ class CpuExecutable:
         return results
 
 
-def _native_key(text: str, opt_level: int) -> str:
+def _native_key(text: str, opt_level: int, recorded_signature: str) -> str:
+    """The machine code's key: the LLVM text, and the signature the caller
+    reads (an unused input's dtype leaves no trace in the text)."""
     from importlib import metadata
 
     from . import compile_cache
@@ -264,7 +267,7 @@ def _native_key(text: str, opt_level: int) -> str:
         mlir_build = metadata.version("xtc-mlir-python-bindings")
     except metadata.PackageNotFoundError:
         mlir_build = "unknown"
-    return compile_cache.digest("native", text, str(opt_level), mlir_build, _host_cpu())
+    return compile_cache.digest("native", text, str(opt_level), mlir_build, _host_cpu(), recorded_signature)
 
 
 @functools.cache
