@@ -449,7 +449,7 @@ func.func @pair_split_by_a_dispatch(%x: tensor<32x32xf32>, %a: tensor<32x32xf32>
 // CHECK:         twintrack.dispatch "reduction_{{[0-9]+}}" kind<reduction> (%[[S]] :
 // CHECK:           arith.extf
 // EXPLAIN: remark: fused as the matmul's epilogue
-// EXPLAIN: remark: kept apart from the matmul: it widens the result (8192 -> 16384 bytes), which its readers can do as they load
+// EXPLAIN: remark: kept apart from the matmul: it widens the result (16 -> 32 bits an element), which its readers can do as they load
 func.func @widening_after_matmul(%q: tensor<64x32xf16>, %k: tensor<32x64xf16>) -> tensor<64xf32> {
   %zero = arith.constant 0.0 : f32
   %acc0 = tensor.empty() : tensor<64x64xf32>

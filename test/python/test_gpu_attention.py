@@ -159,3 +159,35 @@ def test_keys_that_may_run_ragged_must_be_rows_of_k(keys, dynamic_keys):
     assert choose_flash_tile(_attention(keys, k_transposed=True, dynamic_keys=dynamic_keys)) is not None
     assert choose_flash_tile(_attention(keys, k_transposed=False, dynamic_keys=dynamic_keys)) is None
     assert choose_flash_tile(_attention(256, k_transposed=False)) is not None
+
+
+VIEWS = """
+func.func @views(%n: index, %b: index, %s: index, %h: index) {
+  %rows = memref.alloc(%n) : memref<?x384xf32>
+  %split = memref.expand_shape %rows [[0, 1], [2]] output_shape [%b, %s, 384] : memref<?x384xf32> into memref<?x?x384xf32>
+  %k = memref.subview %split[0, 0, 128] [%b, %s, 128] [1, 1, 1] : memref<?x?x384xf32> to memref<?x?x128xf32, strided<[?, 384, 1], offset: 128>>
+  %heads = memref.expand_shape %k [[0], [1], [2, 3]] output_shape [%b, %s, 4, 32] : memref<?x?x128xf32, strided<[?, 384, 1], offset: 128>> into memref<?x?x4x32xf32, strided<[?, 384, 32, 1], offset: 128>>
+  %odd = memref.subview %split[0, 0, 130] [%b, %s, 128] [1, 1, 1] : memref<?x?x384xf32> to memref<?x?x128xf32, strided<[?, 384, 1], offset: 130>>
+  %narrow = memref.alloc(%n) : memref<?x6xf32>
+  %rows6 = memref.expand_shape %narrow [[0, 1], [2]] output_shape [%b, %s, 6] : memref<?x6xf32> into memref<?x?x6xf32>
+  return
+}
+"""
+
+
+def test_vectors_along_views_of_run_time_strides():
+    """A slice of a projection's (B, S, 384) output has a run-time batch
+    stride (S·384), which its type cannot show aligned; the views it is made
+    of can: 16-byte vectors fit its rows, and its heads' rows. A slice at
+    an offset of 130 floats, or rows of 6, do not."""
+    from mlir import ir
+
+    from twintrack.bindings import new_context
+    from twintrack.compiler.passes.ir_helpers import view_vectors_fit
+
+    with new_context("mlir"), ir.Location.unknown():
+        module = ir.Module.parse(VIEWS)
+        values = [op.results[0] for op in module.body.operations[0].regions[0].blocks[0] if len(op.results) == 1]
+        _, split, k, heads, odd, _, rows6 = values  # in the order the function makes them
+        assert view_vectors_fit(split, 4) and view_vectors_fit(k, 4) and view_vectors_fit(heads, 4)
+        assert not view_vectors_fit(odd, 4) and not view_vectors_fit(rows6, 4)

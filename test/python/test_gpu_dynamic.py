@@ -88,14 +88,16 @@ def test_attention_over_a_run_time_sequence_is_one_flash_kernel(bert_layer):
 def test_attention_over_a_run_time_sequence_alone_is_one_flash_kernel(tmp_path):
     """Batch fixed (2 x 4 heads), the sequence open: the scores' reshape
     (8, s, s) -> (2, 4, s, s) is an expansion (grouped-reshapes), and the
-    transpose that wrote Kᵀ writes K for the kernel."""
+    kernel reads Q, K and V from the projection's output, its row stride
+    (s·384) known at run time but proved a multiple of the vectors from
+    the views it is made of."""
     from twintrack.cli.compile import entry
     outdir = tmp_path / "bert_layer"
     assert entry([BERT_LAYER + "&batch=2&seq=128", "--pipeline", "gpu", "--dynamic", "x:1=seq[1,512]",
                   "-o", str(outdir), "-q", "--strict-kernels"]) == 0
     kernels = json.loads((outdir / "manifest.json").read_text())["kernels"]
     assert [k["path"] for k in kernels if k["path"].startswith("flash-attention")] == \
-        ["flash-attention-simt 64x32x32/4x8 masked edges (sizes at run time)"]
+        ["flash-attention-simt 64x32x32/4x8 (3 copies read through) masked edges (sizes at run time)"]
     assert not [k for k in kernels if k["path"] == "generic"
                 and any("bmm" in op or "_softmax" in op for op in k["source_ops"])]
 

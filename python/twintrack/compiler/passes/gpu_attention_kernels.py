@@ -66,6 +66,7 @@ from .ir_helpers import (
     row_major,
     users_of,
     vectors_fit,
+    view_vectors_fit,
     written_buffers,
 )
 from .kernel_fallback import kernel_site
@@ -226,7 +227,7 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     dims = tuple(names[d] for d in source_dims)
     tiles = [d for d in range(len(dims)) if dims[d] == "tile"]
     source_type = ir.MemRefType(source.type)
-    if not _tile_contiguous(source_type, tiles[1]) or not _untouched_between(producer, kernel_at, source):
+    if not _view_tile_contiguous(source, tiles[1]) or not _untouched_between(producer, kernel_at, source):
         return None
     heads = copy_shape[1] if len(copy_shape) >= 4 else 1
     group = copy_shape[2] if len(copy_shape) == 5 else 1
@@ -354,6 +355,14 @@ def _scale(ops, result) -> float | None:
 def _tile_contiguous(source_type: ir.MemRefType, inner: int) -> bool:
     """The tile's inner dim has stride 1, and its rows start 16 bytes apart."""
     return vectors_fit(source_type, VECTOR_BYTES // element_bytes(str(source_type.element_type)), inner)
+
+
+def _view_tile_contiguous(source: ir.Value, inner: int) -> bool:
+    """`_tile_contiguous`, or proved from the views `source` is made of (a
+    stride known only at run time: a slice of a projection's (B, S, 3·H·D) output)."""
+    source_type = ir.MemRefType(source.type)
+    width = VECTOR_BYTES // element_bytes(str(source_type.element_type))
+    return _tile_contiguous(source_type, inner) or view_vectors_fit(source, width, inner)
 
 
 def _untouched_between(producer: ir.Operation, kernel_at: ir.Operation, source: ir.Value) -> bool:

@@ -9,8 +9,9 @@ residual add or an activation after it stays a kernel of its own. Where
 the two shapes differ in one contiguous run of dims, one side's run a
 single dim, and every other dim is equal on both sides (static and not
 zero, or known at run time but the same size: the source's size, traced
-through the destinations of the ops that made it to a tensor.empty, is the
-value the sizes tensor holds), the reshape's own contract (as many
+through the destinations of the ops that made it to the tensor.empty,
+extract_slice or expand_shape that sized it, is the value the sizes
+tensor holds), the reshape's own contract (as many
 elements out as in) makes the run's sizes multiply to the single dim's:
 the reshape is that expansion or collapse, with the run's sizes read from
 the sizes tensor.
@@ -47,13 +48,18 @@ def run_apart(source: list[int], result: list[int],
     return first, source_end, result_end
 
 
+# Ops whose run-time result sizes are their operands from this one on, in dim order.
+_SIZED = {"tensor.empty": 0, "tensor.extract_slice": None, "tensor.expand_shape": 1}
+
+
 def _made_with_sizes(value: ir.Value) -> list[ir.Value | None]:
     """Per dim of `value`, the size it was made with where known at run
-    time (a tensor.empty's operand, found through the destinations of the
-    ops writing into it), else None."""
+    time (the run-time size operand of a tensor.empty, an extract_slice or
+    an expand_shape, found through the destinations of the linalg ops
+    writing into it), else None."""
     rank = ir.RankedTensorType(value.type).rank
     owner = defining_op(value)
-    while owner is not None and owner.name != "tensor.empty":
+    while owner is not None and owner.name not in _SIZED:
         inits = list(owner.opview.outputs) if owner.name.startswith("linalg.") else []
         index = list(owner.results).index(value) if inits else -1
         if not 0 <= index < len(inits):
@@ -62,7 +68,9 @@ def _made_with_sizes(value: ir.Value) -> list[ir.Value | None]:
         owner = defining_op(value)
     if owner is None:
         return [None] * rank
-    open_sizes = iter(owner.operands)
+    sizes = list(owner.opview.sizes) if owner.name == "tensor.extract_slice" else \
+        list(owner.operands)[_SIZED[owner.name]:]
+    open_sizes = iter(sizes)
     return [next(open_sizes) if ir.ShapedType.is_dynamic_size(size) else None
             for size in ir.RankedTensorType(value.type).shape]
 

@@ -55,6 +55,80 @@ def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool
     return offset % width == 0 and all(s % width == 0 for d, s in enumerate(strides) if d != inner)
 
 
+def view_vectors_fit(value: ir.Value, width: int, inner: int = -1) -> bool:
+    """`vectors_fit` for a view whose layout holds strides known only at run
+    time, proved from how it was made: unit-step subviews, casts and
+    reshapes of a row-major buffer keep each stride a product of sizes
+    times an earlier stride, so one a multiple of `width` stays one."""
+    layout = _stride_kinds(value, width)
+    if layout is None:
+        return False
+    kinds, offset_aligned = layout
+    inner %= len(kinds) if kinds else 1
+    return bool(kinds) and offset_aligned and kinds[inner] == "unit" and \
+        all(kind == "multiple" for d, kind in enumerate(kinds) if d != inner)
+
+
+def _stride_kinds(value: ir.Value, width: int) -> tuple[list[str | None], bool] | None:
+    """(per dim: "unit", "multiple" (of `width`) or None (not known), whether
+    the offset is a multiple of `width`) of a view chain down to a
+    row-major buffer; None for any other chain."""
+    memref_type = ir.MemRefType(value.type)
+    owner = defining_op(value)
+    if owner is None or owner.name == "memref.alloc":
+        return _row_major_kinds(memref_type, width) if row_major(memref_type) else None
+    if owner.name not in ("memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast"):
+        return None
+    source = _stride_kinds(owner.operands[0], width)
+    if source is None:
+        return None
+    kinds, offset_aligned = source
+    if owner.name == "memref.cast":
+        return source
+    if owner.name == "memref.collapse_shape":
+        return [kinds[group[-1]] for group in _groups(owner)], offset_aligned
+    if owner.name == "memref.expand_shape":
+        expanded = []
+        for d, group in enumerate(_groups(owner)):
+            sizes = [memref_type.shape[r] for r in group]
+            expanded += [_split_kind(kinds[d], sizes[k + 1:], width) for k in range(len(group))]
+        return expanded, offset_aligned
+    return _subview_kinds(owner, kinds, offset_aligned, width)
+
+
+def _row_major_kinds(memref_type: ir.MemRefType, width: int) -> tuple[list[str | None], bool]:
+    shape = memref_type.shape
+    return [_split_kind("unit", shape[d + 1:], width) for d in range(len(shape))], True
+
+
+def _split_kind(kind: str | None, inner_sizes: list[int], width: int) -> str | None:
+    """The stride kind of a dim whose stride is `kind`'s times the sizes inside it (`inner_sizes`)."""
+    if kind in ("multiple", None) or not inner_sizes:
+        return kind
+    static = math.prod(size for size in inner_sizes if not ir.ShapedType.is_dynamic_size(size))
+    return "multiple" if static % width == 0 else None
+
+
+def _subview_kinds(subview: ir.Operation, kinds: list, offset_aligned: bool,
+                   width: int) -> tuple[list[str | None], bool] | None:
+    """A subview of unit steps and its source's rank: the strides stay; an
+    offset along a unit dim must be a multiple of `width`, and is known."""
+    steps = list(ir.DenseI64ArrayAttr(subview.attributes["static_strides"]))
+    offsets = list(ir.DenseI64ArrayAttr(subview.attributes["static_offsets"]))
+    if len(steps) != len(kinds) or any(step != 1 for step in steps) or \
+            ir.MemRefType(subview.results[0].type).rank != len(kinds):
+        return None
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    for kind, offset in zip(kinds, offsets):
+        if offset != 0 and kind != "multiple" and (offset == dynamic or kind is None or offset % width):
+            offset_aligned = False
+    return kinds, offset_aligned
+
+
+def _groups(reshape: ir.Operation) -> list[list[int]]:
+    return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
+
+
 def _identity_layout(memref_type: ir.MemRefType) -> bool:
     layout = memref_type.layout
     return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(memref_type.rank)
