@@ -77,6 +77,8 @@ def test_attention_over_a_run_time_sequence_is_one_flash_kernel(bert_layer):
     assert flash[0]["path"].endswith("masked edges (sizes at run time)"), flash
     assert not [k for k in manifest["kernels"] if k["path"] == "generic"
                 and any("bmm" in op or "_softmax" in op for op in k["source_ops"])]
+    # Q, K and V read from the projection's output, the last layer norm written into the output: no copy steps.
+    assert not [step for step in plan["steps"] if step["op"] == "copy"]
     launch = next(step for step in plan["steps"] if step["op"] == "launch" and step["module"] == flash[0]["name"])
     assert launch["grid"][0] == 1 and all(isinstance(g, str) for g in launch["grid"][1:]), launch["grid"]
     for sizes in SIZES:

@@ -69,10 +69,12 @@ def _reshapes_from_alloc(value: ir.Value) -> list[ir.Operation] | None:
 
 def _invertible(chain: list[ir.Operation]) -> bool:
     """Can the inverse reshapes be built before the allocation? With static
-    types, always; with dynamic ones, for one collapse of the allocation
-    (its expansion back takes the allocation's own sizes)."""
+    types, always; with dynamic ones, where a collapse applies to the
+    allocation itself, if at all (its expansion back takes the allocation's
+    own sizes; an expansion's collapse back takes none: a matmul's (B·S, d)
+    rows seen as (B, S, d))."""
     static = all(ir.MemRefType(value.type).has_static_shape for op in chain for value in (op.operands[0], op.results[0]))
-    return static or (len(chain) == 1 and chain[0].name == "memref.collapse_shape")
+    return static or all(op.name == "memref.expand_shape" for op in chain[1:])
 
 
 def _compute_in_output(copy: ir.Operation, chain: list[ir.Operation], allocation: ir.Operation) -> None:
