@@ -370,11 +370,18 @@ def _compiler_installed() -> bool:
 
 def _inductor(gm: torch.fx.GraphModule, example_inputs: list):
     """Inductor's compile of a graph AOTAutograd handed over: retraced with
-    Inductor's decompositions first, which it expects of its graphs."""
+    Inductor's decompositions first, which it expects of its graphs, under
+    the fake mode of its (fake) inputs: a tensor the graph makes (a clone,
+    a fill) must be fake too, or the next op mixing it with an input fails."""
+    import contextlib
+
+    from torch._guards import detect_fake_mode
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
-    return compile_fx_inner(make_fx(gm, decomposition_table=select_decomp_table())(*example_inputs), example_inputs)
+    with detect_fake_mode(example_inputs) or contextlib.nullcontext():
+        traced = make_fx(gm, decomposition_table=select_decomp_table())(*example_inputs)
+    return compile_fx_inner(traced, example_inputs)
 
 
 def _file_digest(path: str | None) -> str:

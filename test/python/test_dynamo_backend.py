@@ -466,3 +466,28 @@ def test_past_the_recompile_limit_a_symbolic_graph_runs_eagerly(monkeypatch):
                 torch.testing.assert_close(compiled(x), model(x))
     assert any("buckets of sizes" in str(w.message) for w in caught)
     assert dynamo_backend.stats().compiled == 3  # the static graph, then two buckets
+
+
+class RotaryHalf(torch.nn.Module):
+    """Writes half of a fresh tensor in place: the graph makes a tensor of its
+    own (a clone) and scatters into it, in the forward and the backward."""
+    def forward(self, x):
+        y = x.clone()
+        y[..., :4] = x[..., :4] * 2
+        return y.sum()
+
+
+def test_a_training_miss_goes_to_inductor_with_the_tensors_it_makes(graph_cache):
+    """Inductor retraces a miss under its inputs' fake mode: a tensor the
+    graph makes was real before, and the slice_scatter mixing it with a fake
+    input failed (the LLaMA layer's rotary update on the GPU machine)."""
+    model = RotaryHalf()
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = torch.compile(model, backend="twintrack", options={"on_miss": "inductor"})
+        compiled(x).backward()
+    expected = torch.ones(2, 3, 8)
+    expected[..., :4] = 2
+    torch.testing.assert_close(x.grad, expected)
+    assert dynamo_backend.stats().inductor == 2 and dynamo_backend.stats().compiled == 0
