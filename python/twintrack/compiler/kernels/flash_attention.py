@@ -30,7 +30,8 @@ ahead of its softmax, exp as PTX's flushing ex2.
 Ragged edges (197 tokens): a sequence the tiles do not divide is tiled
 anyway; so is one whose length, or batch·heads, is known only at run
 time (dynamic shapes: read off Q and K in the kernel, the grid counted on
-the host, the tiles chosen for the largest sizes). Q rows and K/V rows past its end are read as zeros (cp.async's
+the host, the tiles chosen for the largest sizes). Q rows and K/V rows
+past its end are read as zeros (cp.async's
 source size, or a guarded load), the scores of keys past it are -inf (in
 the last key tile only, its own loop), and no output row past it is
 stored. Keys may run ragged only where they are K's and V's rows (the
@@ -148,8 +149,16 @@ class AttentionOperands:
     def open_sizes(self) -> bool:
         """Are the queries, the keys or the batch known only at run time (then
         `queries`, `keys` and the batch are their largest)?"""
-        q, k = self.slices[:2]
-        return q.open(0) or q.open_batch or k.open(0 if self.scores.b_transposed else 1)
+        return self.slices[0].open(0) or self.slices[0].open_batch or self.keys_open
+
+    @property
+    def keys_dim(self) -> int:
+        """Which of K's tile dims holds the keys: its rows (0), or its columns (1: Kᵀ stored)."""
+        return 0 if self.scores.b_transposed else 1
+
+    @property
+    def keys_open(self) -> bool:
+        return self.slices[1].open(self.keys_dim)
 
 
 @dataclass(frozen=True)
@@ -213,8 +222,8 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
     takes m16n8k16 steps, CUDA cores otherwise; None where the keys, ragged
     or known only at run time, run along a vector (Kᵀ stored, or Vᵀ)."""
     d, element = attention.head_dim, attention.values.in_element
-    keys_open = attention.slices[1].open(0 if attention.scores.b_transposed else 1)
-    if (attention.keys % 16 or keys_open) and not (attention.scores.b_transposed and not attention.values.b_transposed):
+    keys_in_rows = attention.scores.b_transposed and not attention.values.b_transposed
+    if (attention.keys % 16 or attention.keys_open) and not keys_in_rows:
         return None
     bm = _edge_tile(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
@@ -332,10 +341,6 @@ class FlashAttentionWriter(TiledMatmulWriter):
         # apply the mask itself, to the tiles it reaches into (`masking`).
         self.own_mask, self.masking = False, False
 
-    def _keys_dim(self) -> int:
-        """Which of K's tile dims holds the keys: its rows (0), or its columns (1: Kᵀ stored)."""
-        return 0 if self.attention.scores.b_transposed else 1
-
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
         """The kernel's gpu.launch, built right before `before` (the P·V matmul)."""
@@ -380,8 +385,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         q, k, _ = self.arguments
         if a.slices[0].open(0):
             self.m_edge = memref.dim(q, w.index(a.slices[0].tile_dim(0)))
-        if a.slices[1].open(self._keys_dim()):
-            self.k_edge = memref.dim(k, w.index(a.slices[1].tile_dim(self._keys_dim())))
+        if a.keys_open:
+            self.k_edge = memref.dim(k, w.index(a.slices[1].tile_dim(a.keys_dim)))
             self.k_end = w.mul(arith.ceildivui(self.k_edge, w.index(self.cfg.keys)), self.cfg.keys)
 
     def mark_useful_work(self, loop) -> None:
