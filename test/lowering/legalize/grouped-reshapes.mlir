@@ -41,3 +41,19 @@ func.func @unrelated_sizes(%x: tensor<?x?x32xf32>, %c: i64, %d: i64) -> tensor<?
   %r = tensor.reshape %x(%shape) : (tensor<?x?x32xf32>, tensor<3xi64>) -> tensor<?x?x32xf32>
   return %r : tensor<?x?x32xf32>
 }
+
+// A transpose's result, sized by its init: found through it (a linalg op
+// whose results are its inits', whatever its view calls them).
+// CHECK-LABEL: func.func @through_a_transpose
+// CHECK-NOT: tensor.reshape
+// CHECK: tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2]] output_shape [%{{.*}}, 4, 32] : tensor<?x128xf32> into tensor<?x4x32xf32>
+func.func @through_a_transpose(%n: index, %x: tensor<128x?xf32>) -> tensor<?x4x32xf32> {
+  %empty = tensor.empty(%n) : tensor<?x128xf32>
+  %t = linalg.transpose ins(%x : tensor<128x?xf32>) outs(%empty : tensor<?x128xf32>) permutation = [1, 0]
+  %c4 = arith.constant 4 : i64
+  %c32 = arith.constant 32 : i64
+  %n64 = arith.index_cast %n : index to i64
+  %shape = tensor.from_elements %n64, %c4, %c32 : tensor<3xi64>
+  %r = tensor.reshape %t(%shape) : (tensor<?x128xf32>, tensor<3xi64>) -> tensor<?x4x32xf32>
+  return %r : tensor<?x4x32xf32>
+}

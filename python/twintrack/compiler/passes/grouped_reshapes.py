@@ -60,11 +60,11 @@ def _made_with_sizes(value: ir.Value) -> list[ir.Value | None]:
     rank = ir.RankedTensorType(value.type).rank
     owner = defining_op(value)
     while owner is not None and owner.name not in _SIZED:
-        inits = list(owner.opview.outputs) if owner.name.startswith("linalg.") else []
-        index = list(owner.results).index(value) if inits else -1
-        if not 0 <= index < len(inits):
+        results = list(owner.results)
+        if not owner.name.startswith("linalg.") or not results:
             return [None] * rank
-        value = inits[index]
+        # A linalg op's results are its last operands' (its inits'), in order.
+        value = list(owner.operands)[len(owner.operands) - len(results) + results.index(value)]
         owner = defining_op(value)
     if owner is None:
         return [None] * rank
