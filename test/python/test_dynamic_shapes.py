@@ -294,3 +294,20 @@ def test_shape_expressions_evaluate_integer_arithmetic_only():
     from twintrack.errors import ArtifactError
     with pytest.raises(ArtifactError, match="uses"):
         concrete_shape(("__import__('os')",), {"seq": 1})
+
+
+class SliceThenUnflatten(torch.nn.Module):
+    """A (b·s, 384) slice of 128 columns seen as (b, s, 128): an expansion of
+    a strided view into two run-time sizes (upstream's lowering aborted the
+    process on it)."""
+    def forward(self, x):
+        b, s, d = x.shape
+        return (torch.tanh(x.reshape(b * s, d))[:, :128].reshape(b, s, 128)) * 2
+
+
+def test_a_slice_split_into_run_time_sizes():
+    model = SliceThenUnflatten()
+    compiled = twintrack.compile(model, (torch.randn(2, 8, 384),), dynamic="x:0=b[1,64],x:1=s[1,512]")
+    for b, s in [(1, 1), (3, 7), (64, 13)]:
+        x = torch.randn(b, s, 384)
+        torch.testing.assert_close(compiled(x), model(x))

@@ -19,3 +19,18 @@ func.func @one_open_size(%x: memref<?x384xf32>, %s: index) -> memref<2x?x384xf32
   %r = memref.expand_shape %x [[0, 1], [2]] output_shape [2, %s, 384] : memref<?x384xf32> into memref<2x?x384xf32>
   return %r : memref<2x?x384xf32>
 }
+
+// A slice (a run-time offset and row stride) split the same way: a
+// reinterpret_cast of its base buffer, its offset kept, the group's strides
+// the split dim's stride times the sizes inside it.
+// CHECK-LABEL: func.func @slice_split
+// CHECK-NOT: memref.expand_shape
+// CHECK: %[[BASE:[a-z_0-9]+]], %[[OFFSET:[a-z_0-9]+]], %{{[a-z_0-9]+}}:2, %[[STRIDES:[a-z_0-9]+]]:2 = memref.extract_strided_metadata %arg0
+// CHECK: %[[ROW:.*]] = arith.muli %[[STRIDES]]#0, %arg2 : index
+// CHECK: memref.reinterpret_cast %[[BASE]] to offset: [%[[OFFSET]]], sizes: [%arg1, %arg2, 128], strides: [%[[ROW]], 384, 1]
+func.func @slice_split(%x: memref<?x128xf32, strided<[384, 1], offset: ?>>, %b: index, %s: index)
+    -> memref<?x?x128xf32, strided<[?, 384, 1], offset: ?>> {
+  %r = memref.expand_shape %x [[0, 1], [2]] output_shape [%b, %s, 128]
+      : memref<?x128xf32, strided<[384, 1], offset: ?>> into memref<?x?x128xf32, strided<[?, 384, 1], offset: ?>>
+  return %r : memref<?x?x128xf32, strided<[?, 384, 1], offset: ?>>
+}

@@ -63,6 +63,7 @@ from .ir_helpers import (
     buffer_root,
     defining_op,
     nested_ops,
+    reassociation,
     row_major,
     users_of,
     vectors_fit,
@@ -519,8 +520,7 @@ def _reads_scores(value: ir.Value, scores: ir.Value) -> bool:
 def _keys_kept_apart(value: ir.Value) -> bool:
     """Does every reshape from `value` to its buffer keep the last dim a group of its own?"""
     while (owner := defining_op(value)) is not None and owner.name in _RESHAPES:
-        groups = [list(group) for group in ir.ArrayAttr(owner.attributes["reassociation"])]
-        if len(groups[-1]) != 1:
+        if len(reassociation(owner)[-1]) != 1:
             return False
         value = owner.operands[0]
     return True

@@ -60,6 +60,7 @@ from .ir_helpers import (
     defining_op,
     dispatch_label,
     nested_ops,
+    reassociation,
     users_of,
     vectors_fit,
     written_buffers,
@@ -388,11 +389,6 @@ class _FoundEpilogue:
         return self.consumer.operands[-1]
 
 
-def _reassociation(view: ir.Operation) -> list[list[int]]:
-    """The dim groups of a memref.expand_shape or collapse_shape."""
-    return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(view.attributes["reassociation"])]
-
-
 def _output_view(result: ir.Value, view: ir.Operation | None, read_dims, store_dims) -> OutputView:
     """C's dims split as an expand_shape `view` splits them, or dropped where
     a collapse_shape drops unit dims (no loop index left), or kept; read and
@@ -401,11 +397,11 @@ def _output_view(result: ir.Value, view: ir.Operation | None, read_dims, store_d
     if view is None:
         splits = tuple((size,) for size in shape)
     elif view.name == "memref.collapse_shape":
-        kept = {_kept_dim(group, shape) for group in _reassociation(view)}
+        kept = {_kept_dim(group, shape) for group in reassociation(view)}
         splits = tuple((size,) if d in kept else () for d, size in enumerate(shape))
     else:
         expanded = ir.MemRefType(view.results[0].type).shape
-        splits = tuple(tuple(expanded[d] for d in group) for group in _reassociation(view))
+        splits = tuple(tuple(expanded[d] for d in group) for group in reassociation(view))
     return OutputView(splits, tuple(read_dims), tuple(store_dims))
 
 
@@ -419,7 +415,7 @@ def _drops_unit_dims(view: ir.Operation) -> bool:
     if view.name != "memref.collapse_shape":
         return False
     shape = ir.MemRefType(view.operands[0].type).shape
-    groups = _reassociation(view)
+    groups = reassociation(view)
     return all(sum(1 for d in group if shape[d] != 1) <= 1 for group in groups) \
         and _kept_dim(groups[-1], shape) == len(shape) - 1
 

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, tensor
+from mlir.dialects import tensor
 
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, as_index, defining_op, nested_ops
 
 
 def run_apart(source: list[int], result: list[int],
@@ -81,7 +81,7 @@ def _uncast(value: ir.Value) -> ir.Value:
     return value
 
 
-def _reassociation(rank: int, first: int, run_end: int) -> list[list[int]]:
+def _groups_around_run(rank: int, first: int, run_end: int) -> list[list[int]]:
     """The groups of the side with the run (dims first..run_end-1) for the side with one dim in its place."""
     return [[d] for d in range(first)] + [list(range(first, run_end))] + \
         [[d] for d in range(run_end, rank)]
@@ -105,18 +105,12 @@ def _grouped(reshape: ir.Operation) -> ir.Value | None:
     with ir.InsertionPoint(reshape), reshape.location:
         if result_end - first == 1:  # a run of the source merges into one dim
             return tensor.CollapseShapeOp(result_type, source,
-                                          _reassociation(source_type.rank, first, source_end)).result
+                                          _groups_around_run(source_type.rank, first, source_end)).result
         shape = list(result_type.shape)
-        open_sizes = [_index(sizes_op.operands[d]) for d, size in enumerate(shape)
+        open_sizes = [as_index(sizes_op.operands[d]) for d, size in enumerate(shape)
                       if ir.ShapedType.is_dynamic_size(size)]
-        return tensor.ExpandShapeOp(result_type, source, _reassociation(result_type.rank, first, result_end),
+        return tensor.ExpandShapeOp(result_type, source, _groups_around_run(result_type.rank, first, result_end),
                                     open_sizes, shape).result
-
-
-def _index(value: ir.Value) -> ir.Value:
-    if isinstance(value.type, ir.IndexType):
-        return value
-    return arith.index_cast(ir.IndexType.get(), value)
 
 
 @dataclass(frozen=True)

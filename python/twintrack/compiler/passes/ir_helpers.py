@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 from mlir import ir
+from mlir.dialects import arith
 
 
 class PythonPass:
@@ -86,10 +87,10 @@ def _stride_kinds(value: ir.Value, width: int) -> tuple[list[str | None], bool] 
     if owner.name == "memref.cast":
         return source
     if owner.name == "memref.collapse_shape":
-        return [kinds[group[-1]] for group in _groups(owner)], offset_aligned
+        return [kinds[group[-1]] for group in reassociation(owner)], offset_aligned
     if owner.name == "memref.expand_shape":
         expanded = []
-        for d, group in enumerate(_groups(owner)):
+        for d, group in enumerate(reassociation(owner)):
             sizes = [memref_type.shape[r] for r in group]
             expanded += [_split_kind(kinds[d], sizes[k + 1:], width) for k in range(len(group))]
         return expanded, offset_aligned
@@ -125,7 +126,13 @@ def _subview_kinds(subview: ir.Operation, kinds: list, offset_aligned: bool,
     return kinds, offset_aligned
 
 
-def _groups(reshape: ir.Operation) -> list[list[int]]:
+def as_index(value: ir.Value) -> ir.Value:
+    """An integer value as an index (cast where it is not one)."""
+    return value if isinstance(value.type, ir.IndexType) else arith.index_cast(ir.IndexType.get(), value)
+
+
+def reassociation(reshape: ir.Operation) -> list[list[int]]:
+    """The dim groups of an expand_shape or collapse_shape (memref or tensor)."""
     return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
 
 

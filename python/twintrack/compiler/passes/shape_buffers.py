@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from .gpu_distribute import as_operation, constant_int, index_constant
-from .ir_helpers import PythonPass, nested_ops, row_major
+from .ir_helpers import PythonPass, as_index, nested_ops, reassociation, row_major
 
 
 @dataclass
@@ -69,16 +69,12 @@ def _shape_buffer(alloc: ir.Operation, block: ir.Block) -> _ShapeBuffer | None:
     return buffer
 
 
-def _as_index(value: ir.Value) -> ir.Value:
-    return value if isinstance(value.type, ir.IndexType) else arith.index_cast(ir.IndexType.get(), value)
-
-
 def _reinterpret(reshape: ir.Operation, sizes: list[ir.Value]) -> None:
     """`reshape` as a reinterpret_cast of its source to `sizes` (index values), row-major."""
     result_type = ir.MemRefType(reshape.results[0].type)
     static_strides, _ = result_type.get_strides_and_offset()
     with ir.InsertionPoint(reshape), reshape.location:
-        indices = [_as_index(size) for size in sizes]
+        indices = [as_index(size) for size in sizes]
         strides, running = [None] * len(indices), index_constant(1)
         for k in reversed(range(len(indices))):
             strides[k] = running
@@ -124,8 +120,7 @@ class ShapeBuffers(PythonPass):
 def _open_groups(expand: ir.Operation) -> bool:
     """Does a group of `expand` split a dim into two or more sizes known only at run time?"""
     shape = ir.MemRefType(expand.results[0].type).shape
-    groups = [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(expand.attributes["reassociation"])]
-    return any(sum(ir.ShapedType.is_dynamic_size(shape[d]) for d in group) > 1 for group in groups)
+    return any(sum(ir.ShapedType.is_dynamic_size(shape[d]) for d in group) > 1 for group in reassociation(expand))
 
 
 @dataclass(frozen=True)
@@ -135,10 +130,41 @@ class OpenExpands(PythonPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         expands = nested_ops(module, lambda op: op.name == "memref.expand_shape")
         for expand in expands:
-            if not _open_groups(expand) or not row_major(ir.MemRefType(expand.operands[0].type)):
+            if not _open_groups(expand):
                 continue
             open_sizes = iter(list(expand.operands)[1:])  # the output shape's run-time sizes, in order
             with ir.InsertionPoint(expand), expand.location:
                 sizes = [next(open_sizes) if ir.ShapedType.is_dynamic_size(size) else index_constant(size)
                          for size in ir.MemRefType(expand.results[0].type).shape]
-            _reinterpret(expand, sizes)
+            if row_major(ir.MemRefType(expand.operands[0].type)):
+                _reinterpret(expand, sizes)
+            else:
+                _strided_reinterpret(expand, sizes)
+
+
+def _strided_reinterpret(expand: ir.Operation, sizes: list[ir.Value]) -> None:
+    """`expand` of a source of any layout (a slice) as a reinterpret_cast of
+    its base buffer: the source's offset, and each group's strides from the
+    stride of the dim it splits times the sizes inside it."""
+    source, result_type = expand.operands[0], ir.MemRefType(expand.results[0].type)
+    rank = ir.MemRefType(source.type).rank
+    static_strides, static_offset = result_type.get_strides_and_offset()
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    with ir.InsertionPoint(expand), expand.location:
+        metadata = memref.ExtractStridedMetadataOp(source)
+        base, offset = metadata.results[0], metadata.results[1]
+        source_strides = list(metadata.results)[2 + rank:2 + 2 * rank]
+        strides = []
+        for d, group in enumerate(reassociation(expand)):
+            running, group_strides = source_strides[d], []
+            for r in reversed(group):
+                group_strides.insert(0, running)
+                running = arith.muli(running, sizes[r])
+            strides += group_strides
+        view = memref.ReinterpretCastOp(
+            result_type, base, [offset] if static_offset == dynamic else [],
+            [size for size, static in zip(sizes, result_type.shape) if ir.ShapedType.is_dynamic_size(static)],
+            [stride for stride, static in zip(strides, static_strides) if static == dynamic],
+            [static_offset], list(result_type.shape), list(static_strides))
+    expand.results[0].replace_all_uses_with(view.result)
+    expand.erase()
