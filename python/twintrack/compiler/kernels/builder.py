@@ -132,6 +132,10 @@ class KernelBuilder:
     def index(self, value: int) -> ir.Value:
         return self.constant(value, "index")
 
+    def index_of(self, size: ir.Value | int) -> ir.Value:
+        """A size known at compile time (an index constant) or at run time (the value as it is)."""
+        return self.index(size) if isinstance(size, int) else size
+
     def constant_of(self, op: ir.Operation) -> ir.Value:
         """An arith.constant of the source IR (an epilogue's, say), cloned once, before the launch."""
         key = (str(op.results[0].type), str(op.attributes["value"]))
@@ -141,10 +145,10 @@ class KernelBuilder:
 
     # ------------------------------------------------------------ index arithmetic
     def add(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
-        return arith.addi(a, self.index(b) if isinstance(b, int) else b)
+        return arith.addi(a, self.index_of(b))
 
     def sub(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
-        return arith.subi(a, self.index(b) if isinstance(b, int) else b)
+        return arith.subi(a, self.index_of(b))
 
     def mul(self, a: ir.Value, b: int) -> ir.Value:
         """a * b; nothing built for b == 1 (canonicalize folds the rest)."""
@@ -156,7 +160,7 @@ class KernelBuilder:
         return arith.divui(a, b)
 
     def rem(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
-        return arith.remui(a, self.index(b) if isinstance(b, int) else b)
+        return arith.remui(a, self.index_of(b))
 
     def delinearize(self, flat: ir.Value, extents: Sequence[ir.Value | int]) -> list[ir.Value]:
         """The indices, one per extent (row-major), of position `flat` in a
@@ -169,7 +173,7 @@ class KernelBuilder:
 
     def less(self, a: ir.Value, b: ir.Value | int) -> ir.Value:
         """a < b, unsigned (indices)."""
-        return arith.cmpi(arith.CmpIPredicate.ult, a, self.index(b) if isinstance(b, int) else b)
+        return arith.cmpi(arith.CmpIPredicate.ult, a, self.index_of(b))
 
     def tree(self, values: list[ir.Value], combine: Callable[[ir.Value, ir.Value], ir.Value]) -> ir.Value:
         """`combine` over all `values`, pairwise: a dependency chain log2(n)
@@ -238,7 +242,7 @@ class KernelBuilder:
         """An scf.for; the body is built inside the block and ends with the
         values given to `Loop.yield_` (carried as `carried`). `tagged`
         records the kernel's path on the loop for the kernel report."""
-        bounds = [self.index(v) if isinstance(v, int) else v for v in (start, stop, step)]
+        bounds = [self.index_of(v) for v in (start, stop, step)]
         op = scf.ForOp(*bounds, list(carried))
         if tagged and self.path:
             self.tag(op)

@@ -393,10 +393,6 @@ class FlashAttentionWriter(TiledMatmulWriter):
         if not self.attention.open_sizes:  # the share is known at compile time only
             super().mark_useful_work(loop)
 
-    def index_of(self, size: int | ir.Value) -> ir.Value:
-        """A size known at compile time (an index constant) or at run time (as it is)."""
-        return size if isinstance(size, ir.Value) else self.w.index(size)
-
     # ------------------------------------------------------------ scores
     def score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
         """One score as the softmax reads it: the epilogue applied (with the
@@ -468,7 +464,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         rows (past m0 + BM - 1 + reach), which the loop skips."""
         w, cfg, keys = self.w, self.cfg, self.attention.keys
         if self.reach is None or cfg.bm + self.reach >= keys:
-            return self.index_of(self.k_end)
+            return self.w.index_of(self.k_end)
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
         return self._whole_tiles_below(past, w.index(self.k_end))
 
@@ -476,7 +472,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         """Where the key tiles that need no mask end, at most `end`: those
         before a ragged last tile and, under the kernel's own causal mask,
         wholly within m0 + reach (every row of the block sees them in full)."""
-        bound = end if self.k_edge is None else arith.minui(end, self.index_of(self._whole_key_tiles()))
+        bound = end if self.k_edge is None else arith.minui(end, self.w.index_of(self._whole_key_tiles()))
         if not self.own_mask:
             return bound
         return self._whole_tiles_below(self.reach + 1, bound)  # row m0 sees keys below m0 + reach + 1
