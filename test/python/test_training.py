@@ -45,6 +45,9 @@ def test_compile_only_fills_the_cache_for_the_gpu(run_tool, tmp_path, monkeypatc
     assert "llama_layer: 2 graph(s) for the GPU" in result.stderr
     manifests = [json.loads(p.read_text()) for p in (tmp_path / "cache" / "graphs").glob("*/manifest.json")]
     assert len(manifests) == 2 and all(m["pipeline"] == "gpu" and m["kernels"] for m in manifests)
+    autocast = run_tool("train", "--models", "llama_layer", "--compile-only", "--autocast", "bfloat16")
+    assert autocast.returncode == 0, autocast.stderr
+    assert len(list((tmp_path / "cache" / "graphs").glob("*/manifest.json"))) == 4  # bfloat16 graphs are others
 
 
 def test_bfloat16_autocast_training_matches_eager_within_its_tolerance():

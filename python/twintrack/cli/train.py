@@ -38,7 +38,8 @@ and prints the table.
 On the GPU machine (--device cuda), which has no MLIR, twintrack loads each
 graph from the compile cache ($TWINTRACK_CACHE_DIR): fill it here first
 with --compile-only (each model's forward and backward graphs compiled for
-the GPU, one step run eagerly here, nothing written to --out), carry the
+the GPU, one step run eagerly here, under --autocast as this machine's
+autocast applies it, nothing written to --out), carry the
 cache directory, and point $TWINTRACK_CACHE_DIR at it there. A graph not in
 the cache is then an error naming it and its key, or with --on-miss
 inductor, Inductor's compile (the run then does not pass). Either way the
@@ -86,21 +87,21 @@ def main(args: argparse.Namespace) -> int:
                          f"(known: {', '.join(CASES)})")
     if args.steps < 2:
         raise UsageError("--steps must be 2 or more (the first step holds the compiles)")
+    import torch
+    autocast = getattr(torch, args.autocast) if args.autocast else None
     if args.compile_only:
         from ..compiler import compile_cache
         for name in names:
-            progress(f"{name}: {fill_gpu_cache(CASES[name])} graph(s) for the GPU in {compile_cache.root() / 'graphs'}")
+            progress(f"{name}: {fill_gpu_cache(CASES[name], autocast)} graph(s) for the GPU in {compile_cache.root() / 'graphs'}")
         return 0
     if args.out is None:
         raise UsageError("--out DIR is required (unless --compile-only)")
     output_directory(args.out)
-    import torch
     if args.device == "cuda":
         from ..runtime.cuda_driver import require_gpu
         require_gpu()
     backends = ("twintrack", "inductor") if args.inductor else ("twintrack",)
     rows = []
-    autocast = getattr(torch, args.autocast) if args.autocast else None
     for name in names:
         progress(f"training {name}: eager, then {' and '.join(backends)}, {args.steps} steps each")
         rows.append(run_case(CASES[name], args.steps, args.lr, backends, args.device, autocast,

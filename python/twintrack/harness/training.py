@@ -220,13 +220,15 @@ def run_case(case: TrainingCase, steps: int, lr: float, backends: tuple[str, ...
     return row
 
 
-def fill_gpu_cache(case: TrainingCase) -> int:
+def fill_gpu_cache(case: TrainingCase, autocast: torch.dtype | None = None) -> int:
     """Compile the case's training graphs for the GPU into the compile cache
-    (one step, run eagerly here: `compile_only`), for a GPU machine without
-    MLIR to load; how many graphs it holds for the case (compiled now or before)."""
+    (one step, run eagerly here: `compile_only`; under this machine's
+    `autocast` policy if given), for a GPU machine without MLIR to load;
+    how many graphs it holds for the case (compiled now or before)."""
     from .. import dynamo_backend
     torch._dynamo.reset()
     dynamo_backend.reset_stats()
-    train(case, "twintrack", 1, 1e-3, options={"target": "gpu", "compile_only": True, "fallback": False})
+    train(case, "twintrack", 1, 1e-3, options={"target": "gpu", "compile_only": True, "fallback": False},
+          autocast=autocast)
     stats = dynamo_backend.stats()
     return stats.compiled + stats.cache_hits
