@@ -6,6 +6,8 @@ test_gpu_emulation.py; the fast paths' on the GPU (tools/bench_dynamic.py
 --target gpu)."""
 
 import json
+import re
+import shutil
 
 import pytest
 import torch
@@ -52,19 +54,24 @@ def test_the_plan_resolves_in_bounds_at_every_size(bert_layer, sizes):
 
 def test_matmuls_of_run_time_rows_take_masked_tiles(bert_layer):
     """The linear layers' M (batch x seq, 1 to 32,768) is known at run time:
-    a kernel per bucket of M (the skinny kernel up to 8 rows, a tiled one
-    above), each masking its last rows, the tiled one's row tiles counted
-    on the host; the layer norms run a block per row, however many rows come."""
+    a kernel per bucket of M the cost model chose, each masking its last
+    rows, the row tiles counted on the host; the layer norms run a block
+    per row, however many rows come."""
     manifest, plan = bert_layer
     paths = [kernel["path"] for kernel in manifest["kernels"]]
-    small = [p for p in paths if p.endswith("masked rows (M <= 8 at run time)")]
-    large = [p for p in paths if p.endswith("masked rows (M > 8 at run time)")]
-    assert len(small) == len(large) == 4, paths  # QKV, the output projection, the MLP's two
+    masked = [k for k in manifest["kernels"] if "masked rows" in k["path"]]
+    last_buckets = [k for k in masked if re.search(r"\(M( > \d+)? at run time\)$", k["path"])]
+    assert len(last_buckets) == 4, paths  # QKV, the output projection, the MLP's two
+    for kernel in masked:  # each kernel names its bucket, and the decision's bounds are those buckets
+        bounds = kernel["tuning"]["buckets"]["bounds"]
+        assert any(f"M <= {b} at" in kernel["path"] or f"< M <= {b} at" in kernel["path"]
+                   or f"M > {b} at" in kernel["path"] for b in bounds) or not bounds, kernel["path"]
+    assert len(masked) == sum(len(k["tuning"]["buckets"]["bounds"]) + 1 for k in last_buckets)
     assert any(p.startswith("row-wise ?x128/") for p in paths), paths
     launches = {step["module"]: step for step in plan["steps"] if step["op"] == "launch"}
-    tiled = next(k for k in manifest["kernels"] if k["path"].endswith("(M > 8 at run time)"))
-    grid = launches[tiled["name"]]["grid"]
-    assert isinstance(grid[0], int) and isinstance(grid[1], str), grid  # columns fixed, rows from the sizes
+    for tiled in last_buckets:
+        grid = launches[tiled["name"]]["grid"]
+        assert isinstance(grid[0], int) and isinstance(grid[1], str), grid  # columns fixed, rows from the sizes
 
 
 def test_attention_over_a_run_time_sequence_is_one_flash_kernel(bert_layer):
@@ -113,13 +120,25 @@ class DecodeProjection(torch.nn.Module):
         return self.linear(x)
 
 
+def _compile_decode(lowering_dir=None):
+    from twintrack.compiler.options import CompileOptions
+    options = CompileOptions(pipeline="gpu", **({"lowering_dir": lowering_dir} if lowering_dir else {}))
+    return twintrack.export(DecodeProjection(), (torch.randn(4, 4096).half(),),
+                            dynamic="x:0=rows[1,64]").compile_with(options)
+
+
 def test_decode_rows_take_a_kernel_per_bucket(tmp_path):
-    """A projection of 1-64 rows (decode): the skinny kernel for M <= 8 and
-    a 64-row tile above, each masking its rows; the plan launches the
-    call's bucket, and the kernel report says which bucket each kernel is for."""
-    compiled = twintrack.compile(DecodeProjection(), (torch.randn(4, 4096).half(),), target="gpu",
-                                 dynamic="x:0=rows[1,64]")
-    compiled.save(tmp_path / "decode")
+    """A projection of 1-64 rows (decode) split at M = 8 (a table whose
+    every bound pays): the skinny kernel for M <= 8 and a 64-row tile
+    above, each masking its rows; the plan launches the call's bucket, and
+    the kernel report says which bucket each kernel is for."""
+    from twintrack.compiler.target import DEFAULT_LOWERING_DIR
+    lowering = tmp_path / "lowering"
+    shutil.copytree(DEFAULT_LOWERING_DIR, lowering)
+    table = lowering / "targets" / "gpu.toml"
+    text = re.sub(r"(?m)^matmul-bucket-bounds = .*$", "matmul-bucket-bounds = [8]", table.read_text())
+    table.write_text(re.sub(r"(?m)^matmul-bucket-gain = .*$", "matmul-bucket-gain = -1.0", text))
+    _compile_decode(lowering).save(tmp_path / "decode")
     manifest = json.loads((tmp_path / "decode" / "manifest.json").read_text())
     plan = json.loads((tmp_path / "decode" / "plan.json").read_text())
     paths = {kernel["name"]: kernel["path"] for kernel in manifest["kernels"]}
@@ -132,3 +151,17 @@ def test_decode_rows_take_a_kernel_per_bucket(tmp_path):
         resolved = resolve_plan(plan, {"rows": rows})
         assert validate_plan(resolved) == []
         assert [step["module"] for step in resolved["steps"] if step["op"] == "launch"] == [taken], rows
+
+
+def test_the_kernel_report_states_the_bucket_decision(tmp_path, capsys):
+    """With the target's own table, the cost model decides; the kernel
+    report says what it chose and its estimates against one kernel."""
+    from twintrack.cli.compile import print_kernel_report
+    compiled = _compile_decode()
+    compiled.save(tmp_path / "decode")
+    kernels = json.loads((tmp_path / "decode" / "manifest.json").read_text())["kernels"]
+    decisions = {k["tuning"]["buckets"]["decision"] for k in kernels}
+    assert len(decisions) == 1 and all(k["tuning"]["buckets"]["one_kernel_us"] > 0 for k in kernels)
+    print_kernel_report(kernels)
+    report = capsys.readouterr().out
+    assert f"rows at run time: {', '.join(k['name'] for k in kernels)}: {decisions.pop()}" in report

@@ -416,12 +416,24 @@ def print_kernel_report(kernels: list[dict]) -> None:
         work = [_counted(k["bytes"]), _counted(k["flops"])]
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
               f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>11}{work[1]:>13}  {source}")
+    _print_bucket_decisions(kernels)
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
         fast = sum(1 for p in paths if p != "generic")
         total = sum(k["flops"] or 0 for k in kernels)
         print(f"fast paths: {share:.1%} of {_flop_text(total)} ({fast} of {len(kernels)} kernels; "
               "the rest on the generic path)")
+
+
+def _print_bucket_decisions(kernels: list[dict]) -> None:
+    """A line per matmul of run-time M: its kernels and the cost model's buckets."""
+    sites: dict[str, list[str]] = {}
+    for kernel in kernels:
+        buckets = kernel.get("tuning", {}).get("buckets")
+        if buckets:
+            sites.setdefault(buckets["decision"], []).append(kernel["name"])
+    for decision, names in sites.items():
+        print(f"rows at run time: {', '.join(names)}: {decision}")
 
 
 def _counted(amount: int | str | None) -> str:

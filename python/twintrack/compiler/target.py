@@ -30,11 +30,14 @@ class GpuTarget:
     static_shared_bytes: int
     reserved_shared_bytes: int
     copy_bandwidth: float                  # bytes/s, read + written
+    sm_bandwidth: float                    # bytes/s one SM's blocks move, read + written
+    launch_seconds: float                  # the least time of a kernel: its launch and ramp
     flop_rate: float                       # flop/s, f32 on CUDA cores
     peak_flop_rate: dict[str, float]       # by torch dtype name
     features: dict[str, frozenset[str]]    # by arch
     dynamic_matmul_rows: int = 4096        # the M a matmul of run-time M is tiled for ([dynamic] matmul-rows)
-    dynamic_matmul_buckets: tuple[int, ...] = ()  # its kernels' ranges of M, chosen per call ([dynamic] matmul-buckets)
+    dynamic_matmul_bucket_bounds: tuple[int, ...] = ()  # where its range of M may split ([dynamic] matmul-bucket-bounds)
+    dynamic_bucket_gain: float = 0.1       # the share of the estimate a further bucket must cut
 
     def has(self, feature: str, arch: str) -> bool:
         """Does `arch` (sm_90a, sm_80, ...) have `feature` (wgmma, cp.async, tma, clusters, mma.sync)?"""
@@ -51,9 +54,11 @@ def gpu_target(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> GpuTarget:
     device = dict(data["device"])
     features = {arch: frozenset(names) for arch, names in device.pop("features").items()}
     fields = {key.replace("-", "_"): value for key, value in device.items()}
+    dynamic = data.get("dynamic", {})
     return GpuTarget(**fields, flop_rate=data["flop-rate"], peak_flop_rate=dict(data["peak-flop-rate"]),
-                     features=features, dynamic_matmul_rows=data.get("dynamic", {}).get("matmul-rows", 4096),
-                     dynamic_matmul_buckets=tuple(data.get("dynamic", {}).get("matmul-buckets", ())))
+                     features=features, dynamic_matmul_rows=dynamic.get("matmul-rows", 4096),
+                     dynamic_matmul_bucket_bounds=tuple(dynamic.get("matmul-bucket-bounds", ())),
+                     dynamic_bucket_gain=dynamic.get("matmul-bucket-gain", 0.1))
 
 
 DEFAULT_ARCH = gpu_target().default_arch

@@ -50,6 +50,7 @@ from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfi
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
 from .kernel_fallback import kernel_site, record_refusal
+from .matmul_buckets import BucketPlan, plan_buckets, tile_blocks
 from .matmul_sites import b_is_transposed, zero_fill_before
 from .plan_workspace import UpperBounds
 from .window_operands import FoundWindow, window_operand
@@ -166,7 +167,7 @@ def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int,
     k_steps = max(-(-o.k // tile.bk) for o in operands)
     stage = tile.stage_bytes(size)
     smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
-    one_wave = -(-_blocks(operands, tile) // target.sm_count)  # blocks per SM
+    one_wave = -(-tile_blocks(operands, tile) // target.sm_count)  # blocks per SM
     sharing = max(1, min(one_wave, target.shared_bytes_per_sm // (smallest + target.reserved_shared_bytes)))
     budget = min(target.shared_bytes_per_sm // sharing - target.reserved_shared_bytes, target.shared_bytes_per_block)
     stages = min(tile.stages, k_steps, (budget - ATOM_BYTES) // stage)
@@ -183,15 +184,6 @@ def tuning_key(operands: list[MatmulOperands], arch: str) -> TuningKey:
     shapes = tuple(size for o in operands for size in (o.batch or 1, o.m, o.n, o.k))
     multiplied = "tf32" if first.tf32 else first.in_element
     return TuningKey(op, shapes, f"{multiplied}->{first.out_element}", arch, compiler_version())
-
-
-def _blocks(operands: list[MatmulOperands], tile) -> int:
-    """Blocks the tile gives (a split-K schedule's K slices count too; a
-    schedule that counts its own blocks says so)."""
-    if hasattr(tile, "blocks"):
-        return sum(tile.blocks(o) for o in operands)
-    slices = getattr(tile, "splits", 1)
-    return sum(-(-o.m // tile.bm) * -(-o.n // tile.bn) * (o.batch or 1) * slices for o in operands)
 
 
 def _fitting(operands: list[MatmulOperands], tiles: list[tuple], max_padding: float) -> list[tuple]:
@@ -247,9 +239,9 @@ def choose_tile(operands: list[MatmulOperands], tiles: list[tuple], max_padding:
     else None."""
     fitting = _fitting(operands, tiles, max_padding)
     for tile, least in fitting:
-        if _blocks(operands, tile) >= least:
+        if tile_blocks(operands, tile) >= least:
             return tile
-    return max((t for t, _ in fitting), key=lambda t: _blocks(operands, t), default=None)
+    return max((t for t, _ in fitting), key=lambda t: tile_blocks(operands, t), default=None)
 
 
 def _aligned(memref_type: ir.Type) -> bool:
@@ -600,14 +592,14 @@ class GpuMatmulKernels(PythonPass):
                                    else "operands not static f32/f16/bf16, or A or B rows not 16-byte aligned")
                     continue
                 with kernel_site(module, self.strict):
-                    buckets = _row_buckets(single, target, lambda o: choose_kernel([o], table, self.arch, target,
-                                                                                 request))
-                    if buckets:
-                        _replace_by_buckets(site, buckets, tuned, self.arch)
+                    plan = plan_buckets(single, target, lambda o: choose_kernel([o], table, self.arch, target,
+                                                                              request)) if single.open_m else None
+                    if plan is not None and len(plan.buckets) > 1:
+                        _replace_by_buckets(site, plan, tuned, self.arch)
                         continue
                     kernel = f"forward_{chosen[2]}_{len(tuned)}"
                     _replace(module, site, single, *chosen[:2], kernel)
-                    tuned[kernel] = _tuning_note([single], chosen, self.arch)
+                    tuned[kernel] = _tuning_note([single], chosen, self.arch, plan)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
 
@@ -661,45 +653,25 @@ def _horizontal_groups(matmuls: list[ir.Operation]) -> list[list[ir.Operation]]:
     return [ops for _, _, ops in groups]
 
 
-def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str) -> str:
+def _tuning_note(operands: list[MatmulOperands], chosen: tuple, arch: str, plan: BucketPlan | None = None) -> str:
+    """The kernel's tuning key, tile and choice; for a matmul of run-time M,
+    the cost model's buckets (`matmul_buckets`) and why."""
     _, tile, stem, note = chosen
-    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile), **note})
+    buckets = {"buckets": {**plan.note(), "decision": plan.describe()}} if plan else {}
+    return json.dumps({"key": tuning_key(operands, arch).text(), "tile": tile_record(stem, tile), **note, **buckets})
 
 
-def _row_buckets(operands: MatmulOperands, target: GpuTarget, choose) -> list[tuple[MatmulOperands, tuple]]:
-    """A matmul of run-time M whose range spans bounds of the target's
-    `dynamic_matmul_buckets`: (operands tiled for the bucket's largest M,
-    the kernel chosen for them) per bucket, smallest first; [] where one
-    kernel serves the range, or a bucket has none."""
-    if not operands.open_m:
-        return []
-    largest = operands.m
-    bounds = [b for b in target.dynamic_matmul_buckets if b < largest] + [largest]
-    if len(bounds) == 1:
-        return []
-    buckets = []
-    for index, bound in enumerate(bounds):
-        text = f"M <= {bound}" if index < len(bounds) - 1 else f"M > {bounds[index - 1]}"
-        bucket = replace(operands, m=bound, rows_bucket=text)
-        chosen = choose(bucket)
-        if chosen is None:
-            return []
-        buckets.append((bucket, chosen))
-    return buckets
-
-
-def _replace_by_buckets(site: MatmulSite, buckets: list[tuple[MatmulOperands, tuple]], tuned: dict,
-                        arch: str) -> None:
+def _replace_by_buckets(site: MatmulSite, plan: BucketPlan, tuned: dict, arch: str) -> None:
     """A kernel per bucket of M, each in its branch of an scf.if chain on
     M (A's rows) that the host plan evaluates per call; the site goes."""
     op = site.op
     with ir.InsertionPoint(op), op.location:
         rows = memref.dim(op.operands[0], arith.constant(ir.IndexType.get(), 0))
     branch_at = op
-    for index, (operands, chosen) in enumerate(buckets):
+    for index, (operands, chosen) in enumerate(plan.buckets):
         writer_class, tile, stem, _ = chosen
         kernel = f"forward_{stem}_{len(tuned)}"
-        last = index == len(buckets) - 1
+        last = index == len(plan.buckets) - 1
         if last:
             before = branch_at
         else:
@@ -711,7 +683,7 @@ def _replace_by_buckets(site: MatmulSite, buckets: list[tuple[MatmulOperands, tu
                 with ir.InsertionPoint(branch.else_block):
                     branch_at = scf.YieldOp([]).operation
         writer_class(operands, tile, site.fill is None, site.epilogue).build(before, kernel, site.kernel_operands())
-        tuned[kernel] = _tuning_note([operands], chosen, arch)
+        tuned[kernel] = _tuning_note([operands], chosen, arch, plan)
     erase_site(site)
 
 
