@@ -195,6 +195,26 @@ def test_half_precision_matmul_stores_half_directly(run_tool, tmp_path, arch, in
     assert manifest["kernels"][0]["spills"] == 0
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_90"])
+def test_epilogue_inputs_are_loaded_before_their_stores(run_tool, tmp_path, arch):
+    """A residual add in a matmul's epilogue: each thread loads a batch of
+    the residual's elements before it stores any result (the loads in
+    flight together, not one memory round trip a store), ragged edges too."""
+    model = "python/twintrack/harness/at_scale.py:bert_layer?batch=3&seq=100&dim=200&heads=4&ffn=328"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "--arch", arch,
+                      "-o", tmp_path / "b", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "b" / "manifest.json").read_text())["kernels"]
+    residual = [k for k in kernels if "matmul" in k["path"] and any(op.split()[0] == "aten.add" for op in k["source_ops"])]
+    assert len(residual) == 2, [(k["path"], k["source_ops"]) for k in kernels]  # the attention output's and the MLP's
+    for kernel in residual:
+        ptx = (tmp_path / "b" / kernel["ptx"]).read_text()
+        epilogue = ptx[ptx.rindex("mma"):]  # after the K loop's last multiply
+        accesses = re.findall(r"\b(ld|st)\.global", epilogue)
+        loads_before_a_store = [len(run) for run in "".join(a[0] for a in accesses).split("s") if run]
+        assert max(loads_before_a_store) >= 8, (kernel["name"], loads_before_a_store)
+
+
 def test_validate_plan_finds_problems():
     plan = {"arguments": [{"shape": [4], "dtype": "float32"}],
             "steps": [{"op": "launch", "grid": [1, 1, 1], "block": [2048, 1, 1], "module": "m", "kernel": "k",

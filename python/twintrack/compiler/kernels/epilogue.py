@@ -104,15 +104,20 @@ class EpilogueWriter:
                  captured: list[ir.Value] = ()):
         self.epilogue, self.w, self.tensors, self.captured = epilogue, writer, tensors, list(captured)
 
-    def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value]) -> ir.Value:
-        """The epilogue's value for the element at `loop_indices` (batch?, row, col)."""
+    def load_inputs(self, loop_indices: list[ir.Value]) -> dict[int, ir.Value]:
+        """The tensor inputs' elements at `loop_indices`, by input position."""
+        return {k: memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
+                for k, inp in self.epilogue.tensor_inputs()}
+
+    def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value],
+              loaded: dict[int, ir.Value] | None = None) -> ir.Value:
+        """The epilogue's value for the element at `loop_indices` (batch?,
+        row, col); its tensor inputs as `loaded` there (`load_inputs`), or loaded now."""
         values: dict[Ref, ir.Value] = {("index", d): index for d, index in enumerate(loop_indices)}
         values.update({("captured", i): buffer for i, buffer in enumerate(self.captured)})
+        loaded = self.load_inputs(loop_indices) if loaded is None else loaded
         for k, inp in enumerate(self.epilogue.inputs):
-            if inp.memref_type is None:
-                values[("arg", k)] = accumulator
-            else:
-                values[("arg", k)] = memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
+            values[("arg", k)] = accumulator if inp.memref_type is None else loaded[k]
         return clone_body(self.w, self.epilogue.ops, self.epilogue.result, values)
 
 

@@ -18,6 +18,9 @@ from .window_read import WindowRead
 
 __all__ = ["KERNEL_PATH_ATTR"]
 VECTOR_BYTES = 16
+# Results whose epilogue inputs a thread loads before it stores any of them
+# (`store_all`): 16 elements of each input in flight.
+EPILOGUE_LOAD_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,33 @@ class TiledMatmulWriter:
             loops = self.loop_indices(row, col)
             self.store_finished(self.finish(accumulators, width, row, col, loops), width, row, col, loops)
 
+    def store_all(self, results: list[tuple[ir.Value, int, ir.Value, ir.Value]]) -> None:
+        """`store_results` for each (accumulators, width, row, col). Where an
+        epilogue reads tensors, each batch's tensor elements are loaded
+        before any of its stores: the loads are in flight together, not one
+        memory round trip a store (a store may alias them). Past a ragged
+        edge they are loaded from the last place inside, and never used."""
+        limits = self.c_limits()
+        if self.epilogue is None or not self.epilogue_description.tensor_inputs() or \
+                any(isinstance(limit, int) and limit < width for limit in limits for _, width, _, _ in results):
+            for result in results:
+                self.store_results(*result)
+            return
+        batch: list[tuple] = []
+        for index, (accumulators, width, row, col) in enumerate(results):
+            inside_row, inside_col, _ = self.clamped(row, col, limits, width)
+            first = self.loop_indices(inside_row, inside_col)
+            loaded = [self.epilogue.load_inputs(self._lane_indices(first, inside_row, inside_col, lane, width))
+                      for lane in range(width)]
+            batch.append((accumulators, width, row, col, loaded))
+            if sum(item[1] for item in batch) >= EPILOGUE_LOAD_BATCH or index == len(results) - 1:
+                for accumulators, width, row, col, loaded in batch:
+                    with self.w.only_if(self.inside(row, col, limits)):
+                        loops = self.loop_indices(row, col)
+                        self.store_finished(self.finish(accumulators, width, row, col, loops, loaded),
+                                            width, row, col, loops)
+                batch = []
+
     def store_finished(self, value: ir.Value, width: int, row: ir.Value, col: ir.Value,
                        loops: list[ir.Value]) -> None:
         """Store `width` results already finished (`finish`: in the output
@@ -308,15 +338,17 @@ class TiledMatmulWriter:
         return arith.extf(vector_type(width, "f32"), value)
 
     def finish(self, accumulators: ir.Value, width: int, row: ir.Value, col: ir.Value,
-               first: list[ir.Value]) -> ir.Value:
+               first: list[ir.Value], loaded: list[dict[int, ir.Value]] | None = None) -> ir.Value:
         """The `width` f32 results at (row, col..col+width) (loop indices
-        `first` for col) as stored: the epilogue applied to each, or just
-        narrowed to the output type."""
+        `first` for col) as stored: the epilogue applied to each (its tensor
+        inputs `loaded` per lane, where loaded before), or just narrowed to
+        the output type."""
         out = self.ops.out_element
         if self.epilogue is None:
             return self.from_f32(accumulators, width, out)
         results = [self.epilogue.apply(self.w.lane(accumulators, lane),
-                                       self._lane_indices(first, row, col, lane, width))
+                                       self._lane_indices(first, row, col, lane, width),
+                                       loaded[lane] if loaded else None)
                    for lane in range(width)]
         return vector.from_elements(vector_type(width, out), results)
 

@@ -235,6 +235,6 @@ class MmaMatmulWriter(TiledMatmulWriter):
 
     def _store(self, accumulators: list[ir.Value]) -> None:
         w = self.w
-        for acc, (row, col) in zip(accumulators, self.c_positions):
-            for half, r in enumerate((row, w.add(row, w.index(8)))):
-                self.store_results(vector.extract(acc, [], [half]), 2, r, col)
+        self.store_all([(vector.extract(acc, [], [half]), 2, r, col)
+                        for acc, (row, col) in zip(accumulators, self.c_positions)
+                        for half, r in enumerate((row, w.add(row, w.index(8))))])

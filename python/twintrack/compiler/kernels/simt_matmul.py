@@ -129,5 +129,4 @@ class SimtMatmulWriter(TiledMatmulWriter):
 
     def _store(self, accumulators: list[ir.Value]) -> None:
         w, cfg = self.w, self.cfg
-        for i, acc in enumerate(accumulators):
-            self.store_results(acc, cfg.tn, w.add(self.row0, w.index(i)), self.col0)
+        self.store_all([(acc, cfg.tn, w.add(self.row0, w.index(i)), self.col0) for i, acc in enumerate(accumulators)])

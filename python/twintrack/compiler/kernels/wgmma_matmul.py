@@ -370,6 +370,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     def _store(self, acc: ir.Value) -> None:
         f32 = ir.F32Type.get()
+        results = []
         for register, row, col in self._positions():
             values = [llvm.extractvalue(f32, acc, [register + lane]) for lane in range(2)]
-            self.store_results(vector.from_elements(vector_of(2, "f32"), values), 2, row, col)
+            results.append((vector.from_elements(vector_of(2, "f32"), values), 2, row, col))
+        self.store_all(results)
