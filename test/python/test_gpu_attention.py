@@ -134,6 +134,21 @@ def test_a_key_projection_writing_keys_transposed_writes_rows_instead(artifact):
     assert "memref<1x12x197x64xf16>" in after and "memref<1x12x64x197xf16>" not in after
 
 
+def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact):
+    """A LLaMA layer: the rotary embedding of K wrote Kᵀ (heads, 64, seq),
+    each store a row apart from the last while it read K's rows; though Kᵀ's
+    rows are whole vectors the kernel could read, the rotary now writes K
+    (heads, seq, 64), its stores as contiguous as its reads, and the flash
+    kernel reads K."""
+    model = "python/twintrack/harness/at_scale.py:llama_layer?batch=1&seq=256&dim=256&heads=4&kv_heads=4&ffn=688"
+    outdir = _gpu_artifact(artifact, model, "float16")
+    plan = json.loads((outdir / "plan.json").read_text())
+    flash = [s for s in plan["steps"] if s["op"] == "launch" and "attention" in s["module"]]
+    assert len(flash) == 1
+    keys = flash[0]["args"][1]["memref"]["sizes"]
+    assert keys[-2:] == [256, 64], keys  # (…, seq, head dim): K, not Kᵀ
+
+
 def _attention(keys: int, k_transposed: bool, dynamic_keys: bool = False):
     from mlir import ir
 

@@ -174,8 +174,10 @@ def _reads(scores: ir.Operation, values: ir.Operation) -> list[_Read | None]:
         value = reader.operands[index]
         folded = _through_copy(value, reader, values, allow_scale=is_query)
         reads.append(folded if folded is not None and not (is_query and folded.swapped) else _plain_read(value))
-    if reads[1] is None and not b_is_transposed(scores):
-        reads[1] = _relaid_keys(scores.operands[1], scores, values)
+    # Kᵀ read as it is, or not at all: written as K instead where it cannot be read, or was written transposing.
+    if not b_is_transposed(scores) and (reads[1] is None or reads[1].producer is None):
+        relaid = _relaid_keys(scores.operands[1], scores, values, only_transposing=reads[1] is not None)
+        reads[1] = relaid or reads[1]
     return reads
 
 
@@ -237,13 +239,15 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
     return None if found is None else _Read(source, found, producer, copy, swapped, scale)
 
 
-def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation) -> _Read | None:
-    """Kᵀ (batch, D, keys), or (outer, heads, D, keys), whose rows are no
-    whole 16-byte vectors (197 keys, or keys known at run time), written
-    whole by one all-parallel generic (a key projection's epilogue,
-    transposing) or a transpose: read as K from a buffer (…, keys, D) that
-    the op writes instead, if nothing but this attention reads Kᵀ while it
-    holds it (as for `_through_copy`)."""
+def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation,
+                 only_transposing: bool = False) -> _Read | None:
+    """Kᵀ (batch, D, keys), or (outer, heads, D, keys), written whole by one
+    all-parallel generic (a key projection's epilogue, a rotary embedding)
+    or a transpose: read as K from a buffer (…, keys, D) that the op writes
+    instead, if nothing but this attention reads Kᵀ while it holds it (as
+    for `_through_copy`). Where Kᵀ's rows are whole 16-byte vectors (it
+    could be read as it is: `only_transposing`), only if the op writes it
+    transposing, its stores then as contiguous as its reads."""
     buffer = _collapsed_from(value)
     if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4) \
             or ir.ShapedType.is_dynamic_size(ir.MemRefType(buffer.type).shape[-2]):  # the head dim
@@ -254,13 +258,26 @@ def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation)
             or len(written_buffers(producer)) != 1 \
             or not _overwrites(producer, buffer) or kernel_at not in block_ops \
             or not _free_outside(buffer, [producer, reader], block_ops, block_ops.index(producer),
-                                 block_ops.index(kernel_at)):
+                                 block_ops.index(kernel_at)) \
+            or (only_transposing and not _writes_transposing(producer)):
         return None
     keys_type = _transposed_type(ir.MemRefType(buffer.type))
     rank = keys_type.rank
     dims = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
     found = _slice(keys_type, dims, keys_type.shape[1] if rank == 4 else 1)
     return None if found is None else _Read(None, found, copy=buffer, swapped=True, relaid=producer)
+
+
+def _writes_transposing(producer: ir.Operation) -> bool:
+    """Does the op store its output's innermost dim along what one of its
+    inputs holds second-innermost, and read that input's innermost dim
+    along the output's second-innermost (a transpose of the last two dims)?"""
+    if producer.name == "linalg.transpose":
+        permutation = list(ir.DenseI64ArrayAttr(producer.attributes["permutation"]))
+        return permutation[-2:] == [len(permutation) - 1, len(permutation) - 2]
+    *inputs, output = [map_dims(m) for m in indexing_maps(producer)]
+    return output is not None and len(output) >= 2 and any(
+        dims is not None and len(dims) >= 2 and dims[-1] == output[-2] for dims in inputs)
 
 
 def _transposed_type(memref_type: ir.MemRefType) -> ir.MemRefType:
