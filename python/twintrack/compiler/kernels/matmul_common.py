@@ -306,11 +306,12 @@ class TiledMatmulWriter:
             first = self.loop_indices(inside_row, inside_col)
             loaded = [self.epilogue.load_inputs(self._lane_indices(first, inside_row, inside_col, lane, width))
                       for lane in range(width)]
-            batch.append((accumulators, width, row, col, loaded))
+            unmoved = inside_row is row and inside_col is col  # no edge to keep inside: the same indices
+            batch.append((accumulators, width, row, col, first if unmoved else None, loaded))
             if sum(item[1] for item in batch) >= EPILOGUE_LOAD_BATCH or index == len(results) - 1:
-                for accumulators, width, row, col, loaded in batch:
+                for accumulators, width, row, col, loops, loaded in batch:
                     with self.w.only_if(self.inside(row, col, limits)):
-                        loops = self.loop_indices(row, col)
+                        loops = loops or self.loop_indices(row, col)
                         self.store_finished(self.finish(accumulators, width, row, col, loops, loaded),
                                             width, row, col, loops)
                 batch = []
