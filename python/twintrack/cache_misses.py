@@ -13,6 +13,7 @@ there again, the graphs hit.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import shutil
 import time
@@ -46,7 +47,9 @@ def record(key: str, gm: torch.fx.GraphModule, example_inputs: list, options, ta
     def fill(directory: Path) -> None:
         (directory / CODE).write_text(portable_code(gm))
         settings = dataclasses.replace(options, allow_tf32=options.tf32())
-        record = {"graph": gm, "target": target, "kind": kind, "torch": torch.__version__,
+        portable = copy.deepcopy(gm)  # unpickling re-traces its code: a CUDA factory op would fail there
+        on_this_machine(portable)
+        record = {"graph": portable, "target": target, "kind": kind, "torch": torch.__version__,
                   "inputs": [(tuple(x.shape), tuple(x.stride()), x.dtype) for x in example_inputs],
                   "options": {name: value for name, value in dataclasses.asdict(settings).items()
                               if name not in _RUN_ONLY_OPTIONS},
@@ -83,7 +86,7 @@ def _compile_miss(directory: Path) -> MissOutcome:
         return MissOutcome(key, "a graph", 0.0, f"{RECORD} is absent (the graph did not pickle): only its code "
                                                 f"({directory / CODE}) was kept")
     try:
-        record = torch.load(directory / RECORD, weights_only=False)
+        record = torch.load(directory / RECORD, weights_only=False, map_location="cpu")  # a GPU machine's tensors
         gm, kind, target = record["graph"], record["kind"], record["target"]
     except Exception as e:  # another torch's pickle, a damaged file: this miss stays, with why
         return MissOutcome(key, "a graph", 0.0, f"{RECORD} does not load here: {brief_exception(e, 200)}")

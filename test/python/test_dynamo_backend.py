@@ -289,6 +289,22 @@ def test_another_machines_devices_become_this_ones():
     torch.testing.assert_close(result, torch.ones(4))
 
 
+def test_a_miss_recorded_on_the_gpu_loads_here(graph_cache):
+    """Unpickling a graph re-traces its code: a CUDA factory op (a causal
+    mask's ones) failed on this machine, without CUDA. The record keeps its
+    devices as this machine's (the key leaves them out), and compiles here."""
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    ones = graph.call_function(torch.ops.aten.ones.default, ([4],), {"device": torch.device("cuda", 0)})
+    graph.output((graph.call_function(torch.ops.aten.add.Tensor, (x, ones)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
+    cache_misses.record("0" * 32, gm, [torch.zeros(4)], dynamo_backend.BackendOptions(), "cpu", "inference")
+    assert "cuda" in gm.code  # the caller's graph is left as it was
+    (outcome,) = cache_misses.compile_misses(progress=lambda message: None)
+    assert outcome.error is None, outcome.error
+    assert [entry.name for entry in graph_cache.iterdir()] == ["0" * 32]
+
+
 def test_a_miss_can_go_to_inductor(graph_cache):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
