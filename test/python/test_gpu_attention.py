@@ -147,6 +147,15 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
     assert len(flash) == 1
     keys = flash[0]["args"][1]["memref"]["sizes"]
     assert keys[-2:] == [256, 64], keys  # (…, seq, head dim): K, not Kᵀ
+    # The rotary's loops were swapped with its output: each stores along its innermost loop (the head dim).
+    after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
+    maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", after, re.MULTILINE))
+    rotaries = [line for line in after.splitlines() if "linalg.generic" in line and "memref<256x64xf16>" in line]
+    assert len(rotaries) == 2, rotaries  # Q's and K's, each reading the cos and sin tables
+    for line in rotaries:
+        output_map = maps[re.search(r"indexing_maps = \[.*?(#map\d*)\]", line).group(1)]
+        loops, stored = output_map.split(" -> ")
+        assert loops == stored, line  # an identity map
 
 
 def _attention(keys: int, k_transposed: bool, dynamic_keys: bool = False):

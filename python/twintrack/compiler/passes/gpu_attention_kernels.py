@@ -259,6 +259,7 @@ def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation,
             or not _overwrites(producer, buffer) or kernel_at not in block_ops \
             or not _free_outside(buffer, [producer, reader], block_ops, block_ops.index(producer),
                                  block_ops.index(kernel_at)) \
+            or (producer.name == "linalg.generic" and map_dims(indexing_maps(producer)[-1]) is None) \
             or (only_transposing and not _writes_transposing(producer)):
         return None
     keys_type = _transposed_type(ir.MemRefType(buffer.type))
@@ -289,24 +290,40 @@ def _transposed_type(memref_type: ir.MemRefType) -> ir.MemRefType:
 def _relay_keys(read: _Read) -> None:
     """Make `read.relaid` write K into a new buffer (allocated before it,
     of Kᵀ's sizes swapped; the caller frees it) instead of Kᵀ into
-    `read.copy`: its output and output map (a transpose's permutation)
-    swap their last two dims."""
+    `read.copy`: a transpose's permutation swaps its last two dims, a
+    generic's loops over them trade places (`_swap_stored_loops`)."""
     producer = read.relaid
     keys_type = _transposed_type(ir.MemRefType(read.copy.type))
     with ir.InsertionPoint(producer), producer.location:
         # The head dim is static: the run-time sizes keep their order.
         keys = memref.AllocOp(keys_type, list(defining_op(read.copy).operands), []).result
-    rank = keys_type.rank
     if producer.name == "linalg.transpose":
         permutation = list(ir.DenseI64ArrayAttr(producer.attributes["permutation"]))
         permutation[-2:] = permutation[:-3:-1]
         producer.attributes["permutation"] = ir.DenseI64ArrayAttr.get(permutation)
     else:
-        maps = [ir.AffineMapAttr.get(m) for m in indexing_maps(producer)]
-        maps[-1] = ir.AffineMapAttr.get(ir.AffineMap.get_permutation([*range(rank - 2), rank - 1, rank - 2]))
-        producer.attributes["indexing_maps"] = ir.ArrayAttr.get(maps)
+        _swap_stored_loops(producer)
     producer.operands[len(producer.operands) - 1] = keys
     read.argument = keys
+
+
+def _swap_stored_loops(generic: ir.Operation) -> None:
+    """Make an all-parallel generic writing Kᵀ write K into an output of its
+    last two dims swapped: its loops over those two dims trade places in
+    every input map (and linalg.index) while the output map stays, so the
+    innermost loop still runs along the output's rows, now K's (head dim)."""
+    maps = indexing_maps(generic)
+    first, second = map_dims(maps[-1])[-2:]
+    order = list(range(maps[-1].n_dims))
+    order[first], order[second] = second, first
+    swap = ir.AffineMap.get_permutation(order)
+    swapped = [ir.AffineMap.get(m.n_dims, m.n_symbols, [e.compose(swap) for e in m.results]) for m in maps[:-1]]
+    generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (*swapped, maps[-1])])
+    i64 = ir.IntegerType.get_signless(64)
+    for op in generic.regions[0].blocks[0].operations:
+        if op.operation.name == "linalg.index":
+            dim = ir.IntegerAttr(op.operation.attributes["dim"]).value
+            op.operation.attributes["dim"] = ir.IntegerAttr.get(i64, order[dim])
 
 
 def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:
