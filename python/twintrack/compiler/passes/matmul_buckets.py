@@ -34,12 +34,11 @@ def estimated_seconds(operands: MatmulOperands, tile, rows: int, target: GpuTarg
     at = replace(operands, m=rows)
     bm = getattr(tile, "bm", None)
     row_tiles = -(-rows // bm) if bm else 1
-    padded_rows = row_tiles * bm if bm else rows
-    columns = -(-at.n // tile.bn) * tile.bn if hasattr(tile, "bn") and bm else at.n
+    column_tiles = -(-at.n // tile.bn) if bm else 1
+    padded_rows, columns = (row_tiles * bm, column_tiles * tile.bn) if bm else (rows, at.n)
     batch = at.batch or 1
     flops = 2 * batch * padded_rows * columns * at.k
     size = element_bytes(at.in_element)
-    column_tiles = -(-at.n // tile.bn) if bm else 1
     moved = batch * (rows * at.k * size * column_tiles + at.n * at.k * size * row_tiles
                      + rows * at.n * element_bytes(at.out_element))
     blocks = tile_blocks([at], tile)
