@@ -215,6 +215,17 @@ def test_epilogue_inputs_are_loaded_before_their_stores(run_tool, tmp_path, arch
         assert max(loads_before_a_store) >= 8, (kernel["name"], loads_before_a_store)
 
 
+def test_a_horizontal_kernel_counts_each_matmul_once(run_tool, tmp_path):
+    """The Q, K and V projections in one grid: each block takes one matmul's
+    branch, so the kernel report counts each matmul's flops once."""
+    model = "python/twintrack/harness/at_scale.py:llama_layer?batch=1&seq=512&dim=512&heads=8&kv_heads=8&ffn=1376"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "-o", tmp_path / "l", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "l" / "manifest.json").read_text())["kernels"]
+    (horizontal,) = [k for k in kernels if " horizontal x" in k["path"]]
+    assert horizontal["flops"] == 2 * 512 * 512 * (3 * 512), horizontal["flops"]  # M x K x (N of Q, K and V)
+
+
 def test_validate_plan_finds_problems():
     plan = {"arguments": [{"shape": [4], "dtype": "float32"}],
             "steps": [{"op": "launch", "grid": [1, 1, 1], "block": [2048, 1, 1], "module": "m", "kernel": "k",

@@ -28,6 +28,7 @@ from ..._twintrack_cpp import nvvm_mma_shape
 KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the kernel report
 MEAN_TRIPS_ATTR = "twintrack.mean_trips"  # a loop's trips averaged over the blocks, where its bounds vary by block
 USEFUL_ATTR = "twintrack.useful_fraction"  # the share of a loop's work inside the data (ragged edges pad the rest)
+THEN_SHARE_ATTR = "twintrack.then_share"  # the share of the threads that take an scf.if's then side (the rest: else)
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
@@ -224,10 +225,14 @@ class KernelBuilder:
             scf.YieldOp([])
 
     @contextlib.contextmanager
-    def either(self, condition: ir.Value) -> Iterator[tuple[Callable, Callable]]:
+    def either(self, condition: ir.Value, then_share: float | None = None) -> Iterator[tuple[Callable, Callable]]:
         """An scf.if with an else block and no results: yields (then, else_),
-        context managers building each side."""
+        context managers building each side. `then_share`: the share of the
+        threads that take the then side, where it is known (for the kernel
+        report's counts)."""
         branch = scf.IfOp(condition, has_else=True)
+        if then_share is not None:
+            branch.operation.attributes[THEN_SHARE_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(then_share))
 
         @contextlib.contextmanager
         def side(block):

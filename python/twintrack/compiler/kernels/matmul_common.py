@@ -488,7 +488,8 @@ def _horizontal_branch(w: KernelBuilder, ids: LaunchIds, writers: list[TiledMatm
     if index == len(writers) - 1:
         _horizontal_body(w, ids, writers[index], operands[index], start)
         return
-    with w.either(w.less(ids.block_x, ends[index])) as (then, otherwise):
+    share = (ends[index] - start) / (ends[-1] - start)  # of the blocks that reach this branch
+    with w.either(w.less(ids.block_x, ends[index]), share) as (then, otherwise):
         with then():
             _horizontal_body(w, ids, writers[index], operands[index], start)
         with otherwise():

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ..kernels.builder import MEAN_TRIPS_ATTR, USEFUL_ATTR
+from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
@@ -52,23 +52,31 @@ def _trip_count(loop: ir.Operation) -> float:
 
 
 def _flops_per_thread(op: ir.Operation, multiplier: float = 1) -> float:
+    return sum(_flops_in_region(region, multiplier) for region in op.regions)
+
+
+def _flops_in_region(region: ir.Region, multiplier: float) -> float:
     total = 0
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                if child.name == "scf.for":
-                    total += _flops_per_thread(child, multiplier * _trip_count(child))
-                    continue
-                if child.name == "scf.if" and _is_leader_only(child):
-                    continue  # one thread per block folds the block's total: negligible
-                scalar_flops = elementwise_flops(child)
-                if scalar_flops:
-                    total += multiplier * scalar_flops
-                elif child.name in _MMA_THREADS:
-                    total += multiplier * _mma_flops_per_lane(child)
-                total += _flops_per_thread(child, multiplier)
+    for block in region.blocks:
+        for child in block.operations:
+            total += _flops_of(child.operation, multiplier)
     return total
+
+
+def _flops_of(child: ir.Operation, multiplier: float) -> float:
+    """One op's flops per thread, those of its regions included."""
+    if child.name == "scf.for":
+        return _flops_per_thread(child, multiplier * _trip_count(child))
+    if child.name == "scf.if" and _is_leader_only(child):
+        return 0  # one thread per block folds the block's total: negligible
+    if child.name == "scf.if" and THEN_SHARE_ATTR in child.attributes:  # each thread takes one side
+        share = ir.FloatAttr(child.attributes[THEN_SHARE_ATTR]).value
+        then, otherwise = (_flops_in_region(child.regions[k], multiplier) for k in (0, 1))
+        return share * then + (1 - share) * otherwise
+    scalar_flops = elementwise_flops(child)
+    own = multiplier * scalar_flops if scalar_flops else \
+        multiplier * _mma_flops_per_lane(child) if child.name in _MMA_THREADS else 0
+    return own + _flops_per_thread(child, multiplier)
 
 
 # Tensor-core ops and the threads that share one: a warp's mma.sync, a warpgroup's wgmma.
