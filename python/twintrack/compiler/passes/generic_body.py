@@ -7,11 +7,28 @@ from __future__ import annotations
 from mlir import ir
 
 from ..kernels.epilogue import BodyOp, Ref
-from .ir_helpers import defining_op
+from .ir_helpers import defining_op, nested_ops
 
 
 def indexing_maps(generic: ir.Operation) -> list:
     return [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
+
+
+def permute_loops(op: ir.Operation, order: list[int]) -> None:
+    """Reorder a linalg.generic's loops in place: new loop k is old loop
+    `order[k]`; its maps, iterator types and linalg.index ops follow."""
+    new_position = {old: new for new, old in enumerate(order)}
+    rank = len(order)
+    # Old dim d is new dim new_position[d]: substitute it into every map's results.
+    renaming = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(new_position[d]) for d in range(rank)])
+    maps = [ir.AffineMap.get(rank, m.n_symbols, [e.compose(renaming) for e in m.results]) for m in indexing_maps(op)]
+    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+    iterators = ir.ArrayAttr(op.attributes["iterator_types"])
+    op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[old] for old in order])
+    i64 = ir.IntegerType.get_signless(64)
+    for index in nested_ops(op, lambda o: o.name == "linalg.index"):
+        dim = ir.IntegerAttr(index.attributes["dim"]).value
+        index.attributes["dim"] = ir.IntegerAttr.get(i64, new_position[dim])
 
 
 def map_dims(affine_map) -> tuple[int, ...] | None:

@@ -53,7 +53,7 @@ from ..kernels.flash_attention import (
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
-from .generic_body import describe_body, indexing_maps, map_dims
+from .generic_body import describe_body, indexing_maps, map_dims, permute_loops
 from .gpu_matmul_kernels import MatmulSite, erase_site
 from .matmul_sites import b_is_transposed
 from .row_sites import row_groups
@@ -309,21 +309,16 @@ def _relay_keys(read: _Read) -> None:
 
 def _swap_stored_loops(generic: ir.Operation) -> None:
     """Make an all-parallel generic writing Kᵀ write K into an output of its
-    last two dims swapped: its loops over those two dims trade places in
-    every input map (and linalg.index) while the output map stays, so the
-    innermost loop still runs along the output's rows, now K's (head dim)."""
-    maps = indexing_maps(generic)
-    first, second = map_dims(maps[-1])[-2:]
-    order = list(range(maps[-1].n_dims))
-    order[first], order[second] = second, first
-    swap = ir.AffineMap.get_permutation(order)
-    swapped = [ir.AffineMap.get(m.n_dims, m.n_symbols, [e.compose(swap) for e in m.results]) for m in maps[:-1]]
-    generic.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (*swapped, maps[-1])])
-    i64 = ir.IntegerType.get_signless(64)
-    for op in generic.regions[0].blocks[0].operations:
-        if op.operation.name == "linalg.index":
-            dim = ir.IntegerAttr(op.operation.attributes["dim"]).value
-            op.operation.attributes["dim"] = ir.IntegerAttr.get(i64, order[dim])
+    last two dims swapped: its loops over those two dims trade places
+    (`permute_loops`) while its output map stays, so the innermost loop
+    still runs along the output's rows, now K's (head dim)."""
+    output_map = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))[-1]
+    stored = map_dims(ir.AffineMapAttr(output_map).value)
+    order = list(range(len(stored)))
+    order[stored[-2]], order[stored[-1]] = stored[-1], stored[-2]
+    permute_loops(generic, order)
+    maps = list(ir.ArrayAttr(generic.attributes["indexing_maps"]))
+    generic.attributes["indexing_maps"] = ir.ArrayAttr.get([*maps[:-1], output_map])
 
 
 def _last_writer_before(buffer: ir.Value, reader: ir.Operation, block_ops: list[ir.Operation]) -> ir.Operation | None:

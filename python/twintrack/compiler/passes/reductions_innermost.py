@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .generic_body import indexing_maps
+from .generic_body import permute_loops
 from .ir_helpers import PythonPass, nested_ops
 
 
@@ -35,21 +35,6 @@ def _iterators(op: ir.Operation) -> list[str]:
             for it in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
-def _reorder(op: ir.Operation, order: list[int]) -> None:
-    new_position = {old: new for new, old in enumerate(order)}
-    rank = len(order)
-    # Old dim d is new dim new_position[d]: substitute it into every map's results.
-    renaming = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(new_position[d]) for d in range(rank)])
-    maps = [ir.AffineMap.get(rank, m.n_symbols, [e.compose(renaming) for e in m.results]) for m in indexing_maps(op)]
-    op.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
-    iterators = ir.ArrayAttr(op.attributes["iterator_types"])
-    op.attributes["iterator_types"] = ir.ArrayAttr.get([iterators[old] for old in order])
-    i64 = ir.IntegerType.get_signless(64)
-    for index in nested_ops(op, lambda o: o.name == "linalg.index"):
-        dim = ir.IntegerAttr(index.attributes["dim"]).value
-        index.attributes["dim"] = ir.IntegerAttr.get(i64, new_position[dim])
-
-
 @dataclass(frozen=True)
 class ReductionsInnermost(PythonPass):
     name = "reductions-innermost"
@@ -58,4 +43,4 @@ class ReductionsInnermost(PythonPass):
         for op in nested_ops(module, lambda o: o.name == "linalg.generic"):
             order = innermost_order(_iterators(op))
             if order != sorted(order):
-                _reorder(op, order)
+                permute_loops(op, order)
