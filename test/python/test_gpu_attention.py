@@ -105,13 +105,16 @@ RAGGED = "python/twintrack/harness/at_scale.py:attention?batch=2&seq=197&head_di
 
 
 @pytest.mark.parametrize("dtype, options, generator", [
-    ("float16", "&heads=4", "mma.sync"), ("float16", "&heads=4&causal=1", "mma.sync"),
-    ("float16", "&heads=4&mask=1", "mma.sync"), ("bfloat16", "&heads=8&kv_heads=2", "mma.sync"),
+    ("float16", "&heads=4", "wgmma"), ("float16", "&heads=4&causal=1", "wgmma"),
+    ("float16", "&heads=4&mask=1", "wgmma"), ("bfloat16", "&heads=8&kv_heads=2", "wgmma"),
+    ("float16", "&heads=4&causal=1", "mma.sync"), ("bfloat16", "&heads=8&kv_heads=2", "mma.sync"),
     ("float32", "&heads=4", "simt")])
 def test_a_sequence_no_tile_divides_takes_the_flash_kernel(artifact, dtype, options, generator):
     """197 tokens (ViT's): the flash kernel masks its last query and key
-    tiles; the report counts the tokens' work, not the padded tiles'."""
-    kernels = _kernels(_gpu_artifact(artifact, RAGGED + options, dtype))
+    tiles; the report counts the tokens' work, not the padded tiles'. On
+    sm_90a f16 and bf16 take wgmma; without it (sm_90), mma.sync."""
+    flags = ("--arch", "sm_90") if generator == "mma.sync" else ()
+    kernels = _kernels(_gpu_artifact(artifact, RAGGED + options, dtype, *flags))
     assert [k["path"].split()[0] for k in kernels] == [f"flash-attention-{generator}"], kernels
     kernel = kernels[0]
     assert "masked edges" in kernel["path"] and kernel["spills"] == 0
@@ -128,7 +131,7 @@ def test_a_key_projection_writing_keys_transposed_writes_rows_instead(artifact):
     on the generic path."""
     outdir = _gpu_artifact(artifact, "python/twintrack/harness/at_scale.py:vit?batch=1&layers=1&image=224", "float16")
     kernels = _kernels(outdir)
-    assert sum(k["path"].startswith("flash-attention-mma.sync") for k in kernels) == 1
+    assert sum(k["path"].startswith("flash-attention-wgmma") for k in kernels) == 1
     assert not [k for k in kernels if k["path"] == "generic" and any("bmm" in op for op in k["source_ops"])]
     after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
     assert "memref<1x12x197x64xf16>" in after and "memref<1x12x64x197xf16>" not in after
@@ -156,6 +159,30 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
         output_map = maps[re.search(r"indexing_maps = \[.*?(#map\d*)\]", line).group(1)]
         loops, stored = output_map.split(" -> ")
         assert loops == stored, line  # an identity map
+
+
+@pytest.mark.parametrize("options", ["", "&causal=1"])
+def test_hopper_attention_runs_on_wgmma_with_scores_in_registers(artifact, options):
+    """f16 attention on sm_90a: one wgmma flash kernel of two warpgroups,
+    its registers held to two blocks an SM (.minnctapersm 2, at most 128);
+    Q·Kᵀ and P·V are wgmmas whose A (Q, then P) is in registers; the
+    report counts their flops (4·B·H·S²·D, the visible tiles' under the
+    causal mask) though they are written as PTX."""
+    model = "python/twintrack/harness/at_scale.py:attention?batch=2&heads=4&seq=512&head_dim=64" + options
+    outdir = _gpu_artifact(artifact, model, "float16")
+    kernels = _kernels(outdir)
+    assert len(kernels) == 1
+    assert kernels[0]["path"].startswith("flash-attention-wgmma 128x64x64/2 warpgroups/4 stages/2 blocks an SM")
+    kernel = kernels[0]
+    assert kernel["block"][0] == 256 and kernel["registers"] <= 128, kernel
+    ptx = next((outdir / "kernels").glob("*.ptx")).read_text()
+    assert ".minnctapersm 2" in ptx
+    register_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.f16\.f16 \{[^}]*\}, \{%r", ptx)
+    assert sorted(set(register_a)) == ["64"], register_a  # S: 64 keys; O: a head dim of 64
+    matmul_flops = 4 * 2 * 4 * 512 * 512 * 64
+    # Under the mask, the block of rows q0 … q0 + 127 stops at key q0 + 127.
+    share = sum(q0 + 128 for q0 in range(0, 512, 128)) / 4 / 512 if options else 1.0
+    assert share < kernel["flops"] / matmul_flops < share * 1.05, kernel["flops"] / matmul_flops
 
 
 def _attention(keys: int, k_transposed: bool, dynamic_keys: bool = False):

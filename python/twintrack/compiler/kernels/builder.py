@@ -29,6 +29,8 @@ KERNEL_PATH_ATTR = "twintrack.kernel_path"  # read by annotate-kernels for the k
 MEAN_TRIPS_ATTR = "twintrack.mean_trips"  # a loop's trips averaged over the blocks, where its bounds vary by block
 USEFUL_ATTR = "twintrack.useful_fraction"  # the share of a loop's work inside the data (ragged edges pad the rest)
 THEN_SHARE_ATTR = "twintrack.then_share"  # the share of the threads that take an scf.if's then side (the rest: else)
+WGMMA_SHAPE_ATTR = "twintrack.wgmma_shape"  # on a wgmma written as PTX (A in registers): its m x n x k
+BLOCKS_PER_SM_ATTR = "twintrack.blocks_per_sm"  # on an op of a kernel's body: the resident blocks it is built for
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
@@ -223,6 +225,18 @@ class KernelBuilder:
         with ir.InsertionPoint(guarded.then_block):
             yield
             scf.YieldOp([])
+
+    def choose(self, condition: ir.Value, types: Sequence[ir.Type], then_values: Callable[[], list[ir.Value]],
+               else_values: Callable[[], list[ir.Value]], then_share: float | None = None) -> list[ir.Value]:
+        """The values (of `types`) `then_values()` or `else_values()` builds,
+        by `condition`: an scf.if with results. `then_share` as for `either`."""
+        branch = scf.IfOp(condition, list(types), has_else=True)
+        if then_share is not None:
+            branch.operation.attributes[THEN_SHARE_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(then_share))
+        for block, make in ((branch.then_block, then_values), (branch.else_block, else_values)):
+            with ir.InsertionPoint(block):
+                scf.YieldOp(make())
+        return list(branch.results)
 
     @contextlib.contextmanager
     def either(self, condition: ir.Value, then_share: float | None = None) -> Iterator[tuple[Callable, Callable]]:

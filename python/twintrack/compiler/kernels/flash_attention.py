@@ -51,7 +51,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, memref, nvgpu, nvvm, vector
 from mlir.dialects import math as mlir_math
 
-from ..target import gpu_target
+from ..target import DEFAULT_ARCH, gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
@@ -68,6 +68,7 @@ from .matmul_common import (
 )
 from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, accumulator_type, b_fragments, mma
 from .simt_matmul import outer_product_update, transposing_store
+from .wgmma_matmul import ATOM_BYTES
 
 NEGATIVE_INFINITY = float("-inf")
 LOG2_E = 1.4426950408889634
@@ -196,10 +197,15 @@ class FlashTileConfig:
     lookahead: bool = False
     staged_store: bool = False
     flushing_exp2: bool = True
+    warpgroups: int = 0  # wgmma (sm_90a): BM = 64 rows a warpgroup; 0: mma.sync or CUDA cores
+    blocks_per_sm: int = 1  # the resident blocks its registers are held to (nvvm.minctasm)
 
     def __post_init__(self):
         if self.lookahead and self.stages < 3:
             raise ValueError(f"flash schedule {self}: scores a tile ahead need a ring of 3 buffers or more")
+        if self.warpgroups and (self.bm != 64 * self.warpgroups or self.stages < 3 or self.head_dim % 64):
+            raise ValueError(f"flash schedule {self}: wgmma takes 64 rows a warpgroup, a ring of 3 buffers "
+                             "or more and a head dim of whole 128-byte rows")
 
     @property
     def bn(self) -> int:  # the output tile's width: the whole head (one block column)
@@ -214,19 +220,25 @@ class FlashTileConfig:
         return WARP * self.bm // MMA_M if self.tensor_cores else self.bm // self.tm * self.lanes
 
     def label(self) -> str:
+        if self.warpgroups:
+            return f"{self.bm}x{self.keys}x{self.head_dim}/{self.warpgroups} warpgroups/{self.stages} stages" + \
+                (f"/{self.blocks_per_sm} blocks an SM" if self.blocks_per_sm > 1 else "")
         return f"{self.bm}x{self.keys}x{self.head_dim}" + ("" if self.tensor_cores else f"/{self.tm}x{self.lanes}")
 
 
-def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
+def choose_flash_tile(attention: AttentionOperands, arch: str = DEFAULT_ARCH) -> FlashTileConfig | None:
     """The tile for this attention: tensor cores for f16/bf16 whose head dim
-    takes m16n8k16 steps, CUDA cores otherwise; None where the keys, ragged
-    or known only at run time, run along a vector (Kᵀ stored, or Vᵀ)."""
+    takes m16n8k16 steps (wgmma where `arch` has it and `_wgmma_tile`
+    finds one), CUDA cores otherwise; None where the keys, ragged or known
+    only at run time, run along a vector (Kᵀ stored, or Vᵀ)."""
     d, element = attention.head_dim, attention.values.in_element
     keys_in_rows = attention.scores.b_transposed and not attention.values.b_transposed
     if (attention.keys % 16 or attention.keys_open) and not keys_in_rows:
         return None
     bm = _edge_tile(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
+        if gpu_target().has("wgmma", arch) and (wgmma := _wgmma_tile(attention)) is not None:
+            return wgmma
         # Static shared memory holds Q and a ring of two K and V tiles at least.
         fitting = tuple(t for t in (64, 32, 16) if _mma_shared_bytes(bm, t, d, 2) <= gpu_target().static_shared_bytes)
         if not fitting:
@@ -244,6 +256,37 @@ def choose_flash_tile(attention: AttentionOperands) -> FlashTileConfig | None:
         return None
     tm = min(4, bm * lanes // WARP)  # rows per thread: fewer on small tiles, so a block is a warp at least
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
+
+
+# The wgmma kernel's keys a step: a thread's scores and P (48 registers)
+# leave room for O and Q (head dim / 2 and / 4) within 128 registers at a
+# head dim of 64, so two blocks of two warpgroups share an SM.
+WGMMA_FLASH_KEYS = 64
+WGMMA_FLASH_MAX_STAGES = 4
+
+
+def _wgmma_tile(attention: AttentionOperands) -> FlashTileConfig | None:
+    """The wgmma kernel's tile: 128 query rows (64 where that pads a ragged
+    end less), two warpgroups; K and V tiles of `WGMMA_FLASH_KEYS` keys in a
+    ring of 3 or 4 in dynamic shared memory, two blocks an SM where their
+    shared memory fits (a head dim of 64). None where it does not apply: a
+    head dim of no whole 128-byte rows, keys not K's rows, Vᵀ stored, or
+    sizes known only at run time (the mma.sync kernel takes those)."""
+    a, d = attention, attention.head_dim
+    if d % 64 or d > 128 or not a.scores.b_transposed or a.values.b_transposed or a.open_sizes:
+        return None
+    target, size = gpu_target(), element_bytes(a.values.in_element)
+    bm, keys = _edge_tile(a.queries, (128, 64)), WGMMA_FLASH_KEYS
+    fixed = bm * (d + ROW_PAD) * size + ATOM_BYTES  # Q's tile and the ring's alignment
+    for blocks in (2, 1):
+        room = min(target.shared_bytes_per_sm // blocks - target.reserved_shared_bytes,
+                   target.shared_bytes_per_block) - fixed
+        stages = min(WGMMA_FLASH_MAX_STAGES, room // (2 * keys * d * size))
+        if stages >= 3:
+            return FlashTileConfig(bm, keys, d, tensor_cores=True, stages=stages,
+                                   staged_store=_stores_staged(attention), warpgroups=bm // 64,
+                                   blocks_per_sm=blocks)
+    return None
 
 
 def _ring_stages(attention: AttentionOperands, bm: int, keys: int) -> int:
@@ -357,7 +400,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
             self.masking = False
             self.kernel_body()
         return build_launch(before, kernel, self.path, self._launch_grid(before, operands.q), self.threads, body,
-                            self.path, self.workgroup_types())
+                            self.path, self.workgroup_types(), self.dynamic_shared_bytes())
 
     def _launch_grid(self, before: ir.Operation, q: ir.Value) -> tuple[int | ir.Value, ...]:
         """(1, query tiles, batch), counted on the host before the launch
@@ -388,6 +431,16 @@ class FlashAttentionWriter(TiledMatmulWriter):
         if a.keys_open:
             self.k_edge = memref.dim(k, w.index(a.slices[1].tile_dim(a.keys_dim)))
             self.k_end = w.mul(arith.ceildivui(self.k_edge, w.index(self.cfg.keys)), self.cfg.keys)
+
+    def first_query_row(self) -> ir.Value:
+        """The block's first query row. Under a causal mask the blocks take
+        the query tiles last first: those with the most key tiles start
+        first, and the short ones fill the last wave."""
+        w, cfg = self.w, self.cfg
+        if self.reach is None:
+            return w.mul(self.block_m, cfg.bm)
+        last = -(-self.attention.queries // cfg.bm) - 1
+        return w.mul(arith.subi(w.index(last), self.block_m), cfg.bm)
 
     def mark_useful_work(self, loop) -> None:
         if not self.attention.open_sizes:  # the share is known at compile time only
@@ -588,7 +641,7 @@ class SimtFlashWriter(FlashAttentionWriter):
         self.lane = w.rem(self.tid, cfg.lanes)
         self.key0 = w.mul(self.lane, self.tn)                  # its first key within a key tile
         self.col0 = w.mul(self.lane, self.to)                  # its first output column
-        self.m0 = w.mul(self.block_m, cfg.bm)
+        self.m0 = self.first_query_row()
         self.operand_tiles()
         width = min(self.vec, cfg.head_dim)
         store_q = transposing_store(w, self.q_shared, width)
@@ -696,8 +749,8 @@ class MmaFlashWriter(FlashAttentionWriter):
     (`_key_ring`). The exponentials are exp2 with log2(e) folded into one
     FMA per score; K's and V's fragments come two per ldmatrix."""
 
-    def __init__(self, attention: AttentionOperands, config: FlashTileConfig):
-        super().__init__(attention, config, "flash-attention-mma.sync")
+    def __init__(self, attention: AttentionOperands, config: FlashTileConfig, kind: str = "flash-attention-mma.sync"):
+        super().__init__(attention, config, kind)
         cfg, d = config, config.head_dim
         self.q_smem = self.shared(cfg.bm, d + ROW_PAD)
         self.k_shape, self.v_shape = _k_shape(attention, cfg.keys), _v_shape(attention, cfg.keys)
@@ -726,25 +779,15 @@ class MmaFlashWriter(FlashAttentionWriter):
         w, cfg = self.w, self.cfg
         self.q_shared, self.k_shared, self.v_shared = self.shared
         lane = w.rem(self.tid, WARP)
-        self.m0 = w.mul(self.block_m, cfg.bm)
+        self.m0 = self.first_query_row()
         self.warp_row = w.mul(w.div(self.tid, WARP), MMA_M)
         self.c_row, self.c_col = accumulator_position(w, lane)
         end = self.key_end()
-        self.operand_tiles()
-        self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared, w.index(0),
-                         None, self.m_edge)
-        nvvm.CpAsyncCommitGroupOp()
-        static_end = isinstance(self.k_end, int) and end == w.index(self.k_end)
-        for stage in range(self.stages - 1):  # the first tiles' copies; none past the end
-            past = stage * cfg.keys >= self.k_end if static_end else None
-            self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
-            nvvm.CpAsyncCommitGroupOp()
+        self.copy_first_tiles(end)
         # Q's copies (and, looking ahead, the first key tile's) must have landed.
         nvvm.CpAsyncWaitGroupOp(self.stages - 2 if self.lookahead else self.stages - 1)
         self.barrier()
-        self.q_fragments = [self.scaled_q(a_fragment(w, self.q_shared, self.warp_row, w.index(kk)),
-                                          self._fragment_type(4))
-                            for kk in range(0, cfg.head_dim, MMA_K)]
+        self.q_fragments = self.query_fragments()
         zero = w.constant(0.0, accumulator_type())
         accumulators = [zero] * (self.output_tiles + 1) + [w.constant(NEGATIVE_INFINITY, "f32")] * 2
         if self.lookahead:
@@ -762,6 +805,26 @@ class MmaFlashWriter(FlashAttentionWriter):
         results = results[:self.carried]
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(results)
+
+    def copy_first_tiles(self, end: ir.Value) -> None:
+        """cp.async Q's tile, then the first `stages` - 1 K and V tiles (none
+        past the block's keys, which end at `end`), a commit group each."""
+        w, cfg = self.w, self.cfg
+        self.operand_tiles()
+        self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared,
+                         self._padded_place(cfg.head_dim, w.index(0)), None, self.m_edge)
+        nvvm.CpAsyncCommitGroupOp()
+        static_end = isinstance(self.k_end, int) and end == w.index(self.k_end)
+        for stage in range(self.stages - 1):
+            past = stage * cfg.keys >= self.k_end if static_end else None
+            self._copy_keys(w.index(stage * cfg.keys), w.index(stage), end, past)
+            nvvm.CpAsyncCommitGroupOp()
+
+    def query_fragments(self) -> list[ir.Value]:
+        """This warp's 16 rows of Q (scaled), as A fragments, one per 16 of the head dim."""
+        w = self.w
+        return [self.scaled_q(a_fragment(w, self.q_shared, self.warp_row, w.index(kk)), self._fragment_type(4))
+                for kk in range(0, self.cfg.head_dim, MMA_K)]
 
     def _key_ring(self, start: ir.Value, stop: ir.Value, end: ir.Value, accumulators: list[ir.Value],
                   mean_trips: float | None) -> list[ir.Value]:
@@ -799,14 +862,9 @@ class MmaFlashWriter(FlashAttentionWriter):
         `past`: the tile is past the end (None: known only at run time, then
         a copy past `end` reads key 0 and writes zeros)."""
         w, a = self.w, self.attention
-        if past is None:
-            inside = w.less(key, end)
-            elements = arith.select(inside, w.index(self.vec), w.index(0))
-            key = arith.select(inside, key, w.index(0))
-        elif past:
+        if past:
             return
-        else:
-            elements = None
+        key, elements = self.key_copy_source(key, end, past)
         zero = w.index(0)
         k_origin = (key, zero) if a.scores.b_transposed else (zero, key)
         v_origin = (zero, key) if a.values.b_transposed else (key, zero)
@@ -815,13 +873,30 @@ class MmaFlashWriter(FlashAttentionWriter):
                                               (v_tile, self.v_shape, v_origin, self.v_shared)):
             tile = (shape[0], shape[1] - ROW_PAD)
             # Ragged keys are K's and V's rows (`choose_flash_tile`).
-            self._copy_async(source, tile, origin, buffer, w.mul(stage, shape[0]), elements, self.k_edge)
+            self._copy_async(source, tile, origin, buffer, self._padded_place(tile[1], w.mul(stage, shape[0])),
+                             elements, self.k_edge)
+
+    def key_copy_source(self, key: ir.Value, end: ir.Value, past: bool | None) -> tuple[ir.Value, ir.Value | None]:
+        """The key a tile's copies read from, and the elements each reads (None:
+        all): where it is not known whether the tile is `past` the end, one past it reads key 0 and writes zeros."""
+        if past is not None:
+            return key, None
+        inside = self.w.less(key, end)
+        return arith.select(inside, key, self.w.index(0)), arith.select(inside, self.w.index(self.vec), self.w.index(0))
+
+    def _padded_place(self, cols: int, row0: ir.Value) -> Callable[[ir.Value], tuple[ir.Value, ir.Value, list]]:
+        """Where copy `flat` of a tile `cols` wide goes in a padded buffer, from its row `row0`."""
+        def place(flat: ir.Value):
+            row, col = vector_position(self.w, flat, cols, self.vec)
+            return row, col, [self.w.add(row0, row), col]
+        return place
 
     def _copy_async(self, source: ir.Value, tile: tuple[int, int], origin: tuple[ir.Value, ir.Value],
-                    buffer: ir.Value, row0: ir.Value, elements: ir.Value | None,
-                    rows_end: int | ir.Value | None) -> None:
-        """A tile of `source` at `origin` into `buffer` from row `row0`, 16
-        bytes per copy, consecutive threads along a row (coalesced);
+                    buffer: ir.Value, place: Callable[[ir.Value], tuple[ir.Value, ir.Value, list]],
+                    elements: ir.Value | None, rows_end: int | ir.Value | None) -> None:
+        """A tile of `source` at `origin` into `buffer`, 16 bytes per copy,
+        consecutive threads along a row (coalesced), copy `flat` at the
+        (row, col) of the tile and the buffer indices `place(flat)` gives;
         `elements` of each copy read (the rest zero), or all; rows from
         `rows_end` on (a ragged edge) read as zeros, from the last row's place."""
         w = self.w
@@ -830,14 +905,14 @@ class MmaFlashWriter(FlashAttentionWriter):
         for first in range(0, copies, self.threads):
             flat = w.add(self.tid, w.index(first)) if first else self.tid
             with w.only_if(self.thread_guard(flat, first, copies)):  # a tile smaller than the block
-                row, col = vector_position(w, flat, cols, self.vec)
+                row, col, target = place(flat)
                 source_row, count = w.add(origin[0], row), elements
                 if rows_end is not None:
                     inside = w.less(source_row, rows_end)
                     count = arith.select(inside, w.index(self.vec) if count is None else count, w.index(0))
                     source_row = arith.minui(source_row, self._last_place(rows_end, 1))
                 at = self.at(source_row, w.add(origin[1], col))
-                nvgpu.DeviceAsyncCopyOp(buffer, [w.add(row0, row), col], source, at,
+                nvgpu.DeviceAsyncCopyOp(buffer, target, source, at,
                                         ir.IntegerAttr.get(ir.IndexType.get(), self.vec), srcElements=count,
                                         bypassL1=True)
 
@@ -975,7 +1050,10 @@ class MmaFlashWriter(FlashAttentionWriter):
 
 
 def flash_writer(attention: AttentionOperands, config: FlashTileConfig) -> FlashAttentionWriter:
-    """The generator for this attention and tile: tensor cores or CUDA cores."""
+    """The generator for this attention and tile: wgmma, mma.sync or CUDA cores."""
+    from .wgmma_flash_attention import WgmmaFlashWriter  # it builds on this module's writers
+    if config.warpgroups:
+        return WgmmaFlashWriter(attention, config)
     return (MmaFlashWriter if config.tensor_cores else SimtFlashWriter)(attention, config)
 
 

@@ -72,8 +72,8 @@ def mma(w: KernelBuilder, t: str, a: ir.Value, b: ir.Value, acc: ir.Value) -> ir
     32-bit operands)."""
     if t == "f16":
         return nvgpu.mma_sync(accumulator_type(), a, b, acc, [MMA_M, MMA_N, MMA_K])
-    a_regs = [_register(w, a, i) for i in range(4)]
-    b_regs = [_register(w, b, i) for i in range(2)]
+    a_regs = [fragment_register(w, a, i) for i in range(4)]
+    b_regs = [fragment_register(w, b, i) for i in range(2)]
     c = [vector.extract(acc, [], [i, j]) for i in range(2) for j in range(2)]
     f32 = ir.F32Type.get()
     result_type = llvm.StructType.get_literal([f32] * 4)
@@ -88,7 +88,7 @@ def mma(w: KernelBuilder, t: str, a: ir.Value, b: ir.Value, acc: ir.Value) -> ir
     return result
 
 
-def _register(w: KernelBuilder, fragment: ir.Value, index: int) -> ir.Value:
+def fragment_register(w: KernelBuilder, fragment: ir.Value, index: int) -> ir.Value:
     """The 32-bit register holding pair `index` of an ldmatrix fragment."""
     word = vector.bitcast(vector_of(1, "i32"), vector.extract(fragment, [], [index]))
     return vector.extract(word, [], [0])

@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 
-from .builder import mma_shape, vector_of, workgroup_memref
+from .builder import WGMMA_SHAPE_ATTR, KernelBuilder, mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
 from .window_read import WindowRead
 from .matmul_common import (
@@ -68,6 +68,7 @@ WGMMA_M = 64
 WGMMA_K_BYTES = 32         # the K of one wgmma: 16 f16 or 8 tf32
 SWIZZLE_BYTES = 128        # one swizzled row; BK is one row of K
 ATOM_ROWS = 8              # rows per swizzle atom (1024 bytes)
+ROW_CHUNKS = SWIZZLE_BYTES // 16  # 16-byte chunks in a swizzled row
 ATOM_BYTES = SWIZZLE_BYTES * ATOM_ROWS
 N_ATOM_ELEMENTS = 64       # an N-major atom's width (16-bit elements only)
 
@@ -80,6 +81,93 @@ SWIZZLE_128B_MODE = 1 << 62
 
 def _descriptor_bits(leading_bytes: int, stride_bytes: int) -> int:
     return SWIZZLE_128B_MODE | (stride_bytes >> 4) << 32 | (leading_bytes >> 4) << 16
+
+
+def matrix_descriptor(w: KernelBuilder, address: ir.Value, leading_bytes: int, stride_bytes: int) -> ir.Value:
+    """The 64-bit wgmma descriptor of a 128-byte-swizzled operand at shared `address` (an index)."""
+    i64 = ir.IntegerType.get_signless(64)
+    start = arith.shrui(arith.index_cast(i64, address), w.constant(4, i64))
+    return arith.ori(start, w.constant(_descriptor_bits(leading_bytes, stride_bytes), i64))
+
+
+def advance_descriptor(w: KernelBuilder, descriptor: ir.Value, byte_offset: int) -> ir.Value:
+    """A descriptor whose start is `byte_offset` bytes further (a multiple of 16)."""
+    if byte_offset == 0:
+        return descriptor
+    return arith.addi(descriptor, w.constant(byte_offset >> 4, ir.IntegerType.get_signless(64)))
+
+
+def descriptor_at_stage(w: KernelBuilder, descriptor: ir.Value, stage: ir.Value, stage_bytes: int) -> ir.Value:
+    """Stage 0's descriptor moved to ring stage `stage` (run-time) of `stage_bytes` each."""
+    units = arith.index_cast(ir.IntegerType.get_signless(64), w.mul(stage, stage_bytes // 16))
+    return arith.addi(descriptor, units)
+
+
+@dataclass(frozen=True)
+class AlignedSharedMemory:
+    """Dynamic shared memory from its first 1024-byte boundary (the swizzle
+    is a function of the address bits; `ATOM_BYTES` more must be asked
+    for): `raw` the whole of it, `start` the boundary's offset in it (bytes),
+    `address` the boundary's shared address."""
+    raw: ir.Value
+    start: ir.Value
+    address: ir.Value
+
+    @staticmethod
+    def take(w: KernelBuilder) -> AlignedSharedMemory:
+        raw = gpu.dynamic_shared_memory(workgroup_memref([ir.ShapedType.get_dynamic_size()], "i8"))
+        base = memref.extract_aligned_pointer_as_index(raw)
+        aligned = arith.andi(w.add(base, w.index(ATOM_BYTES - 1)), w.index(-ATOM_BYTES))
+        return AlignedSharedMemory(raw, arith.subi(aligned, base), aligned)
+
+    def view(self, w: KernelBuilder, offset: int, shape: list[int], element: str) -> ir.Value:
+        """A buffer of `shape` x `element` at `offset` bytes past the boundary."""
+        return memref.view(workgroup_memref(shape, element), self.raw, w.add(self.start, offset), [])
+
+
+def swizzled_place(w: KernelBuilder, flat: ir.Value, rows: int, cols: int,
+                   element_bytes_: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """16-byte chunk `flat` of a rows x cols tile (row by row): its (row,
+    col) and its element offset in the tile's 128-byte-swizzled layout. A
+    row wider than 128 bytes continues in the next atom column, rows x 128
+    bytes further."""
+    chunk_elements, row_elements = VECTOR_BYTES // element_bytes_, SWIZZLE_BYTES // element_bytes_
+    row, col = vector_position(w, flat, cols, chunk_elements)
+    chunk = w.div(col, chunk_elements)
+    column = w.mul(w.div(chunk, ROW_CHUNKS), rows * row_elements)
+    return row, col, w.add(column, swizzled_offset(w, row, w.rem(chunk, ROW_CHUNKS), element_bytes_))
+
+
+def swizzled_offset(w: KernelBuilder, row: ir.Value, chunk: ir.Value, element_bytes_: int) -> ir.Value:
+    """The element offset of 16-byte chunk `chunk` (0-7) of swizzled row `row`."""
+    within = arith.xori(chunk, w.rem(row, ATOM_ROWS))
+    return w.add(w.mul(row, SWIZZLE_BYTES // element_bytes_), w.mul(within, VECTOR_BYTES // element_bytes_))
+
+
+def wgmma_with_registers_a(w: KernelBuilder, acc: ir.Value, a_registers: list[ir.Value], b: ir.Value, n: int,
+                           element: str, b_transposed_by_wgmma: bool, accumulate: bool = True) -> ir.Value:
+    """acc (+)= A·B on one m64nNk16 tile (f16 or bf16, f32 accumulators,
+    `acc` a struct of N/2), A from registers: this warp's 16 x 16 slice
+    of A as mma.sync's A fragment (4 registers of 2 elements), B through
+    its descriptor `b` (N-major where `b_transposed_by_wgmma`). The nvvm
+    dialect's wgmma takes A only through a descriptor, so this is its PTX
+    with A in registers; accumulators are tied operands, as that op's
+    lowering writes them. `accumulate` false: acc is not read."""
+    registers = n // 2
+    f32 = ir.F32Type.get()
+    outputs = ", ".join(f"${i}" for i in range(registers))
+    a = ", ".join(f"${registers + i}" for i in range(4))
+    ptx = ("{\n.reg .pred p;\n"
+           f"setp.ne.b32 p, ${registers + 5}, 0;\n"
+           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{element}.{element} "
+           f"{{{outputs}}}, {{{a}}}, ${registers + 4}, p, 1, 1, {int(b_transposed_by_wgmma)};\n}}")
+    constraints = ",".join(["=f"] * registers + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(registers)])
+    operands = [*a_registers, b, w.constant(int(accumulate), "i32")] + \
+        [llvm.extractvalue(f32, acc, [i]) for i in range(registers)]
+    op = llvm.InlineAsmOp(llvm.StructType.get_literal([f32] * registers), operands, ptx, constraints,
+                          has_side_effects=True)
+    op.attributes[WGMMA_SHAPE_ATTR] = mma_shape(WGMMA_M, n, 16)
+    return op.result
 
 
 @dataclass(frozen=True)
@@ -182,30 +270,20 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ shared memory
     def _ring(self) -> None:
-        """The stage ring: dynamic shared memory from its first 1024-byte
-        boundary, as one buffer of the operand type (`ring`) for the copies,
-        and the descriptors of stage 0 for the wgmmas."""
+        """The stage ring (`ring`, for the copies) and the descriptors of stage 0 (for the wgmmas)."""
         w = self.w
-        raw = gpu.dynamic_shared_memory(workgroup_memref([ir.ShapedType.get_dynamic_size()], "i8"))
-        base = memref.extract_aligned_pointer_as_index(raw)
-        aligned = arith.andi(w.add(base, w.index(ATOM_BYTES - 1)), w.index(-ATOM_BYTES))
-        shift = arith.subi(aligned, base)
-        ring_type = workgroup_memref([self.cfg.stages * self.stage_elements], self.ops.in_element)
-        self.ring = memref.view(ring_type, raw, shift, [])
+        shared = AlignedSharedMemory.take(w)
+        self.ring, aligned = shared.view(w, 0, [self.cfg.stages * self.stage_elements], self.ops.in_element), \
+            shared.address
         # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
         warpgroup = w.div(self.tid, WARPGROUP)
         a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))
         b_start = w.add(aligned, w.index(self.a_elements * self.element_bytes))
         # K-major: the leading offset is unused with a swizzle (the K of one
         # wgmma stays in a row); the stride is from one 8-row atom to the next.
-        self.a_descriptor = self._descriptor(a_start, _descriptor_bits(16, ATOM_BYTES))
-        self.b_descriptor = self._descriptor(b_start, _descriptor_bits(
-            16 if self.b_k_major else self.cfg.bk * SWIZZLE_BYTES, ATOM_BYTES))
-
-    def _descriptor(self, address: ir.Value, bits: int) -> ir.Value:
-        w, i64 = self.w, ir.IntegerType.get_signless(64)
-        start = arith.shrui(arith.index_cast(i64, address), w.constant(4, i64))
-        return arith.ori(start, w.constant(bits, i64))
+        self.a_descriptor = matrix_descriptor(w, a_start, 16, ATOM_BYTES)
+        self.b_descriptor = matrix_descriptor(w, b_start, 16 if self.b_k_major else self.cfg.bk * SWIZZLE_BYTES,
+                                              ATOM_BYTES)
 
     # ------------------------------------------------------------ copies
     def _copy_stage(self, k: ir.Value, stage: ir.Value, inside: ir.Value | None) -> None:
@@ -261,18 +339,9 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         chunks = rows * cols // chunk_elements
         for first in range(0, chunks, self.threads):
             flat = w.add(self.tid, w.index(first)) if first else self.tid
-            row, col = vector_position(w, flat, cols, chunk_elements)
-            chunk = w.div(col, chunk_elements)
-            column = w.mul(w.div(chunk, 8), rows * self.row_elements)
-            target = w.add(w.add(origin, column), self._swizzled(row, w.rem(chunk, 8)))
-            self._async_copy(source, (w.add(at[0], row), w.add(at[1], col)), target, chunk_elements, step,
-                             limits, bypass_l1=True, window=window)
-
-    def _swizzled(self, row: ir.Value, chunk: ir.Value) -> ir.Value:
-        """The element offset of 16-byte chunk `chunk` of swizzled row `row`."""
-        w = self.w
-        within = arith.xori(chunk, w.rem(row, ATOM_ROWS))
-        return w.add(w.mul(row, self.row_elements), w.mul(within, self.chunk_elements))
+            row, col, offset = swizzled_place(w, flat, rows, cols, self.element_bytes)
+            self._async_copy(source, (w.add(at[0], row), w.add(at[1], col)), w.add(origin, offset), chunk_elements,
+                             step, limits, bypass_l1=True, window=window)
 
     def _copy_transposing(self, k: ir.Value, origin: ir.Value, step: _StepCopies) -> None:
         """B's BK x BN tile at (k, n0), K x N in memory, into the K-major
@@ -287,7 +356,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             k_group = w.rem(group, k_groups)
             kk = w.add(w.mul(k_group, self.chunk_elements), w.div(lane, 8))
             n = w.add(w.mul(w.div(group, k_groups), 8), w.rem(lane, 8))
-            target = w.add(w.add(origin, self._swizzled(n, k_group)), w.div(lane, 8))
+            target = w.add(w.add(origin, swizzled_offset(w, n, k_group, self.element_bytes)), w.div(lane, 8))
             self._async_copy(self.b, (w.add(k, kk), w.add(self.n0, n)), target, 1, step, self.b_limits(),
                              bypass_l1=False)
 
@@ -316,10 +385,9 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
     def _multiply(self, stage: ir.Value, acc: ir.Value) -> ir.Value:
         """This warpgroup's wgmmas on ring stage `stage`, committed as one group."""
         w, cfg, wgmma_k = self.w, self.cfg, self.wgmma_k
-        i64 = ir.IntegerType.get_signless(64)
-        stage_units = arith.index_cast(i64, w.mul(stage, self.stage_elements * self.element_bytes // 16))
-        a_base = arith.addi(self.a_descriptor, stage_units)
-        b_base = arith.addi(self.b_descriptor, stage_units)
+        stage_bytes = self.stage_elements * self.element_bytes
+        a_base = descriptor_at_stage(w, self.a_descriptor, stage, stage_bytes)
+        b_base = descriptor_at_stage(w, self.b_descriptor, stage, stage_bytes)
         # B N-major reads K rows: 16 of K is two atoms further (wgmma transposes it).
         b_layout, b_step = (nvvm.MMALayout.col, WGMMA_K_BYTES) if self.b_k_major \
             else (nvvm.MMALayout.row, wgmma_k * SWIZZLE_BYTES)
@@ -328,19 +396,14 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         for kk in range(0, cfg.bk, wgmma_k):
             # Along K inside a swizzled row the start address moves by
             # 32 bytes; the hardware swizzles the address it computes.
-            a = self._advance(a_base, kk * self.element_bytes)
-            b = self._advance(b_base, kk // wgmma_k * b_step)
+            a = advance_descriptor(self.w, a_base, kk * self.element_bytes)
+            b = advance_descriptor(self.w, b_base, kk // wgmma_k * b_step)
             acc = nvvm.WgmmaMmaAsyncOp(self.acc_type(), acc, a, b, mma_shape(WGMMA_M, cfg.bn, wgmma_k),
                                        operand_type, operand_type, nvvm.WGMMATypes.f32, nvvm.WGMMAScaleOut.one,
                                        nvvm.WGMMAScaleIn.one, nvvm.WGMMAScaleIn.one, nvvm.MMALayout.row,
                                        b_layout).result
         nvvm.WgmmaGroupSyncAlignedOp()
         return acc
-
-    def _advance(self, descriptor: ir.Value, byte_offset: int) -> ir.Value:
-        if byte_offset == 0:
-            return descriptor
-        return arith.addi(descriptor, self.w.constant(byte_offset >> 4, ir.IntegerType.get_signless(64)))
 
     # ------------------------------------------------------------ accumulators
     def _positions(self) -> list[tuple[int, ir.Value, ir.Value]]:

@@ -39,6 +39,7 @@ PASSES = {
     "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
     "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
     "grouped-reshapes": ("grouped_reshapes", "GroupedReshapes"),
+    "kernel-occupancy": ("kernel_occupancy", "KernelOccupancy"),
     "gpu-serial-kernels": ("gpu_serial_kernels", "GpuSerialKernels"),
     "half-opmath": ("half_precision", "HalfOpmath"),
     "largest-buffer": ("largest_buffer", "LargestBuffer"),

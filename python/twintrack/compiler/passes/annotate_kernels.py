@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR
+from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR, WGMMA_SHAPE_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
@@ -75,7 +75,7 @@ def _flops_of(child: ir.Operation, multiplier: float) -> float:
         return share * then + (1 - share) * otherwise
     scalar_flops = elementwise_flops(child)
     own = multiplier * scalar_flops if scalar_flops else \
-        multiplier * _mma_flops_per_lane(child) if child.name in _MMA_THREADS else 0
+        multiplier * _mma_flops_per_lane(child) if _is_mma(child) else 0
     return own + _flops_per_thread(child, multiplier)
 
 
@@ -83,13 +83,25 @@ def _flops_of(child: ir.Operation, multiplier: float) -> float:
 _MMA_THREADS = {"nvgpu.mma.sync": 32, "nvvm.mma.sync": 32, "nvvm.wgmma.mma_async": 128}
 
 
+def _is_mma(op: ir.Operation) -> bool:
+    return op.name in _MMA_THREADS or (op.name == "llvm.inline_asm" and WGMMA_SHAPE_ATTR in op.attributes)
+
+
 def _mma_flops_per_lane(mma: ir.Operation) -> int:
-    """An m x n x k mma.sync or wgmma: 2mnk flops, shared by its warp's or warpgroup's threads."""
-    if mma.name.startswith("nvvm."):  # shape = #nvvm.shape<m = 16, n = 8, k = 16>
-        m, n, k = (int(part.split("=")[1]) for part in str(mma.attributes["shape"]).split("<")[1].rstrip(">").split(","))
-    else:
-        m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
+    """An m x n x k mma.sync or wgmma (an op, or PTX carrying its shape):
+    2mnk flops, shared by its warp's or warpgroup's threads."""
+    if mma.name == "llvm.inline_asm":
+        return 2 * _nvvm_shape(mma.attributes[WGMMA_SHAPE_ATTR]) // _MMA_THREADS["nvvm.wgmma.mma_async"]
+    if mma.name.startswith("nvvm."):
+        return 2 * _nvvm_shape(mma.attributes["shape"]) // _MMA_THREADS[mma.name]
+    m, n, k = (ir.IntegerAttr(d).value for d in mma.attributes["mmaShape"])
     return 2 * m * n * k // _MMA_THREADS[mma.name]
+
+
+def _nvvm_shape(shape: ir.Attribute) -> int:
+    """m·n·k of #nvvm.shape<m = 16, n = 8, k = 16>."""
+    m, n, k = (int(part.split("=")[1]) for part in str(shape).split("<")[1].rstrip(">").split(","))
+    return m * n * k
 
 
 def _is_leader_only(branch: ir.Operation) -> bool:

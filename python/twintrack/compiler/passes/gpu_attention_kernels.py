@@ -1,5 +1,7 @@
 """gpu-attention-kernels: attention's three kernels become one flash-attention
-kernel (twintrack.compiler.kernels.flash_attention), the scores never in memory.
+kernel (twintrack.compiler.kernels.flash_attention; on sm_90a, f16 and bf16
+with a head dim of 64 or 128, the wgmma kernel of
+twintrack.compiler.kernels.wgmma_flash_attention), the scores never in memory.
 
 The chain it takes, in one block of the bufferized IR:
 - a zero fill and linalg.batch_matmul Q·Kᵀ (B transposed or not), with the
@@ -51,6 +53,7 @@ from ..kernels.flash_attention import (
     choose_flash_tile,
 )
 from ..dispatch_kinds import DispatchKind, dispatch_kind
+from ..target import DEFAULT_ARCH
 from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims, permute_loops
@@ -120,17 +123,18 @@ class _Chain:
 class GpuAttentionKernels(PythonPass):
     name = "gpu-attention-kernels"
     strict: bool = False  # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
 
     def _run(self, module: ir.Operation, pass_) -> None:
         chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
-                  if (chain := _find_chain(op)) is not None]
+                  if (chain := _find_chain(op, self.arch)) is not None]
         for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
             with kernel_site(module, self.strict):
                 _replace(chain, f"forward_attention_{number}")
 
 
 # ------------------------------------------------------------ matching
-def _find_chain(op: ir.Operation) -> _Chain | None:
+def _find_chain(op: ir.Operation, arch: str) -> _Chain | None:
     scores = MatmulSite.of(op)
     # The scores and P are the kernel's own: their rows need no 16-byte vectors
     # (197 keys); Q, K and V are checked as the kernel reads them (`_reads`).
@@ -158,7 +162,7 @@ def _find_chain(op: ir.Operation) -> _Chain | None:
                                   tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
                                   sum(r.producer is not None for r in reads),
                                   _tile_contiguous(ir.MemRefType(values.output.type), -1))
-    config = choose_flash_tile(attention)
+    config = choose_flash_tile(attention, arch)
     chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
 
