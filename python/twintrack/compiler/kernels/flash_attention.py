@@ -163,6 +163,15 @@ class AttentionOperands:
 
 
 @dataclass(frozen=True)
+class MaskLimits:
+    """A row's masks as key offsets (i32) from a base key: a score at base +
+    offset is masked where offset > `causal` (its key past row + reach) or
+    offset >= `edge` (past the keys' ragged end); None where none applies."""
+    causal: ir.Value | None
+    edge: ir.Value | None
+
+
+@dataclass(frozen=True)
 class AttentionKernelOperands:
     """The values the kernel reads and writes, where its launch is built:
     the arguments Q, K and V are read from (`OperandSlice`), the output, and
@@ -447,22 +456,44 @@ class FlashAttentionWriter(TiledMatmulWriter):
             super().mark_useful_work(loop)
 
     # ------------------------------------------------------------ scores
-    def score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
+    def score(self, value: ir.Value, row: ir.Value, key: ir.Value, offset: int | None = None,
+              limits: MaskLimits | None = None) -> ir.Value:
         """One score as the softmax reads it: the epilogue applied (with the
         loop indices of its element), widened back to f32; in the tiles
         that need it (`masking`), the kernel's own causal mask and -inf past
-        a ragged end of the keys."""
+        a ragged end of the keys. Given the row's `limits` (`mask_limits`)
+        and the key's `offset` from their base, each mask is one compare
+        with a constant."""
         if not self.own_mask and self.score_epilogue is not None:
             value = self._epilogue_score(value, row, key)
         if not self.masking:
             return value
         w, negative_infinity = self.w, self.w.constant(NEGATIVE_INFINITY, "f32")
+        if limits is not None:
+            at = w.constant(offset, "i32")
+            masked = [arith.cmpi(arith.CmpIPredicate.sgt, at, limits.causal) if limits.causal is not None else None,
+                      arith.cmpi(arith.CmpIPredicate.sge, at, limits.edge) if limits.edge is not None else None]
+            for past in masked:
+                if past is not None:
+                    value = arith.select(past, negative_infinity, value)
+            return value
         if self.own_mask:  # -inf for a key past row + reach
             past = arith.cmpi(arith.CmpIPredicate.sgt, key, w.add(row, w.index(self.reach)))
             value = arith.select(past, negative_infinity, value)
         if self.k_edge is not None:
             value = arith.select(w.less(key, self.k_edge), value, negative_infinity)
         return value
+
+    def mask_limits(self, row: ir.Value, key_base: ir.Value) -> MaskLimits | None:
+        """A row's masks as key offsets from `key_base` (None outside the tiles that need them)."""
+        if not self.masking:
+            return None
+        w, i32 = self.w, ir.IntegerType.get_signless(32)
+
+        def relative(key: ir.Value) -> ir.Value:  # signed: the causal limit may lie before the base
+            return arith.index_cast(i32, arith.subi(key, key_base))
+        return MaskLimits(relative(w.add(row, w.index(self.reach))) if self.own_mask else None,
+                          relative(w.index_of(self.k_edge)) if self.k_edge is not None else None)
 
     def _epilogue_score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
         """The score epilogue at (row, key), its tensors read inside their
@@ -938,11 +969,14 @@ class MmaFlashWriter(FlashAttentionWriter):
         halves, new_maxima = [], [None] * 2
         for half in range(2):  # rows lane/4 and lane/4 + 8
             row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
+            key_base = w.add(self.k0, self.c_col)
+            limits = self.mask_limits(row, key_base)
             values = []
             for j, acc in enumerate(scores):
                 for e in range(2):
                     value = vector.extract(acc, [], [half, e])
-                    values.append(self.score(value, row, w.add(self.k0, w.add(self.c_col, w.index(j * MMA_N + e)))))
+                    offset = j * MMA_N + e
+                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits))
             new_maxima[half], alpha, _, probabilities = self.softmax_update(values, maxima[half], None, 4)
             halves.append((alpha, probabilities))
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]

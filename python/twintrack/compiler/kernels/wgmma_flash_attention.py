@@ -214,12 +214,14 @@ class WgmmaFlashWriter(MmaFlashWriter):
         maxima, sums, factors, halves = [], [], [], []
         for half in range(2):  # rows lane/4 and lane/4 + 8 of the warp's 16
             row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
+            key_base = w.add(k0, self.c_col)
+            limits = self.mask_limits(row, key_base)
             values = []
             for j in range(self.cfg.keys // MMA_N):
                 for e in range(2):
                     value = llvm.extractvalue(f32, scores, [4 * j + 2 * half + e])
-                    key = w.add(k0, w.add(self.c_col, w.index(j * MMA_N + e)))
-                    values.append(self.score(value, row, key))
+                    offset = j * MMA_N + e
+                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits))
             m_new, alpha, l_new, probabilities = self.softmax_update(values, maxima_sums[half],
                                                                      maxima_sums[2 + half], 4)
             maxima.append(m_new)
