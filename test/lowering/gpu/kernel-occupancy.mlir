@@ -1,0 +1,28 @@
+// RUN: %PYTHON -m twintrack.compiler.passes kernel-occupancy %s | FileCheck %s
+
+// kernel-occupancy: a kernel whose body carries twintrack.blocks_per_sm
+// (the wgmma flash kernel marks its key loop; outlining keeps it there)
+// gets nvvm.minctasm, the most any of its ops asks for; ptxas then holds
+// its registers to that many resident blocks. A kernel with no marker is
+// left as it was.
+
+// CHECK-LABEL: gpu.module @marked
+// CHECK:       gpu.func @kernel({{.*}}) kernel attributes {{{.*}}nvvm.minctasm = 2 : i32
+module attributes {gpu.container_module} {
+  gpu.module @marked {
+    gpu.func @kernel(%n: index) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      scf.for %i = %c0 to %n step %c1 {
+      } {twintrack.blocks_per_sm = 2 : i64}
+      gpu.return
+    }
+  }
+// CHECK-LABEL: gpu.module @plain
+// CHECK-NOT:   nvvm.minctasm
+  gpu.module @plain {
+    gpu.func @kernel(%n: index) kernel {
+      gpu.return
+    }
+  }
+}
