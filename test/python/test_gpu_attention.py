@@ -165,7 +165,8 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
 def test_hopper_attention_runs_on_wgmma_with_scores_in_registers(artifact, options):
     """f16 attention on sm_90a: one wgmma flash kernel of two warpgroups,
     its registers held to two blocks an SM (.minnctapersm 2, at most 128,
-    none spilled: the causal mask is one compare with a constant a score);
+    none spilled: the causal mask is one compare with a constant a score;
+    no wgmma serialized by ptxas: the waits hold the registers in flight);
     Q·Kᵀ and P·V are wgmmas whose A (Q, then P) is in registers; the
     report counts their flops (4·B·H·S²·D, the visible tiles' under the
     causal mask) though they are written as PTX."""
@@ -176,6 +177,7 @@ def test_hopper_attention_runs_on_wgmma_with_scores_in_registers(artifact, optio
     assert kernels[0]["path"].startswith("flash-attention-wgmma 128x64x64/2 warpgroups/4 stages/2 blocks an SM")
     kernel = kernels[0]
     assert kernel["block"][0] == 256 and kernel["registers"] <= 128 and kernel["spills"] == 0, kernel
+    assert "ptxas_notes" not in kernel, kernel["ptxas_notes"]  # no wgmma serialized (C7513)
     ptx = next((outdir / "kernels").glob("*.ptx")).read_text()
     assert ".minnctapersm 2" in ptx
     register_a = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.f16\.f16 \{[^}]*\}, \{%r", ptx)
@@ -243,3 +245,21 @@ def test_vectors_along_views_of_run_time_strides():
         _, split, k, heads, odd, _, rows6 = values  # in the order the function makes them
         assert view_vectors_fit(split, 4) and view_vectors_fit(k, 4) and view_vectors_fit(heads, 4)
         assert not view_vectors_fit(odd, 4) and not view_vectors_fit(rows6, 4)
+
+
+def test_ptxas_performance_notes_reach_the_kernel_report():
+    """ptxas's "Potential Performance Loss" lines (a serialized wgmma) are
+    kept with the kernel's resources, its function name dropped."""
+    from twintrack.compiler.gpu_codegen import parse_ptxas_report
+
+    report = parse_ptxas_report(
+        "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+        "due to non wgmma instructions defining input registers of a wgmma between start and end of the "
+        "pipeline stage in the function 'forward_attention_0'\n"
+        "ptxas info    : Used 126 registers, used 1 barriers\n"
+        "    0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n")
+    assert (report.registers, report.spills) == (126, 16)
+    assert report.performance_notes == ("C7513: wgmma.mma_async instructions are serialized due to non wgmma "
+                                        "instructions defining input registers of a wgmma between start and end "
+                                        "of the pipeline stage",)
+    assert parse_ptxas_report("ptxas info    : Used 32 registers").performance_notes == ()

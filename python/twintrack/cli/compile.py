@@ -417,6 +417,11 @@ def print_kernel_report(kernels: list[dict]) -> None:
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
               f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>11}{work[1]:>13}  {source}")
     _print_bucket_decisions(kernels)
+    for k in kernels:
+        for note in k.get("ptxas_notes", []):
+            print(f"ptxas on {k['name']}: potential performance loss ({note})")
+        if k.get("ptxas_full_optimization"):
+            print(f"ptxas on {k['name']}: assembled at full optimization ({k['ptxas_full_optimization']})")
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
         fast = sum(1 for p in paths if p != "generic")

@@ -13,7 +13,7 @@ import re
 import shlex
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mlir import ir
@@ -34,6 +34,8 @@ class Resources:
     registers: int
     spills: int          # bytes of spill stores + loads
     shared_bytes: int
+    performance_notes: tuple[str, ...] = ()  # ptxas's "Potential Performance Loss" lines (serialized wgmma: C7513)
+    reassembled: str = ""  # why the kernel was assembled at full optimization instead of the level asked for
 
 
 def extract_ptx(module) -> dict[str, str]:
@@ -50,7 +52,20 @@ def extract_ptx(module) -> dict[str, str]:
 
 def assemble(name: str, ptx: str, arch: str, directory: Path, fast_compile: str = "0") -> Resources:
     """ptxas PTX -> cubin in `directory`, or the cubin of the same PTX from
-    the compile cache; a failure raises with a reproducer."""
+    the compile cache; a failure raises with a reproducer. A kernel that
+    ptxas's fast levels leave with a performance loss (the flash kernel's
+    wgmmas serialized, C7509, at `mid`) is assembled again at full
+    optimization, and that cubin kept where it loses less."""
+    resources = _assemble_at(name, ptx, arch, directory, fast_compile)
+    if fast_compile == "0" or not resources.performance_notes:
+        return resources
+    full = _assemble_at(name, ptx, arch, directory, "0")
+    if len(full.performance_notes) < len(resources.performance_notes):
+        return replace(full, reassembled=f"at --Ofast-compile={fast_compile}: {'; '.join(resources.performance_notes)}")
+    return _assemble_at(name, ptx, arch, directory, fast_compile)  # its cubin back in place (from the cache)
+
+
+def _assemble_at(name: str, ptx: str, arch: str, directory: Path, fast_compile: str) -> Resources:
     ptxas = find_tool("ptxas")
     if ptxas is None:
         raise UsageError(PTXAS_HINT)
@@ -88,8 +103,9 @@ def parse_ptxas_report(text: str) -> Resources:
     registers = re.search(r"Used (\d+) registers", text)
     spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", text)
     shared = re.search(r"(\d+) bytes smem", text)
+    notes = re.findall(r"\((C\d+)\) Potential Performance Loss: (.*?)(?: in the function '[^']*')?\.?$", text, re.MULTILINE)
     return Resources(int(registers.group(1)) if registers else 0, sum(map(int, spills)),
-                     int(shared.group(1)) if shared else 0)
+                     int(shared.group(1)) if shared else 0, tuple(f"{code}: {what}" for code, what in notes))
 
 
 def package(compilation, directory: Path) -> dict:
@@ -142,4 +158,6 @@ def kernel_entry(launch: dict, resources: Resources, tuning: dict | None = None)
         "cubin": f"kernels/{launch.get('binary', launch['module'])}.cubin",
         "ptx": f"kernels/{launch.get('binary', launch['module'])}.ptx",
         **({"tuning": tuning} if tuning else {}),
+        **({"ptxas_notes": list(resources.performance_notes)} if resources.performance_notes else {}),
+        **({"ptxas_full_optimization": resources.reassembled} if resources.reassembled else {}),
     }

@@ -9,7 +9,8 @@
 // carrying its shape for the kernel report. The first tile's scores and
 // softmax come before the loop; each step issues the next tile's scores
 // (B = K, K-major) and this tile's P·V (B = V, transposed by wgmma), waits
-// for the scores alone, runs their softmax, then waits for P·V. A tile the
+// for the scores alone, runs their softmax, then waits for P·V (each wait
+// takes the accumulators through it, so nothing reads them early). A tile the
 // causal mask reaches takes the masked softmax in a branch: one compare a
 // score, its constant key offset against the row's limit. The key loop asks
 // for two resident blocks an SM (kernel-occupancy makes it nvvm.minctasm).
@@ -27,7 +28,7 @@
 // CHECK:           nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   llvm.inline_asm has_side_effects {twintrack.wgmma_shape = #nvvm.shape<m = 64, n = 64, k = 16>} "{{.*}}wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {{.*}}p, 1, 1, 0;
 // CHECK:           nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT:      nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},=f,0,1,{{.*}},31"
 // CHECK:           scf.if %{{.*}} -> (f32, f32, f32, f32, f32, f32, i32,
 // CHECK:             arith.cmpi sgt, %c0_i32, %[[LIMIT:.*]] : i32
 // CHECK:             arith.cmpi sgt, %c1_i32, %[[LIMIT]] : i32
@@ -45,15 +46,17 @@
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
 // CHECK-COUNT-4:     llvm.inline_asm {{.*}}p, 1, 1, 1;
 // CHECK:             nvvm.wgmma.commit.group.sync.aligned
-// CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK:             llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 1;", "=f,{{.*}},=f,0,1,{{.*}},31"
 // CHECK:             scf.if
-// CHECK:             nvvm.wgmma.wait.group.sync.aligned 0
+// The wait for P·V takes the P registers it reads ("r"), so nothing reuses
+// them before it (ptxas would serialize every wgmma).
+// CHECK:             llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},=f,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,0,1,{{.*}},31"
 // CHECK:             scf.yield
 // CHECK:           } {twintrack.blocks_per_sm = 2 : i64, twintrack.kernel_path = "flash-attention-wgmma 128x64x64/2 warpgroups/4 stages/2 blocks an SM (2 copies read through)", twintrack.mean_trips = 1.000000e+00 : f64}
 // The last tile's P·V after the loop.
 // CHECK:           nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4:   llvm.inline_asm {{.*}}p, 1, 1, 1;
-// CHECK:           nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK:           llvm.inline_asm has_side_effects "wgmma.wait_group.sync.aligned 0;", "=f,{{.*}},=f,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,0,1,{{.*}},31"
 
 // MMA-LABEL: func.func @forward(
 // MMA-NOT:     llvm.inline_asm {{.*}}wgmma

@@ -49,6 +49,7 @@ from .wgmma_matmul import (
     descriptor_at_stage,
     matrix_descriptor,
     swizzled_place,
+    wgmma_wait,
     wgmma_with_registers_a,
 )
 
@@ -95,7 +96,7 @@ class WgmmaFlashWriter(MmaFlashWriter):
         nvvm.WgmmaFenceAlignedOp()
         scores = self._scores(w.index(0))
         nvvm.WgmmaGroupSyncAlignedOp()
-        nvvm.WgmmaWaitGroupSyncOp(0)
+        scores, = wgmma_wait(w, 0, [scores])
         infinity, zero = w.constant(NEGATIVE_INFINITY, "f32"), w.constant(0.0, "f32")
         state = self._softmax(scores, w.index(0), [infinity, infinity, zero, zero])
         output = llvm.mlir_zero(self._struct(cfg.head_dim))
@@ -103,7 +104,7 @@ class WgmmaFlashWriter(MmaFlashWriter):
         nvvm.WgmmaFenceAlignedOp()
         output = self._add_values(output, state[6:], w.rem(w.div(w.sub(end, cfg.keys), cfg.keys), self.stages))
         nvvm.WgmmaGroupSyncAlignedOp()
-        nvvm.WgmmaWaitGroupSyncOp(0)
+        output, = wgmma_wait(w, 0, [output], state[6:])
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(self._finished_tiles(output, state[2:4]))
 
@@ -135,9 +136,9 @@ class WgmmaFlashWriter(MmaFlashWriter):
             nvvm.WgmmaGroupSyncAlignedOp()
             output = self._add_values(output, probabilities, w.rem(step, s))
             nvvm.WgmmaGroupSyncAlignedOp()
-            nvvm.WgmmaWaitGroupSyncOp(1)  # the scores; P·V still running
+            upcoming, = wgmma_wait(w, 1, [upcoming])  # the scores; P·V still running
             state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima_sums)
-            nvvm.WgmmaWaitGroupSyncOp(0)
+            output, = wgmma_wait(w, 0, [output], probabilities)  # P·V, which reads this P
             output = self._rescaled(output, state[4:6])
             loop.yield_([output, *state[:4], *state[6:]])
         results = loop.results

@@ -144,6 +144,32 @@ def swizzled_offset(w: KernelBuilder, row: ir.Value, chunk: ir.Value, element_by
     return w.add(w.mul(row, SWIZZLE_BYTES // element_bytes_), w.mul(within, VECTOR_BYTES // element_bytes_))
 
 
+def wgmma_wait(w: KernelBuilder, pending: int, accumulators: list[ir.Value],
+               in_flight_operands: list[ir.Value] = ()) -> list[ir.Value]:
+    """wgmma.wait_group `pending` as PTX that takes `accumulators` (structs
+    of f32) through it, tied, and reads `in_flight_operands` (the A
+    registers of wgmmas it waits for): LLVM then neither reads an
+    accumulator before the wait nor gives a register a wgmma still reads to
+    another value until it. (It did: the next tile's P overwrote the P a
+    P·V wgmma was reading, and ptxas serialized every wgmma of the kernel,
+    C7513.) The accumulators as they are after the wait."""
+    f32 = ir.F32Type.get()
+    sizes = [len(llvm.StructType(acc.type).body) for acc in accumulators]
+    values = [llvm.extractvalue(f32, acc, [i]) for acc, size in zip(accumulators, sizes) for i in range(size)]
+    count = len(values)
+    constraints = ",".join(["=f"] * count + ["r"] * len(in_flight_operands) + [str(i) for i in range(count)])
+    waited = llvm.InlineAsmOp(llvm.StructType.get_literal([f32] * count), [*in_flight_operands, *values],
+                              f"wgmma.wait_group.sync.aligned {pending};", constraints, has_side_effects=True).result
+    results, first = [], 0
+    for acc, size in zip(accumulators, sizes):
+        rebuilt = llvm.mlir_undef(acc.type)
+        for i in range(size):
+            rebuilt = llvm.insertvalue(rebuilt, llvm.extractvalue(f32, waited, [first + i]), [i])
+        results.append(rebuilt)
+        first += size
+    return results
+
+
 def wgmma_with_registers_a(w: KernelBuilder, acc: ir.Value, a_registers: list[ir.Value], b: ir.Value, n: int,
                            element: str, b_transposed_by_wgmma: bool, accumulate: bool = True) -> ir.Value:
     """acc (+)= A·B on one m64nNk16 tile (f16 or bf16, f32 accumulators,
