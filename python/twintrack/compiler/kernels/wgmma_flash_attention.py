@@ -34,6 +34,8 @@ block.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, vector
 
@@ -52,6 +54,28 @@ from .wgmma_matmul import (
     wgmma_wait,
     wgmma_with_registers_a,
 )
+
+
+@dataclass(frozen=True)
+class _RowState:
+    """A thread's online-softmax state after a key tile: each half-row's
+    max and partial sum, the factors that rescale what came before, and P's
+    registers (the tile's probabilities, narrowed: P·V's A fragments)."""
+    maxima: list[ir.Value]
+    sums: list[ir.Value]
+    factors: list[ir.Value]
+    probabilities: list[ir.Value]
+
+    def flat(self) -> list[ir.Value]:
+        return [*self.maxima, *self.sums, *self.factors, *self.probabilities]
+
+    @staticmethod
+    def of(values: list[ir.Value]) -> _RowState:
+        return _RowState(values[0:2], values[2:4], values[4:6], values[6:])
+
+    @staticmethod
+    def types(keys: int) -> list[ir.Type]:
+        return [ir.F32Type.get()] * 6 + [ir.IntegerType.get_signless(32)] * (4 * keys // MMA_K)
 
 
 class WgmmaFlashWriter(MmaFlashWriter):
@@ -98,23 +122,24 @@ class WgmmaFlashWriter(MmaFlashWriter):
         nvvm.WgmmaGroupSyncAlignedOp()
         scores, = wgmma_wait(w, 0, [scores])
         infinity, zero = w.constant(NEGATIVE_INFINITY, "f32"), w.constant(0.0, "f32")
-        state = self._softmax(scores, w.index(0), [infinity, infinity, zero, zero])
+        state = self._softmax(scores, w.index(0), [infinity] * 2, [zero] * 2)
         output = llvm.mlir_zero(self._struct(cfg.head_dim))
-        output, state = self._key_loop(end, output, state)
+        output, maxima, sums, probabilities = self._key_loop(end, output, state)
         nvvm.WgmmaFenceAlignedOp()
-        output = self._add_values(output, state[6:], w.rem(w.div(w.sub(end, cfg.keys), cfg.keys), self.stages))
+        output = self._add_values(output, probabilities, w.rem(w.div(w.sub(end, cfg.keys), cfg.keys), self.stages))
         nvvm.WgmmaGroupSyncAlignedOp()
-        output, = wgmma_wait(w, 0, [output], state[6:])
+        output, = wgmma_wait(w, 0, [output], probabilities)
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
-        self._store(self._finished_tiles(output, state[2:4]))
+        self._store(self._finished_tiles(output, sums))
 
-    def _key_loop(self, end: ir.Value, output: ir.Value, state: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
-        """Steps 0 … tiles - 2 (module docstring); carried: O, each half's
-        max and partial sum, P's registers of the tile to multiply next."""
+    def _key_loop(self, end: ir.Value, output: ir.Value, state: _RowState) -> tuple[ir.Value, ...]:
+        """Steps 0 … tiles - 2 (module docstring), carrying O, each half's
+        max and partial sum, and P's registers of the tile to multiply next;
+        their values after the last step."""
         w, cfg, s = self.w, self.cfg, self.stages
         last = w.index(self.k_end - cfg.keys) if self.reach is None and isinstance(self.k_end, int) \
             else w.sub(end, cfg.keys)
-        carried = [output, *state[:4], *state[6:]]
+        carried = [output, *state.maxima, *state.sums, *state.probabilities]
         with w.loop(0, last, cfg.keys, carried) as loop:
             mean = self.mean_key_tiles(lambda m0: 0, self.key_end_at)
             if mean is not None:
@@ -124,7 +149,7 @@ class WgmmaFlashWriter(MmaFlashWriter):
                 loop.op.attributes[BLOCKS_PER_SM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                                             cfg.blocks_per_sm)
             k0 = loop.induction
-            output, maxima_sums, probabilities = loop.carried[0], loop.carried[1:5], loop.carried[5:]
+            output, maxima, sums, probabilities = _unpacked(loop.carried)
             nvvm.CpAsyncWaitGroupOp(s - 3)  # tile i + 1 has landed
             nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
             self.barrier()
@@ -137,12 +162,11 @@ class WgmmaFlashWriter(MmaFlashWriter):
             output = self._add_values(output, probabilities, w.rem(step, s))
             nvvm.WgmmaGroupSyncAlignedOp()
             upcoming, = wgmma_wait(w, 1, [upcoming])  # the scores; P·V still running
-            state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima_sums)
+            state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima, sums)
             output, = wgmma_wait(w, 0, [output], probabilities)  # P·V, which reads this P
-            output = self._rescaled(output, state[4:6])
-            loop.yield_([output, *state[:4], *state[6:]])
-        results = loop.results
-        return results[0], [*results[1:5], None, None, *results[5:]]
+            output = self._rescaled(output, state.factors)
+            loop.yield_([output, *state.maxima, *state.sums, *state.probabilities])
+        return _unpacked(loop.results)
 
     # ------------------------------------------------------------ shared memory
     def _descriptors(self, ring_address: ir.Value) -> None:
@@ -196,23 +220,23 @@ class WgmmaFlashWriter(MmaFlashWriter):
         return output
 
     # ------------------------------------------------------------ the softmax
-    def _softmax(self, scores: ir.Value, k0: ir.Value, maxima_sums: list[ir.Value]) -> list[ir.Value]:
-        """The online-softmax step of the tile of keys from `k0`: each half's
-        new max and partial sum, each half's rescale factor, then P's
-        registers; masked where the tile needs it."""
-        types = [ir.F32Type.get()] * 6 + [ir.IntegerType.get_signless(32)] * (4 * self.cfg.keys // MMA_K)
+    def _softmax(self, scores: ir.Value, k0: ir.Value, maxima: list[ir.Value], sums: list[ir.Value]) -> _RowState:
+        """The online-softmax step of the tile of keys from `k0`, from each
+        half's max and partial sum so far; masked where the tile needs it."""
         if self.unmasked is None:
-            return self._softmax_of(scores, k0, maxima_sums, masking=False)
+            return _RowState.of(self._softmax_of(scores, k0, maxima, sums, masking=False))
         needs_mask = arith.cmpi(arith.CmpIPredicate.uge, k0, self.unmasked)
-        return self.w.choose(needs_mask, types, lambda: self._softmax_of(scores, k0, maxima_sums, masking=True),
-                             lambda: self._softmax_of(scores, k0, maxima_sums, masking=False),
-                             self._masked_share())
+        return _RowState.of(self.w.choose(
+            needs_mask, _RowState.types(self.cfg.keys),
+            lambda: self._softmax_of(scores, k0, maxima, sums, masking=True),
+            lambda: self._softmax_of(scores, k0, maxima, sums, masking=False), self._masked_share()))
 
-    def _softmax_of(self, scores: ir.Value, k0: ir.Value, maxima_sums: list[ir.Value],
+    def _softmax_of(self, scores: ir.Value, k0: ir.Value, maxima: list[ir.Value], sums: list[ir.Value],
                     masking: bool) -> list[ir.Value]:
+        """`_softmax`'s step with or without the masks, as `_RowState.flat` lists it."""
         w, f32 = self.w, ir.F32Type.get()
         self.masking = masking
-        maxima, sums, factors, halves = [], [], [], []
+        new_maxima, new_sums, factors, halves = [], [], [], []
         for half in range(2):  # rows lane/4 and lane/4 + 8 of the warp's 16
             row = w.add(self.m0, w.add(self.warp_row, w.add(self.c_row, w.index(8 * half))))
             key_base = w.add(k0, self.c_col)
@@ -223,16 +247,15 @@ class WgmmaFlashWriter(MmaFlashWriter):
                     value = llvm.extractvalue(f32, scores, [4 * j + 2 * half + e])
                     offset = j * MMA_N + e
                     values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits))
-            m_new, alpha, l_new, probabilities = self.softmax_update(values, maxima_sums[half],
-                                                                     maxima_sums[2 + half], 4)
-            maxima.append(m_new)
-            sums.append(l_new)
+            m_new, alpha, l_new, probabilities = self.softmax_update(values, maxima[half], sums[half], 4)
+            new_maxima.append(m_new)
+            new_sums.append(l_new)
             factors.append(alpha)
             halves.append(probabilities)
         self.masking = False
         registers = [fragment_register(w, self._p_fragment(halves, step), r)
                      for step in range(self.cfg.keys // MMA_K) for r in range(4)]
-        return maxima + sums + factors + registers
+        return _RowState(new_maxima, new_sums, factors, registers).flat()
 
     def _masked_share(self) -> float:
         """The share of the key tiles that take the masked softmax, over the blocks."""
@@ -268,3 +291,8 @@ class WgmmaFlashWriter(MmaFlashWriter):
         for half, pair in enumerate(halves):
             tile = vector.insert(vector.from_elements(vector_of(2, "f32"), pair), tile, [], [half])
         return tile
+
+
+def _unpacked(carried: list[ir.Value]) -> tuple[ir.Value, list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """The key loop's carried values: O, each half's max and sum, P's registers."""
+    return carried[0], list(carried[1:3]), list(carried[3:5]), list(carried[5:])

@@ -150,9 +150,9 @@ def wgmma_wait(w: KernelBuilder, pending: int, accumulators: list[ir.Value],
     of f32) through it, tied, and reads `in_flight_operands` (the A
     registers of wgmmas it waits for): LLVM then neither reads an
     accumulator before the wait nor gives a register a wgmma still reads to
-    another value until it. (It did: the next tile's P overwrote the P a
-    P·V wgmma was reading, and ptxas serialized every wgmma of the kernel,
-    C7513.) The accumulators as they are after the wait."""
+    another value until it (the flash kernel's next P would take the
+    registers of the P its P·V reads, and ptxas would serialize every wgmma
+    of the kernel: C7513). The accumulators as they are after the wait."""
     f32 = ir.F32Type.get()
     sizes = [len(llvm.StructType(acc.type).body) for acc in accumulators]
     values = [llvm.extractvalue(f32, acc, [i]) for acc, size in zip(accumulators, sizes) for i in range(size)]

@@ -2,8 +2,8 @@
 blocks per SM (`BLOCKS_PER_SM_ATTR` on an op of its body, which outlining
 keeps where it drops the launch's own attributes) gets `nvvm.minctasm`:
 ptxas then keeps its registers within that many blocks' share of the SM
-(the wgmma flash kernel's causal variant wants 138 for 2 blocks of 256
-threads' 128, and runs 30% faster at 128)."""
+(the wgmma flash kernel's causal variant would take 138 registers, which
+leaves one block of 256 threads an SM; held to 128, two share it)."""
 
 from __future__ import annotations
 
