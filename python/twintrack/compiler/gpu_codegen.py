@@ -59,10 +59,13 @@ def assemble(name: str, ptx: str, arch: str, directory: Path, fast_compile: str 
     resources = _assemble_at(name, ptx, arch, directory, fast_compile)
     if fast_compile == "0" or not resources.performance_notes:
         return resources
+    cubin = directory / f"{name}.cubin"
+    fast_cubin = cubin.read_bytes()
     full = _assemble_at(name, ptx, arch, directory, "0")
     if len(full.performance_notes) < len(resources.performance_notes):
         return replace(full, reassembled=f"at --Ofast-compile={fast_compile}: {'; '.join(resources.performance_notes)}")
-    return _assemble_at(name, ptx, arch, directory, fast_compile)  # its cubin back in place (from the cache)
+    cubin.write_bytes(fast_cubin)  # no better at full optimization: the fast level's cubin stays
+    return resources
 
 
 def _assemble_at(name: str, ptx: str, arch: str, directory: Path, fast_compile: str) -> Resources:

@@ -112,6 +112,12 @@ class Loop:
         self.yielded = list(values)
 
 
+def _record_then_share(branch: scf.IfOp, then_share: float | None) -> None:
+    """Mark an scf.if with the share of the threads taking its then side, where known (the kernel report reads it)."""
+    if then_share is not None:
+        branch.operation.attributes[THEN_SHARE_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(then_share))
+
+
 class KernelBuilder:
     """Shared state of one kernel being built: where its constants go, and
     the path recorded on its loops and barriers for the kernel report."""
@@ -231,8 +237,7 @@ class KernelBuilder:
         """The values (of `types`) `then_values()` or `else_values()` builds,
         by `condition`: an scf.if with results. `then_share` as for `either`."""
         branch = scf.IfOp(condition, list(types), has_else=True)
-        if then_share is not None:
-            branch.operation.attributes[THEN_SHARE_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(then_share))
+        _record_then_share(branch, then_share)
         for block, make in ((branch.then_block, then_values), (branch.else_block, else_values)):
             with ir.InsertionPoint(block):
                 scf.YieldOp(make())
@@ -245,8 +250,7 @@ class KernelBuilder:
         threads that take the then side, where it is known (for the kernel
         report's counts)."""
         branch = scf.IfOp(condition, has_else=True)
-        if then_share is not None:
-            branch.operation.attributes[THEN_SHARE_ATTR] = ir.FloatAttr.get(ir.F64Type.get(), float(then_share))
+        _record_then_share(branch, then_share)
 
         @contextlib.contextmanager
         def side(block):

@@ -68,7 +68,7 @@ WGMMA_M = 64
 WGMMA_K_BYTES = 32         # the K of one wgmma: 16 f16 or 8 tf32
 SWIZZLE_BYTES = 128        # one swizzled row; BK is one row of K
 ATOM_ROWS = 8              # rows per swizzle atom (1024 bytes)
-ROW_CHUNKS = SWIZZLE_BYTES // 16  # 16-byte chunks in a swizzled row
+ROW_CHUNKS = SWIZZLE_BYTES // VECTOR_BYTES  # 16-byte chunks in a swizzled row
 ATOM_BYTES = SWIZZLE_BYTES * ATOM_ROWS
 N_ATOM_ELEMENTS = 64       # an N-major atom's width (16-bit elements only)
 
@@ -299,8 +299,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         """The stage ring (`ring`, for the copies) and the descriptors of stage 0 (for the wgmmas)."""
         w = self.w
         shared = AlignedSharedMemory.take(w)
-        self.ring, aligned = shared.view(w, 0, [self.cfg.stages * self.stage_elements], self.ops.in_element), \
-            shared.address
+        self.ring = shared.view(w, 0, [self.cfg.stages * self.stage_elements], self.ops.in_element)
+        aligned = shared.address
         # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
         warpgroup = w.div(self.tid, WARPGROUP)
         a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))
