@@ -87,7 +87,7 @@ def test_benchmark_attention_keeps_no_scores_buffer(artifact):
     after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
     assert "memref<64x256x256xf32>" in before
     assert "memref<64x256x256xf32>" not in after and "memref<8x8x256xf32>" not in after
-    assert after.count("gpu.launch ") == 1
+    assert after.count("gpu.launch_func ") == 1 and after.count("gpu.module ") == 1  # outlined at once
 
 
 def test_flash_schedule_holds_its_decisions():

@@ -1,4 +1,4 @@
-// RUN: %stage-row-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes gpu-row-kernels %s | FileCheck %s
 
 // A row-wise dispatch (its ops tagged "reduction_rows_N" by
 // twintrack-dissolve-dispatches) becomes one gpu.launch with a block per row.

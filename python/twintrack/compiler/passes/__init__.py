@@ -46,6 +46,7 @@ PASSES = {
     "lower-scatters": ("lower_scatters", "LowerScatters"),
     "nested-linalg-loops": ("nested_linalg_loops", "NestedLinalgLoops"),
     "open-expands": ("shape_buffers", "OpenExpands"),
+    "outline-kernels": ("outline_kernels", "OutlineKernels"),
     "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),

@@ -25,7 +25,10 @@ from mlir import ir
 from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR, WGMMA_SHAPE_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
-from .ir_helpers import PythonPass, elementwise_flops, shaped_bytes
+from .ir_helpers import PythonPass, elementwise_flops, gpu_functions, kernel_launches, shaped_bytes
+
+PATH_ATTR = "twintrack.path"
+SOURCE_OPS_ATTR = "twintrack.source_ops"
 
 
 def _constant(value: ir.Value) -> int | None:
@@ -166,43 +169,45 @@ def _kernel_path(kernel: ir.Operation) -> str:
     return found[0] if found else "generic"
 
 
+def annotate_sources(launch: ir.Operation, kernel: ir.Operation) -> None:
+    """The launch's twintrack.source_ops and source_keys, from its kernel's
+    ops; none taken where it has them (a launch whose kernel another's
+    replaced keeps its own)."""
+    if SOURCE_OPS_ATTR in launch.attributes:
+        return
+    locations, keys = _source_ops(kernel)
+    with launch.context:
+        launch.attributes[SOURCE_OPS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in locations])
+        launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
+
+
 @dataclass(frozen=True)
 class AnnotateKernels(PythonPass):
     name = "annotate-kernels"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        kernels = {}
-        launches = []
-
-        def visit(op: ir.Operation):
-            if op.name == "gpu.func":
-                module_name = ir.StringAttr(op.parent.attributes["sym_name"]).value
-                kernels[(module_name, ir.StringAttr(op.attributes["sym_name"]).value)] = op
-            elif op.name == "gpu.launch_func":
-                launches.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(visit)
+        kernels = gpu_functions(module)
+        launches = [op for op in kernel_launches(module) if PATH_ATTR not in op.attributes]  # others keep theirs
+        work = {}  # per kernel: its path and flops per thread, counted once for the launches sharing it
         for launch in launches:
-            self._annotate(launch, kernels)
+            symbol = str(launch.attributes["kernel"])  # @module::@func
+            kernel = kernels[tuple(part.strip("@") for part in symbol.split("::"))]
+            if symbol not in work:
+                work[symbol] = (_kernel_path(kernel), _flops_per_thread(kernel))
+            self._annotate(launch, kernel, *work[symbol])
 
     @staticmethod
-    def _annotate(launch: ir.Operation, kernels: dict) -> None:
-        symbol = str(launch.attributes["kernel"])  # @module::@func
-        module_name, kernel_name = (part.strip("@") for part in symbol.split("::"))
-        kernel = kernels[(module_name, kernel_name)]
+    def _annotate(launch: ir.Operation, kernel: ir.Operation, path: str, flops_per_thread: float) -> None:
         view = launch.opview
         dims = (view.gridSizeX, view.gridSizeY, view.gridSizeZ, view.blockSizeX, view.blockSizeY, view.blockSizeZ)
         buffers = [v.type for v in view.kernelOperands if isinstance(v.type, ir.MemRefType)]
-        locations, keys = _source_ops(kernel)
+        annotate_sources(launch, kernel)
         with launch.context:
-            launch.attributes["twintrack.source_ops"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in locations])
-            launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
-            launch.attributes["twintrack.path"] = ir.StringAttr.get(_kernel_path(kernel))
+            launch.attributes[PATH_ATTR] = ir.StringAttr.get(path)
             if any(_constant(v) is None for v in dims) or not all(t.has_static_shape for t in buffers):
                 return  # sizes known at run time: the work is not counted
             launched = math.prod(_constant(v) for v in dims)
-            flops = round(_flops_per_thread(kernel) * _active_threads(kernel, launched))
+            flops = round(flops_per_thread * _active_threads(kernel, launched))
             i64 = ir.IntegerType.get_signless(64)
             launch.attributes["twintrack.flops"] = ir.IntegerAttr.get(i64, flops)
             launch.attributes["twintrack.bytes"] = ir.IntegerAttr.get(i64, sum(shaped_bytes(t) for t in buffers))

@@ -79,7 +79,7 @@ def _bucket_switch(op: ir.Operation) -> bool:
     condition = as_operation(op.operands[0].owner)
     if not host_scalar(condition):
         return False
-    return all(child.operation.name in ("gpu.launch", "scf.yield", *_CONSTANTS) or host_scalar(child.operation)
+    return all(child.operation.name in ("gpu.launch", "gpu.launch_func", "scf.yield", *_CONSTANTS) or host_scalar(child.operation)
                or _bucket_switch(child.operation)
                for region in op.regions for block in region.blocks for child in block.operations)
 

@@ -231,6 +231,25 @@ def defined_functions(module: ir.Operation) -> list[ir.Operation]:
             if op.operation.name == "func.func" and op.operation.regions[0].blocks]
 
 
+def kernel_launches(module: ir.Operation) -> list[ir.Operation]:
+    """The gpu.launch_func ops of the module's host functions (the kernels'
+    own ops not walked: in a large model they are most of the module)."""
+    return [op for function in defined_functions(module)
+            for op in nested_ops(function, lambda op: op.name == "gpu.launch_func")]
+
+
+def gpu_functions(module: ir.Operation) -> dict[tuple[str, str], ir.Operation]:
+    """The module's gpu.func ops by (gpu.module name, function name)."""
+    found = {}
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "gpu.module":
+            name = ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for child in op.regions[0].blocks[0].operations:
+                if child.operation.name == "gpu.func":
+                    found[(name, ir.StringAttr(child.operation.attributes["sym_name"]).value)] = child.operation
+    return found
+
+
 def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda op: True,
                order=ir.WalkOrder.PRE_ORDER) -> list[ir.Operation]:
     """`root` and the ops nested in it (in walk `order`) for which `keep` holds."""

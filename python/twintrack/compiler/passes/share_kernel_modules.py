@@ -2,19 +2,23 @@
 name (the same layer again: ResNet's repeated blocks, a transformer's
 layers) goes. Its launches call the earlier module's kernel and keep their
 own name in `twintrack.kernel_name`, which the host plan, the kernel report
-and the profiler ranges show. NVVM, PTX and ptxas then see each distinct
-kernel once."""
+and the profiler ranges show, and their own torch source locations
+(annotate-kernels' attributes, recorded here before the module goes). NVVM,
+PTX and ptxas then see each distinct kernel once."""
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import PythonPass, nested_ops
+from .annotate_kernels import annotate_sources
+from .ir_helpers import PythonPass, gpu_functions, kernel_launches
 
 KERNEL_NAME_ATTR = "twintrack.kernel_name"  # on a gpu.launch_func: its own name, where it runs another's kernel
+_PLACEHOLDER = "twintrack_shared_kernel"
 
 
 def renamed(text: str, name: str, new_name: str) -> str:
@@ -29,6 +33,27 @@ def _kernel_ref(launch: ir.Operation) -> tuple[str, str]:
     return module_name, kernel_name
 
 
+def _symbol(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def _text_but_names(module: ir.Operation) -> str:
+    """The gpu.module's text with its own name and its functions' names
+    neutral, so that two modules alike but for their names print alike:
+    renamed in place for the printing (renaming the text afterwards took
+    longer than printing it)."""
+    name = _symbol(module)
+    functions = [op.operation for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes]
+    own = [(op, _symbol(op)) for op in functions]
+    for op, symbol in [(module, name), *own]:
+        op.attributes["sym_name"] = ir.StringAttr.get(renamed(symbol, name, _PLACEHOLDER))
+    try:
+        return module.get_asm(assume_verified=True, use_local_scope=True)
+    finally:
+        for op, symbol in [(module, name), *own]:
+            op.attributes["sym_name"] = ir.StringAttr.get(symbol)
+
+
 @dataclass(frozen=True)
 class ShareKernelModules(PythonPass):
     name = "share-kernel-modules"
@@ -38,16 +63,21 @@ class ShareKernelModules(PythonPass):
         for op in module.regions[0].blocks[0].operations:
             if op.operation.name != "gpu.module":
                 continue
-            name = ir.StringAttr(op.operation.attributes["sym_name"]).value
-            text = op.operation.get_asm(assume_verified=True, use_local_scope=True)
-            first = first_with.setdefault(renamed(text, name, "<kernel>"), name)
+            name = _symbol(op.operation)
+            first = first_with.setdefault(_text_but_names(op.operation), name)
             if first != name:
                 shared[name] = (first, op.operation)
-        for launch in nested_ops(module, lambda op: op.name == "gpu.launch_func"):
-            module_name, kernel_name = _kernel_ref(launch)
-            if module_name in shared:
-                first = shared[module_name][0]
-                launch.attributes[KERNEL_NAME_ATTR] = ir.StringAttr.get(module_name)
+        if not shared:
+            return
+        kernels = gpu_functions(module)
+        launches_of = defaultdict(list)
+        for launch in kernel_launches(module):
+            launches_of[_kernel_ref(launch)[0]].append(launch)
+        for module_name, (first, erased) in shared.items():
+            for launch in launches_of[module_name]:
+                kernel_name = _kernel_ref(launch)[1]
+                annotate_sources(launch, kernels[(module_name, kernel_name)])  # its own locations, before its kernel goes
+                if KERNEL_NAME_ATTR not in launch.attributes:  # shared before: it keeps its first own name
+                    launch.attributes[KERNEL_NAME_ATTR] = ir.StringAttr.get(module_name)
                 launch.attributes["kernel"] = ir.SymbolRefAttr.get([first, renamed(kernel_name, module_name, first)])
-        for _, op in shared.values():
-            op.erase()
+            erased.erase()

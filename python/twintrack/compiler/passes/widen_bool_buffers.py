@@ -95,7 +95,7 @@ def _widen_global(op: ir.Operation) -> None:
 def _widen_function_type(func: ir.Operation) -> None:
     entry = func.regions[0].blocks[0]
     old = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-    inputs = [arg.type for arg in entry.arguments]
+    inputs = [arg.type for arg in list(entry.arguments)[:len(old.inputs)]]  # a gpu.func's workgroup buffers follow
     results = [_byte_memref(t) if _is_bool_memref(t) else t for t in old.results]
     func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
 
@@ -118,7 +118,7 @@ class WidenBoolBuffers(PythonPass):
                 loads.append(op)
             elif op.name in _STORES:
                 stores.append(op)
-            elif op.name == "func.func":
+            elif op.name in ("func.func", "gpu.func"):
                 funcs.append(op)
             elif op.name == "memref.global":
                 _widen_global(op)
