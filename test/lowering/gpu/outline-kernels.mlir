@@ -1,11 +1,19 @@
-// RUN: %PYTHON -m twintrack.compiler.passes outline-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes outline-kernels %s | FileCheck %s --check-prefix=SHARED
+// RUN: %PYTHON -m twintrack.compiler.passes outline-kernels,annotate-kernels %s | FileCheck %s
 
 // outline-kernels ends each kernel stage: the stage's gpu.launch ops are
-// outlined into gpu.modules at once, a module that is an earlier one but
-// for its name goes (a repeated layer's kernel), and every launch is
-// annotated for the kernel report. The stages below then see each distinct
-// kernel once. A launch whose kernel was shared calls the first one's,
-// keeps its own name (twintrack.kernel_name) and its own source locations.
+// outlined into gpu.modules at once, and a module that is an earlier one
+// but for its name goes (a repeated layer's kernel). The stages below then
+// see each distinct kernel once. A launch whose kernel was shared calls the
+// first one's, keeps its own name (twintrack.kernel_name) and its own
+// source locations, which annotate-kernels (the annotate stage) keeps when
+// it counts the shared kernel's flops.
+
+// SHARED:      gpu.launch_func @forward_row_kernel_0::@forward_row_kernel_0 blocks in
+// SHARED-NOT:    twintrack.source_ops
+// SHARED-NEXT: gpu.launch_func @forward_row_kernel_0::@forward_row_kernel_0 blocks in
+// SHARED-SAME:   {twintrack.kernel_name = "forward_row_kernel_1", twintrack.source_keys = [], twintrack.source_ops = ["model.py:20:0"]}
+// SHARED-NEXT: gpu.launch_func @forward_row_kernel_2::@forward_row_kernel_2 blocks in
 
 #first = loc("model.py":10:0)
 #second = loc("model.py":20:0)

@@ -187,9 +187,8 @@ class AnnotateKernels(PythonPass):
 
     def _run(self, module: ir.Operation, pass_) -> None:
         kernels = gpu_functions(module)
-        launches = [op for op in kernel_launches(module) if PATH_ATTR not in op.attributes]  # others keep theirs
         work = {}  # per kernel: its path and flops per thread, counted once for the launches sharing it
-        for launch in launches:
+        for launch in kernel_launches(module):
             symbol = str(launch.attributes["kernel"])  # @module::@func
             kernel = kernels[tuple(part.strip("@") for part in symbol.split("::"))]
             if symbol not in work:
