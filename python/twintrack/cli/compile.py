@@ -163,7 +163,7 @@ def _compile(args: argparse.Namespace, options, outdir: Path, say, clock, reques
 
     warnings.simplefilter("ignore", KernelFallbackWarning)  # printed once, with the reproducer, below
     say(f"loading {args.model}")
-    with phase("load model"), cached.files_read(args.model) as files:
+    with phase("load model"), cached.files_read(args.model, tracked=request is not None) as files:
         source = load_user_model(args.model, args.dtype)
     if args.dynamic:
         source.dynamic = parse_dynamic(args.dynamic, source.input_names(), source.example_inputs)
