@@ -131,9 +131,9 @@ class KernelBuilder:
     # ------------------------------------------------------------ constants
     def constant(self, value: int | float, type_: str | ir.Type) -> ir.Value:
         """`value` of `type_` (a scalar or a vector splat), built once, before the launch."""
-        t = element_type(type_) if isinstance(type_, str) else type_
-        key = (str(t), repr(value))
+        key = (type_, repr(value))  # a type's name or the type itself: both hash without printing the type
         if key not in self._constants:
+            t = element_type(type_) if isinstance(type_, str) else type_
             with self._constants_at:
                 self._constants[key] = arith.ConstantOp(t, _attribute(value, t)).result
         return self._constants[key]

@@ -61,6 +61,7 @@ from .ir_helpers import (
     defining_op,
     dispatch_label,
     nested_ops,
+    ops_between,
     reassociation,
     users_of,
     vectors_fit,
@@ -460,12 +461,12 @@ def _first_reader(op: ir.Operation, result: ir.Value) -> tuple[ir.Operation, ir.
     candidates += [(user, view) for view in users_of(result)
                    if view.name == "memref.expand_shape" or _drops_unit_dims(view)
                    for user in users_of(view.results[0])]
-    block_ops = [o.operation for o in op.block.operations]
-    after = block_ops.index(op)
-    readers = [(block_ops.index(user), user, view) for user, view in candidates
-               if user.name.startswith("linalg.") and user.name != "linalg.fill" and user.block == op.block
-               and block_ops.index(user) > after]
-    return min(readers, key=lambda r: r[0])[1:] if readers else None
+    first = None
+    for user, view in candidates:
+        if user.name.startswith("linalg.") and user.name != "linalg.fill" and user.block == op.block \
+                and op.is_before_in_block(user) and (first is None or user.is_before_in_block(first[0])):
+            first = (user, view)
+    return first
 
 
 def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] | None:
@@ -473,9 +474,8 @@ def _ops_between(op: ir.Operation, consumer: ir.Operation) -> tuple[list, list] 
     which the kernel's operands may need moved before it; the other linalg
     ops of its horizontal dispatch, which the epilogue moves across), or
     None if anything else sits there."""
-    block_ops = [o.operation for o in op.block.operations]
     label, moved, skipped = dispatch_label(op), [], []
-    for between in block_ops[block_ops.index(op) + 1:block_ops.index(consumer)]:
+    for between in ops_between(op, consumer):
         if between.name == "memref.alloc" or between.name in VIEW_OPS:
             moved.append(between)
         elif dispatch_kind(op) is DispatchKind.MATMUL_HORIZONTAL and dispatch_label(between) == label:

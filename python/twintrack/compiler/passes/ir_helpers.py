@@ -231,6 +231,21 @@ def defined_functions(module: ir.Operation) -> list[ir.Operation]:
             if op.operation.name == "func.func" and op.operation.regions[0].blocks]
 
 
+def ops_between(first: ir.Operation, last: ir.Operation) -> list[ir.Operation]:
+    """The ops strictly between `first` and `last` in their block (the
+    block read only up to `last`: listing a model's whole function for each
+    site made the kernel passes quadratic)."""
+    between, inside = [], False
+    for op in first.block.operations:
+        op = op.operation
+        if op == last:
+            return between
+        if inside:
+            between.append(op)
+        inside = inside or op == first
+    return between
+
+
 def kernel_launches(module: ir.Operation) -> list[ir.Operation]:
     """The gpu.launch_func ops of the module's host functions (the kernels'
     own ops not walked: in a large model they are most of the module)."""

@@ -29,11 +29,14 @@ def _previous(op: ir.Operation) -> ir.Operation | None:
     """The op before `op`, passing over allocations and views (they touch
     no data; an earlier look at this matmul may have moved its epilogue's
     before it)."""
-    block_ops = [o.operation for o in op.block.operations]
-    index = block_ops.index(op) - 1
-    while index >= 0 and (block_ops[index].name == "memref.alloc" or block_ops[index].name in VIEW_OPS):
-        index -= 1
-    return block_ops[index] if index >= 0 else None
+    previous = None
+    for candidate in op.block.operations:
+        candidate = candidate.operation
+        if candidate == op:
+            return previous
+        if candidate.name != "memref.alloc" and candidate.name not in VIEW_OPS:
+            previous = candidate
+    return previous
 
 
 def zero_fill_before(op: ir.Operation) -> ir.Operation | None:
