@@ -136,11 +136,13 @@ def _snapshot(module):
 
 
 def readable_text(module) -> str:
-    """A stage dump: large constants and weight blobs elided, so dumps stay
-    readable and small (the complete module is kept in Compilation.module).
-    The stage's pass manager verified it: the printer need not again."""
+    """A stage dump: large constants and every weight blob elided, so dumps
+    stay readable and small (the complete module is kept in
+    Compilation.module). The stage's pass manager verified it: the printer
+    need not again. (A resource limit above 0 cost 14 ms a dump of a frozen
+    MLP's 12 MB of weights, whatever their size; 0 costs 2 ms.)"""
     try:
-        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=64, assume_verified=True)
+        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=0, assume_verified=True)
     except TypeError:  # torch-mlir's bindings predate large_resource_limit
         return module.operation.get_asm(large_elements_limit=16, assume_verified=True)
 
