@@ -28,7 +28,8 @@
 // CHECK-NEXT:    gpu.launch_func @forward_row_kernel_2::@forward_row_kernel_2 blocks in
 // CHECK-SAME:      twintrack.source_ops = ["model.py:30:0"]
 // CHECK-NOT:     gpu.launch {
-// CHECK:         gpu.module @forward_row_kernel_0
+// Each module is marked compared: a later stage's share compares only its own new modules.
+// CHECK:         gpu.module @forward_row_kernel_0 attributes {twintrack.compared}
 // CHECK:           arith.mulf
 // CHECK-NOT:     gpu.module @forward_row_kernel_1
 // CHECK:         gpu.module @forward_row_kernel_2

@@ -18,6 +18,11 @@ from .annotate_kernels import annotate_sources
 from .ir_helpers import PythonPass, gpu_functions, kernel_launches
 
 KERNEL_NAME_ATTR = "twintrack.kernel_name"  # on a gpu.launch_func: its own name, where it runs another's kernel
+# On a gpu.module compared with the others already. Each kernel stage (and
+# annotate, for the generic kernels) builds its own kinds of kernel, each
+# kind's path written in its body, so a later stage's module never repeats
+# an earlier stage's, and is compared only with the modules new with it.
+COMPARED_ATTR = "twintrack.compared"
 _PLACEHOLDER = "twintrack_shared_kernel"
 
 
@@ -61,12 +66,13 @@ class ShareKernelModules(PythonPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         first_with, shared = {}, {}
         for op in module.regions[0].blocks[0].operations:
-            if op.operation.name != "gpu.module":
-                continue
+            if op.operation.name != "gpu.module" or COMPARED_ATTR in op.operation.attributes:
+                continue  # compared when its stage ended: no later stage builds a kernel of its kind
             name = _symbol(op.operation)
             first = first_with.setdefault(_text_but_names(op.operation), name)
             if first != name:
                 shared[name] = (first, op.operation)
+            op.operation.attributes[COMPARED_ATTR] = ir.UnitAttr.get()
         if not shared:
             return
         kernels = gpu_functions(module)
