@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import CompilerError
 from ..locations import short_location
+from .passes.ir_helpers import kernel_ref
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 
 PLAN_VERSION = 1
@@ -363,7 +364,7 @@ class _PlanBuilder:
     def _launch(self, op) -> None:
         view = op.opview
         attrs = op.attributes
-        module_name, kernel_name = (part.strip("@") for part in str(attrs["kernel"]).split("::"))
+        module_name, kernel_name = kernel_ref(op)
         args = []
         for value in view.kernelOperands:
             key = self._key(value)

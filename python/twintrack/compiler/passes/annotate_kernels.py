@@ -25,7 +25,7 @@ from mlir import ir
 from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR, WGMMA_SHAPE_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
 from ...locations import location_source_key, short_location
-from .ir_helpers import PythonPass, elementwise_flops, gpu_functions, kernel_launches, shaped_bytes
+from .ir_helpers import PythonPass, elementwise_flops, gpu_functions, kernel_launches, kernel_ref, shaped_bytes
 
 PATH_ATTR = "twintrack.path"
 SOURCE_OPS_ATTR = "twintrack.source_ops"
@@ -189,8 +189,8 @@ class AnnotateKernels(PythonPass):
         kernels = gpu_functions(module)
         work = {}  # per kernel: its path and flops per thread, counted once for the launches sharing it
         for launch in kernel_launches(module):
-            symbol = str(launch.attributes["kernel"])  # @module::@func
-            kernel = kernels[tuple(part.strip("@") for part in symbol.split("::"))]
+            symbol = kernel_ref(launch)
+            kernel = kernels[symbol]
             if symbol not in work:
                 work[symbol] = (_kernel_path(kernel), _flops_per_thread(kernel))
             self._annotate(launch, kernel, *work[symbol])

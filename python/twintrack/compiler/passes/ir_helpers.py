@@ -246,6 +246,12 @@ def ops_between(first: ir.Operation, last: ir.Operation) -> list[ir.Operation]:
     return between
 
 
+def kernel_ref(launch: ir.Operation) -> tuple[str, str]:
+    """(gpu.module name, function name) of the kernel a gpu.launch_func calls (its `@module::@func`)."""
+    module_name, kernel_name = (part.strip("@") for part in str(launch.attributes["kernel"]).split("::"))
+    return module_name, kernel_name
+
+
 def kernel_launches(module: ir.Operation) -> list[ir.Operation]:
     """The gpu.launch_func ops of the module's host functions (the kernels'
     own ops not walked: in a large model they are most of the module)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .annotate_kernels import annotate_sources
-from .ir_helpers import PythonPass, gpu_functions, kernel_launches
+from .ir_helpers import PythonPass, gpu_functions, kernel_launches, kernel_ref
 
 KERNEL_NAME_ATTR = "twintrack.kernel_name"  # on a gpu.launch_func: its own name, where it runs another's kernel
 # On a gpu.module compared with the others already. Each kernel stage (and
@@ -31,11 +31,6 @@ def renamed(text: str, name: str, new_name: str) -> str:
     parameters, `name_param_0`), called `new_name`; not inside a longer name
     (kernel_3 in kernel_30)."""
     return re.sub(rf"\b{re.escape(name)}(?![0-9A-Za-z])", new_name, text)
-
-
-def _kernel_ref(launch: ir.Operation) -> tuple[str, str]:
-    module_name, kernel_name = (part.strip("@") for part in str(launch.attributes["kernel"]).split("::"))
-    return module_name, kernel_name
 
 
 def _symbol(op: ir.Operation) -> str:
@@ -78,10 +73,10 @@ class ShareKernelModules(PythonPass):
         kernels = gpu_functions(module)
         launches_of = defaultdict(list)
         for launch in kernel_launches(module):
-            launches_of[_kernel_ref(launch)[0]].append(launch)
+            launches_of[kernel_ref(launch)[0]].append(launch)
         for module_name, (first, erased) in shared.items():
             for launch in launches_of[module_name]:
-                kernel_name = _kernel_ref(launch)[1]
+                kernel_name = kernel_ref(launch)[1]
                 annotate_sources(launch, kernels[(module_name, kernel_name)])  # its own locations, before its kernel goes
                 if KERNEL_NAME_ATTR not in launch.attributes:  # shared before: it keeps its first own name
                     launch.attributes[KERNEL_NAME_ATTR] = ir.StringAttr.get(module_name)
