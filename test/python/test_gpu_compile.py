@@ -382,3 +382,19 @@ def test_a_result_names_the_model_file_relative_to_the_tree(tmp_path):
     assert portable_model_spec(elsewhere, tmp_path) == "test/python/models.py:vit?batch=2"
     assert portable_model_spec("zoo:mlp", tmp_path) == "zoo:mlp"
     assert portable_model_spec("/nowhere/else.py:make", tmp_path) == "/nowhere/else.py:make"
+
+
+def test_the_kernel_report_gives_ptxas_notes_once_per_shared_binary(capsys):
+    from twintrack.cli.compile import print_kernel_report
+    launch = {"path": "flash-attention-wgmma", "source_ops": [], "grid": [16, 128, 1], "block": [384, 1, 1],
+              "registers": 168, "spills": 0, "shared_bytes": 99328, "bytes": 1 << 20, "flops": 1 << 30,
+              "cubin": "kernels/forward_attention_0.cubin",
+              "ptxas_full_optimization": "at --Ofast-compile=mid: C7509: wgmma serialized"}
+    kernels = [dict(launch, name=f"forward_attention_{i}") for i in range(3)]
+    kernels.append(dict(launch, name="forward_attention_9", cubin="kernels/forward_attention_9.cubin"))
+    print_kernel_report(kernels)
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ptxas on")]
+    assert notes == ["ptxas on forward_attention_0 (3 launches): assembled at full optimization "
+                     "(at --Ofast-compile=mid: C7509: wgmma serialized)",
+                     "ptxas on forward_attention_9: assembled at full optimization "
+                     "(at --Ofast-compile=mid: C7509: wgmma serialized)"]

@@ -404,6 +404,20 @@ def print_fallbacks(fallbacks: list[dict], outdir: Path) -> None:
               f"(reproducer: {outdir / fallback['reproducer'] / 'command.sh'})", file=sys.stderr)
 
 
+def _print_ptxas_notes(kernels: list[dict]) -> None:
+    """ptxas's notes once per binary (the launches of one shared kernel have the same)."""
+    launches: dict[str, list[dict]] = {}
+    for k in kernels:
+        launches.setdefault(k.get("cubin", k["name"]), []).append(k)
+    for same in launches.values():
+        k = same[0]
+        name = k["name"] + (f" ({len(same)} launches)" if len(same) > 1 else "")
+        for note in k.get("ptxas_notes", []):
+            print(f"ptxas on {name}: potential performance loss ({note})")
+        if k.get("ptxas_full_optimization"):
+            print(f"ptxas on {name}: assembled at full optimization ({k['ptxas_full_optimization']})")
+
+
 def print_kernel_report(kernels: list[dict]) -> None:
     paths = [k.get("path", "generic").split()[0] for k in kernels]
     name_width = max([22] + [len(k["name"]) for k in kernels]) + 2  # a long name never runs into its path
@@ -417,11 +431,7 @@ def print_kernel_report(kernels: list[dict]) -> None:
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
               f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>11}{work[1]:>13}  {source}")
     _print_bucket_decisions(kernels)
-    for k in kernels:
-        for note in k.get("ptxas_notes", []):
-            print(f"ptxas on {k['name']}: potential performance loss ({note})")
-        if k.get("ptxas_full_optimization"):
-            print(f"ptxas on {k['name']}: assembled at full optimization ({k['ptxas_full_optimization']})")
+    _print_ptxas_notes(kernels)
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
         fast = sum(1 for p in paths if p != "generic")

@@ -61,20 +61,32 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
 
 
 def write_artifact(directory: Path, compilation: Compilation, model_spec: str, dtype: str | None = None) -> dict:
+    complete = compilation.dumps[-1].name == compilation.recipe.stages[-1].name
+    assembly = None
+    if complete and compilation.recipe.target == "gpu":  # ptxas runs while the dumps are written
+        from .gpu_codegen import start_kernels
+        assembly = start_kernels(compilation, directory)
+    try:
+        _write_dumps(directory, compilation)
+        manifest = manifest_for(compilation, model_spec, dtype)
+        if assembly is not None:
+            from .gpu_codegen import package
+            manifest.update(package(compilation, directory, assembly))
+        elif complete:
+            from .cpu_jit import executable_text
+            text = executable_text(compilation.module, compilation.exported.arguments, compilation.exported.outputs)
+            (directory / EXECUTABLE).write_text(text)
+    finally:
+        if assembly is not None:
+            assembly.cancel()
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _write_dumps(directory: Path, compilation: Compilation) -> None:
     stages = directory / "stages"
     stages.mkdir(parents=True, exist_ok=True)
     for dump in compilation.dumps:
         (stages / dump.file_name).write_text(dump.text)
     for fallback in compilation.fallbacks:
         fallback.reproducer.write(directory / "repro" / fallback.kernel)
-    manifest = manifest_for(compilation, model_spec, dtype)
-    if manifest["executable"] is not None:
-        if compilation.recipe.target == "gpu":
-            from .gpu_codegen import package
-            manifest.update(package(compilation, directory))
-        else:
-            from .cpu_jit import executable_text
-            text = executable_text(compilation.module, compilation.exported.arguments, compilation.exported.outputs)
-            (directory / EXECUTABLE).write_text(text)
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return manifest

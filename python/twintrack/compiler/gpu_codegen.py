@@ -94,12 +94,26 @@ def _ptxas_version(ptxas: str) -> str:
     return subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout
 
 
-def assemble_all(ptx: dict[str, str], arch: str, directory: Path, fast_compile: str) -> dict[str, Resources]:
-    """Every kernel through ptxas, as many at once as there are cores (each
-    is a process of its own)."""
-    with ThreadPoolExecutor(max_workers=max(1, min(len(ptx), os.cpu_count() or 1))) as pool:
-        futures = {name: pool.submit(assemble, name, text, arch, directory, fast_compile) for name, text in ptx.items()}
-        return {name: future.result() for name, future in futures.items()}
+class Assembly:
+    """ptxas on every kernel, running in the background (each kernel a
+    process of its own, as many at once as there are cores) while the caller
+    writes the stage dumps and the host plan; `resources()` waits for it."""
+
+    def __init__(self, ptx: dict[str, str], arch: str, directory: Path, fast_compile: str):
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(ptx), os.cpu_count() or 1)))
+        self._futures = {name: self._pool.submit(assemble, name, text, arch, directory, fast_compile)
+                         for name, text in ptx.items()}
+
+    def resources(self) -> dict[str, Resources]:
+        try:
+            with phase("ptxas (waiting for it)"):
+                return {name: future.result() for name, future in self._futures.items()}
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Drop the kernels not started yet and wait for the running ones (nothing half-written)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def parse_ptxas_report(text: str) -> Resources:
@@ -111,27 +125,32 @@ def parse_ptxas_report(text: str) -> Resources:
                      int(shared.group(1)) if shared else 0, tuple(f"{code}: {what}" for code, what in notes))
 
 
-def package(compilation, directory: Path) -> dict:
-    """Write kernels/ and plan.json; return the manifest's GPU entries."""
-    arch = compilation.options.arch
+def start_kernels(compilation, directory: Path) -> Assembly:
+    """Extract the kernels' PTX into DIRECTORY/kernels and start ptxas on them."""
     kernels_dir = directory / "kernels"
     kernels_dir.mkdir()
     with phase("extract PTX"):
         ptx = extract_ptx(compilation.module)
-    with phase("ptxas"):
-        resources = assemble_all(ptx, arch, kernels_dir, compilation.options.ptxas_fast_compile)
+    return Assembly(ptx, compilation.options.arch, kernels_dir, compilation.options.ptxas_fast_compile)
+
+
+def package(compilation, directory: Path, assembly: Assembly) -> dict:
+    """Write plan.json; wait for `assembly`; return the manifest's GPU entries."""
     try:
         with phase("host plan"):
             plan = extract_plan(compilation.module, compilation.exported, directory)
     except CompilerError:
+        assembly.cancel()
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage
+        assembly.cancel()
         raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
+    resources = assembly.resources()
     tuning = tuning_notes(compilation.module)
     report = [kernel_entry(step, resources[step.get("binary", step["module"])], tuning.get(step["module"]))
               for step in plan.launches()]
     plan.write(directory / "plan.json")
-    return {"arch": arch, "executable": "plan.json", "kernels": report,
+    return {"arch": compilation.options.arch, "executable": "plan.json", "kernels": report,
             "functions": [{"name": name, "kind": "kernel module"} for name in resources]}
 
 
