@@ -4,7 +4,6 @@ returned."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import operator
 
@@ -139,9 +138,11 @@ def _returning_only(program: torch.export.ExportedProgram, signature: ExportGrap
     output_node.args = (tuple(results),)
     program.graph_module.recompile()
     specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None) for node in results]
-    call_graph = copy.deepcopy(program.module_call_graph)
+    call_graph = list(program.module_call_graph)  # the entry replaced, not deep-copied (torch warns on copying specs)
     if call_graph[0].signature is not None:
-        call_graph[0].signature.out_spec = pytree.tree_structure(tuple(range(len(results))))
+        out_spec = pytree.tree_structure(tuple(range(len(results))))
+        call_graph[0] = dataclasses.replace(call_graph[0],
+                                            signature=dataclasses.replace(call_graph[0].signature, out_spec=out_spec))
     return torch.export.ExportedProgram(
         root=program.graph_module, graph=program.graph,
         graph_signature=ExportGraphSignature(list(signature.input_specs), specs),
