@@ -333,7 +333,7 @@ def test_fuzzer_finding_matches_eager(name, compile_cache):
 
 
 # SIGSEGV at 'linalg' (where of a bool branch beside uint8, 8-bit arithmetic with a number or a bool);
-# 0-d softmax never left the 'torch' stage.
+# 0-d softmax never left the 'torch' stage; 0-d var over a listed dim was a SIGSEGV there.
 FUZZED_CRASHES = {
     "bitwise_or_bool_with_uint8": (lambda x, c: torch.bitwise_or(c, x) ^ x, (U8(4, 3), torch.tensor([True, False, True]))),
     "where_bool_beside_uint8_then_eq": (lambda x, c: torch.eq(torch.where(c, x, c), c),
@@ -344,6 +344,11 @@ FUZZED_CRASHES = {
     "uint8_remainder_negative_number": (lambda x: x % -3, (U8(3, 4),)),
     "int8_times_bool": (lambda x, b: x * b, (I8(3, 4), I8(3, 4) > 0)),
     "softmax_0d_then_log": (lambda x: torch.log(torch.softmax(-x, dim=0)), (torch.tensor(0.25),)),
+    # torch-mlir's var over a listed dim of a 0-d float32/float64 tensor (SIGSEGV at 'torch')
+    "var_0d_dim0": (lambda x: torch.var(x, dim=0) + torch.var(x, dim=-1, correction=0), (torch.tensor(0.25),)),
+    "var_mean_0d_keepdim": (lambda x: torch.var_mean(x, dim=[0], keepdim=True, correction=0),
+                            (torch.tensor(-1.5, dtype=torch.float64),)),
+    "std_mean_0d": (lambda x: torch.std_mean(x, dim=-1), (torch.tensor(2.0),)),
 }
 FUZZED = table("fuzzed crashes", FUZZED_CRASHES)
 

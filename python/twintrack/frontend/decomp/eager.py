@@ -42,9 +42,9 @@ Where the lowering departs, and why each fix is general:
   (torch-mlir's takes the byte as signed); bitwise or/xor/and with a
   number, which torch-mlir does not lower, use the Tensor overloads.
 * 0-d tensors. Eager reduces, normalizes and flips a 0-d tensor over dim
-  0 or -1; torch-mlir's softmax never finishes on one, and log_softmax,
-  prod.dim_int, any.dim (all) and flip fail to legalize: they run on
-  the 1-element vector here.
+  0 or -1; torch-mlir's softmax never finishes on one, its var over a
+  listed dim of one is a SIGSEGV, and log_softmax, prod.dim_int, any.dim
+  (all) and flip fail to legalize: they run on the 1-element vector here.
 * Adaptive max pooling: torch-mlir rewrites it as max_pool2d, right only
   for windows of one length and batched inputs; here it gathers its
   windows of unequal lengths (with eager's indices at ties and NaN).
@@ -393,17 +393,17 @@ def _zero_dim_as_one_dim(op):
     the input as a 1-element vector, its result reshaped back to 0-d (with
     or without keepdim, eager's result is 0-d). torch-mlir's lowerings
     assume a dimension to reduce or reverse: 0-d softmax never finishes the
-    'torch' stage, log_softmax stays backend illegal, flip, prod.dim_int
-    and any.dim fail to legalize."""
+    'torch' stage, var and var_mean over dim [0] crash it, log_softmax
+    stays backend illegal, flip, prod.dim_int and any.dim fail to legalize."""
     def decomposition(input, *args, **kwargs):
         if input.dim() != 0:
             return NotImplemented
-        return op(input.reshape(1), *args, **kwargs).reshape(())
+        return pytree.tree_map(lambda result: result.reshape(()), op(input.reshape(1), *args, **kwargs))
     return decomposition
 
 
 ZERO_DIM_REDUCTIONS = (aten._softmax.default, aten._log_softmax.default, aten.prod.dim_int, aten.flip.default,
-                       aten.any.dim, aten.all.dim)
+                       aten.any.dim, aten.all.dim, aten.var.correction, aten.var_mean.correction)
 
 
 def _bitwise_with_tensor(tensor_op):
