@@ -307,6 +307,16 @@ MIXED = {
     "remainder_uint8": (lambda a, b: a % b, (BYTES, torch.tensor([3, 7, 100, 2, 9], dtype=torch.uint8))),
     "uint8_times_int8": (lambda a, b: a * b, (BYTES, BYTES.to(torch.int8))),
     "uint8_plus_int32": (lambda a, b: a + b, (BYTES, torch.arange(5, dtype=torch.int32))),
+    # the division guard negated the bool dividend (x / -1 == -x) before promoting it
+    "floor_divide_bool_by_int32": (lambda x: torch.floor_divide(torch.any(x), x),
+                                   (torch.tensor([[3, -1], [1, 2], [-4, 5]], dtype=torch.int32),)),
+}
+
+# a loop's carried values keep a size-1 dim's odd stride through contiguous(): the body's results did not
+STRIDES = {
+    "integer_pow_of_a_strided_slice": (lambda x: torch.pow(torch.argmin(x, 0, keepdim=True)[0::2],
+                                                           torch.argmin(x, 0, keepdim=True)),
+                                       (torch.randn(2, 4, 4, 4, generator=torch.Generator().manual_seed(3)),)),
 }
 
 # 0-d tensors reduced, normalized or flipped over dim 0 / -1 (legal in eager)
@@ -324,10 +334,10 @@ ZERO_DIM = {
 }
 
 
-FUZZER_FINDINGS = table("fuzzer findings", {**MIXED, **ZERO_DIM})
+FUZZER_FINDINGS = table("fuzzer findings", {**MIXED, **ZERO_DIM, **STRIDES})
 
 
-@pytest.mark.parametrize("name", list(MIXED) + list(ZERO_DIM))
+@pytest.mark.parametrize("name", list(MIXED) + list(ZERO_DIM) + list(STRIDES))
 def test_fuzzer_finding_matches_eager(name, compile_cache):
     case_matches_eager(FUZZER_FINDINGS, compile_cache, name)
 

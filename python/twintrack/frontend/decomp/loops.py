@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch._prims_common import make_contiguous_strides_for
 from torch._higher_order_ops.while_loop import while_loop_op
 
 
@@ -30,9 +31,10 @@ def tensor_while(condition, body, state, inputs=()) -> tuple:
     tensors (none of them an argument) with `state`'s shapes and dtypes;
     `inputs` are tensors the loop reads and never changes (carried through
     it unchanged: torch-mlir's importer takes no other operands, nor a loop
-    of one value, which gets a 0-d companion). Each goes in contiguous, as
-    the body's results come out (a view's strides would not match them)."""
-    count, carried = len(state), tuple(value.contiguous() for value in (*state, *inputs))
+    of one value, which gets a 0-d companion). Each goes in with a dense
+    layout's strides, as the body's results come out (a view's would not
+    match them, nor would a size-1 dim's stride, which `contiguous()` keeps)."""
+    count, carried = len(state), tuple(_dense(value) for value in (*state, *inputs))
     padding = () if len(carried) > 1 else (carried[0].new_zeros(()),)
 
     def loop_condition(*values):
@@ -42,6 +44,12 @@ def tensor_while(condition, body, state, inputs=()) -> tuple:
         return (*body(*values[:len(carried)]), *(value.clone() for value in values[count:]))
 
     return tuple(while_loop_op(loop_condition, loop_body, (*carried, *padding), ()))[:count]
+
+
+def _dense(value: torch.Tensor) -> torch.Tensor:
+    if value.stride() == make_contiguous_strides_for(value.shape):
+        return value
+    return value.clone(memory_format=torch.contiguous_format)
 
 
 def elementwise_while(step, active: torch.Tensor, state, inputs=()) -> tuple:

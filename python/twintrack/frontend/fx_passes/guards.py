@@ -40,6 +40,12 @@ def _integer(node) -> bool:
         and value.dtype != torch.bool
 
 
+def _dtype(value) -> torch.dtype | None:
+    """A node's dtype (a tensor's), or None for a number."""
+    value = value.meta.get("val") if isinstance(value, fx.Node) else None
+    return value.dtype if isinstance(value, torch.Tensor) else None
+
+
 def _guard_division(graph: fx.Graph, node: fx.Node) -> Violation | None:
     dividend, divisor = node.args[:2]
     if not (_integer(node) and _integer(divisor)):
@@ -51,7 +57,10 @@ def _guard_division(graph: fx.Graph, node: fx.Node) -> Violation | None:
     node.args = (dividend, safe_divisor, *node.args[2:])
     if node.target is aten.div.Tensor_mode:  # x / -1 == -x, wrapping at INT_MIN as two's complement does
         after = NodeBuilder(graph, node, after=True)
-        chosen = after(aten.where.self, minus_one, after(aten.neg.default, dividend), node)
+        promoted = dividend
+        if _dtype(dividend) != node.meta["val"].dtype:  # a bool or narrower dividend: -x in the result's type
+            promoted = after(aten._to_copy.default, dividend, dtype=node.meta["val"].dtype)
+        chosen = after(aten.where.self, minus_one, after(aten.neg.default, promoted), node)
         node.replace_all_uses_with(chosen, delete_user_cb=lambda user: user is not chosen)
     return Violation(new(aten.any.default, zero), "division", f"{located(node)}: integer division by zero")
 
