@@ -215,3 +215,30 @@ def test_gpu_compiles_elementwise_loops(tmp_path):
     assert manifest["kernels"]
     for kernel in manifest["kernels"]:
         assert (tmp_path / "loops" / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF"
+
+
+# ---------------------------------------------------------------- the model's own while_loop
+
+class _CountTo(torch.nn.Module):
+    """torch's while_loop from a constant counter: `while i < limit: i, x = i + 1, x * 1.5 + i`."""
+
+    def __init__(self, start: int, limit: int):
+        super().__init__()
+        self.start, self.limit = start, limit
+
+    def forward(self, x):
+        from torch._higher_order_ops.while_loop import while_loop
+        return while_loop(lambda i, x: i < self.limit, lambda i, x: (i + 1, x * 1.5 + i),
+                          (torch.tensor(self.start), x))
+
+
+@pytest.mark.parametrize("start, limit", [(0, 3), (5, 3), (0, 1)])
+def test_a_models_while_loop_from_a_constant_start_runs_its_test(start, limit):
+    """The first test folds to a constant (true for 0 < 3, false for 5 < 3):
+    the loop still stops when its test fails (keep-while-loops; it ran forever)."""
+    x = torch.randn(7, 9, generator=_seeded(4), dtype=torch.float64)
+    module = _CountTo(start, limit)
+    count, result = twintrack.compile(module, (x,))(x)
+    expected_count, expected = module(x)
+    assert int(count) == int(expected_count) == max(start, limit)
+    torch.testing.assert_close(result, expected)

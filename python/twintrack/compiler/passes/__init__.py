@@ -39,6 +39,7 @@ PASSES = {
     "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
     "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
     "grouped-reshapes": ("grouped_reshapes", "GroupedReshapes"),
+    "keep-while-loops": ("while_loops", "KeepWhileLoops"),
     "kernel-occupancy": ("kernel_occupancy", "KernelOccupancy"),
     "gpu-serial-kernels": ("gpu_serial_kernels", "GpuSerialKernels"),
     "half-opmath": ("half_precision", "HalfOpmath"),
