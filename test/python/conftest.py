@@ -98,6 +98,14 @@ def copies_read_through(kernel_path: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def mask_row_tests(kernels: list[dict]) -> list[dict]:
+    """The kernels that test an attention mask's rows for a kept score (a
+    row it takes whole is zeros, as eager's safe softmax makes it): a
+    generic max over the mask, beside the flash kernel."""
+    return [k for k in kernels if k["path"] == "generic" and k["source_ops"][:1]
+            and k["source_ops"][0].startswith("aten.amax")]
+
+
 def compile_on_threads(model: torch.nn.Module, inputs: tuple, threads: int = 1, dynamic: str | None = None):
     """(twintrack's CPU compile of `model`, its cpu-kernels stage IR),
     compiled while torch has `threads` threads (the kernels take that many),

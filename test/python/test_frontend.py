@@ -98,6 +98,22 @@ def test_masked_attention_decomposes_in_its_dtype_and_layout():
             assert relative_error(program.module()(*inputs)[0], reference) < tolerance
 
 
+def test_attention_rows_the_mask_takes_whole_are_zeros_as_eager():
+    """A query row with every score masked (padding): eager's safe softmax
+    makes it zeros, not the NaN of a softmax of -infs; the other rows as before."""
+    keep = torch.rand(16, 16, generator=torch.Generator().manual_seed(1)) > 0.3
+    keep[[2, 9]] = False
+    additive = torch.zeros(16, 16).masked_fill(~keep, float("-inf"))
+    for attn_mask in (keep, additive):
+        program, inputs, _ = _attention_program(torch.float32, attn_mask=attn_mask)
+        reference = torch.nn.functional.scaled_dot_product_attention(
+            *[x.double() for x in inputs], attn_mask=attn_mask if attn_mask.dtype == torch.bool else attn_mask.double())
+        reference = reference.transpose(1, 2).reshape(2, 16, -1)
+        result = program.module()(*inputs)[0]
+        assert not result.isnan().any() and (result[:, [2, 9]] == 0).all()
+        assert relative_error(result, reference) < 1e-5
+
+
 def test_torch_export_file_with_constants_and_dtypes(run_tool, tmp_path):
     """A graph that holds a tensor constant and names float32 checks against
     float64 (op by op, widened) and runs on the device its weights go to."""

@@ -6,7 +6,8 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
 
 - `attention`: scaled dot-product attention alone, B×H×S×D, full, causal
   (`causal=1`), with an explicit boolean causal mask (`mask=1`), or with
-  grouped key/value heads (`kv_heads` < `heads`).
+  grouped key/value heads (`kv_heads` < `heads`); `padded=N` masks the
+  last N query rows whole (padding: eager gives them zeros).
 - `llama_layer`: a LLaMA-style decoder layer: RMSNorm, rotary embeddings on
   Q and K, causal attention with grouped KV heads, SwiGLU MLP;
   `llama_decode_step`: one decode step of it, with a KV cache (dynamic
@@ -45,27 +46,30 @@ def _seeded_module(module: nn.Module, seed: int) -> nn.Module:
 
 
 class Attention(nn.Module):
-    def __init__(self, causal: bool, masked: bool, grouped: bool):
+    def __init__(self, causal: bool, masked: bool, grouped: bool, padded: int = 0):
         super().__init__()
-        self.causal, self.masked, self.grouped = causal, masked, grouped
+        self.causal, self.masked, self.grouped, self.padded = causal, masked, grouped, padded
 
     def forward(self, q, k, v, *mask):
         attn_mask = mask[0] if self.masked else None
+        if self.padded:  # the last rows attend to no key
+            rows = torch.arange(q.shape[-2], device=q.device)
+            attn_mask = attn_mask & (rows < q.shape[-2] - self.padded)[:, None]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=self.causal,
                                               enable_gqa=self.grouped)
 
 
 def attention(batch: int = 2, heads: int = 4, kv_heads: int = 0, seq: int = 64, head_dim: int = 16,
-              causal: int = 0, mask: int = 0, seed: int = 0):
+              causal: int = 0, mask: int = 0, padded: int = 0, seed: int = 0):
     """SDPA on B×H×S×D inputs; kv_heads (0: as heads) groups the key/value heads."""
     kv_heads = kv_heads or heads
     g = _generator(seed)
     q = torch.randn(batch, heads, seq, head_dim, generator=g)
     k, v = (torch.randn(batch, kv_heads, seq, head_dim, generator=g) for _ in range(2))
     inputs = (q, k, v)
-    if mask:
+    if mask or padded:
         inputs += (torch.ones(seq, seq, dtype=torch.bool).tril(),)
-    return Attention(bool(causal), bool(mask), kv_heads != heads), inputs
+    return Attention(bool(causal), bool(mask or padded), kv_heads != heads, padded), inputs
 
 
 class RMSNorm(nn.Module):

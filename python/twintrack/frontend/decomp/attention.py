@@ -47,12 +47,16 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
     memory, and the matmuls could not use fp16 tensor cores. The matmul
     kernels accumulate in f32, and the softmax computes in f32 internally
     (torch-mlir widens it). A boolean mask keeps the scores where it is
-    true; another is added to them. With grouped heads (enable_gqa) each
-    key/value head serves query heads / key heads consecutive query heads."""
+    true; another is added to them. A row the mask takes every score from
+    is zeros, as eager's safe softmax makes it (not the NaN of a softmax of
+    -infs). With grouped heads (enable_gqa) each key/value head serves
+    query heads / key heads consecutive query heads."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         key = key.repeat_interleave(query.shape[-3] // key.shape[-3], dim=-3)
         value = value.repeat_interleave(query.shape[-3] // value.shape[-3], dim=-3)
+    # before the scores: nothing may sit between the two matmuls of the attention kernel's chain
+    attends = _attends(attn_mask) if attn_mask is not None and not is_causal else None
     scores = (query * scale) @ key.transpose(-2, -1)
     if is_causal:
         rows, cols = scores.shape[-2], scores.shape[-1]
@@ -62,5 +66,17 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
     elif attn_mask is not None:
         scores = scores + attn_mask
     output = torch.softmax(scores, dim=-1) @ value
+    if attends is not None:
+        output = torch.where(attends, output, 0)
     inverse = sorted(range(len(layout)), key=lambda d: layout[d])
     return output.permute(layout).contiguous().permute(inverse)
+
+
+def _attends(mask: torch.Tensor) -> torch.Tensor:
+    """Per query row (last dim kept): does the mask leave it any score?
+    Read from the mask alone, so the score matrix need not be kept for it;
+    a max, which the GPU runs as one kernel (a bool any() took a fill and a
+    reduction there)."""
+    if mask.dtype == torch.bool:
+        return mask.to(torch.float16).amax(dim=-1, keepdim=True) > 0
+    return mask.amax(dim=-1, keepdim=True) != float("-inf")
