@@ -216,3 +216,20 @@ def test_exporting_warns_the_user_of_nothing_torch_deprecates():
         warnings.simplefilter("always", FutureWarning)
         twintrack.export(_module(lambda x: (x.relu() + 1, x * 2)), (x,))
     assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
+
+
+def test_bool_and_uint8_constants_of_the_module_as_eager():
+    """Tensors the module holds (not parameters or buffers: export lifts them
+    as constants, and torch-mlir's importer stores them as resource blobs)."""
+    class Constants(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flags = torch.tensor([True, False, True, False])
+            self.bytes = torch.tensor([3, 250, 7, 0], dtype=torch.uint8)
+
+        def forward(self, x):
+            return self.flags, self.bytes + x
+
+    x = torch.tensor([1, 2, 3, 4], dtype=torch.uint8)
+    flags, total = twintrack.compile(Constants(), (x,))(x)
+    assert torch.equal(flags, Constants().flags) and torch.equal(total, Constants()(x)[1])

@@ -110,14 +110,10 @@ BOOL_CONSTANTS = _table("bool constant buffers", {
     "isposinf-isreal": (lambda x: (torch.isposinf(x), torch.isreal(x.float())), (torch.arange(-4, 4),)),
     "bool-constant": (lambda x: x & torch.tensor([True, False, True, True]), (torch.tensor([True, True, False, True]),)),
 })
-# Found when `make test` began to run every case: fails at unsigned-literals
-# ("Cannot cast attribute to DenseElementsAttr": the bool constant arrives as
-# a dense_resource). Strict: it fails the run once it passes.
-KNOWN_FAILURES = {"bool-constant": "unsigned-literals cannot read a dense_resource constant"}
+# bool-constant arrives as a dense_resource, which unsigned-literals reads from the module's resources
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name], strict=True))
-                                  if name in KNOWN_FAILURES else name for name in BOOL_CONSTANTS.cases])
+@pytest.mark.parametrize("name", list(BOOL_CONSTANTS.cases))
 def test_bool_constant_buffers(name, compile_cache):
     _check(BOOL_CONSTANTS, compile_cache, name)
 

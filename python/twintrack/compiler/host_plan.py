@@ -24,6 +24,7 @@ from pathlib import Path
 from ..errors import CompilerError
 from ..locations import short_location
 from .passes.ir_helpers import kernel_ref
+from .resource_blobs import blob_array, resource_blobs, resource_key
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 
 PLAN_VERSION = 1
@@ -339,12 +340,12 @@ class _PlanBuilder:
         blobs (how torch-mlir stores frozen weights) from the module's resources."""
         import numpy as np
         dtype = _numpy_dtype(element)
-        if isinstance(initial, self.ir.DenseResourceElementsAttr) or "dense_resource<" in str(initial):
-            key = str(initial).split("<", 1)[1].split(">", 1)[0]
+        key = resource_key(initial)
+        if key is not None:
             blob = self._resources().get(key)
             if blob is None:
                 self._fail(op, f"constant {key} has no data in the module")
-            return np.frombuffer(blob[4:], dtype=dtype)  # the first 4 bytes hold the blob's alignment
+            return blob_array(blob, dtype)
         if element == "bfloat16":  # the attribute's values are floats
             values = [initial.get_splat_value().value] if initial.is_splat else [a.value for a in initial]
             return _bfloat16_bits(values)
@@ -354,11 +355,7 @@ class _PlanBuilder:
 
     def _resources(self) -> dict[str, bytes]:
         if not hasattr(self, "_blobs"):
-            import re
-            text = self.module.operation.get_asm(large_elements_limit=None)
-            section = text.split("dialect_resources:", 1)[1] if "dialect_resources:" in text else ""
-            self._blobs = {name: bytes.fromhex(data) for name, data in
-                           re.findall(r'([\w.\-]+): "0x([0-9A-Fa-f]*)"', section)}
+            self._blobs = resource_blobs(self.module)
         return self._blobs
 
     def _launch(self, op) -> None:

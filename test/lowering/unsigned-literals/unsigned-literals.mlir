@@ -29,3 +29,21 @@ func.func @splat_and_signed() -> (!torch.vtensor<[3],ui8>, !torch.vtensor<[3],si
   %1 = torch.vtensor.literal(dense<-6> : tensor<3xsi8>) : !torch.vtensor<[3],si8>
   return %0, %1 : !torch.vtensor<[3],ui8>, !torch.vtensor<[3],si8>
 }
+
+// A constant the importer stored as a resource blob (a uint8 or bool
+// buffer of the model): its bytes are read from the module's resources.
+// CHECK-LABEL: func.func @resource(
+// CHECK:         torch.vtensor.literal(dense<[3, 250, 7, 0]> : tensor<4xsi32>) : !torch.vtensor<[4],si32>
+// CHECK:         torch.aten.to.dtype {{.*}} -> !torch.vtensor<[4],ui8>
+func.func @resource() -> !torch.vtensor<[4],ui8> {
+  %0 = torch.vtensor.literal(dense_resource<torch_tensor_4_torch.uint8> : tensor<4xui8>) : !torch.vtensor<[4],ui8>
+  return %0 : !torch.vtensor<[4],ui8>
+}
+
+{-#
+  dialect_resources: {
+    builtin: {
+      torch_tensor_4_torch.uint8: "0x0100000003FA0700"
+    }
+  }
+#-}

@@ -17,10 +17,13 @@ whose truncation gives the original bytes.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..resource_blobs import blob_array, resource_blobs, resource_key
 from .ir_helpers import PythonPass
 
 UINT8_SCALAR_TYPE = 0  # torch's ScalarType numbering (c10/core/ScalarType.h)
@@ -50,16 +53,26 @@ def _unsigned_literals(root) -> list:
     return found
 
 
-def _as_signed(literal) -> None:
+def _byte_values(attribute, shape: list[int], blobs: Callable[[], dict[str, bytes]]) -> np.ndarray:
+    """The literal's bytes as int32, from a dense attribute or its resource
+    blob (`blobs()`: the module's, read when first needed)."""
+    ir, _ = _mlir()
+    key = resource_key(attribute)
+    if key is not None:
+        return blob_array(blobs()[key], np.uint8).astype(np.int32).reshape(shape)
+    values = ir.DenseElementsAttr(attribute)
+    if values.is_splat:
+        return np.full(shape, int(ir.IntegerAttr(values.get_splat_value()).value) & 0xFF, dtype=np.int32)
+    return np.array(ir.DenseIntElementsAttr(values), copy=True).astype(np.uint8).astype(np.int32).reshape(shape)
+
+
+def _as_signed(literal, blobs: Callable[[], dict[str, bytes]]) -> None:
     ir, torch_dialect = _mlir()
     unsigned_type = literal.results[0].type
     wide_type = ir.Type.parse(str(unsigned_type).replace(",ui8>", ",si32>"))
-    values = ir.DenseElementsAttr(literal.attributes["value"])
-    shape = ir.ShapedType(values.type).shape
-    if values.is_splat:
-        wide_values = np.full(shape, int(ir.IntegerAttr(values.get_splat_value()).value) & 0xFF, dtype=np.int32)
-    else:
-        wide_values = np.array(ir.DenseIntElementsAttr(values), copy=True).astype(np.uint8).astype(np.int32)
+    attribute = literal.attributes["value"]
+    shape = ir.ShapedType(attribute.type).shape
+    wide_values = _byte_values(attribute, shape, blobs)
     with ir.InsertionPoint(literal), literal.location:
         wide = torch_dialect.ValueTensorLiteralOp(ir.DenseElementsAttr.get(wide_values.reshape(shape), signless=False),
                                                   results=[wide_type]).result
@@ -79,5 +92,6 @@ class UnsignedLiterals(PythonPass):
     binding = "torch_mlir"
 
     def _run(self, op, pass_) -> None:
+        blobs = functools.cache(lambda: resource_blobs(op))
         for literal in _unsigned_literals(op):
-            _as_signed(literal)
+            _as_signed(literal, blobs)
