@@ -128,7 +128,7 @@ def parse_ptxas_report(text: str) -> Resources:
 def start_kernels(compilation, directory: Path) -> Assembly:
     """Extract the kernels' PTX into DIRECTORY/kernels and start ptxas on them."""
     kernels_dir = directory / "kernels"
-    kernels_dir.mkdir()
+    kernels_dir.mkdir(parents=True)
     with phase("extract PTX"):
         ptx = extract_ptx(compilation.module)
     return Assembly(ptx, compilation.options.arch, kernels_dir, compilation.options.ptxas_fast_compile)
