@@ -16,6 +16,7 @@ module per dtype (case_table.py).
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -223,6 +224,16 @@ def test_index_put_bool_mask(dtype, shape, mask_dims, accumulate):
     def inputs(g):
         return values(shape, dtype, g), torch.rand(shape[:mask_dims], generator=g) > 0.5, \
             values(shape[mask_dims:], dtype, g)
+    return lambda x, m, v: torch.index_put(x, (m,), v, accumulate=accumulate), inputs
+
+
+# values with one row per true position (their count fixed by the values' shape)
+@family(product(cases(FLOATS + INTS, [((5, 3), 1, 2), ((4, 3, 2), 2, 5), ((2, 3, 4, 5), 4, 3)]), [True, False]))
+def test_index_put_bool_mask_a_row_per_position(dtype, shape, mask_dims, count, accumulate):
+    def inputs(g):
+        mask = torch.zeros(math.prod(shape[:mask_dims]), dtype=torch.bool)
+        mask[torch.randperm(mask.numel(), generator=g)[:count]] = True
+        return values(shape, dtype, g), mask.reshape(shape[:mask_dims]), values((count, *shape[mask_dims:]), dtype, g)
     return lambda x, m, v: torch.index_put(x, (m,), v, accumulate=accumulate), inputs
 
 

@@ -24,9 +24,15 @@ elementwise select, exact, parallel and plain linalg on both routes:
     x.index_put_((mask,), v, True) ->  where(mask, x + v, x)
 
 (the mask is broadcast over x's trailing dims). Each position is selected at
-most once, so accumulating is one add, as eager's. Other index_puts (integer
-indices, a mask after a None, values with one row per true position) are
-left to torch-mlir and the lower-scatters pass.
+most once, so accumulating is one add, as eager's. Values with one row per
+true position (their count is static: the values' first dim) are gathered
+to the positions by rank, the prefix count of the mask before each:
+
+    x[mask] = v                   ->  where(mask, v[cumsum(mask) - 1], x)
+
+(a mask with another number of true positions than rows is eager's error;
+here the rank is clamped). Other index_puts (integer indices, a mask after
+a None) are left to torch-mlir and the lower-scatters pass.
 """
 
 from __future__ import annotations
@@ -65,6 +71,21 @@ def _row_of_values(values: torch.Tensor, trailing: tuple[int, ...]) -> torch.Ten
     return values
 
 
+def _rows_by_rank(mask: torch.Tensor, values: torch.Tensor, trailing: tuple[int, ...]) -> torch.Tensor | None:
+    """For each position of the mask, the row of `values` (one per true
+    position, in row-major order) its rank among the true positions picks;
+    None when `values` is no stack of rows that broadcast to `trailing`."""
+    if values.dim() != len(trailing) + 1 or values.shape[0] == 0:
+        return None
+    try:
+        rows = values.expand((values.shape[0],) + trailing)
+    except RuntimeError:
+        return None
+    rank = torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1
+    picked = rows.index_select(0, rank.clamp(0, values.shape[0] - 1))
+    return picked.reshape(tuple(mask.shape) + trailing)
+
+
 def masked_index_put(input, indices, values, accumulate=False):
     """index_put whose index is one bool mask, as a where; NotImplemented otherwise."""
     mask = _single_mask(input, indices)
@@ -72,6 +93,8 @@ def masked_index_put(input, indices, values, accumulate=False):
         return NotImplemented
     trailing = tuple(input.shape[mask.dim():])
     row = _row_of_values(values, trailing)
+    if row is None:
+        row = _rows_by_rank(mask, values, trailing)
     if row is None:
         return NotImplemented
     selected = mask.reshape(tuple(mask.shape) + (1,) * len(trailing))
