@@ -289,3 +289,15 @@ def test_gpu_route_lowers_scatters(op):
     inputs = values((6, 4), torch.float32, g), duplicate_index((9, 4), 6, g), values((9, 4), torch.float32, g)
     text = twintrack.export(FunctionModule(fns[op]), inputs).lower(to="parallel-loops", target="gpu").as_text()
     assert "tm_tensor" not in text and "scf.for" in text and "memref.store" in text
+
+
+def test_a_scatter_of_data_dependent_count_is_refused_at_its_op():
+    """An integer index beside a bool mask (the mask's true positions pair
+    with the integers): torch-mlir scatters a run-time number of updates.
+    Refused as the user's op at its line, not as an internal error."""
+    from twintrack.errors import CompilerError
+    x, index, mask = torch.rand(5, 5), torch.tensor([0, 2, 4]), torch.tensor([True, False, True, True, False])
+    with pytest.raises(CompilerError, match=r"aten\.index_put at \S*test_scatters\.py:\d+:\d+: a scatter .* whose "
+                                            r"number of updates depends on the data is not supported"):
+        twintrack.compile(FunctionModule(lambda x, i, m, v: torch.index_put(x, (i, m), v)),
+                          (x, index, mask, torch.rand(3)))

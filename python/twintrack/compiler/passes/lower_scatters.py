@@ -171,12 +171,17 @@ def _destination(b: _Builder, original):
     return b.linalg.copy(original, outs=[empty])
 
 
+class UnsupportedScatter(ValueError):
+    """A scatter of a count of updates known only at run time (the positions a mask picks)."""
+
+
 def lower_scatter(scatter) -> None:
     """Replace one `tm_tensor.scatter` (static shapes, tensor semantics) by its loop nest."""
     b = _Builder(scatter)
     updates_type = b.ir.RankedTensorType(scatter.operands[0].type)
     if not updates_type.has_static_shape or len(scatter.results) != 1:
-        raise ValueError(f"{SCATTER}: only static tensor scatters are lowered, not {scatter}")
+        raise UnsupportedScatter("a scatter (index_put, a masked assignment) whose number of updates depends on "
+                                 "the data is not supported")
     with b.ir.InsertionPoint(scatter), scatter.location:
         result = _loop_nest(b, scatter, list(updates_type.shape), _destination(b, scatter.operands[2]), [])
     scatter.results[0].replace_all_uses_with(result)
@@ -192,7 +197,12 @@ class LowerScatters(PythonPass):
 
     def _run(self, op, pass_) -> None:
         for scatter in _scatters(op):
-            lower_scatter(scatter)
+            try:
+                lower_scatter(scatter)
+            except UnsupportedScatter as error:  # the user's op, named at its location
+                scatter.location.emit_error(str(error))
+                pass_.signal_pass_failure()
+                return
 
 
 def load_tm_tensor(ir) -> None:
