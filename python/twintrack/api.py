@@ -139,7 +139,7 @@ class Compiled:
         model = self.exported.exported
         tensors = scalar_checked(inputs, model.scalars, len(model.inputs))
         arguments = [*self._state, *tensors]
-        return model.calling.outputs(self._executable(*arguments), arguments)
+        return model.calling.call(self._executable, arguments)
 
 
 def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: list) -> dict:

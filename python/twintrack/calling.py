@@ -64,7 +64,8 @@ class OutputLeaf:
             tensor = tensor.narrow(0, 0, int(results[self.length]))
         if self.scalar:
             return tensor.item()
-        return torch.view_as_complex(tensor) if self.complex else tensor
+        # (a complex argument returned is the caller's own tensor, complex already)
+        return torch.view_as_complex(tensor) if self.complex and not tensor.is_complex() else tensor
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "index": self.index, "value": self.value, "complex": self.complex,
@@ -94,6 +95,23 @@ class CallingConvention:
     leaves: list[OutputLeaf]
     mutations: list[Mutation] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
+    complex_arguments: list[int] = field(default_factory=list)  # taken as their real pairs (view_as_real)
+
+    def call(self, executable, arguments: list[torch.Tensor]):
+        """`executable` (flat results) on the caller's arguments: what the module returns."""
+        return self.outputs(executable(*self.executable_arguments(arguments)), arguments)
+
+    def call_flat(self, executable, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+        """`call`, the output's tensors flattened (`flat_outputs`)."""
+        return self.flat_outputs(executable(*self.executable_arguments(arguments)), arguments)
+
+    def executable_arguments(self, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The tensors the executable takes: each complex argument as its real
+        pair (a view: the executable reads the caller's memory)."""
+        if not self.complex_arguments:
+            return list(arguments)
+        return [torch.view_as_real(a) if i in self.complex_arguments and a.is_complex() else a
+                for i, a in enumerate(arguments)]
 
     def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):
         """Check the guards, apply the mutations to `arguments` (the caller's
@@ -112,6 +130,8 @@ class CallingConvention:
             guard.raise_if_violated(results)
         for mutation in self.mutations:
             target = arguments[mutation.argument]
+            if target.is_complex():  # the result is its real pair
+                target = torch.view_as_real(target)
             with torch.no_grad():
                 target.copy_(results[mutation.result].to(target.device))
         return [leaf.resolve(results, arguments) for leaf in self.leaves]
@@ -124,7 +144,8 @@ class CallingConvention:
     def to_json(self) -> dict:
         return {"out_spec": _dumps(self.out_spec), "leaves": [leaf.to_json() for leaf in self.leaves],
                 "mutations": [[m.result, m.argument] for m in self.mutations],
-                "guards": [[g.result, g.kind, g.message] for g in self.guards]}
+                "guards": [[g.result, g.kind, g.message] for g in self.guards],
+                "complex_arguments": list(self.complex_arguments)}
 
     @staticmethod
     def from_json(data: dict, where: str) -> "CallingConvention":
@@ -134,10 +155,11 @@ class CallingConvention:
                       for d in data["leaves"]]
             mutations = [Mutation(int(r), int(a)) for r, a in data["mutations"]]
             guards = [Guard(int(r), str(kind), str(message)) for r, kind, message in data.get("guards", [])]
+            complex_arguments = [int(i) for i in data.get("complex_arguments", [])]
             out_spec = pytree.treespec_loads(data["out_spec"])
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{where}: damaged 'calling' section ({type(e).__name__}: {e})") from None
-        return CallingConvention(out_spec, leaves, mutations, guards)
+        return CallingConvention(out_spec, leaves, mutations, guards, complex_arguments)
 
     def check_against(self, results: int, arguments: int, where: str) -> None:
         """Refuse a convention that points past the results or the arguments."""
@@ -187,13 +209,11 @@ class LoadedArtifact:
         self.executable.poison_outputs = value
 
     def __call__(self, *arguments: torch.Tensor):
-        arguments = self._arguments(arguments)
-        return self.calling.outputs(self.executable(*arguments), arguments)
+        return self.calling.call(self.executable, self._arguments(arguments))
 
     def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
         """The output's tensors in the order eager's output flattens to."""
-        arguments = self._arguments(arguments)
-        return self.calling.flat_outputs(self.executable(*arguments), arguments)
+        return self.calling.call_flat(self.executable, self._arguments(arguments))
 
 
 def _dumps(spec: pytree.TreeSpec) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import twintrack
 from function_module import FunctionModule
@@ -141,9 +142,35 @@ def test_fft_of_a_long_prime_length_is_refused_with_its_line():
         twintrack.export(FunctionModule(lambda x: torch.fft.rfft(x).abs()), (torch.randn(2, length),))
 
 
-def test_complex_input_is_refused_naming_it():
-    with pytest.raises(TwintrackError, match=r"complex inputs are not supported: '\w+' \(pass torch.view_as_real"):
-        twintrack.export(FunctionModule(lambda z: z * 2), (torch.randn(4, dtype=torch.complex64),))
+COMPLEX_INPUTS = {
+    "product": (lambda a, b: a * b + 1j, (torch.complex64, torch.complex64)),
+    "parts": (lambda a: (torch.real(a) + 1, torch.imag(a), torch.view_as_real(a) * 2), (torch.complex128,)),
+    "beside_a_float": (lambda a, x: torch.cat([a[1:3], x]) * a.abs().sum(), (torch.complex64, torch.float32)),
+    "norms": (lambda a: (torch.linalg.vector_norm(a, 3, dim=-1), torch.norm(a),
+                         torch.linalg.norm(a, dim=0, keepdim=True)), (torch.complex64,)),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX_INPUTS))
+def test_complex_inputs_are_taken_as_eager(name):
+    """The caller passes complex tensors; the compiled function takes their
+    real pairs (views of the caller's memory) and returns complex results."""
+    fn, dtypes = COMPLEX_INPUTS[name]
+    g = torch.Generator().manual_seed(5)
+    inputs = tuple(torch.randn(4, 3, generator=g, dtype=dtype) for dtype in dtypes)
+    results, expected = twintrack.compile(FunctionModule(fn), inputs)(*inputs), fn(*inputs)
+    for result, reference in zip(pytree.tree_leaves(results), pytree.tree_leaves(expected)):
+        assert result.dtype == reference.dtype and result.shape == reference.shape
+        torch.testing.assert_close(result, reference)
+
+
+def test_a_complex_input_updated_in_place_or_returned_is_the_callers_tensor():
+    z = torch.randn(5, dtype=torch.complex64)
+    updated, returned = z.clone(), z.clone()
+    compiled = twintrack.compile(FunctionModule(lambda a: a.mul_(2 - 1j)), (updated.clone(),))
+    assert compiled(updated) is updated
+    torch.testing.assert_close(updated, z * (2 - 1j))
+    assert twintrack.compile(FunctionModule(lambda a: a), (z,))(returned) is returned
 
 
 def test_complex_op_without_a_rule_is_refused_with_its_line():
@@ -168,3 +195,13 @@ def test_gpu_compiles_complex_programs_to_cubins(name, tmp_path):
     assert manifest["kernels"]
     for kernel in manifest["kernels"]:
         assert (tmp_path / name / kernel["cubin"]).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_an_artifact_saved_and_loaded_takes_complex_inputs(tmp_path):
+    """The manifest records which arguments are pairs; a loaded artifact views the caller's tensors the same way."""
+    fn, dtypes = COMPLEX_INPUTS["product"]
+    inputs = tuple(torch.randn(4, 3, dtype=dtype) for dtype in dtypes)
+    manifest = twintrack.compile(FunctionModule(fn), inputs).save(tmp_path / "product")
+    assert manifest["calling"]["complex_arguments"] == [0, 1]
+    assert [(spec["shape"], spec["dtype"]) for spec in manifest["inputs"]] == [([4, 3, 2], "float32")] * 2
+    torch.testing.assert_close(twintrack.load(tmp_path / "product")(*inputs), fn(*inputs))

@@ -282,9 +282,12 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
     names = ShapeNames(source.dynamic, inputs)
     report = FxReport(source.spec, checks)
     program = run_pipeline(program, report)
+    # a complex input is taken as its real pair (complex_pairs.complex_inputs_as_pairs)
+    inputs = [pair if x.is_complex() else x for x, pair in zip(inputs, _input_values(program, len(inputs)))]
     return ExportedModel(
         program=program,
-        state=[TensorSpec.of(n, t, state_kind.get(n, "buffer")) for n, t in state.items()],
+        state=[TensorSpec.of(n, torch.view_as_real(t) if t.is_complex() else t, state_kind.get(n, "buffer"))
+               for n, t in state.items()],
         inputs=[TensorSpec.of(f"input{i}", x, "input", names.shape(x)) for i, x in enumerate(inputs)],
         outputs=[TensorSpec.of(f"output{i}", y, "output", names.shape(y))
                  for i, y in enumerate(_output_values(program))],

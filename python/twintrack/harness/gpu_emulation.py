@@ -43,5 +43,5 @@ def emulated_model(exported):
 
     def run(*inputs):
         arguments = [*state, *inputs]
-        return model.calling.outputs(executable(*arguments), arguments)
+        return model.calling.call(executable, arguments)
     return run

@@ -35,7 +35,7 @@ from ..decomp import frontend_table
 from .bfloat16_constants import bfloat16_constants_as_float32
 from .bounded_outputs import bound_data_dependent_results
 from .calling_convention import functional_results
-from .complex_pairs import carry_complex_as_pairs
+from .complex_pairs import carry_complex_as_pairs, complex_inputs_as_pairs
 from .guards import add_guards
 from .name_ops import name_ops_in_locations
 from .tensor_metadata import refresh_tensor_metadata
@@ -52,6 +52,7 @@ class FxReport:
     spec: str
     checks: bool = True
     complex_outputs: set[int] = field(default_factory=set)   # output positions holding complex pairs
+    complex_arguments: set[str] = field(default_factory=set)  # the inputs the caller passes as pairs
     lengths: dict = field(default_factory=dict)                # output position -> its count node
     violations: list = field(default_factory=list)             # the guards' flags, in graph order
     calling: CallingConvention | None = None
@@ -67,7 +68,9 @@ class FxPass:
 
 
 def _complex_pairs(program: Program, report: FxReport) -> Program:
-    report.complex_outputs = carry_complex_as_pairs(program, frontend_table())
+    inputs = complex_inputs_as_pairs(program)
+    report.complex_arguments = {node.name for node in inputs}
+    report.complex_outputs = carry_complex_as_pairs(program, frontend_table(), inputs)
     return program
 
 
@@ -83,7 +86,7 @@ def _guards(program: Program, report: FxReport) -> Program:
 
 def _calling_convention(program: Program, report: FxReport) -> Program:
     functional, report.calling = functional_results(program, report.spec, report.violations,
-                                                    report.complex_outputs, report.lengths)
+                                                    report.complex_outputs, report.lengths, report.complex_arguments)
     return functional
 
 

@@ -17,7 +17,8 @@ from ...errors import ModelLoadError
 
 def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
                        complex_outputs: set[int] = frozenset(),
-                       lengths: dict | None = None) -> tuple[torch.export.ExportedProgram, CallingConvention]:
+                       lengths: dict | None = None,
+                       complex_arguments: set[str] = frozenset()) -> tuple[torch.export.ExportedProgram, CallingConvention]:
     """`program` rewritten to return each computed tensor once, the updated
     inputs first and the guards' flags (`violations`, frontend/fx_passes/guards.py)
     last, with no mutation left in its signature (a new program over the
@@ -25,7 +26,8 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     the module's outputs from those results. The outputs at
     `complex_outputs` are real pairs of complex values (frontend/fx_passes/complex_pairs.py);
     each output in `lengths` is cut to the count its node holds
-    (frontend/fx_passes/bounded_outputs.py)."""
+    (frontend/fx_passes/bounded_outputs.py). The inputs named in
+    `complex_arguments` are taken as their real pairs."""
     lengths = lengths or {}
     signature = _without_effect_tokens(program, where)
     arguments = signature.user_inputs
@@ -56,7 +58,8 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     out_spec = program.call_spec.out_spec
     functional = _returning_only(program, signature, list(results))
     _drop_unused_scalar_reads(functional.graph)
-    return functional, CallingConvention(out_spec, leaves, mutations, guards)
+    complex_positions = [position for position, name in enumerate(arguments) if name in complex_arguments]
+    return functional, CallingConvention(out_spec, leaves, mutations, guards, complex_positions)
 
 
 def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) -> ExportGraphSignature:

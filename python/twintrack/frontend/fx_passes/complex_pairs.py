@@ -10,7 +10,8 @@ their way, and the FFTs become DFTs over each transformed dimension:
 matrix products, split into factors near the square root past 64 points
 (a prime length past PRIME_DFT_MAX is refused). A complex result of the
 program leaves as its pair, and the calling convention views it as
-complex again (calling.OutputLeaf).
+complex again (calling.OutputLeaf); a complex input arrives as its pair,
+the calling convention passing torch.view_as_real of the caller's tensor.
 
 Each rule below is plain torch code on `Pair`s and real tensors. It is
 traced with make_fx on the nodes' fake values (through the frontend's
@@ -229,6 +230,23 @@ def _reciprocal(x: Pair):
 @rule(aten.abs.default)
 def _abs(x: Pair):
     return torch.hypot(x.re, x.im)
+
+
+def _magnitude_norm(x: Pair, ord, dim, keepdim, dtype):
+    """A vector norm of complex values: the same norm of their magnitudes (real; a complex `dtype` its real one)."""
+    real = REAL_OF_COMPLEX.get(dtype, dtype)
+    return aten.linalg_vector_norm.default(torch.hypot(x.re, x.im), 2 if ord is None else ord, dim, keepdim,
+                                           dtype=real)
+
+
+@rule(aten.linalg_vector_norm.default)
+def _vector_norm(x: Pair, ord=2, dim=None, keepdim=False, *, dtype=None):
+    return _magnitude_norm(x, ord, dim, keepdim, dtype)
+
+
+@rule(aten.norm.Scalar, aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dim_dtype, aten.norm.ScalarOpt_dtype)
+def _norm(x: Pair, p=2, dim=None, keepdim=False, *, dtype=None):
+    return _magnitude_norm(x, p, dim, keepdim, dtype)
 
 
 @rule(aten.angle.default)
@@ -558,20 +576,30 @@ def _hermitian(x: Pair, dim: int, length: int) -> Pair:
 
 # ---------------------------------------------------------------- the rewrite
 
-def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions: dict) -> set[int]:
+def complex_inputs_as_pairs(program: torch.export.ExportedProgram) -> list[fx.Node]:
+    """Retype each complex input of the program (in place) as its real pair:
+    the caller passes torch.view_as_real of it (calling.CallingConvention);
+    return those inputs, for `carry_complex_as_pairs`."""
+    converted = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and holds_complex(node.meta.get("val")):
+            node.meta["val"] = torch.view_as_real(node.meta["val"])
+            converted.append(node)
+    return converted
+
+
+def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions: dict,
+                           pair_inputs: list[fx.Node] = ()) -> set[int]:
     """Rewrite every op that touches a complex value (in place) to work on
     real pairs; return the positions among the program's outputs that are
-    complex (the caller views those as complex again). Complex program
-    inputs are refused: the caller would have to pass their pairs."""
+    complex (the caller views those as complex again). `pair_inputs`:
+    inputs already retyped as pairs (`complex_inputs_as_pairs`)."""
     graph = program.graph
-    involved = [n for n in graph.nodes if _touches_complex(n)]
-    if not involved:
+    involved = [n for n in graph.nodes
+                if n not in pair_inputs and (_touches_complex(n) or any(i in pair_inputs for i in n.all_input_nodes))]
+    if not involved and not pair_inputs:
         return set()
-    for node in involved:
-        if node.op == "placeholder":
-            raise UsageError(f"complex inputs are not supported: '{node.name}' (pass torch.view_as_real of it "
-                             f"and call torch.view_as_complex inside the model)")
-    pairs: set[fx.Node] = set()
+    pairs: set[fx.Node] = set(pair_inputs)
     output = graph.output_node()
     for node in involved:
         if node.op != "call_function":
