@@ -233,3 +233,20 @@ def test_bool_and_uint8_constants_of_the_module_as_eager():
     x = torch.tensor([1, 2, 3, 4], dtype=torch.uint8)
     flags, total = twintrack.compile(Constants(), (x,))(x)
     assert torch.equal(flags, Constants().flags) and torch.equal(total, Constants()(x)[1])
+
+
+NUMBERS = {  # Python arithmetic on `.item()` reads, returned
+    "int_sum": (lambda a, b: int(a) + int(b) * 3 - 1, (torch.tensor(3), torch.tensor(-4))),
+    "int_true_division": (lambda a, b: int(a) / int(b), (torch.tensor(7), torch.tensor(2))),
+    "double_product": (lambda a, b: float(a) * float(b), (torch.tensor(3.5, dtype=torch.float64),
+                                                          torch.tensor(2.25, dtype=torch.float64))),
+    "float32_read_then_double_arithmetic": (lambda a: float(a) + 0.1, (torch.tensor(1.1),)),
+    "comparison": (lambda a, b: float(a) >= float(b), (torch.tensor(3.5), torch.tensor(2.0))),
+}
+
+
+@pytest.mark.parametrize("name", list(NUMBERS))
+def test_numbers_computed_from_item_reads_come_back_as_eager(name):
+    fn, inputs = NUMBERS[name]
+    result, expected = twintrack.compile(_module(fn), inputs)(*inputs), fn(*inputs)
+    assert type(result) is type(expected) and result == expected

@@ -15,6 +15,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import io
 import json
 import logging
 import re
@@ -329,7 +330,9 @@ def _trace(target: torch.nn.Module, args: tuple, spec: str, dynamic_shapes=None,
     for strict in (False, True):
         try:
             with phase("torch.export"), warnings.catch_warnings(), _quiet_logger("torch._dynamo"), \
-                    _quiet_logger("torch._guards"), _quiet_logger("torch.export"), torch.no_grad():
+                    _quiet_logger("torch._guards"), _quiet_logger("torch.export"), \
+                    _quiet_logger("torch.fx.experimental.symbolic_shapes"), torch.no_grad(), \
+                    contextlib.redirect_stderr(io.StringIO()):  # torch prints the partial graph of a failed try
                 warnings.simplefilter("ignore")
                 return torch.export.export(target, args, strict=strict, dynamic_shapes=dynamic_shapes)
         except Exception as e:  # torch raises many types here; each is the model's problem

@@ -10,6 +10,8 @@ calling convention need to know. The order matters:
 
 - zero-size values fold first: later passes and torch-mlir's lowerings
   divide by the zero extent;
+- Python numbers the model returns (arithmetic on `.item()` reads) become
+  0-d tensor ops before anything looks for what is left of symbols;
 - complex values become real pairs, and results whose length depends on
   the data get a bound, before `refuse unsupported` looks for what is left
   of either;
@@ -40,6 +42,7 @@ from .guards import add_guards
 from .name_ops import name_ops_in_locations
 from .tensor_metadata import refresh_tensor_metadata
 from .unsigned_operands import convert_unsigned_operands
+from .scalar_results import scalar_results_as_tensors
 from .symbolic_views import views_as_dim_groups
 from .unsupported import refuse_unsupported
 from .zero_size import fold_zero_size_values
@@ -100,6 +103,7 @@ def _in_place(rewrite: Callable[[Program], None]) -> Callable[[Program, FxReport
 
 PIPELINE = (
     FxPass("fold zero-size values", _in_place(fold_zero_size_values)),
+    FxPass("numbers returned as tensors", _in_place(scalar_results_as_tensors)),
     FxPass("complex as pairs", _complex_pairs),
     FxPass("bound data-dependent results", _bounded_results),
     FxPass("views of dynamic shapes", _in_place(views_as_dim_groups)),
