@@ -31,6 +31,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -135,8 +136,15 @@ def run_worker(suite: Path, names: list[str], results: Path) -> None:
         else:
             report = SingleTestReport(outcome, ErrorContext.empty())
             status, detail = ("mismatch", " ".join(report.error_str().split())) if report.failed else ("pass", "")
-        _append(results, {"name": name, "status": status, "detail": detail[:400],
+        _append(results, {"name": name, "status": status, "detail": _portable(detail, suite)[:400],
                           "seconds": round(time.perf_counter() - start, 2)})
+
+
+def _portable(text: str, suite: Path) -> str:
+    """`text` without this machine's directories: the suite's test files and
+    installed packages named from their own roots."""
+    text = text.replace(f"{suite.resolve()}/", "").replace(f"{suite}/", "")
+    return re.sub(r"/\S*?/site-packages/", "", text).replace(f"{Path.cwd()}/", "")
 
 
 def _append(path: Path, row: dict) -> None:
