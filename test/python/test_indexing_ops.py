@@ -1,6 +1,7 @@
 """The ops of frontend/decomp/indexing.py against eager: index_reduce, put,
 masked_scatter, searchsorted / bucketize, histc, cummax / cummin,
-nonzero_static, cdist / pdist, mode, segment_reduce and embedding_bag.
+nonzero_static, cdist / pdist, mode, segment_reduce, repeat_interleave by counts
+and embedding_bag.
 
 First each decomposition is called directly, in eager, on the edges where
 eager's rules are easy to get wrong (NaN boundaries in searchsorted, the
@@ -191,6 +192,21 @@ def test_nonzero_static_and_segments():
                 *(torch.segment_reduce(data, reduce, lengths=lengths) for reduce in ("sum", "mean", "max")),
                 *(torch.segment_reduce(data, reduce, offsets=offsets, initial=2.0)
                   for reduce in ("prod", "min", "mean")))
+    check(fn, inputs)
+
+
+def test_repeat_interleave_of_counts_with_its_output_size():
+    """repeat_interleave by a tensor (zero counts too), its length given: the
+    indices alone (int32 and int64) and the rows of an input they repeat."""
+    def inputs(g):
+        counts = torch.randint(0, 4, (6,), generator=g)
+        counts[-1] = 20 - counts[:-1].sum()  # the length stays 20 on every draw
+        return counts, counts.to(torch.int32), torch.randn(6, 3, generator=g)
+
+    def fn(counts, counts32, rows):
+        return (torch.ops.aten.repeat_interleave.Tensor(counts, output_size=20),
+                torch.ops.aten.repeat_interleave.Tensor(counts32, output_size=20),
+                rows.repeat_interleave(counts, dim=0, output_size=20))
     check(fn, inputs)
 
 

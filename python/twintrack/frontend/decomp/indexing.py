@@ -37,6 +37,11 @@ branches on a tensor's values, so every shape is static:
 * mode: a stable sort, then the longest run of equal values.
 * segment_reduce: each element's segment from a count of the segment ends
   before it, then scatter_reduce.
+* repeat_interleave of a repeats tensor with its output_size given (its
+  own decomposition is a `tm_tensor.scan`): position i takes the count of
+  the repeats' running ends at or below i, a comparison and a sum, up to
+  REPEAT_INTERLEAVE_MOST comparisons (without output_size the length
+  depends on the data: refused as before).
 * embedding_bag: each index's bag from a cumsum of marks at the offsets,
   the weight rows gathered, index_add (sum, mean) or scatter_reduce (max).
 
@@ -505,7 +510,20 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=BAG_
     return out.to(weight.dtype), bag, sizes, max_indices
 
 
+REPEAT_INTERLEAVE_MOST = 1 << 26  # output positions x repeats: the comparison matrix's elements
+
+
+def _repeat_interleave_of_counts(repeats, *, output_size=None):
+    """Each position's index: the count of the repeats' running ends at or below it."""
+    if output_size is None or repeats.dim() != 1 or output_size * repeats.shape[0] > REPEAT_INTERLEAVE_MOST:
+        return NotImplemented
+    ends = torch.cumsum(repeats.to(torch.int64), 0)
+    positions = torch.arange(output_size, dtype=torch.int64, device=repeats.device)
+    return (positions.unsqueeze(1) >= ends.unsqueeze(0)).sum(1).to(repeats.dtype)
+
+
 FAMILY = Family("indexing", {
+    aten.repeat_interleave.Tensor: _repeat_interleave_of_counts,
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
     aten.masked_scatter.default: _masked_scatter,
