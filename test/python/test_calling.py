@@ -242,6 +242,7 @@ NUMBERS = {  # Python arithmetic on `.item()` reads, returned
                                                           torch.tensor(2.25, dtype=torch.float64))),
     "float32_read_then_double_arithmetic": (lambda a: float(a) + 0.1, (torch.tensor(1.1),)),
     "comparison": (lambda a, b: float(a) >= float(b), (torch.tensor(3.5), torch.tensor(2.0))),
+    "float_plus_int": (lambda a, b: float(a) + int(b), (torch.tensor(1.5, dtype=torch.float64), torch.tensor(2))),
 }
 
 

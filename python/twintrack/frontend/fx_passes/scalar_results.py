@@ -65,6 +65,9 @@ def _as_tensor(graph: fx.Graph, value, anchor: fx.Node) -> fx.Node | None:
         return None
     if value.target in SCALAR_READS:
         return new(aten._to_copy.default, value.args[0], dtype=dtype)
+    if value.target is torch.sym_float and len(value.args) == 1:  # float(n) of an int
+        operand = _as_tensor(graph, value.args[0], anchor)
+        return None if operand is None else new(aten._to_copy.default, operand, dtype=torch.float64)
     if value.target not in TENSOR_OPS or len(value.args) != 2 or value.kwargs:
         return None
     operands = [_as_tensor(graph, argument, anchor) for argument in value.args]
