@@ -230,3 +230,21 @@ def test_embedding_bag(dtype):
                 bag(indices, weight, closed, mode="sum", include_last_offset=True, padding_idx=0),
                 bag(rows, weight, mode="mean"))
     check(fn, inputs)
+
+
+@pytest.mark.parametrize("mode, dtype, padding_idx", [(0, torch.float32, -1), (0, torch.float32, 4),
+                                                      (0, torch.float64, -1), (1, torch.float32, 4),
+                                                      (2, torch.float32, -1)])
+def test_embedding_bag_outputs_for_the_backward_as_eager(mode, dtype, padding_idx):
+    """offset2bag, bag_size and max_indices as eager's CPU kernel returns
+    them: a float32 sum without padding_idx (its fast path) leaves
+    offset2bag empty, and a sum counts no bag sizes."""
+    weight, indices, offsets = torch.randn(10, 3, dtype=dtype), torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 2, 4])
+
+    def fn(weight, indices, offsets):
+        return torch.ops.aten._embedding_bag(weight, indices, offsets, False, mode, False, None, False, padding_idx)
+    results, expected = twintrack.compile(FunctionModule(fn), (weight, indices, offsets))(weight, indices, offsets), \
+        fn(weight, indices, offsets)
+    torch.testing.assert_close(results[0], expected[0])
+    for result, reference in zip(results[1:], expected[1:]):
+        assert result.shape == reference.shape and torch.equal(result, reference)

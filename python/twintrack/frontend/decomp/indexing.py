@@ -485,10 +485,12 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=BAG_
     wrong bags. A position at padding_idx joins no bag; an empty bag is
     zeros; half precision accumulates in float32, rounded once. Of the
     other outputs, which only the backward pass reads, offset2bag is each
-    position's bag, bag_size the count per bag and max_indices the weight
-    row of each maximum (the count in mean mode, zeros in sum mode), where
-    eager's CPU kernel leaves some of them empty or zero depending on its
-    fast path. (_embedding_bag's padding_idx -1 is none.)"""
+    position's bag, bag_size the count per bag (zeros in sum mode) and
+    max_indices the weight row of each maximum (the count in mean mode,
+    zeros in sum mode), as eager's CPU kernel gives them; where
+    eager's CPU kernel takes its fast path (a sum over float32 or half
+    rows, no padding_idx), offset2bag is empty, as eager's. (_embedding_bag's
+    padding_idx -1 is none.)"""
     if indices.dim() != 1 or offsets is None or mode not in (BAG_SUM, BAG_MEAN, BAG_MAX):
         return NotImplemented
     bag, taken, bags = _bag_of_each_index(indices, offsets, include_last_offset)
@@ -507,6 +509,10 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=BAG_
         if mode == BAG_MEAN:
             out = out / torch.clamp(sizes, min=1).unsqueeze(1).to(compute)
         max_indices = sizes.clone() if mode == BAG_MEAN else torch.zeros_like(sizes)
+    if mode == BAG_SUM:
+        sizes = torch.zeros_like(sizes)  # eager's sum counts no bag sizes
+        if weight.dtype in (torch.float32, *HALF_DTYPES) and (padding_idx is None or padding_idx < 0):
+            bag = bag.new_empty(0)  # its fast path fills no offset2bag
     return out.to(weight.dtype), bag, sizes, max_indices
 
 
