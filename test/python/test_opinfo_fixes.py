@@ -140,3 +140,20 @@ def test_adaptive_max_pooling_of_uneven_windows(name, compile_cache):
     """Windows of unequal lengths, unbatched inputs; eager's indices: the
     first maximum, or the last NaN of a window."""
     _check(ADAPTIVE_MAX_POOLS, compile_cache, name)
+
+
+UNBATCHED_POOLS = _table("unbatched pooling", {  # (C, *spatial): torch-mlir's pooling wants a batch dim
+    "avg-2d": (lambda x: F.avg_pool2d(x, 2, padding=1, count_include_pad=False), (torch.randn(3, 7, 8, generator=G),)),
+    "avg-1d": (lambda x: F.avg_pool1d(x, 3, stride=2), (torch.randn(3, 9, generator=G),)),
+    "avg-3d": (lambda x: F.avg_pool3d(x, 2), (torch.randn(2, 4, 4, 6, generator=G),)),  # was a SIGSEGV
+    "max-2d-indices": (lambda x: F.max_pool2d(x, 3, stride=2, return_indices=True),
+                       (torch.randn(3, 8, 9, generator=G).round(),)),  # ties
+    "max-1d": (lambda x: F.max_pool1d(x, 2), (torch.randn(3, 8, generator=G),)),
+    "max-3d": (lambda x: F.max_pool3d(x, 2), (torch.randn(2, 4, 4, 4, generator=G),)),
+    "lp-2d": (lambda x: F.lp_pool2d(x, 2, 2), (torch.randn(3, 8, 8, generator=G),)),
+})
+
+
+@pytest.mark.parametrize("name", list(UNBATCHED_POOLS.cases))
+def test_unbatched_pooling_as_a_batch_of_one(name, compile_cache):
+    _check(UNBATCHED_POOLS, compile_cache, name, exact=not name.startswith("lp"))  # lp: a power and a root

@@ -45,6 +45,8 @@ Where the lowering departs, and why each fix is general:
   0 or -1; torch-mlir's softmax never finishes on one, its var over a
   listed dim of one is a SIGSEGV, and log_softmax, prod.dim_int, any.dim
   (all) and flip fail to legalize: they run on the 1-element vector here.
+* Unbatched pooling (C, *spatial, as eager takes it) runs as a batch of
+  one: torch-mlir's pooling assumes the batch dim.
 * Adaptive max pooling: torch-mlir rewrites it as max_pool2d, right only
   for windows of one length and batched inputs; here it gathers its
   windows of unequal lengths (with eager's indices at ties and NaN).
@@ -619,6 +621,19 @@ def _integer_max_pool(spatial: int):
 
 
 ADAPTIVE_MAX_POOLS = {aten.adaptive_max_pool2d.default: 2, aten.adaptive_max_pool3d.default: 3}
+# pools eager also takes without a batch dim (C, *spatial)
+UNBATCHED_POOLS = {aten.avg_pool2d.default: 2, aten.avg_pool3d.default: 3, **MAX_POOLS}
+
+
+def _batched_pool(op, spatial: int):
+    """A pool of an unbatched input as a batch of one: torch-mlir's pooling
+    takes a batch dim (avg_pool2d failed to verify, max pooling to
+    legalize, and avg_pool3d was a SIGSEGV)."""
+    def decomposition(input, *args, **kwargs):
+        if input.dim() != spatial + 1:
+            return NotImplemented
+        return pytree.tree_map(lambda result: result.squeeze(0), op(input.unsqueeze(0), *args, **kwargs))
+    return decomposition
 
 
 def _adaptive_max_pool(spatial: int):
@@ -789,6 +804,8 @@ for op, spatial in MAX_POOLS.items():
     FAMILY.add(op, _integer_max_pool(spatial))
 for op, spatial in ADAPTIVE_MAX_POOLS.items():
     FAMILY.add(op, _adaptive_max_pool(spatial))
+for op, spatial in UNBATCHED_POOLS.items():
+    FAMILY.add(op, _batched_pool(op, spatial), first=True)
 for op, positions in BOOL_ARITHMETIC.items():
     FAMILY.add(op, _bools_as_int32(op, positions), first=True)
 for op in ARANGES:
