@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir_helpers import PythonPass
+from .torch_ir import ops_named
 
 SCATTER = "tm_tensor.scatter"
 
@@ -44,21 +45,6 @@ def _mlir():
     ir = bindings("torch_mlir").ir
     from torch_mlir.dialects import arith, linalg, scf, tensor
     return ir, arith, scf, tensor, linalg
-
-
-def _scatters(root) -> list:
-    """The `tm_tensor.scatter` ops under `root`, outermost first."""
-    from ...bindings import bindings
-    ir = bindings("torch_mlir").ir  # not _mlir(): its dialects take 60 ms to import
-    found = []
-
-    def visit(op):
-        if op.name == SCATTER:
-            found.append(op.operation if hasattr(op, "operation") else op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 class _Builder:
@@ -196,7 +182,7 @@ class LowerScatters(PythonPass):
     binding = "torch_mlir"  # the bindings a runner must parse its input in (load_tm_tensor first)
 
     def _run(self, op, pass_) -> None:
-        for scatter in _scatters(op):
+        for scatter in ops_named(op, SCATTER):
             try:
                 lower_scatter(scatter)
             except UnsupportedScatter as error:  # the user's op, named at its location

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..resource_blobs import blob_array, resource_blobs, resource_key
 from .ir_helpers import PythonPass
+from .torch_ir import ops_named
 
 UINT8_SCALAR_TYPE = 0  # torch's ScalarType numbering (c10/core/ScalarType.h)
 LITERAL = "torch.vtensor.literal"
@@ -37,20 +38,6 @@ def _mlir():
     ir = bindings("torch_mlir").ir
     from torch_mlir.dialects import torch as torch_dialect
     return ir, torch_dialect
-
-
-def _unsigned_literals(root) -> list:
-    from ...bindings import bindings
-    ir = bindings("torch_mlir").ir
-    found = []
-
-    def visit(op):
-        if op.name == LITERAL and str(op.results[0].type).endswith(",ui8>"):
-            found.append(op.operation if hasattr(op, "operation") else op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def _byte_values(attribute, shape: list[int], blobs: Callable[[], dict[str, bytes]]) -> np.ndarray:
@@ -93,5 +80,5 @@ class UnsignedLiterals(PythonPass):
 
     def _run(self, op, pass_) -> None:
         blobs = functools.cache(lambda: resource_blobs(op))
-        for literal in _unsigned_literals(op):
+        for literal in ops_named(op, LITERAL, lambda literal: str(literal.results[0].type).endswith(",ui8>")):
             _as_signed(literal, blobs)

@@ -26,25 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir_helpers import PythonPass
+from .torch_ir import defining_op, ops_named, torch_ir
 
 LOOP = "torch.prim.Loop"
 CONDITION = "torch.prim.Loop.condition"
 BOOL_OF_TENSOR = "torch.aten.Bool.Tensor"
 CONSTANT_BOOL = "torch.constant.bool"
-
-
-def _ir():
-    from ...bindings import bindings
-    return bindings("torch_mlir").ir
-
-
-def _defining_op(value):
-    """The operation defining `value`, in torch-mlir's bindings (None for a block argument)."""
-    ir = _ir()
-    owner = value.owner
-    if isinstance(owner, ir.OpView):
-        return owner.operation
-    return owner if isinstance(owner, ir.Operation) else None
 
 
 def _while_like(loop) -> bool:
@@ -53,28 +40,15 @@ def _while_like(loop) -> bool:
     terminator = list(body.operations)[-1].operation
     if terminator.name != CONDITION:
         return False
-    test = _defining_op(terminator.operands[0])
+    test = defining_op(terminator.operands[0])
     return test is None or test.name != CONSTANT_BOOL
-
-
-def _loops(root) -> list:
-    ir = _ir()
-    found = []
-
-    def visit(op):
-        if op.name == LOOP:
-            found.append(op.operation if hasattr(op, "operation") else op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def _keep_first_condition(loop) -> None:
     """Route the loop's first condition (a Bool.Tensor of a 0-d tensor) through logical_and."""
     from torch_mlir.dialects import torch as torch_dialect
-    ir = _ir()
-    first = _defining_op(loop.operands[1])
+    ir = torch_ir()
+    first = defining_op(loop.operands[1])
     if first is None or first.name != BOOL_OF_TENSOR:
         return
     test = first.operands[0]
@@ -94,6 +68,6 @@ class KeepWhileLoops(PythonPass):
     binding = "torch_mlir"
 
     def _run(self, op, pass_) -> None:
-        for loop in _loops(op):
+        for loop in ops_named(op, LOOP):
             if _while_like(loop):
                 _keep_first_condition(loop)
