@@ -97,7 +97,8 @@ def _ptxas_version(ptxas: str) -> str:
 class Assembly:
     """ptxas on every kernel, running in the background (each kernel a
     process of its own, as many at once as there are cores) while the caller
-    writes the stage dumps and the host plan; `resources()` waits for it."""
+    writes the stage dumps and the host plan; `resources()` waits for it,
+    and its owner calls `cancel()` when done (artifact_writer)."""
 
     def __init__(self, ptx: dict[str, str], arch: str, directory: Path, fast_compile: str):
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(len(ptx), os.cpu_count() or 1)))
@@ -105,11 +106,8 @@ class Assembly:
                          for name, text in ptx.items()}
 
     def resources(self) -> dict[str, Resources]:
-        try:
-            with phase("ptxas (waiting for it)"):
-                return {name: future.result() for name, future in self._futures.items()}
-        finally:
-            self.cancel()
+        with phase("ptxas (waiting for it)"):
+            return {name: future.result() for name, future in self._futures.items()}
 
     def cancel(self) -> None:
         """Drop the kernels not started yet and wait for the running ones (nothing half-written)."""
@@ -140,10 +138,8 @@ def package(compilation, directory: Path, assembly: Assembly) -> dict:
         with phase("host plan"):
             plan = extract_plan(compilation.module, compilation.exported, directory)
     except CompilerError:
-        assembly.cancel()
         raise
     except Exception as e:  # a bug in plan extraction: still one line, naming the stage
-        assembly.cancel()
         raise CompilerError("plan", [f"internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
     resources = assembly.resources()
     tuning = tuning_notes(compilation.module)

@@ -33,18 +33,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir_helpers import PythonPass
-from .torch_ir import ops_named
+from .torch_ir import ops_named, torch_ir
 
 SCATTER = "tm_tensor.scatter"
 
 
 def _mlir():
-    """torch-mlir's `ir` and the dialects this pass builds with (loaded
-    through twintrack.bindings, which loads upstream mlir first)."""
-    from ...bindings import bindings
-    ir = bindings("torch_mlir").ir
+    """torch-mlir's `ir` and the dialects this pass builds with."""
     from torch_mlir.dialects import arith, linalg, scf, tensor
-    return ir, arith, scf, tensor, linalg
+    return torch_ir(), arith, scf, tensor, linalg
 
 
 class _Builder:

@@ -25,19 +25,16 @@ import numpy as np
 
 from ..resource_blobs import blob_array, resource_blobs, resource_key
 from .ir_helpers import PythonPass
-from .torch_ir import ops_named
+from .torch_ir import ops_named, torch_ir
 
 UINT8_SCALAR_TYPE = 0  # torch's ScalarType numbering (c10/core/ScalarType.h)
 LITERAL = "torch.vtensor.literal"
 
 
 def _mlir():
-    """torch-mlir's `ir` and torch dialect (loaded through twintrack.bindings,
-    which loads upstream mlir first)."""
-    from ...bindings import bindings
-    ir = bindings("torch_mlir").ir
+    """torch-mlir's `ir` and torch dialect."""
     from torch_mlir.dialects import torch as torch_dialect
-    return ir, torch_dialect
+    return torch_ir(), torch_dialect
 
 
 def _byte_values(attribute, shape: list[int], blobs: Callable[[], dict[str, bytes]]) -> np.ndarray:

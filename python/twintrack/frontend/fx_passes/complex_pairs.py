@@ -595,11 +595,11 @@ def carry_complex_as_pairs(program: torch.export.ExportedProgram, decompositions
     complex (the caller views those as complex again). `pair_inputs`:
     inputs already retyped as pairs (`complex_inputs_as_pairs`)."""
     graph = program.graph
-    involved = [n for n in graph.nodes
-                if n not in pair_inputs and (_touches_complex(n) or any(i in pair_inputs for i in n.all_input_nodes))]
-    if not involved and not pair_inputs:
-        return set()
     pairs: set[fx.Node] = set(pair_inputs)
+    involved = [n for n in graph.nodes
+                if n not in pairs and (_touches_complex(n) or any(i in pairs for i in n.all_input_nodes))]
+    if not involved and not pairs:
+        return set()
     output = graph.output_node()
     for node in involved:
         if node.op != "call_function":
