@@ -107,10 +107,11 @@ class CallingConvention:
 
     def executable_arguments(self, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
         """The tensors the executable takes: each complex argument as its real
-        pair (a view: the executable reads the caller's memory)."""
+        pair (a view: the executable reads the caller's memory; a lazily
+        conjugated one is conjugated first, a copy)."""
         if not self.complex_arguments:
             return list(arguments)
-        return [torch.view_as_real(a) if i in self.complex_arguments and a.is_complex() else a
+        return [torch.view_as_real(a.resolve_conj()) if i in self.complex_arguments and a.is_complex() else a
                 for i, a in enumerate(arguments)]
 
     def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):

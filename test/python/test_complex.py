@@ -173,6 +173,12 @@ def test_a_complex_input_updated_in_place_or_returned_is_the_callers_tensor():
     assert twintrack.compile(FunctionModule(lambda a: a), (z,))(returned) is returned
 
 
+def test_a_lazily_conjugated_complex_input_is_read_conjugated():
+    z = torch.randn(4, 3, dtype=torch.complex64)
+    compiled = twintrack.compile(FunctionModule(lambda a: a * 2), (z,))
+    torch.testing.assert_close(compiled(z.conj()), z.conj() * 2)
+
+
 def test_complex_op_without_a_rule_is_refused_with_its_line():
     assert torch.ops.aten.linalg_eig.default not in RULES
     with pytest.raises(TwintrackError, match=rf"complex dtypes are not supported: aten.linalg_eig at {THIS_FILE}:\d+"):
