@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::twintrack {
@@ -70,7 +71,171 @@ bool staysBounded(OpOperand *operand) {
   return produced + payloadOps(operand->getOwner()) <= kMaxFusedPayloadOps;
 }
 
-bool fusesInDispatch(OpOperand *operand) { return fusesNoContraction(operand) && staysBounded(operand); }
+/// An all-parallel generic on tensors that writes each output element for
+/// element and reads no output in its payload: ops of one loop nest that the
+/// merge below can put in one generic, each computed once per element.
+bool isMergeable(Operation *op) {
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(op);
+  if (!generic || !generic.hasPureTensorSemantics() || generic.getNumLoops() == 0 ||
+      generic.getNumParallelLoops() != generic.getNumLoops())
+    return false;
+  return llvm::all_of(generic.getDpsInitsMutable(), [&](OpOperand &init) {
+    return generic.getMatchingIndexingMap(&init).isIdentity() && !generic.payloadUsesValueFromOperand(&init);
+  });
+}
+
+/// Whether two mergeable generics run over the same iterations: equal static
+/// ranges, and a dynamic range only where both outputs are tensor.empty of
+/// the same size values.
+bool sameDomain(linalg::GenericOp a, linalg::GenericOp b) {
+  SmallVector<int64_t> ranges = a.getStaticLoopRanges();
+  if (ranges != b.getStaticLoopRanges())
+    return false;
+  if (!llvm::is_contained(ranges, ShapedType::kDynamic))
+    return true;
+  auto emptyA = a.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
+  auto emptyB = b.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
+  return emptyA && emptyB && emptyA.getType().getShape() == emptyB.getType().getShape() &&
+         llvm::equal(emptyA.getDynamicSizes(), emptyB.getDynamicSizes());
+}
+
+/// `operand` reads its producer's result element for element, over the same
+/// iterations: the merge shares the producer's value instead of a copy.
+bool readsInPlace(OpOperand *operand) {
+  Operation *producer = operand->get().getDefiningOp();
+  auto consumer = dyn_cast<linalg::GenericOp>(operand->getOwner());
+  return isMergeable(producer) && consumer && isMergeable(consumer) &&
+         sameDomain(cast<linalg::GenericOp>(producer), consumer) &&
+         consumer.getMatchingIndexingMap(operand).isIdentity();
+}
+
+bool inElementwiseDispatch(Operation *op) {
+  auto dispatch = op->getParentOfType<DispatchOp>();
+  return dispatch && dispatch.getKind() == DispatchKind::elementwise;
+}
+
+bool fusesInDispatch(OpOperand *operand) {
+  if (!fusesNoContraction(operand) || !staysBounded(operand))
+    return false;
+  // In an elementwise dispatch, ops over the same iterations are left to
+  // mergeElementwiseNests, which computes each value once for all its readers.
+  return !inElementwiseDispatch(operand->getOwner()) || !readsInPlace(operand);
+}
+
+/// The payload ops a merged generic may hold (register pressure).
+constexpr size_t kMaxMergedPayloadOps = 256;
+
+/// One generic computing all of `members` (mergeable, one domain, in program
+/// order, each reading earlier members in place), at the last member's place
+/// and with its location (as upstream's fusion gives the consumer's):
+/// each member's payload once, its inputs read once, and an output for each
+/// result something outside the members reads.
+void mergeNest(ArrayRef<linalg::GenericOp> members) {
+  linalg::GenericOp last = members.back();
+  DenseSet<Operation *> isMember;
+  for (linalg::GenericOp member : members)
+    isMember.insert(member);
+  SmallVector<Value> inputs, kept, inits;
+  SmallVector<AffineMap> inputMaps;
+  llvm::DenseMap<std::pair<Value, AffineMap>, unsigned> inputIndex;
+  for (linalg::GenericOp member : members) {
+    for (OpOperand *input : member.getDpsInputOperands()) {
+      if (isMember.contains(input->get().getDefiningOp()))
+        continue;
+      auto key = std::make_pair(input->get(), member.getMatchingIndexingMap(input));
+      if (inputIndex.try_emplace(key, inputs.size()).second) {
+        inputs.push_back(key.first);
+        inputMaps.push_back(key.second);
+      }
+    }
+    for (auto [result, init] : llvm::zip(member->getResults(), member.getDpsInits()))
+      if (llvm::any_of(result.getUsers(), [&](Operation *user) { return !isMember.contains(user); })) {
+        kept.push_back(result);
+        inits.push_back(init);
+      }
+  }
+  OpBuilder builder(last);
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.append(inits.size(), builder.getMultiDimIdentityMap(last.getNumLoops()));
+  SmallVector<utils::IteratorType> iterators(last.getNumLoops(), utils::IteratorType::parallel);
+  auto merged = linalg::GenericOp::create(
+      builder, last.getLoc(), TypeRange(ValueRange(kept)), inputs, inits, maps, iterators,
+      [&](OpBuilder &body, Location loc, ValueRange arguments) {
+        IRMapping mapping;
+        DenseMap<Value, Value> elementOf; // a member's result -> its value at this element
+        for (linalg::GenericOp member : members) {
+          Block &payload = member.getRegion().front();
+          for (OpOperand *input : member.getDpsInputOperands()) {
+            BlockArgument argument = payload.getArgument(input->getOperandNumber());
+            if (isMember.contains(input->get().getDefiningOp()))
+              mapping.map(argument, elementOf.lookup(input->get()));
+            else
+              mapping.map(argument, arguments[inputIndex.lookup(
+                                        std::make_pair(input->get(), member.getMatchingIndexingMap(input)))]);
+          }
+          for (Operation &op : payload.without_terminator())
+            body.clone(op, mapping);
+          for (auto [result, yielded] : llvm::zip(member->getResults(), payload.getTerminator()->getOperands()))
+            elementOf[result] = mapping.lookupOrDefault(yielded);
+        }
+        SmallVector<Value> yielded = llvm::map_to_vector(kept, [&](Value result) { return elementOf.lookup(result); });
+        linalg::YieldOp::create(body, loc, yielded);
+      });
+  for (auto [result, replacement] : llvm::zip(kept, merged->getResults()))
+    result.replaceAllUsesWith(replacement);
+  for (linalg::GenericOp member : llvm::reverse(members))
+    member->erase();
+}
+
+/// Whether `candidate` can join `members`: the same iterations, every read
+/// of a member in place, and the payloads together within the bound.
+bool joins(ArrayRef<linalg::GenericOp> members, linalg::GenericOp candidate, size_t payload) {
+  if (!sameDomain(members.front(), candidate) || payload + payloadOps(candidate) > kMaxMergedPayloadOps)
+    return false;
+  return llvm::all_of(candidate.getDpsInputOperands(), [&](OpOperand *input) {
+    auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+    return !producer || !llvm::is_contained(members, producer) ||
+           candidate.getMatchingIndexingMap(input).isIdentity();
+  });
+}
+
+/// The elementwise generics of an elementwise dispatch that run over the same
+/// iterations become one multi-result generic. Upstream's fusion copies a
+/// producer with several readers into each of them, and copies of copies
+/// compound (each op of a chain holding all the chain before it); merged, a
+/// value is computed once and the nest reads each input once. A run of
+/// members ends before an op outside it that reads one of them.
+void mergeElementwiseNests(DispatchOp dispatch) {
+  SmallVector<linalg::GenericOp> members;
+  size_t payload = 0;
+  auto flush = [&] {
+    if (members.size() > 1)
+      mergeNest(members);
+    members.clear();
+    payload = 0;
+  };
+  SmallVector<Operation *> ops = llvm::map_to_vector(dispatch.getBody().front(), [](Operation &op) { return &op; });
+  for (Operation *op : ops) {
+    if (isMergeable(op)) {
+      auto generic = cast<linalg::GenericOp>(op);
+      if (!members.empty() && !joins(members, generic, payload))
+        flush();
+      members.push_back(generic);
+      payload += payloadOps(generic);
+      continue;
+    }
+    WalkResult readsMember = op->walk([&](Operation *nested) {
+      bool reads = llvm::any_of(nested->getOperands(), [&](Value operand) {
+        auto producer = operand.getDefiningOp<linalg::GenericOp>();
+        return producer && llvm::is_contained(members, producer);
+      });
+      return reads ? WalkResult::interrupt() : WalkResult::advance();
+    });
+    if (readsMember.wasInterrupted())
+      flush();
+  }
+  flush();
+}
 
 /// The op producing `value`, looking through reshapes (reshape propagation
 /// moves them out of the way once the ops around them are generics).
@@ -109,6 +274,8 @@ struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseI
     getOperation()->walk([&](DispatchOp dispatch) {
       if (failed(applyPatternsGreedily(dispatch.getBody(), frozen)))
         dispatch.emitWarning("elementwise fusion did not converge in this dispatch");
+      if (dispatch.getKind() == DispatchKind::elementwise)
+        mergeElementwiseNests(dispatch);
     });
   }
 };

@@ -1,6 +1,7 @@
 //===- FormDispatches.cpp - cost-model fusion into twintrack.dispatch ------===//
 //
-// Groups the linalg ops of a function into dispatch regions. Decisions are
+// Groups the linalg ops of a function, and those of each loop or branch body
+// among themselves, into dispatch regions. Decisions are
 // made per producer, in program order, then groups are outlined (the rule
 // numbers are those of test/dialect/form-dispatches.mlir):
 //   1.-2. an elementwise producer is merged into its only consumer, or, with
@@ -29,6 +30,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -182,6 +184,7 @@ struct FormDispatchesPass : public twintrack::impl::FormDispatchesBase<FormDispa
 private:
   // state for one block
   DenseMap<Operation *, unsigned> position;
+  unsigned nextLabel = 0; // dispatches are numbered through the function
   llvm::EquivalenceClasses<Operation *> groups;
   DenseSet<Operation *> recomputed; // producers copied into each consumer's dispatch
 
@@ -1020,15 +1023,24 @@ void FormDispatchesPass::formIn(Block &block) {
   for (linalg::LinalgOp op : ops)
     if (!recomputed.contains(op) && seen.insert(groups.getLeaderValue(op)).second)
       outlined.push_back(groupOf(op));
-  for (auto [index, group] : llvm::enumerate(outlined)) {
+  for (ArrayRef<Operation *> group : outlined) {
     SmallVector<Operation *> kept(llvm::make_filter_range(group, [&](Operation *op) { return !recomputed.contains(op); }));
     if (!kept.empty())
-      outline(kept, index);
+      outline(kept, nextLabel++);
   }
   // Originals that every consumer now recomputes, and inits nobody uses.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
     if ((recomputed.contains(&op) || isCloneableInit(&op)) && op.use_empty())
       op.erase();
+}
+
+/// A block of the function or of its loops and branches, at any depth; not
+/// one inside another op (a linalg payload's loop computes an element).
+bool inControlFlowOnly(Block *block) {
+  for (Operation *op = block->getParentOp(); !isa<func::FuncOp>(op); op = op->getParentOp())
+    if (!isa<scf::WhileOp, scf::ForOp, scf::IfOp>(op))
+      return false;
+  return true;
 }
 
 void FormDispatchesPass::runOnOperation() {
@@ -1038,10 +1050,16 @@ void FormDispatchesPass::runOnOperation() {
   linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
   if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
     getOperation()->emitWarning("unused linalg results were not all erased");
-  getOperation()->walk([&](Block *block) {
-    if (isa<func::FuncOp>(block->getParentOp()))
-      formIn(*block);
+  // The function's body and the bodies of its loops and branches: a loop's
+  // ops fuse among themselves (nothing crosses into or out of a loop).
+  nextLabel = 0;
+  SmallVector<Block *> blocks;
+  getOperation()->walk<WalkOrder::PreOrder>([&](Block *block) {
+    if (inControlFlowOnly(block))
+      blocks.push_back(block);
   });
+  for (Block *block : blocks)
+    formIn(*block);
 }
 
 } // namespace

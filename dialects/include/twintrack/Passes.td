@@ -81,7 +81,10 @@ def FuseInDispatches : Pass<"twintrack-fuse-in-dispatches", "::mlir::func::FuncO
     merges too (a permute followed by a scale is one kernel). A matmul
     or convolution and the reshapes around it are left alone, so they stay
     named ops for the kernel generators (an elementwise epilogue stays a
-    separate op in the matmul's dispatch).
+    separate op in the matmul's dispatch). In an elementwise dispatch the
+    generics over the same iterations then become one multi-result generic,
+    each value computed once for all that read it (upstream's fusion would
+    copy a producer into each reader, and copies of copies compound).
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
                            "::mlir::affine::AffineDialect"];
