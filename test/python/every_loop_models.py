@@ -114,8 +114,17 @@ def scatter_add(rows=8, cols=5):
     return FunctionModule(lambda x, i, s: x.scatter_add(0, i, s)), (_x(rows, cols), index, torch.randn(3, cols))
 
 
+def frexp_nextafter(rows=8, cols=33):
+    """Tensor loops of the decompositions (exact powers of two by
+    square-and-multiply) whose bodies compute from 0-d constants: each
+    becomes one kernel running every element's own loop."""
+    x = _x(rows, cols)
+    return FunctionModule(lambda x, y: (*torch.frexp(x), torch.nextafter(x, y))), (x, x.flip(0))
+
+
 # Deterministic ones, whose outputs match eager's (the RNG's do not).
 DETERMINISTIC = ["argmax_keepdim", "argmax_vector_keepdim", "argmax_full", "dot", "nll_loss", "cross_entropy",
                  "aminmax", "aminmax_rows", "var", "var_rows", "vector_norm", "int_min", "int_min_rows",
-                 "full_sum", "full_sum_large", "bool_any", "int_abs", "reflection_pad", "scatter_add"]
+                 "full_sum", "full_sum_large", "bool_any", "int_abs", "reflection_pad", "scatter_add",
+                 "frexp_nextafter"]
 RANDOM = ["dropout_train", "randn_like"]

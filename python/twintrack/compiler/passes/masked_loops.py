@@ -426,12 +426,37 @@ class _Sinker:
             scalars[result] = bound[value]
 
 
+# Ops on tensor values, without effects: one the body computes from nothing
+# the loop carries is the same at every step.
+_INVARIANT_CANDIDATES = ("arith.constant", "tensor.empty", "linalg.generic", "linalg.fill", "tensor.expand_shape",
+                         "tensor.collapse_shape")
+
+
+def _reads(op: ir.Operation) -> list[ir.Value]:
+    """The values `op` and the ops of its regions read."""
+    return [value for nested in nested_ops(op) for value in nested.operands]
+
+
+def _hoist_invariants(loop: ir.Operation) -> None:
+    """Ops of the loop's body that read nothing the loop carries (a
+    decomposition's `2` as a 0-d tensor, its absolute value) move before the
+    loop: the per-element loop reads them from outside."""
+    body = loop.regions[1].blocks[0]
+    for op in [child.operation for child in body.operations][:-1]:
+        if op.name not in _INVARIANT_CANDIDATES or not all(isinstance(r.type, ir.RankedTensorType) or
+                                                            op.name == "arith.constant" for r in op.results):
+            continue
+        if not any(_defined_in(body, value) for value in _reads(op)):
+            op.move_before(loop)
+
+
 @dataclass(frozen=True)
 class SinkElementwiseLoops(PythonPass):
     name = "sink-elementwise-loops"
 
     def _run(self, module: ir.Operation, pass_) -> None:
         for op in nested_ops(module, lambda op: op.name == "scf.while", ir.WalkOrder.POST_ORDER):
+            _hoist_invariants(op)
             loop = _Reader(op).read()
             sinker = _Sinker(loop) if loop is not None and loop.counter is None and loop.active is not None else None
             if sinker is not None and sinker.applies():
