@@ -71,6 +71,18 @@ def FormDispatches : Pass<"twintrack-form-dispatches", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FoldConstantGenerics : Pass<"twintrack-fold-constant-generics", "::mlir::func::FuncOp"> {
+  let summary = "A linalg.generic whose inputs are splat constants becomes a splat constant";
+  let description = [{
+    Its payload is folded on the inputs' values, each op by its own folder;
+    a generic whose payload does not fold (an op without a folder, an index)
+    is left alone. Decompositions compute on 0-d constants (an unrolled
+    loop's step counter and the index arithmetic on it): folded, no kernel
+    recomputes them, and fusion does not copy their chains.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def FuseInDispatches : Pass<"twintrack-fuse-in-dispatches", "::mlir::func::FuncOp"> {
   let summary = "Elementwise fusion of linalg ops, within each twintrack.dispatch only";
   let description = [{
