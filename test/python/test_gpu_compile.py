@@ -154,6 +154,16 @@ def test_decode_linears_take_the_skinny_kernel(run_tool, tmp_path, dtype, rows):
     assert not [step for step in plan["steps"] if step["op"] == "copy"]
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_one_element_half_matmul_compiles(run_tool, tmp_path, dtype):
+    """(1x2)(2x1) in half precision: the narrowing after it reads the 1x1
+    result collapsed to 0-d, which the epilogue search took for a view
+    keeping C's last dim (an internal error)."""
+    result = run_tool("compile", "zoo:gemm?m=1&k=2&n=1", "--pipeline", "gpu", "--dtype", dtype, "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
+
+
 @pytest.mark.parametrize("flags, path, allowed", [
     ((), "simt-matmul", False),                                # torch's default: exact f32
     (("--allow-tf32",), "wgmma-matmul", True),

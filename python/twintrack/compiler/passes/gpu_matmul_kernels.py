@@ -409,6 +409,8 @@ def _drops_unit_dims(view: ir.Operation) -> bool:
         return False
     shape = ir.MemRefType(view.operands[0].type).shape
     groups = reassociation(view)
+    if not groups:  # to 0-d: a 1x1 result, no dim kept
+        return False
     return all(sum(1 for d in group if shape[d] != 1) <= 1 for group in groups) \
         and _kept_dim(groups[-1], shape) == len(shape) - 1
 
