@@ -65,6 +65,9 @@ def test_backend_illegal_edges(name, compile_cache):
     _check(BACKEND_ILLEGAL_TABLE, compile_cache, name, exact=BACKEND_ILLEGAL[name][2])
 
 
+# Signed zeros, infinities and NaNs of both signs (-nan: the sign bit set).
+SIGNED_SPECIALS = torch.tensor([1.0, -1.0, 0.0, -0.0, float("nan"), -float("nan"), float("inf"), -float("inf")])
+
 WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
     "view_copy": (lambda x: torch.view_copy(x, (25, 5)), (torch.randn(5, 5, 5, generator=G),)),
     "permute_copy": (lambda x: torch.permute_copy(x, (2, 0, 1)), (torch.randn(3, 4, 5, generator=G),)),
@@ -77,6 +80,13 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
     "diagonal_scatter-3d": (lambda x, y: torch.diagonal_scatter(x, y, -1, 2, 0),
                             (torch.randn(3, 2, 4, generator=G), torch.randn(2, 3, generator=G))),
     "signbit": (lambda x: torch.signbit(x), (torch.tensor([-1.0, -0.0, 0.0, 2.0, float("-inf"), float("inf")]),)),
+    # the sign bit itself, read through a same-width integer view: a NaN's too
+    **{f"signbit-nan-{str(d)[6:]}": (lambda x: torch.signbit(x), (SIGNED_SPECIALS.to(d),))
+       for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)},
+    "copysign-nan": (lambda x, y: torch.copysign(x, y), (torch.ones(8), SIGNED_SPECIALS)),
+    "view-dtype": (lambda x: x.view(torch.int32), (SIGNED_SPECIALS,)),
+    "view-dtype-half": (lambda x: x.view(torch.int16), (SIGNED_SPECIALS.half(),)),
+    "view-dtype-back": (lambda i: (i + 1).view(torch.float32), (torch.arange(1065353216, 1065353224, dtype=torch.int32),)),
     "copysign": (lambda x, y: torch.copysign(x, y),
                  (torch.randn(6, generator=G), torch.tensor([-1.0, -0.0, 0.0, 2.0, -3.0, 1.0]))),
     "fmod-scalar": (lambda x: torch.fmod(x, 3), (torch.randn(5, 5, generator=G) * 10,)),
@@ -91,6 +101,12 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
 @pytest.mark.parametrize("name", list(WITHOUT_LINALG_LOWERING.cases))
 def test_ops_without_linalg_lowering(name, compile_cache):
     _check(WITHOUT_LINALG_LOWERING, compile_cache, name)
+
+
+def test_a_view_to_another_width_is_refused_at_its_line():
+    with pytest.raises(twintrack.errors.UsageError,
+                       match=r"views to a dtype of another width .* are not supported: aten.view at test_opinfo_fixes.py"):
+        twintrack.compile(FunctionModule(lambda x: x.view(torch.uint8)), (torch.randn(8),))
 
 
 def test_effect_tokens_dropped():

@@ -17,6 +17,7 @@ from ...errors import UsageError
 # it (the GPU kernel passes import a second of MLIR dialect modules that a CPU
 # compile never needs).
 PASSES = {
+    "bitcast-views": ("bitcast_views", "BitcastViews"),
     "affine-vectorize": ("affine_vectorize", "AffineVectorize"),
     "annotate-kernels": ("annotate_kernels", "AnnotateKernels"),
     "bounded-scalar-replacement": ("bounded_scalar_replacement", "BoundedScalarReplacement"),

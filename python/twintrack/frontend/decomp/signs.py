@@ -1,7 +1,7 @@
-"""Sign and remainder ops whose torch-mlir lowering goes through a bitcast
-(view.dtype, which the 'linalg' stage does not lower) or is missing for
-one overload: signbit compares instead of reinterpreting bits, copysign
-uses that signbit, and fmod.Scalar becomes fmod.Tensor.
+"""Sign and remainder ops whose torch-mlir lowering is missing for one
+overload: signbit reads the sign bit through a same-width integer view
+(compiler/passes/bitcast_views.py lowers it), copysign uses that signbit,
+and fmod.Scalar becomes fmod.Tensor.
 """
 
 from __future__ import annotations
@@ -13,13 +13,17 @@ from .registry import Family
 aten = torch.ops.aten
 
 
+# The signed integer dtype of each float dtype's width.
+_SAME_WIDTH_INTEGER = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+                       torch.float64: torch.int64}
+
+
 def _signbit(input):
-    """signbit without view.dtype: negative, or a zero whose reciprocal is
-    -inf (-0.0). A NaN's sign bit is not observable this way: NaN gives
-    False. Integers: input < 0."""
+    """The sign bit itself: the bits read as a signed integer of the same
+    width are negative (-0.0 and a negative NaN included). Integers: input < 0."""
     if not input.is_floating_point():
         return input < 0
-    return (input < 0) | ((input == 0) & (torch.reciprocal(input) < 0))
+    return input.view(_SAME_WIDTH_INTEGER[input.dtype]) < 0
 
 
 def _copysign(input, other):

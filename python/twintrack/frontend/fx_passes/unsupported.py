@@ -24,7 +24,9 @@ def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
     - shapes that depend on the data (nonzero, masked_select): the static
       pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
     - a reshaping view of a zero-size tensor: torch-mlir divides by the
-      zero extent (SIGFPE at 'linalg')."""
+      zero extent (SIGFPE at 'linalg');
+    - a view to a dtype of another width (its last dim changes size): only
+      same-width views are lowered (bitcast-views)."""
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
@@ -45,7 +47,14 @@ def _unsupported(node) -> str | None:
         return "shapes that depend on the data"
     if node.target in RESHAPING_VIEWS and any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in values):
         return "reshaping views of zero-size tensors"
+    if node.target == aten.view.dtype and _changes_width(values[0], values[1]):
+        return "views to a dtype of another width (x.view(dtype) reinterpreting bytes)"
     return None
+
+
+def _changes_width(result, source) -> bool:
+    return isinstance(result, torch.Tensor) and isinstance(source, torch.Tensor) \
+        and result.dtype.itemsize != source.dtype.itemsize
 
 
 def data_dependent(value) -> bool:
