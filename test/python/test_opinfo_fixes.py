@@ -103,6 +103,18 @@ def test_ops_without_linalg_lowering(name, compile_cache):
     _check(WITHOUT_LINALG_LOWERING, compile_cache, name)
 
 
+def test_the_sign_bit_over_a_dynamic_dim():
+    """The bitcast view of a run-time size: one compile, several lengths."""
+    function = lambda x: (torch.signbit(x), torch.copysign(torch.ones_like(x), x))  # noqa: E731
+    compiled = twintrack.compile(FunctionModule(function), (SIGNED_SPECIALS,), dynamic="input0:0=n[1,64]")
+    for length in (3, 8, 17):
+        x = torch.randn(length, generator=G)
+        x[0], x[1] = -float("nan"), -0.0
+        signs, copied = compiled(x)
+        assert torch.equal(signs, torch.signbit(x))
+        assert torch.equal(copied, torch.copysign(torch.ones_like(x), x))
+
+
 def test_a_view_to_another_width_is_refused_at_its_line():
     with pytest.raises(twintrack.errors.UsageError,
                        match=r"views to a dtype of another width .* are not supported: aten.view at test_opinfo_fixes.py"):

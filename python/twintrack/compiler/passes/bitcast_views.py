@@ -28,15 +28,14 @@ _VTENSOR = re.compile(r"!torch\.vtensor<\[([^\]]*)\],([a-z]+)(\d+)>")
 
 
 def builtin_tensor_type(vtensor_type):
-    """!torch.vtensor<[8,4],si32> -> tensor<8x4xi32> (signless), or None where it is not ranked and static."""
+    """!torch.vtensor<[?,4],si32> -> tensor<?x4xi32> (signless), or None where it is not ranked."""
     ir = torch_ir()
     match = _VTENSOR.fullmatch(str(vtensor_type))
     if match is None:
         return None
     sizes, kind, width = match.groups()
-    shape = [int(s) for s in sizes.split(",")] if sizes else []
-    if any(s < 0 for s in shape):
-        return None
+    dynamic = ir.ShapedType.get_dynamic_size()
+    shape = [dynamic if s == "?" else int(s) for s in sizes.split(",")] if sizes else []
     element = f"{_TORCH_TO_BUILTIN.get(kind, kind)}{width}"
     return ir.RankedTensorType.get(shape, ir.Type.parse(element))
 
@@ -62,7 +61,9 @@ def _elementwise_bitcast(value, result_type):
     from torch_mlir.dialects import arith, linalg, tensor
     result_type = ir.RankedTensorType(result_type)
     rank = result_type.rank
-    empty = tensor.EmptyOp(result_type.shape, result_type.element_type).result
+    sizes = [tensor.DimOp(value, arith.ConstantOp(ir.IndexType.get(), d).result).result
+             if result_type.is_dynamic_dim(d) else size for d, size in enumerate(result_type.shape)]
+    empty = tensor.EmptyOp(sizes, result_type.element_type).result
     identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     generic = linalg.GenericOp([result_type], [value], [empty], ir.ArrayAttr.get([identity, identity]),
