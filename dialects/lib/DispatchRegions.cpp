@@ -109,10 +109,9 @@ bool readsInPlace(OpOperand *operand) {
          consumer.getMatchingIndexingMap(operand).isIdentity();
 }
 
-bool inElementwiseDispatch(Operation *op) {
-  auto dispatch = op->getParentOfType<DispatchOp>();
-  return dispatch && dispatch.getKind() == DispatchKind::elementwise;
-}
+bool isElementwise(DispatchOp dispatch) { return dispatch && dispatch.getKind() == DispatchKind::elementwise; }
+
+bool inElementwiseDispatch(Operation *op) { return isElementwise(op->getParentOfType<DispatchOp>()); }
 
 bool fusesInDispatch(OpOperand *operand) {
   if (!fusesNoContraction(operand) || !staysBounded(operand))
@@ -187,16 +186,23 @@ void mergeNest(ArrayRef<linalg::GenericOp> members) {
     member->erase();
 }
 
+/// Whether `value` is the result of one of `members`.
+bool definedBy(ArrayRef<linalg::GenericOp> members, Value value) {
+  auto producer = value.getDefiningOp<linalg::GenericOp>();
+  return producer && llvm::is_contained(members, producer);
+}
+
 /// Whether `candidate` can join `members`: the same iterations, every read
-/// of a member in place, and the payloads together within the bound.
+/// of a member in place, no member's result as its output (the member goes),
+/// and the payloads together within the bound.
 bool joins(ArrayRef<linalg::GenericOp> members, linalg::GenericOp candidate, size_t payload) {
   if (!sameDomain(members.front(), candidate) || payload + payloadOps(candidate) > kMaxMergedPayloadOps)
     return false;
-  return llvm::all_of(candidate.getDpsInputOperands(), [&](OpOperand *input) {
-    auto producer = input->get().getDefiningOp<linalg::GenericOp>();
-    return !producer || !llvm::is_contained(members, producer) ||
-           candidate.getMatchingIndexingMap(input).isIdentity();
-  });
+  auto isMember = [&](Value value) { return definedBy(members, value); };
+  return llvm::none_of(candidate.getDpsInits(), isMember) &&
+         llvm::all_of(candidate.getDpsInputOperands(), [&](OpOperand *input) {
+           return !isMember(input->get()) || candidate.getMatchingIndexingMap(input).isIdentity();
+         });
 }
 
 /// The elementwise generics of an elementwise dispatch that run over the same
@@ -225,10 +231,7 @@ void mergeElementwiseNests(DispatchOp dispatch) {
       continue;
     }
     WalkResult readsMember = op->walk([&](Operation *nested) {
-      bool reads = llvm::any_of(nested->getOperands(), [&](Value operand) {
-        auto producer = operand.getDefiningOp<linalg::GenericOp>();
-        return producer && llvm::is_contained(members, producer);
-      });
+      bool reads = llvm::any_of(nested->getOperands(), [&](Value operand) { return definedBy(members, operand); });
       return reads ? WalkResult::interrupt() : WalkResult::advance();
     });
     if (readsMember.wasInterrupted())
@@ -274,7 +277,7 @@ struct FuseInDispatchesPass : public twintrack::impl::FuseInDispatchesBase<FuseI
     getOperation()->walk([&](DispatchOp dispatch) {
       if (failed(applyPatternsGreedily(dispatch.getBody(), frozen)))
         dispatch.emitWarning("elementwise fusion did not converge in this dispatch");
-      if (dispatch.getKind() == DispatchKind::elementwise)
+      if (isElementwise(dispatch))
         mergeElementwiseNests(dispatch);
     });
   }
