@@ -116,7 +116,9 @@ def test_a_sequence_no_tile_divides_takes_the_flash_kernel(artifact, dtype, opti
     flags = ("--arch", "sm_90") if generator == "mma.sync" else ()
     kernels = _kernels(_gpu_artifact(artifact, RAGGED + options, dtype, *flags))
     kernels = [k for k in kernels if k not in mask_row_tests(kernels)]
-    assert [k["path"].split()[0] for k in kernels] == [f"flash-attention-{generator}"], kernels
+    classes = ["mask-tiles"] if "mask" in options else []  # the boolean mask's tiles, classed first
+    assert [k["path"].split()[0] for k in kernels] == classes + [f"flash-attention-{generator}"], kernels
+    kernels = kernels[len(classes):]
     kernel = kernels[0]
     assert "masked edges" in kernel["path"] and kernel["spills"] == 0
     heads = 8 if "heads=8" in options else 4
@@ -264,3 +266,73 @@ def test_ptxas_performance_notes_reach_the_kernel_report():
                                         "instructions defining input registers of a wgmma between start and end "
                                         "of the pipeline stage",)
     assert parse_ptxas_report("ptxas info    : Used 32 registers").performance_notes == ()
+
+
+STRUCTURED = "test/python/masked_attention.py:structured_attention?batch=2&heads=4&seq=512&dim=64"
+
+
+@pytest.mark.parametrize("flags, generator", [((), "wgmma"), (("--arch", "sm_90"), "mma.sync")])
+def test_a_boolean_mask_is_classed_in_tiles_before_the_flash_kernel(artifact, flags, generator):
+    """A (batch, 1, seq, seq) boolean mask: a kernel classes its tiles (one
+    block per batch entry and query tile of the flash kernel's) and packs
+    it a bit a key; each flash block ends its keys where the classes say
+    the last visible tile is, and reads its rows' bits of a tile in one
+    load, not the mask's bytes. The wgmma kernel also reads no mask in the
+    tiles that hide no key: of its softmax's two branches only the masked
+    one loads the bits."""
+    outdir = _gpu_artifact(artifact, STRUCTURED, "float16", *flags)
+    kernels = [k for k in _kernels(outdir) if k not in mask_row_tests(_kernels(outdir))]
+    assert [k["path"].split()[0] for k in kernels] == ["mask-tiles", f"flash-attention-{generator}"], kernels
+    classes, flash = kernels
+    rows = 128 if generator == "wgmma" else 64
+    assert classes["grid"][:2] == [2, 512 // rows] and flash["spills"] <= 8, (classes, flash)
+    mask_bytes = 2 * 512 * 512
+    assert mask_bytes * 9 / 8 <= classes["bytes"] < mask_bytes * 9 / 8 * 1.01  # the mask read once, its bits written
+    module = _parse_stage(outdir, "attention-kernels")
+    summary = f"memref<2x{512 // rows}x9xi32>"  # (batch, query tiles, key tiles + the tiles to run)
+    flash_function = _function(module, "forward_attention_0")
+    assert any("memref.load %arg0" in str(op) and summary in str(op) for op in _walk(flash_function))
+    assert not any(_reads(op, "xi1>") for op in _walk(flash_function))
+    bits = [op for op in _walk(flash_function) if _reads(op, "x32xi16>")]  # 8 key tiles of 4 chunks a row
+    assert bits and all(str(op.results[0].type) == "vector<4xi16>" for op in bits)
+    if generator == "wgmma":
+        branches = [op for op in _walk(flash_function) if op.name == "scf.if" and len(op.results) > 0 and
+                    any(_reads(inner, "x32xi16>") for inner in _walk(op))]
+        assert len(branches) == 2  # the first key tile's softmax, and the key loop's
+        for branch in branches:
+            masked, clear = branch.regions
+            assert any(_reads(op, "x32xi16>") for op in _walk(masked))
+            assert not any(_reads(op, "x32xi16>") for op in _walk(clear))
+
+
+def _parse_stage(outdir, stage: str):
+    from mlir import ir
+
+    from twintrack.bindings import new_context
+    text = next((outdir / "stages").glob(f"*-{stage}.mlir")).read_text()
+    context = new_context("mlir")
+    context.allow_unregistered_dialects = True
+    with context, ir.Location.unknown():
+        return ir.Module.parse(text), context
+
+
+def _function(parsed, name: str):
+    module, _ = parsed
+    return next(op for op in _walk(module.operation) if op.name == "gpu.func" and
+                op.attributes["sym_name"].value == name)
+
+
+def _walk(op_or_region):
+    """Every op nested in an op or a region, outer first."""
+    from mlir import ir
+    regions = [op_or_region] if isinstance(op_or_region, ir.Region) else op_or_region.regions
+    for region in regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def _reads(op, memref_type_end: str) -> bool:
+    """Is `op` a load from a memref whose type ends so (its last size and element)?"""
+    return op.name in ("memref.load", "vector.load") and str(op.operands[0].type).endswith(memref_type_end)

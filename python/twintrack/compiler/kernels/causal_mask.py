@@ -40,10 +40,10 @@ def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries
     must be the epilogue's last op, a select of -inf on a condition of the
     row and key indices alone: one comparison of forms built by casts,
     additions and subtractions (exact: the indices are small)."""
-    dims = _score_dims(view)
+    dims = score_dims(view)
     if epilogue is None or dims is None or max(queries, keys) >= _BOUND:
         return None
-    select = _final_select(epilogue)
+    select = final_select(epilogue)
     if select is None:
         return None
     condition, masked_if_true, _ = select
@@ -60,12 +60,12 @@ def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
     is past reach, and apply it itself elsewhere."""
     if epilogue is None or reach is None:
         return False
-    _, _, kept = _final_select(epilogue)
+    _, _, kept = final_select(epilogue)
     kept = uncast(epilogue.ops, kept)
     return kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
 
 
-def _final_select(epilogue: Epilogue):
+def final_select(epilogue: Epilogue):
     """(condition, whether -inf is its true side, the score kept otherwise)
     of the epilogue's last op (maybe narrowed), a select of -inf; None for
     anything else."""
@@ -80,7 +80,7 @@ def _final_select(epilogue: Epilogue):
     return None
 
 
-def _score_dims(view) -> tuple[int, int] | None:
+def score_dims(view) -> tuple[int, int] | None:
     """The epilogue's loop dims of the query row and of the key (each unsplit)."""
     if view is None:
         return 1, 2

@@ -104,18 +104,21 @@ class EpilogueWriter:
                  captured: list[ir.Value] = ()):
         self.epilogue, self.w, self.tensors, self.captured = epilogue, writer, tensors, list(captured)
 
-    def load_inputs(self, loop_indices: list[ir.Value]) -> dict[int, ir.Value]:
-        """The tensor inputs' elements at `loop_indices`, by input position."""
-        return {k: memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
+    def load_inputs(self, loop_indices: list[ir.Value], known: dict[int, ir.Value] | None = None) -> dict[int, ir.Value]:
+        """The tensor inputs' elements at `loop_indices`, by input position;
+        those `known` (the same everywhere the caller applies it) as given."""
+        known = known or {}
+        return {k: known[k] if k in known else memref.load(self.tensors[k], [loop_indices[d] for d in inp.dims])
                 for k, inp in self.epilogue.tensor_inputs()}
 
     def apply(self, accumulator: ir.Value, loop_indices: list[ir.Value],
-              loaded: dict[int, ir.Value] | None = None) -> ir.Value:
+              loaded: dict[int, ir.Value] | None = None, known: dict[int, ir.Value] | None = None) -> ir.Value:
         """The epilogue's value for the element at `loop_indices` (batch?,
-        row, col); its tensor inputs as `loaded` there (`load_inputs`), or loaded now."""
+        row, col); its tensor inputs as `loaded` there (`load_inputs`), or
+        loaded now (but for those `known`)."""
         values: dict[Ref, ir.Value] = {("index", d): index for d, index in enumerate(loop_indices)}
         values.update({("captured", i): buffer for i, buffer in enumerate(self.captured)})
-        loaded = self.load_inputs(loop_indices) if loaded is None else loaded
+        loaded = self.load_inputs(loop_indices, known) if loaded is None else loaded
         for k, inp in enumerate(self.epilogue.inputs):
             values[("arg", k)] = accumulator if inp.memref_type is None else loaded[k]
         return clone_body(self.w, self.epilogue.ops, self.epilogue.result, values)

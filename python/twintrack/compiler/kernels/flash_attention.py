@@ -18,6 +18,16 @@ every key past row + reach, read off the epilogue's ops), a block's loop
 ends at the first key tile masked for all its rows: those tiles would
 change neither m, l nor the output.
 
+Where the score epilogue hides scores by a boolean mask tensor
+(`mask_tiles`: SDPA's `attn_mask`, a `masked_fill` of -inf; per query row,
+or a key padding mask the same for every row), a kernel launched first
+classes the mask's tiles (the flash kernel's own BM x BN), and each block's
+loop ends after the last key tile any of its rows sees. That kernel also
+packs the mask a bit a key: a thread reads its row's bits of a key tile in
+one load (else, two neighbouring keys a load). (Skipping a tile hidden entirely leaves
+NaN in its V rows unread, as the causal skip does: eager's 0 · NaN would
+give NaN.)
+
 Two generators: CUDA-core FMAs (f32, or head dims mma.sync cannot take),
 R threads per query row, P going through shared memory to the P·V step, the
 next key tile prefetched into registers (as `TiledMatmulWriter.k_loop`);
@@ -55,6 +65,7 @@ from ..target import DEFAULT_ARCH, gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
+from .mask_tiles import MaskTileBuffers, MaskTiles, build_mask_tiles, free_mask_tiles, tensor_mask_of
 from .matmul_common import (
     KernelOperands,
     MatmulOperands,
@@ -185,6 +196,7 @@ class AttentionKernelOperands:
     value_captured: tuple[ir.Value, ...] = ()
     score_tensors: tuple[ir.Value, ...] = ()
     score_captured: tuple[ir.Value, ...] = ()
+    mask_tiles: MaskTileBuffers | None = None  # the boolean mask's tile classes, and its bits
 
 
 @dataclass(frozen=True)
@@ -392,6 +404,21 @@ class FlashAttentionWriter(TiledMatmulWriter):
         # Where the score epilogue is a causal mask alone, a subclass may
         # apply the mask itself, to the tiles it reaches into (`masking`).
         self.own_mask, self.masking = False, False
+        # Where it hides scores by a boolean mask tensor, its tiles are
+        # classed before the kernel: the keys end after the last tile a row
+        # of the block sees, and a subclass that sets `clear_tiles_unmasked`
+        # reads no mask in the tiles that hide no key.
+        self.mask_tiles = self._mask_tiles()
+        self.clear_tiles_unmasked = False
+
+    def _mask_tiles(self) -> MaskTiles | None:
+        a = self.attention
+        if a.open_sizes or self.reach is not None:
+            return None
+        mask = tensor_mask_of(a.score_epilogue, a.scores.view)
+        if mask is None or mask.keys != a.keys or mask.per_row and mask.queries != a.queries:
+            return None
+        return MaskTiles(mask, self.cfg.bm if mask.per_row else 1, self.cfg.keys)
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
@@ -400,6 +427,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
             self.bind(w, ids, KernelOperands(operands.q, operands.v, operands.o, operands.value_tensors,
                                              operands.value_captured), ids.block_x, ids.block_y, ids.block_z)
             self.arguments = (operands.q, operands.k, operands.v)
+            self.mask_buffers, self.mask_batch = operands.mask_tiles, None
             self._read_run_time_sizes()
             if self.score_description is not None:
                 positions = (k for k, _ in self.score_description.tensor_inputs())
@@ -457,15 +485,15 @@ class FlashAttentionWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ scores
     def score(self, value: ir.Value, row: ir.Value, key: ir.Value, offset: int | None = None,
-              limits: MaskLimits | None = None) -> ir.Value:
+              limits: MaskLimits | None = None, known: dict[int, ir.Value] | None = None) -> ir.Value:
         """One score as the softmax reads it: the epilogue applied (with the
         loop indices of its element), widened back to f32; in the tiles
         that need it (`masking`), the kernel's own causal mask and -inf past
         a ragged end of the keys. Given the row's `limits` (`mask_limits`)
         and the key's `offset` from their base, each mask is one compare
-        with a constant."""
+        with a constant. `known`: epilogue inputs already read (`mask_pair`)."""
         if not self.own_mask and self.score_epilogue is not None:
-            value = self._epilogue_score(value, row, key)
+            value = self._epilogue_score(value, row, key, known)
         if not self.masking:
             return value
         w, negative_infinity = self.w, self.w.constant(NEGATIVE_INFINITY, "f32")
@@ -495,17 +523,72 @@ class FlashAttentionWriter(TiledMatmulWriter):
         return MaskLimits(relative(w.add(row, w.index(self.reach))) if self.own_mask else None,
                           relative(w.index_of(self.k_edge)) if self.k_edge is not None else None)
 
-    def _epilogue_score(self, value: ir.Value, row: ir.Value, key: ir.Value) -> ir.Value:
+    def _epilogue_score(self, value: ir.Value, row: ir.Value, key: ir.Value,
+                        known: dict[int, ir.Value] | None) -> ir.Value:
         """The score epilogue at (row, key), its tensors read inside their
-        bounds where a tile runs past the sequence (those scores go unused)."""
+        bounds where a tile runs past the sequence (those scores go unused),
+        but those `known`."""
+        if self._reads_no_mask():  # a tile that hides no key: the mask is its visible value
+            known = {self.mask_tiles.mask.position: self.w.constant(int(self.mask_tiles.mask.visible_if), "i1")}
+        value = self.score_epilogue.apply(value, self._score_loop_indices(row, key, 1), known=known)
+        return value if self.score_type == "f32" else arith.extf(ir.F32Type.get(), value)
+
+    def _score_loop_indices(self, row: ir.Value, key: ir.Value, width: int) -> list[ir.Value]:
+        """The score epilogue's loop indices at (row, key), clamped inside
+        the sequence for a read of `width` keys."""
         w, view = self.w, self.attention.scores.view
         if self.m_edge is not None:
             row = arith.minui(row, self._last_place(self.m_edge, 1))
         if self.k_edge is not None:
-            key = arith.minui(key, self._last_place(self.k_edge, 1))
+            key = arith.minui(key, self._last_place(self.k_edge, width))
         c_indices = [self.batch, row, key]
-        value = self.score_epilogue.apply(value, view.loop_indices(w, c_indices) if view else c_indices)
-        return value if self.score_type == "f32" else arith.extf(ir.F32Type.get(), value)
+        return view.loop_indices(w, c_indices) if view else c_indices
+
+    def _reads_no_mask(self) -> bool:
+        return self.clear_tiles_unmasked and not self.masking
+
+    def mask_reader(self, row: ir.Value, key_base: ir.Value) -> Callable[[int], dict[int, ir.Value] | None]:
+        """The boolean mask of `row` at key `key_base` + offset, as `score`'s
+        `known` (None: the epilogue reads it itself, where the scores read
+        no mask or it is read by bytes). A thread's scores of a tile are
+        pairs of neighbouring keys 8 apart, from `key_base` (a key tile's
+        start + the thread's column): the packed mask gives the row's bits
+        of the tile in one load, else a load reads a pair."""
+        tiles = self.mask_tiles
+        if tiles is None or tiles.vector_width() < 2 or self.own_mask or self._reads_no_mask():
+            return lambda offset: None
+        position, w = tiles.mask.position, self.w
+        if self.mask_buffers.packed is not None:
+            shifted = self._packed_mask_bits(row, key_base)
+            return lambda offset: {position: arith.trunci(ir.IntegerType.get_signless(1), arith.shrui(
+                shifted, w.constant(offset, shifted.type)))}
+        pairs = {}
+
+        def pair(offset: int) -> dict[int, ir.Value]:
+            even = offset - offset % 2
+            if even not in pairs:
+                loops = self._score_loop_indices(row, w.add(key_base, w.index(even)), 2)
+                dims = self.score_description.inputs[position].dims
+                pairs[even] = w.load(2, "i1", self.score_epilogue.tensors[position], [loops[d] for d in dims], 2)
+            return {position: w.lane(pairs[even], offset % 2)}
+        return pair
+
+    def _packed_mask_bits(self, row: ir.Value, key_base: ir.Value) -> ir.Value:
+        """The packed mask's bits of `row` in the key tile of `key_base`,
+        shifted so that bit 0 is `key_base`'s."""
+        w, tiles = self.w, self.mask_tiles
+        packed = self.mask_buffers.packed
+        chunks = tiles.keys // tiles.vector_width()
+        word = ir.IntegerType.get_signless(tiles.keys)
+        if self.m_edge is not None:
+            row = arith.minui(row, self._last_place(self.m_edge, 1))
+        tile = w.div(key_base, tiles.keys)
+        at = [*self._mask_batch(), row if tiles.mask.per_row else w.index(0), w.mul(tile, chunks)]
+        chunk_type = ir.MemRefType(packed.type).element_type
+        bits = vector.extract(vector.bitcast(vector_of(1, word), w.load(chunks, chunk_type, packed, at, tiles.keys // 8)),
+                              [], [0])
+        within = arith.index_cast(word, w.sub(key_base, w.mul(tile, tiles.keys)))
+        return arith.shrui(bits, within)
 
     def lane_reduce(self, value: ir.Value, op: str, lanes: int) -> ir.Value:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
@@ -547,10 +630,29 @@ class FlashAttentionWriter(TiledMatmulWriter):
         first key tile whose keys are all masked for each of the block's
         rows (past m0 + BM - 1 + reach), which the loop skips."""
         w, cfg, keys = self.w, self.cfg, self.attention.keys
+        if self.mask_tiles is not None:  # the tiles to run, counted by the mask's tile classes
+            tiles = arith.index_cast(ir.IndexType.get(), self.summary_at(w.index(self.mask_tiles.key_tiles)))
+            return arith.minui(w.mul(tiles, cfg.keys), w.index_of(self.k_end))
         if self.reach is None or cfg.bm + self.reach >= keys:
             return self.w.index_of(self.k_end)
         past = cfg.bm + self.reach + cfg.keys - 1  # rounds up to whole key tiles
         return self._whole_tiles_below(past, w.index(self.k_end))
+
+    def summary_at(self, key_tile: ir.Value) -> ir.Value:
+        """The mask-tiles summary's entry of this block (its batch entry of
+        the mask, its query tile) at `key_tile`."""
+        w = self.w
+        query_tile = w.div(self.m0, self.cfg.bm) if self.mask_tiles.mask.per_row else w.index(0)
+        return memref.load(self.mask_buffers.summary, [*self._mask_batch(), query_tile, key_tile])
+
+    def _mask_batch(self) -> list[ir.Value]:
+        """This block's batch entry of the boolean mask (its indices)."""
+        if self.mask_batch is None:
+            w, view = self.w, self.attention.scores.view
+            zero = w.index(0)
+            loops = view.loop_indices(w, [self.batch, zero, zero]) if view else [self.batch, zero, zero]
+            self.mask_batch = [loops[d] for d in self.mask_tiles.mask.batch_loop_dims]
+        return self.mask_batch
 
     def unmasked_end(self, end: ir.Value) -> ir.Value:
         """Where the key tiles that need no mask end, at most `end`: those
@@ -584,8 +686,10 @@ class FlashAttentionWriter(TiledMatmulWriter):
 
     def mean_key_tiles(self, start, stop) -> float | None:
         """Key tiles from start(m0) to stop(m0), averaged over the blocks;
-        None without a causal mask (the bounds are the same for every block)."""
-        if self.reach is None:
+        None without a causal mask (the bounds are the same for every block).
+        Under a boolean mask's tile classes, known only at run time, every
+        tile counts: the most the blocks can run."""
+        if self.reach is None and self.mask_tiles is None:
             return None
         firsts = range(0, self.attention.queries, self.cfg.bm)
         return sum(stop(m0) - start(m0) for m0 in firsts) / len(firsts) / self.cfg.keys
@@ -972,11 +1076,13 @@ class MmaFlashWriter(FlashAttentionWriter):
             key_base = w.add(self.k0, self.c_col)
             limits = self.mask_limits(row, key_base)
             values = []
+            mask = self.mask_reader(row, key_base)
             for j, acc in enumerate(scores):
                 for e in range(2):
                     value = vector.extract(acc, [], [half, e])
                     offset = j * MMA_N + e
-                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits))
+                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits,
+                                             mask(offset)))
             new_maxima[half], alpha, _, probabilities = self.softmax_update(values, maxima[half], None, 4)
             halves.append((alpha, probabilities))
         outputs = [self._rescale(acc, [alpha for alpha, _ in halves]) for acc in outputs]
@@ -1096,4 +1202,16 @@ def build_flash_attention(before: ir.Operation, kernel: str, attention: Attentio
     """The kernel's gpu.launch, built right before `before` (the P·V matmul);
     and the kernel's path for the report."""
     writer = flash_writer(attention, config)
-    return writer.build(before, kernel, operands), writer.path
+    if writer.mask_tiles is None:
+        return writer.build(before, kernel, operands), writer.path
+    positions = [k for k, _ in attention.score_epilogue.tensor_inputs()]
+    mask = operands.score_tensors[positions.index(writer.mask_tiles.mask.position)]
+    classes, buffers = build_mask_tiles(before, f"{kernel}_mask_tiles", writer.mask_tiles, mask)
+    try:
+        launch = writer.build(before, kernel, replace(operands, mask_tiles=buffers))
+    except Exception:
+        classes.erase()
+        free_mask_tiles(buffers, None)
+        raise
+    free_mask_tiles(buffers, before)
+    return launch, writer.path

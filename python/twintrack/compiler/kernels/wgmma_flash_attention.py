@@ -28,8 +28,9 @@ One barrier a step, after the wait for tile i + 1's copies: past it every
 warpgroup is done with tile i - 1 (its scores were waited for in step
 i - 2, its P·V in step i - 1), whose buffer the step refills with tile
 i + stages - 1. Tiles that need a mask (a causal mask's diagonal, a
-ragged last key tile) take the masked softmax in a branch, uniform over the
-block.
+ragged last key tile, a tile a boolean mask hides some key of, by its tile
+classes copied to shared memory) take the masked softmax in a branch,
+uniform over the block; the others read no mask.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm, vector
+from mlir.dialects import arith, llvm, memref, nvvm, vector
 
 from .builder import BLOCKS_PER_SM_ATTR, vector_of
 from .flash_attention import NEGATIVE_INFINITY, AttentionOperands, FlashTileConfig, MmaFlashWriter
+from .mask_tiles import HIDDEN
 from .matmul_common import accumulator_position, element_bytes
 from .mma_matmul import MMA_K, MMA_N, accumulator_type, fragment_register
 from .wgmma_matmul import (
@@ -83,6 +85,7 @@ class WgmmaFlashWriter(MmaFlashWriter):
         super().__init__(attention, config, "flash-attention-wgmma")
         self.tile_elements = config.keys * config.head_dim
         self.stage_bytes = 2 * self.tile_elements * element_bytes(self.t)
+        self.clear_tiles_unmasked = self.mask_tiles is not None
 
     def workgroup_types(self) -> list[ir.MemRefType]:
         return []
@@ -90,8 +93,11 @@ class WgmmaFlashWriter(MmaFlashWriter):
     def dynamic_shared_bytes(self) -> int:
         """The K/V ring, then Q's tile (the only shared memory: a static
         buffer beside it would land where the dynamic one's declaration
-        leaves it, unaligned), + the boundary's alignment."""
-        return self.stages * self.stage_bytes + self._q_bytes() + ATOM_BYTES
+        leaves it, unaligned), the mask's tile classes, + the boundary's alignment."""
+        return self.stages * self.stage_bytes + self._q_bytes() + self._class_bytes() + ATOM_BYTES
+
+    def _class_bytes(self) -> int:
+        return 0 if self.mask_tiles is None else 4 * self.mask_tiles.key_tiles
 
     def _q_bytes(self) -> int:
         rows, cols = ir.MemRefType(self.q_smem).shape
@@ -110,6 +116,8 @@ class WgmmaFlashWriter(MmaFlashWriter):
         self.q_shared = shared.view(w, ring_bytes, ir.MemRefType(self.q_smem).shape, self.t)
         self._descriptors(shared.address)
         end = self.key_end()
+        if self.mask_tiles is not None:
+            self._stage_tile_classes(shared.view(w, ring_bytes + self._q_bytes(), [self.mask_tiles.key_tiles], "i32"))
         self.unmasked = self.unmasked_end(end) if self.own_mask or self.k_edge is not None else None
         self.copy_first_tiles(end)
         nvvm.CpAsyncWaitGroupOp(self.stages - 2)  # Q and the first key tile
@@ -117,12 +125,13 @@ class WgmmaFlashWriter(MmaFlashWriter):
         self.barrier()
         self.q_registers = [[fragment_register(w, fragment, r) for r in range(4)]
                             for fragment in self.query_fragments()]
+        hides_keys = self.tile_hides_keys(w.index(0))
         nvvm.WgmmaFenceAlignedOp()
         scores = self._scores(w.index(0))
         nvvm.WgmmaGroupSyncAlignedOp()
         scores, = wgmma_wait(w, 0, [scores])
         infinity, zero = w.constant(NEGATIVE_INFINITY, "f32"), w.constant(0.0, "f32")
-        state = self._softmax(scores, w.index(0), [infinity] * 2, [zero] * 2)
+        state = self._softmax(scores, w.index(0), [infinity] * 2, [zero] * 2, hides_keys)
         output = llvm.mlir_zero(self._struct(cfg.head_dim))
         output, maxima, sums, probabilities = self._key_loop(end, output, state)
         nvvm.WgmmaFenceAlignedOp()
@@ -137,8 +146,8 @@ class WgmmaFlashWriter(MmaFlashWriter):
         max and partial sum, and P's registers of the tile to multiply next;
         their values after the last step."""
         w, cfg, s = self.w, self.cfg, self.stages
-        last = w.index(self.k_end - cfg.keys) if self.reach is None and isinstance(self.k_end, int) \
-            else w.sub(end, cfg.keys)
+        static_end = self.reach is None and self.mask_tiles is None and isinstance(self.k_end, int)
+        last = w.index(self.k_end - cfg.keys) if static_end else w.sub(end, cfg.keys)
         carried = [output, *state.maxima, *state.sums, *state.probabilities]
         with w.loop(0, last, cfg.keys, carried) as loop:
             mean = self.mean_key_tiles(lambda m0: 0, self.key_end_at)
@@ -150,6 +159,7 @@ class WgmmaFlashWriter(MmaFlashWriter):
                                                                             cfg.blocks_per_sm)
             k0 = loop.induction
             output, maxima, sums, probabilities = _unpacked(loop.carried)
+            upcoming_hides_keys = self.tile_hides_keys(w.add(k0, w.index(cfg.keys)))  # loaded early: a branch waits on it
             nvvm.CpAsyncWaitGroupOp(s - 3)  # tile i + 1 has landed
             nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
             self.barrier()
@@ -162,13 +172,34 @@ class WgmmaFlashWriter(MmaFlashWriter):
             output = self._add_values(output, probabilities, w.rem(step, s))
             nvvm.WgmmaGroupSyncAlignedOp()
             upcoming, = wgmma_wait(w, 1, [upcoming])  # the scores; P·V still running
-            state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima, sums)
+            state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima, sums, upcoming_hides_keys)
             output, = wgmma_wait(w, 0, [output], probabilities)  # P·V, which reads this P
             output = self._rescaled(output, state.factors)
             loop.yield_([output, *state.maxima, *state.sums, *state.probabilities])
         return _unpacked(loop.results)
 
     # ------------------------------------------------------------ shared memory
+    def _stage_tile_classes(self, buffer: ir.Value) -> None:
+        """The block's row of the mask's tile classes, copied into `buffer`
+        (the first barrier comes before their first use): a shared load a
+        step keeps no global address live through the loop."""
+        w, tiles = self.w, self.mask_tiles.key_tiles
+        self.tile_classes = buffer
+        for first in range(0, tiles, self.threads):
+            tile = w.add(self.tid, w.index(first)) if first else self.tid
+            with w.only_if(w.less(tile, tiles) if first + self.threads > tiles else None):
+                memref.store(self.summary_at(tile), buffer, [tile])
+
+    def tile_hides_keys(self, k0: ir.Value) -> ir.Value | None:
+        """Does the boolean mask hide a key of the tile from `k0` from some
+        row of the block (i1)? None without mask tiles."""
+        if self.mask_tiles is None:
+            return None
+        i32 = ir.IntegerType.get_signless(32)
+        tile_class = memref.load(self.tile_classes, [self.w.div(k0, self.cfg.keys)])
+        hidden = arith.andi(tile_class, self.w.constant(HIDDEN, i32))
+        return arith.cmpi(arith.CmpIPredicate.ne, hidden, self.w.constant(0, i32))
+
     def _descriptors(self, ring_address: ir.Value) -> None:
         """Stage 0's K and V descriptors. K (N = keys in rows, K-major): the
         stride is one 8-row atom; V (K = keys in rows, N-major): the leading
@@ -220,12 +251,17 @@ class WgmmaFlashWriter(MmaFlashWriter):
         return output
 
     # ------------------------------------------------------------ the softmax
-    def _softmax(self, scores: ir.Value, k0: ir.Value, maxima: list[ir.Value], sums: list[ir.Value]) -> _RowState:
+    def _softmax(self, scores: ir.Value, k0: ir.Value, maxima: list[ir.Value], sums: list[ir.Value],
+                 hides_keys: ir.Value | None) -> _RowState:
         """The online-softmax step of the tile of keys from `k0`, from each
-        half's max and partial sum so far; masked where the tile needs it."""
-        if self.unmasked is None:
+        half's max and partial sum so far; masked where the tile needs it:
+        past the unmasked tiles, or where the boolean mask hides some key
+        of it (`hides_keys`, from its tile classes)."""
+        conditions = [] if self.unmasked is None else [arith.cmpi(arith.CmpIPredicate.uge, k0, self.unmasked)]
+        conditions += [] if hides_keys is None else [hides_keys]
+        if not conditions:
             return _RowState.of(self._softmax_of(scores, k0, maxima, sums, masking=False))
-        needs_mask = arith.cmpi(arith.CmpIPredicate.uge, k0, self.unmasked)
+        needs_mask = self.w.tree(conditions, arith.ori)
         return _RowState.of(self.w.choose(
             needs_mask, _RowState.types(self.cfg.keys),
             lambda: self._softmax_of(scores, k0, maxima, sums, masking=True),
@@ -242,11 +278,13 @@ class WgmmaFlashWriter(MmaFlashWriter):
             key_base = w.add(k0, self.c_col)
             limits = self.mask_limits(row, key_base)
             values = []
+            mask = self.mask_reader(row, key_base)
             for j in range(self.cfg.keys // MMA_N):
                 for e in range(2):
                     value = llvm.extractvalue(f32, scores, [4 * j + 2 * half + e])
                     offset = j * MMA_N + e
-                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits))
+                    values.append(self.score(value, row, w.add(key_base, w.index(offset)), offset, limits,
+                                             mask(offset)))
             m_new, alpha, l_new, probabilities = self.softmax_update(values, maxima[half], sums[half], 4)
             new_maxima.append(m_new)
             new_sums.append(l_new)
