@@ -559,9 +559,13 @@ class FlashAttentionWriter(TiledMatmulWriter):
             return lambda offset: None
         position, w = tiles.mask.position, self.w
         if self.mask_buffers.packed is not None:
-            shifted = self._packed_mask_bits(row, key_base)
-            return lambda offset: {position: arith.trunci(ir.IntegerType.get_signless(1), arith.shrui(
-                shifted, w.constant(offset, shifted.type)))}
+            words = self._packed_mask_bits(row, key_base)
+
+            def bit(offset: int) -> dict[int, ir.Value]:
+                word = words[offset // 32]
+                selected = arith.andi(word, w.constant(1 << offset % 32, word.type))
+                return {position: arith.cmpi(arith.CmpIPredicate.ne, selected, w.constant(0, word.type))}
+            return bit
         pairs = {}
 
         def pair(offset: int) -> dict[int, ir.Value]:
@@ -573,9 +577,10 @@ class FlashAttentionWriter(TiledMatmulWriter):
             return {position: w.lane(pairs[even], offset % 2)}
         return pair
 
-    def _packed_mask_bits(self, row: ir.Value, key_base: ir.Value) -> ir.Value:
+    def _packed_mask_bits(self, row: ir.Value, key_base: ir.Value) -> list[ir.Value]:
         """The packed mask's bits of `row` in the key tile of `key_base`,
-        shifted so that bit 0 is `key_base`'s."""
+        shifted so that bit 0 is `key_base`'s, in words of 32 bits at most
+        (a 64-bit test costs two instructions)."""
         w, tiles = self.w, self.mask_tiles
         packed = self.mask_buffers.packed
         chunks = tiles.keys // tiles.vector_width()
@@ -588,7 +593,11 @@ class FlashAttentionWriter(TiledMatmulWriter):
         bits = vector.extract(vector.bitcast(vector_of(1, word), w.load(chunks, chunk_type, packed, at, tiles.keys // 8)),
                               [], [0])
         within = arith.index_cast(word, w.sub(key_base, w.mul(tile, tiles.keys)))
-        return arith.shrui(bits, within)
+        shifted = arith.shrui(bits, within)
+        if tiles.keys <= 32:
+            return [shifted]
+        i32 = ir.IntegerType.get_signless(32)
+        return [arith.trunci(i32, shifted), arith.trunci(i32, arith.shrui(shifted, w.constant(32, word)))]
 
     def lane_reduce(self, value: ir.Value, op: str, lanes: int) -> ir.Value:
         """`op` over the `lanes` neighbouring lanes that share a row (xor
