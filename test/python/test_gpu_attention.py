@@ -305,6 +305,13 @@ def test_a_boolean_mask_is_classed_in_tiles_before_the_flash_kernel(artifact, fl
             assert not any(_reads(op, "x32xi16>") for op in _walk(clear))
 
 
+def test_a_mask_over_two_key_tiles_is_read_as_it_is(artifact):
+    """At 128 keys (two tiles) classing the mask would cost a kernel more
+    than it saves (`MIN_KEY_TILES`): the flash kernel reads the mask itself."""
+    kernels = _kernels(_gpu_artifact(artifact, "test/python/masked_attention.py:padded_attention", "float16"))
+    assert [k["path"].split()[0] for k in kernels if k not in mask_row_tests(kernels)] == ["flash-attention-wgmma"]
+
+
 def _parse_stage(outdir, stage: str):
     from mlir import ir
 

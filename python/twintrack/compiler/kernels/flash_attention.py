@@ -21,7 +21,8 @@ change neither m, l nor the output.
 Where the score epilogue hides scores by a boolean mask tensor
 (`mask_tiles`: SDPA's `attn_mask`, a `masked_fill` of -inf; per query row,
 or a key padding mask the same for every row), a kernel launched first
-classes the mask's tiles (the flash kernel's own BM x BN), and each block's
+classes the mask's tiles (the flash kernel's own BM x BN; where a row of
+blocks has `MIN_KEY_TILES` key tiles at least), and each block's
 loop ends after the last key tile any of its rows sees. That kernel also
 packs the mask a bit a key: a thread reads its row's bits of a key tile in
 one load (else, two neighbouring keys a load). (Skipping a tile hidden entirely leaves
@@ -65,7 +66,7 @@ from ..target import DEFAULT_ARCH, gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
-from .mask_tiles import MaskTileBuffers, MaskTiles, build_mask_tiles, free_mask_tiles, tensor_mask_of
+from .mask_tiles import MIN_KEY_TILES, MaskTileBuffers, MaskTiles, build_mask_tiles, free_mask_tiles, tensor_mask_of
 from .matmul_common import (
     KernelOperands,
     MatmulOperands,
@@ -418,7 +419,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
         mask = tensor_mask_of(a.score_epilogue, a.scores.view)
         if mask is None or mask.keys != a.keys or mask.per_row and mask.queries != a.queries:
             return None
-        return MaskTiles(mask, self.cfg.bm if mask.per_row else 1, self.cfg.keys)
+        tiles = MaskTiles(mask, self.cfg.bm if mask.per_row else 1, self.cfg.keys)
+        return tiles if tiles.key_tiles >= MIN_KEY_TILES else None
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
