@@ -179,6 +179,28 @@ def test_float32_matmuls_take_tf32_only_when_allowed(run_tool, tmp_path, flags, 
         assert ".f32.tf32.tf32" in ptx and "m64n" in ptx
 
 
+@pytest.mark.parametrize("model, paths", [
+    ("zoo:gemm?m=512&k=512&n=512", ["transpose", "wgmma-matmul"]),
+    ("zoo:gemm?m=200&k=196&n=100", ["simt-matmul"]),  # no wgmma tile: B read as it is
+])
+def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model, paths):
+    """wgmma reads tf32 operands K-major only: a plain B (K x N) is copied
+    transposed by a kernel of its own (64 x 64 tiles through shared memory,
+    16-byte loads and stores) and the matmul reads that Bᵀ in 16-byte
+    copies, not one element a copy."""
+    result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
+    assert [k["path"].split()[0] for k in kernels] == paths
+    if "transpose" not in paths:
+        return
+    ptx = {f.stem: f.read_text() for f in (tmp_path / "m" / "kernels").glob("*.ptx")}
+    copy, matmul = (ptx[k["name"]] for k in kernels)
+    assert copy.count("ld.global.v4.b32") == copy.count("st.global.v4.b32") == 4  # 64 x 64 floats, 256 threads
+    copies = re.findall(r"cp\.async\.(\w+)\.shared\.global \[[^]]*\], \[[^]]*\], (\d+)", matmul)
+    assert copies and set(copies) == {("cg", "16")}, set(copies)
+
+
 def test_tf32_widens_only_float32_tolerances():
     assert numerics.tolerance("float32") == 1e-5
     assert numerics.tolerance("float32", allow_tf32=True) == numerics.TF32_TOLERANCE

@@ -46,6 +46,7 @@ from ..kernels.matmul_common import (
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ...errors import UsageError
 from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
+from ..kernels.transpose import TransposeCopy, build_transpose
 from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
@@ -63,6 +64,7 @@ from .ir_helpers import (
     nested_ops,
     ops_between,
     reassociation,
+    row_major,
     users_of,
     vectors_fit,
     written_buffers,
@@ -584,7 +586,16 @@ class GpuMatmulKernels(PythonPass):
                     self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
             for site, single in zip(sites, operands):
-                chosen = choose_kernel([single], table, self.arch, target, request) if single else None
+                b_copy = self._transposed_b(site, single)
+                chosen = None
+                if b_copy is not None:  # a tf32 matmul on the copy's Bᵀ, where wgmma takes it
+                    chosen = choose_kernel([_reading_transposed(single, b_copy)], table, self.arch, target, request)
+                    if chosen is None or chosen[0] is not WgmmaMatmulWriter:
+                        chosen, b_copy = None, None
+                    else:
+                        single = _reading_transposed(single, b_copy)
+                if chosen is None:
+                    chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None and site.window is not None:  # read the patches as written instead
                     site.window = None
                     single = self._precision(site.operands(target))
@@ -600,7 +611,7 @@ class GpuMatmulKernels(PythonPass):
                         _replace_by_buckets(site, plan, tuned, self.arch)
                         continue
                     kernel = f"forward_{chosen[2]}_{len(tuned)}"
-                    _replace(module, site, single, *chosen[:2], kernel)
+                    _replace(module, site, single, *chosen[:2], kernel, b_copy)
                     tuned[kernel] = _tuning_note([single], chosen, self.arch, plan)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
@@ -611,6 +622,17 @@ class GpuMatmulKernels(PythonPass):
         with kernel_site(module, self.strict):
             built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned)
         return built
+
+    def _transposed_b(self, site: MatmulSite, operands: MatmulOperands | None) -> TransposeCopy | None:
+        """The copy that gives a tf32 matmul's plain B (K x N) as Bᵀ, where
+        wgmma takes the matmul: it reads tf32 only K-major. None elsewhere,
+        and where B is not a static row-major buffer of 16-byte rows."""
+        if operands is None or not operands.tf32 or operands.b_transposed or operands.open_m or \
+                not gpu_target(Path(self.lowering_dir)).has("wgmma", self.arch):
+            return None
+        b = ir.MemRefType(site.op.operands[1].type)
+        copy = TransposeCopy(operands.batch, operands.k, operands.n, str(b.element_type))
+        return copy if b.has_static_shape and row_major(b) and copy.fits() else None
 
     def _precision(self, operands: MatmulOperands | None) -> MatmulOperands | None:
         if operands is None or not self.tf32 or operands.in_element != "f32":
@@ -689,10 +711,31 @@ def _replace_by_buckets(site: MatmulSite, plan: BucketPlan, tuned: dict, arch: s
     erase_site(site)
 
 
-def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str) -> None:
+def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str,
+             b_copy: TransposeCopy | None = None) -> None:
+    """The kernel in place of the site; with `b_copy`, reading B through
+    that transposed copy, made by a kernel of its own just before and freed
+    just after."""
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
-    writer.build(site.op, kernel, site.kernel_operands())
+    kernel_operands = site.kernel_operands()
+    if b_copy is None:
+        writer.build(site.op, kernel, kernel_operands)
+        erase_site(site)
+        return
+    copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b", b_copy, kernel_operands.b)
+    try:
+        writer.build(site.op, kernel, replace(kernel_operands, b=transposed))
+    except Exception:
+        copy_launch.erase()
+        transposed.owner.erase()
+        raise
+    with ir.InsertionPoint(site.op), site.op.location:
+        memref.DeallocOp(transposed)
     erase_site(site)
+
+
+def _reading_transposed(operands: MatmulOperands, b_copy: TransposeCopy) -> MatmulOperands:
+    return replace(operands, b_type=str(b_copy.target_type()), b_transposed=True)
 
 
 def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTables,
