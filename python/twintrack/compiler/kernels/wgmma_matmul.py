@@ -17,9 +17,12 @@ c ^ (r % 8), so the 8 rows one access touches hit distinct banks. A and a
 transposed B (Bᵀ, N x K, a linear layer's weight) are K-major: a row is an
 M (or N) index, its chunks run along K. A plain B (K x N) is N-major: a row
 is a K index; N splits into atoms 64 elements wide; wgmma transposes it.
-wgmma cannot transpose tf32, so a plain f32 B is transposed by its copy
-instead: 4-byte copies, a warp's 32 covering 4 K x 8 N elements (8 rows
-of distinct chunks: no bank conflicts), into the K-major layout.
+wgmma cannot transpose tf32. gpu-matmul-kernels gives a single matmul's
+plain f32 B as Bᵀ, copied by a transpose kernel first (kernels/transpose);
+elsewhere (a horizontal kernel, buckets of M, a view of B) the kernel
+transposes B by its copy: 4-byte copies, a warp's 32 covering 4 K x 8 N
+elements (8 rows of distinct chunks: no bank conflicts), into the K-major
+layout, at about half the kernel's speed (v32b).
 
 The K loop is a ring of `stages` buffers filled by cp.async (16 bytes a
 copy, L1 bypassed). At step i all threads wait for step i's copies, fence
