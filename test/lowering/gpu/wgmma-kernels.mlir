@@ -224,22 +224,31 @@ func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<25
 // f32 matmuls stay exact f32 on CUDA cores unless tf32 is allowed; then,
 // on sm_90a only, wgmma multiplies them as tf32: k = 8 per wgmma (32 bytes,
 // as 16 of f16), a K step of one 128-byte row (32 of f32). wgmma cannot
-// transpose tf32, so B (K x N) is transposed by its copy: 4-byte copies
-// (the L1 bypass is for 16-byte ones only) into the K-major layout, which
-// wgmma reads as <col>; A keeps its 16-byte copies of 4 elements.
+// transpose tf32, so B (K x N) is first copied transposed by a kernel of
+// its own (64 x 64 tiles through shared memory, 16-byte loads and stores);
+// the matmul reads that Bᵀ (N x K) as A, in 16-byte copies of 4 elements,
+// and wgmma reads it as <col>; the copy is freed after the matmul.
 // CHECK-LABEL: func.func @tf32(
 // CHECK-NOT:     nvvm.wgmma
 // CHECK:         } {twintrack.kernel_path = "simt-matmul
 // TF32-LABEL: func.func @tf32(
 // TF32-SAME:    %[[A:.*]]: memref<256x64xf32>, %[[B:.*]]: memref<64x256xf32>, %[[C:.*]]: memref<256x256xf32>)
+// TF32:         %[[BT:.*]] = memref.alloc() : memref<256x64xf32>
+// TF32:         gpu.launch {{.*}} module(@[[KERNEL:.*]]_transpose_b) {{.*}} workgroup(%{{.*}} : memref<64x65xf32, #gpu.address_space<workgroup>>)
+// TF32-COUNT-4:   vector.load %[[B]][{{.*}}] {alignment = 16 : i64} : memref<64x256xf32>, vector<4xf32>
+// TF32:           gpu.barrier {twintrack.kernel_path = "transpose"}
+// TF32-COUNT-4:   vector.store %{{.*}}, %[[BT]][{{.*}}] {alignment = 16 : i64} : memref<256x64xf32>, vector<4xf32>
+// TF32:         gpu.launch {{.*}} module(@[[KERNEL]])
 // TF32:         %[[RING:.*]] = memref.view {{.*}} to memref<8192xf32, #gpu.address_space<workgroup>>
 // TF32:         nvgpu.device_async_copy %[[A]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1}
-// TF32:         nvgpu.device_async_copy %[[B]][{{.*}}], %[[RING]][{{.*}}], 1 : memref<64x256xf32>
-// TF32:         scf.for %{{.*}} = %c0 to %c64 step %c32
+// TF32:         nvgpu.device_async_copy %[[BT]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1} : memref<256x64xf32>
+// TF32-NOT:     nvgpu.device_async_copy %[[B]]
+// TF32:         scf.for %{{.*}} = %c0{{.*}} to %c64{{.*}} step %c32
 // TF32:           nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 8>, D[<f32>, <one>], A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
 // TF32-COUNT-3:   nvvm.wgmma.mma_async
 // TF32-NEXT:      nvvm.wgmma.commit.group.sync.aligned
 // TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages"}
+// TF32:         memref.dealloc %[[BT]] : memref<256x64xf32>
 // EXACT-LABEL: func.func @tf32(
 // EXACT-NOT:     nvvm.wgmma
 // EXACT:         } {twintrack.kernel_path = "simt-matmul
