@@ -43,6 +43,22 @@ def gpt2():
     c = T.GPT2Config(vocab_size=128, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0)
     return Logits(T.GPT2LMHeadModel(c).eval()), _ids(128)
 
+class PaddedLastHidden(torch.nn.Module):
+    def __init__(self, model): super().__init__(); self.model = model
+    def forward(self, ids, mask): return self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+
+def llama_padded(seq=256):
+    """A LLaMA called with an attention mask (a padded batch): Hugging Face
+    builds its causal mask and the padding as one condition per score, a
+    comparison of the indices and a gather from the (batch, keys) mask."""
+    torch.manual_seed(0)
+    c = T.LlamaConfig(vocab_size=128, hidden_size=256, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=4, intermediate_size=512, max_position_embeddings=seq)
+    g = torch.Generator().manual_seed(0)
+    mask = torch.ones(2, seq, dtype=torch.long)
+    mask[1, :seq // 4] = 0  # left padding
+    return PaddedLastHidden(T.LlamaModel(c).eval()), (torch.randint(0, 128, (2, seq), generator=g), mask)
+
 def t5_encoder():
     """Its attention adds a relative position bias: a bucket of (key - query)
     looked up in an embedding table, which fusion puts inside the scores' epilogue."""

@@ -305,6 +305,22 @@ def test_a_boolean_mask_is_classed_in_tiles_before_the_flash_kernel(artifact, fl
             assert not any(_reads(op, "x32xi16>") for op in _walk(clear))
 
 
+def test_a_padded_llama_skips_the_keys_past_its_causal_diagonal(artifact):
+    """Hugging Face's LLaMA called with an attention mask hides a score
+    unless key <= row and the key is not padding (a gather from the mask):
+    the causal half still bounds each block's keys, so the flash kernel
+    skips the tiles past the diagonal (a block of 128 rows from q0 runs
+    q0 + 128 keys) and applies the whole condition itself."""
+    pytest.importorskip("transformers", reason="needs transformers (Hugging Face models)")
+    factories = __import__("pathlib").Path(__file__).with_name("real_models.py")
+    kernels = _kernels(_gpu_artifact(artifact, f"{factories}:llama_padded", "float16"))
+    flash = [k for k in kernels if k["path"].startswith("flash-attention-wgmma")]
+    assert len(flash) == 1 and flash[0]["spills"] == 0
+    full = 4 * 2 * 4 * 256 * 256 * 64  # two matmuls, batch 2, 4 heads, 256 tokens, head dim 64
+    share = (128 + 256) / 2 / 256
+    assert share <= flash[0]["flops"] / full < share * 1.05, flash[0]["flops"] / full
+
+
 def test_a_mask_over_two_key_tiles_is_read_as_it_is(artifact):
     """At 128 keys (two tiles) classing the mask would cost a kernel more
     than it saves (`MIN_KEY_TILES`): the flash kernel reads the mask itself."""

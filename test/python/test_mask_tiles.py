@@ -1,7 +1,9 @@
-"""Which score epilogues are boolean masks the flash kernel may class in
-tiles (twintrack.compiler.kernels.mask_tiles): a select of -inf on a bool
-tensor (kept where true, or hidden where true), read per row or the same
-for every row; anything else keeps the mask read score by score."""
+"""Which score epilogues are masks the flash kernel can use: boolean
+masks it may class in tiles (twintrack.compiler.kernels.mask_tiles: a
+select of -inf on a bool tensor, kept where true or hidden where true, read
+per row or the same for every row; anything else keeps the mask read score
+by score), and causal conditions, alone or among others, that bound each
+block's keys (causal_mask)."""
 
 import pytest
 from mlir import ir
@@ -89,3 +91,33 @@ def test_a_ragged_mask_reads_narrower_vectors(context):
 def test_anything_else_is_no_tile_mask(context, mask_type, mask_map, body):
     epilogue, _ = _epilogue(mask_type, mask_map, body)
     assert tensor_mask_of(epilogue, None) is None
+
+
+CAUSAL_AND_PADDING = """%q = linalg.index 1 : index
+        %k = linalg.index 2 : index
+        %c = arith.cmpi sle, %k, %q : index
+        %v = arith.andi %c, %m : i1
+        %h = arith.cmpi eq, %v, %false : i1
+        %r = arith.select %h, %inf, %s : f32"""
+CAUSAL = """%q = linalg.index 1 : index
+        %k = linalg.index 2 : index
+        %h = arith.cmpi sgt, %k, %q : index
+        %r = arith.select %h, %inf, %s : f32"""
+ROWS_AND_PADDING = CAUSAL_AND_PADDING.replace("arith.cmpi sle, %k, %q", "arith.cmpi sge, %q, %q")
+
+
+@pytest.mark.parametrize("body, reach, alone", [
+    (CAUSAL, 0, True),                # the mask alone: the kernel may apply it itself
+    (CAUSAL_AND_PADDING, 0, False),   # a causal mask and a padding mask's gather (Hugging Face's LLaMA)
+    (ROWS_AND_PADDING, None, False),  # row >= row (BERT's row >= 0): no key bound
+])
+def test_a_causal_condition_among_others_still_bounds_the_keys(context, body, reach, alone):
+    """A kept score must meet every condition of an `and`: where one of
+    them is causal, the keys past the diagonal are hidden whatever the
+    others say, so the flash kernel may skip their tiles; it applies the
+    epilogue (the padding) itself only where the causal mask is all of it."""
+    from twintrack.compiler.kernels.causal_mask import masked_key_reach, masks_only_past_reach
+
+    epilogue, _ = _epilogue("memref<8x512xi1>", "(b, k)", body)
+    assert masked_key_reach(epilogue, None, 512, 512) == reach
+    assert masks_only_past_reach(epilogue, reach) is alone

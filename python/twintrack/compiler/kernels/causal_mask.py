@@ -39,30 +39,73 @@ def masked_key_reach(epilogue: Epilogue | None, view: OutputView | None, queries
     (reach 0). None where it cannot tell; then no key is skipped. The mask
     must be the epilogue's last op, a select of -inf on a condition of the
     row and key indices alone: one comparison of forms built by casts,
-    additions and subtractions (exact: the indices are small)."""
-    dims = score_dims(view)
-    if epilogue is None or dims is None or max(queries, keys) >= _BOUND:
-        return None
-    select = final_select(epilogue)
-    if select is None:
-        return None
-    condition, masked_if_true, _ = select
-    mask = _symbolic(epilogue.ops, condition, dims)
-    if not _is_condition(mask):
-        return None
-    return _reach(*(mask if masked_if_true else (mask[0], _NEGATED[mask[1]])))
+    additions and subtractions (exact: the indices are small); or one that
+    a score must meet among others to be kept (an `and` with a padding
+    mask's gather, say): the keys past reach are hidden then too, and the
+    epilogue applies the rest (`masks_only_past_reach` is False)."""
+    found = None if max(queries, keys) >= _BOUND else _visible_condition(epilogue, view)
+    return None if found is None else _reach(found[0][0], _NEGATED[found[0][1]])
 
 
-def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None) -> bool:
+def masks_only_past_reach(epilogue: Epilogue | None, reach: int | None, view: OutputView | None = None) -> bool:
     """Is the epilogue (whose mask `masked_key_reach` read as `reach`) the
     mask alone: every key within reach keeps its score as computed (maybe
     narrowed)? Then the kernel may leave the mask out where no key of a tile
     is past reach, and apply it itself elsewhere."""
     if epilogue is None or reach is None:
         return False
+    found = _visible_condition(epilogue, view)
     _, _, kept = final_select(epilogue)
     kept = uncast(epilogue.ops, kept)
-    return kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
+    return found is not None and found[1] and kept[0] == "arg" and epilogue.inputs[kept[1]].memref_type is None
+
+
+def _visible_condition(epilogue: Epilogue | None, view: OutputView | None):
+    """(a condition of the row and key every kept score meets, whether the
+    kept scores are exactly those that meet it), read off the epilogue's
+    final select of -inf; None where there is none."""
+    dims = score_dims(view)
+    select = None if epilogue is None or dims is None else final_select(epilogue)
+    if select is None:
+        return None
+    condition, masked_if_true, _ = select
+    mask = _symbolic(epilogue.ops, condition, dims)
+    if _is_condition(mask):
+        return (_negate(mask) if masked_if_true else mask), True
+    visible = _negated_ref(epilogue.ops, condition) if masked_if_true else condition
+    implied = None if visible is None else _implied(epilogue.ops, visible, dims)
+    return None if implied is None else (implied, False)
+
+
+def _implied(ops, ref, dims):
+    """A condition of the row and key that i1 `ref` implies: its own, or
+    one of an `and`'s operands'; None where there is none."""
+    exact = _symbolic(ops, ref, dims)
+    if _is_condition(exact):
+        return exact
+    if ref[0] != "op" or ops[ref[1]].name != "arith.andi":
+        return None
+    return next((c for c in (_implied(ops, operand, dims) for operand in ops[ref[1]].operands) if c is not None),
+                None)
+
+
+def _negated_ref(ops, ref):
+    """The i1 value `ref` negates (x == false, x != true, x xor true); None for anything else."""
+    if ref[0] != "op" or len(ops[ref[1]].operands) != 2:
+        return None
+    op = ops[ref[1]]
+    constants = [_constant(operand) if operand[0] == "const" else None for operand in op.operands]
+    if [isinstance(c, bool) for c in constants].count(True) != 1:
+        return None
+    value = next(c for c in constants if isinstance(c, bool))
+    other = op.operands[[isinstance(c, bool) for c in constants].index(False)]
+    if op.name == "arith.xori":
+        return other if value else None
+    if op.name != "arith.cmpi":
+        return None
+    predicate = arith.CmpIPredicate(ir.IntegerAttr(op.source.attributes["predicate"]).value)
+    negates = {arith.CmpIPredicate.eq: not value, arith.CmpIPredicate.ne: value}.get(predicate, False)
+    return other if negates else None
 
 
 def final_select(epilogue: Epilogue):

@@ -14,9 +14,10 @@ then taken against 0, so they give 0, not NaN. A row masked entirely ends as
 0 / 0 = NaN, as the unfused softmax gives.
 
 Where the score epilogue is a causal mask (`masked_key_reach`: -inf for
-every key past row + reach, read off the epilogue's ops), a block's loop
-ends at the first key tile masked for all its rows: those tiles would
-change neither m, l nor the output.
+every key past row + reach, read off the epilogue's ops; alone, or one of
+the conditions a kept score must meet, as Hugging Face's LLaMA ands it with
+a padding mask's gather), a block's loop ends at the first key tile masked
+for all its rows: those tiles would change neither m, l nor the output.
 
 Where the score epilogue hides scores by a boolean mask tensor
 (`mask_tiles`: SDPA's `attn_mask`, a `masked_fill` of -inf; per query row,
@@ -905,7 +906,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         self.stages, self.lookahead = cfg.stages, cfg.lookahead
         # A causal mask costs a compare and a select per score: only the
         # tiles on the diagonal need it, so they get their own loop.
-        self.own_mask = masks_only_past_reach(attention.score_epilogue, self.reach)
+        self.own_mask = masks_only_past_reach(attention.score_epilogue, self.reach, attention.scores.view)
         self.k_smem = self.shared(self.stages * self.k_shape[0], self.k_shape[1])
         self.v_smem = self.shared(self.stages * self.v_shape[0], self.v_shape[1])
         self.score_tiles, self.output_tiles = cfg.keys // MMA_N, d // MMA_N
