@@ -494,7 +494,7 @@ class FlashAttentionWriter(TiledMatmulWriter):
         that need it (`masking`), the kernel's own causal mask and -inf past
         a ragged end of the keys. Given the row's `limits` (`mask_limits`)
         and the key's `offset` from their base, each mask is one compare
-        with a constant. `known`: epilogue inputs already read (`mask_pair`)."""
+        with a constant. `known`: epilogue inputs already read (`mask_reader`)."""
         if not self.own_mask and self.score_epilogue is not None:
             value = self._epilogue_score(value, row, key, known)
         if not self.masking:

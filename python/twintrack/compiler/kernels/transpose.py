@@ -73,25 +73,25 @@ class _TransposeWriter:
     def write(self) -> None:
         """Source rows into the tile's columns, a barrier, the tile's rows into the target."""
         w, width = self.w, self.copy.width
-        for place, row, col in self._vectors():  # the source tile, row by row
+        for row, col in self._vectors():  # the source tile, row by row
             with w.only_if(self._inside(w.add(self.row0, row), w.add(self.col0, col), self.copy.rows, self.copy.cols)):
                 values = w.load(width, self.copy.element, self.source,
                                 [*self.batch, w.add(self.row0, row), w.add(self.col0, col)], 16)
                 for i in range(width):
                     memref.store(vector.extract(values, [], [i]), self.tile, [w.add(col, w.index(i)), row])
         w.barrier()
-        for place, row, col in self._vectors():  # the target tile (source columns), row by row
+        for row, col in self._vectors():  # the target tile (source columns), row by row
             with w.only_if(self._inside(w.add(self.col0, row), w.add(self.row0, col), self.copy.cols, self.copy.rows)):
                 values = [memref.load(self.tile, [row, w.add(col, w.index(i))]) for i in range(width)]
                 w.store(vector.from_elements(vector_of(width, self.copy.element), values), self.target,
                         [*self.batch, w.add(self.col0, row), w.add(self.row0, col)], 16)
 
     def _vectors(self):
-        """(flat, row, col) of each of this thread's vectors of a tile, consecutive threads along a row."""
+        """(row, col) of each of this thread's vectors of a tile, consecutive threads along a row."""
         w, per_row = self.w, TILE // self.copy.width
         for first in range(0, TILE * per_row, _THREADS):
             flat = w.add(self.tid, w.index(first)) if first else self.tid
-            yield flat, w.div(flat, per_row), w.mul(w.rem(flat, per_row), self.copy.width)
+            yield w.div(flat, per_row), w.mul(w.rem(flat, per_row), self.copy.width)
 
     def _inside(self, row: ir.Value, col: ir.Value, rows: int, cols: int) -> ir.Value | None:
         """row < rows and col < cols where the tiles do not divide them; None where they do."""
