@@ -91,21 +91,34 @@ def _implied(ops, ref, dims):
 
 def _negated_ref(ops, ref):
     """The i1 value `ref` negates (x == false, x != true, x xor true); None for anything else."""
+    negation = bool_negation(ops, ref)
+    return negation[0] if negation is not None and negation[1] else None
+
+
+def bool_negation(ops, ref):
+    """(x, flips) where i1 `ref` is x compared (==, !=) or xor-ed with a bool
+    constant: `ref` is not x where `flips`, else x itself; None for anything else."""
     if ref[0] != "op" or len(ops[ref[1]].operands) != 2:
         return None
     op = ops[ref[1]]
-    constants = [_constant(operand) if operand[0] == "const" else None for operand in op.operands]
-    if [isinstance(c, bool) for c in constants].count(True) != 1:
+    constants = [bool_constant(operand) for operand in op.operands]
+    if constants.count(None) != 1:
         return None
-    value = next(c for c in constants if isinstance(c, bool))
-    other = op.operands[[isinstance(c, bool) for c in constants].index(False)]
+    value = next(c for c in constants if c is not None)
+    other = op.operands[constants.index(None)]
     if op.name == "arith.xori":
-        return other if value else None
+        return other, value
     if op.name != "arith.cmpi":
         return None
     predicate = arith.CmpIPredicate(ir.IntegerAttr(op.source.attributes["predicate"]).value)
-    negates = {arith.CmpIPredicate.eq: not value, arith.CmpIPredicate.ne: value}.get(predicate, False)
-    return other if negates else None
+    flips = {arith.CmpIPredicate.eq: not value, arith.CmpIPredicate.ne: value}.get(predicate)
+    return None if flips is None else (other, flips)
+
+
+def bool_constant(ref) -> bool | None:
+    """An i1 constant's value; None for anything else."""
+    value = _constant(ref) if ref[0] == "const" else None
+    return value if isinstance(value, bool) else None
 
 
 def final_select(epilogue: Epilogue):

@@ -67,7 +67,15 @@ from ..target import DEFAULT_ARCH, gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
-from .mask_tiles import MIN_KEY_TILES, MaskTileBuffers, MaskTiles, build_mask_tiles, free_mask_tiles, tensor_mask_of
+from .mask_tiles import (
+    MIN_KEY_TILES,
+    MaskTileBuffers,
+    MaskTiles,
+    build_mask_tiles,
+    erase_mask_tiles,
+    free_mask_tiles,
+    tensor_mask_of,
+)
 from .matmul_common import (
     KernelOperands,
     MatmulOperands,
@@ -1223,7 +1231,7 @@ def build_flash_attention(before: ir.Operation, kernel: str, attention: Attentio
         launch = writer.build(before, kernel, replace(operands, mask_tiles=buffers))
     except Exception:
         classes.erase()
-        free_mask_tiles(buffers, None)
+        erase_mask_tiles(buffers)
         raise
     free_mask_tiles(buffers, before)
     return launch, writer.path

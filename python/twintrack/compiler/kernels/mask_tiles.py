@@ -25,7 +25,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, vector
 
 from .builder import KernelBuilder, LaunchIds, block_all_reduce, build_launch, vector_of
-from .causal_mask import final_select, score_dims
+from .causal_mask import bool_negation, final_select, score_dims
 from .epilogue import Epilogue
 from .matmul_common import OutputView
 
@@ -134,42 +134,13 @@ def tensor_mask_of(epilogue: Epilogue | None, view: OutputView | None) -> Tensor
 
 def _bool_input(epilogue: Epilogue, ref) -> tuple[int, bool] | None:
     """(k, polarity) where `ref` is bool input k (polarity True) or its
-    negation (False), through compares with a bool constant and xor with true."""
-    ops = epilogue.ops
+    negation (False), through compares with a bool constant and xor with one."""
     if ref[0] == "arg":
         inp = epilogue.inputs[ref[1]]
         return (ref[1], True) if inp.memref_type is not None and inp.memref_type.endswith("xi1>") else None
-    if ref[0] != "op":
-        return None
-    op = ops[ref[1]]
-    constants = [_bool_constant(operand) for operand in op.operands]
-    if len(op.operands) != 2 or constants.count(None) != 1:
-        return None
-    constant = next(c for c in constants if c is not None)
-    inner = _bool_input(epilogue, op.operands[constants.index(None)])
-    if inner is None:
-        return None
-    if op.name == "arith.cmpi":
-        predicate = arith.CmpIPredicate(ir.IntegerAttr(op.source.attributes["predicate"]).value)
-        if predicate not in (arith.CmpIPredicate.eq, arith.CmpIPredicate.ne):
-            return None
-        same = constant == (predicate == arith.CmpIPredicate.eq)
-    elif op.name == "arith.xori":
-        same = not constant
-    else:
-        return None
-    return inner[0], inner[1] == same
-
-
-def _bool_constant(ref) -> bool | None:
-    if ref[0] != "const":
-        return None
-    attribute = ref[1].attributes["value"]
-    if isinstance(attribute, ir.BoolAttr):
-        return ir.BoolAttr(attribute).value
-    if isinstance(attribute, ir.IntegerAttr) and ref[1].results[0].type == ir.IntegerType.get_signless(1):
-        return bool(ir.IntegerAttr(attribute).value)
-    return None
+    negation = bool_negation(epilogue.ops, ref)
+    inner = None if negation is None else _bool_input(epilogue, negation[0])
+    return None if inner is None else (inner[0], inner[1] != negation[1])
 
 
 def _contiguous(t: ir.MemRefType) -> bool:
@@ -201,21 +172,26 @@ def build_mask_tiles(before: ir.Operation, kernel: str, tiles: MaskTiles,
         launch = build_launch(before, kernel, f"{tiles.rows}x{tiles.keys} tiles", (batch, tiles.query_tiles, 1),
                               32 * tiles.warps, body, "mask-tiles")
     except Exception:
-        free_mask_tiles(buffers, None)
+        erase_mask_tiles(buffers)
         raise
     return launch, buffers
 
 
-def free_mask_tiles(buffers: MaskTileBuffers, before: ir.Operation | None) -> None:
-    """Deallocate the buffers right before `before`; None: erase their allocations (nothing reads them)."""
-    for buffer in (buffers.summary, buffers.packed):
-        if buffer is None:
-            continue
-        if before is None:
-            buffer.owner.erase()
-        else:
-            with ir.InsertionPoint(before), before.location:
-                memref.DeallocOp(buffer)
+def free_mask_tiles(buffers: MaskTileBuffers, before: ir.Operation) -> None:
+    """Deallocate the buffers right before `before` (after their last reader)."""
+    with ir.InsertionPoint(before), before.location:
+        for buffer in _allocated(buffers):
+            memref.DeallocOp(buffer)
+
+
+def erase_mask_tiles(buffers: MaskTileBuffers) -> None:
+    """Erase the buffers' allocations (nothing reads them: a kernel failed to build)."""
+    for buffer in _allocated(buffers):
+        buffer.owner.erase()
+
+
+def _allocated(buffers: MaskTileBuffers) -> list[ir.Value]:
+    return [b for b in (buffers.summary, buffers.packed) if b is not None]
 
 
 class _MaskTileWriter:
