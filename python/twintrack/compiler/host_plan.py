@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,6 +141,7 @@ class _PlanBuilder:
         self.ir, self.module, self.directory = ir, module, directory
         self.views: dict = {}     # SSA value -> view descriptor
         self.scalars: dict = {}   # SSA value -> python number
+        self.tensor_maps: dict = {}  # SSA value -> a launch argument passed as a tensor map
         self.globals = {op.operation.attributes["sym_name"].value: op.operation
                         for op in module.body.operations if op.operation.name == "memref.global"}
         self.plan = Plan(arguments=[s.to_json() for s in exported.arguments + exported.outputs])
@@ -175,6 +177,8 @@ class _PlanBuilder:
         the op's operands."""
         source = self.views[self._key(op.operands[0])]
         result_type = op.results[0].type
+        if isinstance(result_type, self.ir.UnrankedMemRefType):  # a cast for a tensor map: the same view
+            return source
         static_strides, static_offset = result_type.get_strides_and_offset()
         if result_type.has_static_shape and not any(map(_open, static_strides)) and not _open(static_offset):
             return self._memref_view(source["buffer"], result_type)
@@ -269,6 +273,10 @@ class _PlanBuilder:
             self.plan.steps.append({"op": "free", "buffer": self.views[self._key(op.operands[0])]["buffer"]})
         elif name == "gpu.launch_func":
             self._launch(op)
+        elif name == "nvgpu.tma.create.descriptor":
+            self._tensor_map(op)
+        elif name == "builtin.unrealized_conversion_cast" and self._key(op.operands[0]) in self.tensor_maps:
+            self.tensor_maps[self._key(op.results[0])] = self.tensor_maps[self._key(op.operands[0])]
         elif name == "scf.if":
             self._branches(op)
         elif name not in _IGNORED:
@@ -295,6 +303,18 @@ class _PlanBuilder:
                     for step in self.plan.steps[before:]:
                         step["when"] = holds if "when" not in step else \
                             self.sizes.apply("arith.minui", [step["when"], holds])
+
+    def _tensor_map(self, op) -> None:
+        """A TMA descriptor of a buffer (kernels/tma_matmul.tensor_map): an
+        argument the runtime passes as the tensor map it encodes of that
+        view, with this box (innermost last, as the view's sizes) and swizzle."""
+        described = op.operands[0]
+        swizzle = re.search(r"swizzle = swizzle_(\d+)b", str(op.results[0].type))
+        self.tensor_maps[self._key(op.results[0])] = {
+            "memref": self.views[self._key(described)],
+            "tensor_map": {"box": [self._scalar(v) for v in list(op.operands)[1:]],
+                           "swizzle": int(swizzle.group(1)) if swizzle else 0,
+                           "dtype": dtype_name(described.type.element_type)}}
 
     def _new_buffer(self) -> str:
         self.buffer_count += 1
@@ -365,7 +385,9 @@ class _PlanBuilder:
         args = []
         for value in view.kernelOperands:
             key = self._key(value)
-            if key in self.views:
+            if key in self.tensor_maps:
+                args.append(self.tensor_maps[key])
+            elif key in self.views:
                 args.append({"memref": self.views[key]})
             elif key in self.scalars:
                 args.append({"scalar": self.scalars[key], "type": str(value.type)})  # a number or a size's name

@@ -69,22 +69,77 @@ def static_shared_limit() -> int:
     return int(check(driver.cuDeviceGetAttribute(attribute, device), "shared memory per block"))
 
 
+_TENSOR_MAP_ELEMENTS = {"float16": ("FLOAT16", 2), "bfloat16": ("BFLOAT16", 2), "float32": ("FLOAT32", 4)}
+
+
+class TensorMapParameter:
+    """A kernel parameter that is a TMA tensor map (128 bytes, by value) of
+    a view of one buffer: encoded on the host for the buffer's address, and
+    again only when the buffer moves. `box` and the view's sizes are
+    outermost first; the driver takes them innermost first."""
+
+    def __init__(self, arg: dict, slot: int, what: str):
+        self.buffer, self.view, self.spec = arg["memref"]["buffer"], arg["memref"], arg["tensor_map"]
+        self.slot, self.what = slot, what  # its place in the parameter block
+        self.address: int | None = None
+        self.encoded = None  # the driver's CUtensorMap: its memory is what the launch reads
+
+    def encode(self, address: int) -> int:
+        """The host address of the map of the view at buffer `address`."""
+        if address != self.address:
+            self.encoded = self._encoded(address)
+            self.address = address
+        return self.encoded.getPtr()
+
+    def geometry(self, address: int) -> tuple[int, list[int], list[int], list[int]]:
+        """What the driver takes, innermost first: the view's first byte,
+        its sizes, the byte strides of all but its innermost dim, the box."""
+        size = _TENSOR_MAP_ELEMENTS[self.spec["dtype"]][1]
+        start = address + self.view["offset"] * size
+        if start % 16:
+            raise CudaError(f"{self.what}: buffer {self.buffer} starts at an address that is no multiple of "
+                            "16 bytes; the TMA kernel reads only 16-byte aligned tensors")
+        strides = [stride * size for stride in reversed(self.view["strides"])][1:]
+        return start, list(reversed(self.view["sizes"])), strides, list(reversed(self.spec["box"]))
+
+    def _encoded(self, address: int):
+        driver = _driver()
+        start, dims, strides, box = self.geometry(address)
+        element = _TENSOR_MAP_ELEMENTS[self.spec["dtype"]][0]
+        swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.spec["swizzle"]]
+        u64, u32 = driver.cuuint64_t, driver.cuuint32_t
+        return check(driver.cuTensorMapEncodeTiled(
+            getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{element}"), len(dims), start,
+            [u64(d) for d in dims], [u64(s) for s in strides], [u32(b) for b in box], [u32(1)] * len(dims),
+            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+            f"{self.what}: encoding the tensor map of {self.buffer} (sizes {self.view['sizes']}, "
+            f"box {self.spec['box']})")
+
+
 class LaunchParameters:
     """A kernel's parameter block, built once.
 
     A memref travels as (allocated, aligned, offset, sizes..., strides...);
     only the two pointers change between calls, so a call patches them.
     Building the block per call costs more than the launch itself for small
-    kernels."""
+    kernels. A tensor map (a memref argument with `tensor_map`) travels as
+    the 128 bytes of its encoding, encoded again when its buffer moves."""
 
     _SCALARS = {"index": ctypes.c_int64, "i64": ctypes.c_int64, "i32": ctypes.c_int32,
                 "f32": ctypes.c_float, "f64": ctypes.c_double}
 
-    def __init__(self, args: list[dict]):
+    def __init__(self, args: list[dict], what: str = "kernel"):
         self.pointer_slots: list[tuple[str, ctypes.c_void_p]] = []
+        self.tensor_maps: list[TensorMapParameter] = []
         self._values = []
         for arg in args:
-            if "memref" in arg:
+            if "tensor_map" in arg:
+                self.tensor_maps.append(TensorMapParameter(arg, len(self._values), what))
+                self._values.append(None)  # its place: the map's address, once encoded
+            elif "memref" in arg:
                 view = arg["memref"]
                 pointer = ctypes.c_void_p()  # the allocated and the aligned pointer: one value, read twice
                 self.pointer_slots.append((view["buffer"], pointer))
@@ -92,21 +147,26 @@ class LaunchParameters:
                 self._values += [ctypes.c_int64(v) for v in view["sizes"] + view["strides"]]
             else:
                 self._values.append(self._SCALARS.get(arg["type"], ctypes.c_int64)(arg["scalar"]))
-        self._pointers = (ctypes.c_void_p * len(self._values))(*[ctypes.addressof(v) for v in self._values])
+        self._pointers = (ctypes.c_void_p * len(self._values))(
+            *[None if v is None else ctypes.addressof(v) for v in self._values])
         self.address = ctypes.addressof(self._pointers)  # the void** a launch takes
 
     @property
     def buffers(self) -> set[str]:
-        return {buffer for buffer, _ in self.pointer_slots}
+        return {buffer for buffer, _ in self.pointer_slots} | {m.buffer for m in self.tensor_maps}
 
     def point(self, addresses: dict[str, int]) -> None:
-        """Point the memrefs of the named buffers at these device addresses (others keep theirs)."""
+        """Point the memrefs and tensor maps of the named buffers at these device addresses (others keep theirs)."""
         for buffer, pointer in self.pointer_slots:
             if buffer in addresses:
                 pointer.value = addresses[buffer]
+        for tensor_map in self.tensor_maps:
+            if tensor_map.buffer in addresses:
+                self._pointers[tensor_map.slot] = tensor_map.encode(addresses[tensor_map.buffer])
 
     def addresses(self) -> dict[str, int]:
-        return {buffer: pointer.value for buffer, pointer in self.pointer_slots}
+        mapped = {m.buffer: m.address for m in self.tensor_maps if m.address is not None}
+        return {**mapped, **{buffer: pointer.value for buffer, pointer in self.pointer_slots}}
 
 
 class PreparedLaunch:
@@ -121,14 +181,17 @@ class PreparedLaunch:
             check(driver.cuFuncSetAttribute(function, limit, shared_bytes),
                   f"{what}: allowing {shared_bytes} bytes of dynamic shared memory")
         self.args = args
-        self.parameters = LaunchParameters(args)
+        self.parameters = LaunchParameters(args, what)
         self._shape = (*grid, *block, shared_bytes)
         self._launch = _driver().cuLaunchKernel  # looked up once: a launch costs microseconds of host time
 
     def __call__(self, buffers: dict, stream) -> None:
         """Launch on `stream` (a driver.CUstream) with the buffers' current addresses."""
-        for buffer, pointer in self.parameters.pointer_slots:
+        parameters = self.parameters
+        for buffer, pointer in parameters.pointer_slots:
             pointer.value = buffers[buffer].data_ptr()
+        if parameters.tensor_maps:
+            parameters.point({m.buffer: buffers[m.buffer].data_ptr() for m in parameters.tensor_maps})
         result = self._launch(self.function, *self._shape, stream, self.parameters.address, 0)
         if result[0] != 0:
             check(result, f"launching {self.what}")

@@ -126,7 +126,7 @@ def _patched_nodes(launches, handles, patchable: set[str]) -> list[PatchedNode]:
             raise CudaError(f"the captured graph has no kernel node for {prepared.what}")
         caller = tuple(sorted(prepared.parameters.buffers & patchable))
         if caller:
-            parameters = LaunchParameters(prepared.args)
+            parameters = LaunchParameters(prepared.args, prepared.what)
             parameters.point(addresses)
             nodes.append(PatchedNode(handles[position], parameters, prepared.node_parameters(parameters), caller))
         position += 1

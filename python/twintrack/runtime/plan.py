@@ -310,6 +310,24 @@ def _differ(sizes: list, other: list) -> bool:
     return len(sizes) != len(other) or any(a != b for a, b in zip(sizes, other) if _is_number(a) and _is_number(b))
 
 
+TENSOR_MAP_DTYPES = ("float16", "bfloat16", "float32")
+TENSOR_MAP_MAX_BOX = 256  # elements along each dim of one TMA copy
+
+
+def _tensor_map_problems(where: str, arg: dict) -> list[str]:
+    """What is wrong with a tensor-map argument: its box must give each dim
+    of its view 1 to 256 elements; its dtype and swizzle the TMA's."""
+    spec, view = arg["tensor_map"], arg.get("memref")
+    if view is None:
+        return [f"{where}: a tensor map of no buffer"]
+    box = spec.get("box", [])
+    if len(box) != len(view["sizes"]) or not all(_is_number(b) and 1 <= b <= TENSOR_MAP_MAX_BOX for b in box):
+        return [f"{where}: tensor map box {box} for a {len(view['sizes'])}-d view"]
+    if spec.get("dtype") not in TENSOR_MAP_DTYPES or spec.get("swizzle") not in (0, 32, 64, 128):
+        return [f"{where}: tensor map of {spec.get('dtype')} with swizzle {spec.get('swizzle')}"]
+    return []
+
+
 def _launch_problems(where: str, step: dict, live: dict) -> list[str]:
     problems = []
     grid, block = step["grid"], step["block"]
@@ -319,6 +337,8 @@ def _launch_problems(where: str, step: dict, live: dict) -> list[str]:
     elif all(map(_is_number, block)) and math.prod(block) > MAX_THREADS_PER_BLOCK:
         problems.append(f"{where}: {math.prod(block)} threads per block")
     for k, arg in enumerate(step["args"]):
+        if "tensor_map" in arg:
+            problems += _tensor_map_problems(f"{where} args[{k}]", arg)
         if "memref" in arg:
             problems += _view_problems(where, arg["memref"], live)
         elif isinstance(arg.get("scalar"), str) and arg.get("type") not in INTEGER_SCALARS:

@@ -32,6 +32,7 @@ from .split_k_matmul import (
     split_k_applies,
     split_k_wgmma_applies,
 )
+from .tma_matmul import TmaWgmmaMatmulWriter, TmaWgmmaTileConfig, tma_applies
 from .wgmma_matmul import WgmmaMatmulWriter, WgmmaTileConfig
 
 TENSOR_CORE_ELEMENTS = ("f16", "bf16")
@@ -100,6 +101,7 @@ MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
     KernelGenerator("skinny_matmul", SkinnyMatmulWriter, SkinnySchedule, _stored_a(skinny_applies)),
     KernelGenerator("split_k_wgmma_matmul", SplitKMatmulWriter, SplitKWgmmaSchedule,
                     _fixed_rows(_stored_a(split_k_wgmma_applies))),
+    KernelGenerator("tma_wgmma_matmul", TmaWgmmaMatmulWriter, TmaWgmmaTileConfig, tma_applies),
     KernelGenerator("wgmma_matmul", WgmmaMatmulWriter, WgmmaTileConfig, _wgmma_applies),
     KernelGenerator("split_k_matmul", SplitKMatmulWriter, SplitKSchedule, _fixed_rows(_stored_a(split_k_applies))),
     KernelGenerator("mma_matmul", MmaMatmulWriter, MmaTileConfig, _stored_a(_mma_applies)),

@@ -299,11 +299,12 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ shared memory
     def _ring(self) -> None:
-        """The stage ring (`ring`, for the copies) and the descriptors of stage 0 (for the wgmmas)."""
+        """The stage ring (`ring`, for the copies; `ring_address`, its shared
+        address) and the descriptors of stage 0 (for the wgmmas)."""
         w = self.w
         shared = AlignedSharedMemory.take(w)
         self.ring = shared.view(w, 0, [self.cfg.stages * self.stage_elements], self.ops.in_element)
-        aligned = shared.address
+        aligned = self.ring_address = shared.address
         # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
         warpgroup = w.div(self.tid, WARPGROUP)
         a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))

@@ -41,16 +41,18 @@ def _constant(value: ir.Value) -> int | None:
 
 
 def _trip_count(loop: ir.Operation) -> float:
-    """Constant trip count; a per-thread start (k = thread; k < K; k += T)
-    counts as from 0; bounds known only at run time, the mean its generator
-    recorded (a causal attention's key loop), else one trip. Times the share
-    of the work that is not padding, where the generator recorded one (a
-    matmul's ragged edges)."""
+    """The mean trips its generator recorded, where it did (a causal
+    attention's key loop, a persistent kernel's tiles from its block's);
+    else the constant trip count, a per-thread start (k = thread; k < K;
+    k += T) counted as from 0; else one trip. Times the share of the work
+    that is not padding, where the generator recorded one (a matmul's
+    ragged edges)."""
     useful = ir.FloatAttr(loop.attributes[USEFUL_ATTR]).value if USEFUL_ATTR in loop.attributes else 1
+    if MEAN_TRIPS_ATTR in loop.attributes:
+        return ir.FloatAttr(loop.attributes[MEAN_TRIPS_ATTR]).value * useful
     lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
     if upper is None or step is None:
-        trips = ir.FloatAttr(loop.attributes[MEAN_TRIPS_ATTR]).value if MEAN_TRIPS_ATTR in loop.attributes else 1
-        return trips * useful
+        return useful
     return max(0, -(-(upper - (lower or 0)) // step)) * useful
 
 

@@ -47,6 +47,7 @@ from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ...errors import UsageError
 from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
 from ..kernels.transpose import TransposeCopy, build_transpose
+from ..kernels.tma_matmul import TmaWgmmaMatmulWriter
 from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
@@ -137,6 +138,9 @@ def _generators(operands: list[MatmulOperands], tables: TileTables, arch: str, t
         tiles = tables.get(generator.name, [])
         if generator.writer is WgmmaMatmulWriter:
             tiles = _deepened(tiles, operands, target)
+        elif generator.writer is TmaWgmmaMatmulWriter:  # a persistent grid: a block per SM
+            size = element_bytes(operands[0].in_element)
+            tiles = [(replace(t.for_element(size), persistent_blocks=target.sm_count), least) for t, least in tiles]
         yield generator.writer, generator.name, tiles
 
 
@@ -590,7 +594,7 @@ class GpuMatmulKernels(PythonPass):
                 chosen = None
                 if b_copy is not None:  # a tf32 matmul on the copy's Bᵀ, where wgmma takes it
                     chosen = choose_kernel([_reading_transposed(single, b_copy)], table, self.arch, target, request)
-                    if chosen is None or chosen[0] is not WgmmaMatmulWriter:
+                    if chosen is None or not issubclass(chosen[0], WgmmaMatmulWriter):
                         chosen, b_copy = None, None
                     else:
                         single = _reading_transposed(single, b_copy)

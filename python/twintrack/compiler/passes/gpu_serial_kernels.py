@@ -28,6 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ..kernels.builder import KernelBuildError, build_launch
+from ..kernels.tma_matmul import makes_tensor_map
 from .gpu_distribute import as_operation
 from .ir_helpers import VIEW_OPS, PythonPass
 
@@ -67,8 +68,8 @@ def host_scalar(op: ir.Operation) -> bool:
 def runs_on_host(op: ir.Operation) -> bool:
     """Does the plan run `op` itself, or outlining turn it into a launch
     (an scf.parallel that gpu-distribute mapped onto blocks)?"""
-    return op.name in _HOST_OPS or (op.name == "scf.parallel" and "mapping" in op.attributes) or host_scalar(op) \
-        or _bucket_switch(op)
+    return op.name in _HOST_OPS or makes_tensor_map(op) or host_scalar(op) or _bucket_switch(op) \
+        or (op.name == "scf.parallel" and "mapping" in op.attributes)
 
 
 def _bucket_switch(op: ir.Operation) -> bool:

@@ -1,0 +1,336 @@
+"""Warpgroup-MMA matmul fed by TMA, warp-specialized and persistent
+(sm_90a): C[b] = A[b] @ B[b] (or +=) for f16/bf16, or f32 as tf32 with a
+K-major B.
+
+The wgmma_matmul kernel's warps both copy (16-byte cp.async, one address
+each) and multiply, and meet at a block barrier every K step; each block
+computes one tile, so a block's epilogue leaves its SM's tensor cores idle
+until the next block starts. Here:
+
+- **Tensor memory access (TMA).** One thread copies a whole operand tile
+  with one `cp.async.bulk.tensor` instruction, through a tensor map (the
+  operand's sizes, strides, the box of one tile and the 128-byte swizzle
+  the wgmma descriptors read) that the runtime encodes on the host and
+  passes as a 128-byte kernel parameter (`.param`, grid constant). Rows
+  and columns past a ragged edge arrive as zeros.
+- **Warp specialization.** Warpgroups 0..W-1 (the consumers) issue the
+  wgmmas of their 64 rows; warpgroup W (the producer) keeps the ring of
+  `stages` buffers full. Two mbarriers per buffer replace the block
+  barrier: `full[s]` completes when the TMA copies of buffer s have landed
+  (the producer arrives on it expecting the tile's bytes), `empty[s]` when
+  every consumer thread has finished the wgmmas that read it. The producer
+  gives its registers to the consumers (setmaxnreg).
+- **A persistent tile loop.** The grid holds one block per SM; block i
+  computes tiles i, i + G, ... (column tiles fastest, as the wgmma
+  kernel's grid). The producer starts the next tile's copies while the
+  consumers store this one's results (their epilogue).
+
+The ring's phase bookkeeping: K step `it` (counted over all of a block's
+tiles) uses buffer it % stages, in round it / stages; a wait for the
+round's parity (round % 2) returns once that round's phase has completed.
+The producer's first wait on each `empty[s]` asks for parity 1, which a
+fresh barrier reports complete."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from mlir import ir
+from mlir.dialects import arith, builtin, llvm, memref, nvgpu, nvvm
+
+from .builder import KernelBuilder
+from .matmul_common import KernelOperands, MatmulOperands, element_bytes
+from .wgmma_matmul import (
+    ATOM_BYTES,
+    N_ATOM_ELEMENTS,
+    SWIZZLE_BYTES,
+    WARPGROUP,
+    AlignedSharedMemory,
+    WgmmaMatmulWriter,
+    WgmmaTileConfig,
+)
+
+BARRIER_BYTES = 8
+# The longest a waiting thread sleeps before it tests its mbarrier again
+# (ns): it wakes as soon as the phase completes.
+WAIT_HINT_NS = 10_000_000
+GEP_DYNAMIC_INDEX = -2**31  # llvm.getelementptr's marker of an index taken from its operands
+# Registers a thread keeps after setmaxnreg: the producer warpgroup gives
+# most of its share to the consumers (2 x 128 x 232 + 128 x 40 <= 65,536).
+PRODUCER_REGISTERS = 40
+CONSUMER_REGISTERS = 232
+TENSOR_MAP_ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
+
+
+@dataclass(frozen=True)
+class TmaWgmmaTileConfig(WgmmaTileConfig):
+    """A wgmma tile, `warpgroups` consumer warpgroups and one producer;
+    `persistent_blocks`: the grid's blocks, at most one per SM (the
+    target's SM count, filled in where the tile is chosen); `group_rows`:
+    the row tiles a band of the tile order spans (`tile_place`)."""
+    persistent_blocks: int = 0
+    group_rows: int = 16
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (self.warpgroups + 1)
+
+    def label(self) -> str:
+        return f"{super().label()}/TMA producer warpgroup/persistent"
+
+
+def tma_layout_problem(memref_type: str) -> str | None:
+    """Why a tensor map cannot describe an operand of this type (None: it
+    can): TMA needs the innermost stride 1, the others and the offset
+    multiples of 16 bytes, and no broadcast (stride 0) dim."""
+    if not memref_type.startswith("memref<"):  # (the parser aborts on what is no type at all)
+        return f"not a memref type: {memref_type!r}"
+    with ir.Context(), ir.Location.unknown():
+        parsed = ir.MemRefType(ir.Type.parse(memref_type))
+        strides, offset = parsed.get_strides_and_offset()
+        size = element_bytes(str(parsed.element_type))
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    if dynamic in strides or offset == dynamic:
+        return "a layout known only at run time"
+    if strides[-1] != 1:
+        return "its rows are not contiguous"
+    if any(s == 0 or s * size % 16 for s in strides[:-1]) or offset * size % 16:
+        return "a stride or offset that is no multiple of 16 bytes (or a broadcast dim)"
+    if parsed.rank > 5:
+        return "more than 5 dims"
+    return None
+
+
+def tma_applies(operands, target, arch: str) -> str | None:
+    """None where the TMA kernel takes the matmuls, else why not."""
+    if not target.has("tma", arch) or not target.has("wgmma", arch):
+        return f"{arch} has no TMA and wgmma (only {', '.join(target.archs_with('tma'))})"
+    if len(operands) != 1:
+        return "one matmul a kernel (a horizontal kernel's matmuls keep their own ring)"
+    ops: MatmulOperands = operands[0]
+    if ops.open_m or ops.a_window is not None:
+        return "its tensor maps need static operands read as stored"
+    if ops.in_element == "f32" and not (ops.tf32 and ops.b_transposed):
+        return "f32 only as tf32 with B read K-major (Bᵀ)"
+    if ops.in_element not in TENSOR_MAP_ELEMENTS:
+        return f"no tensor map for {ops.in_element}"
+    # A persistent grid pays where the tiles outnumber the SMs: the largest tile, two waves.
+    if (ops.batch or 1) * ops.m * ops.n < 2 * target.sm_count * 128 * 256:
+        return "fewer than two waves of 128 x 256 tiles (the wgmma kernel's grid is as fast there)"
+    for name, memref_type in (("A", ops.a_type), ("B", ops.b_type)):
+        problem = tma_layout_problem(memref_type)
+        if problem:
+            return f"{name}: {problem}"
+    return None
+
+
+def tensor_map(before_value: ir.Value, box: list[int]) -> ir.Value:
+    """The host side of a tensor map of memref `before_value` (built at the
+    current insertion point, outside the launch): nvgpu's descriptor of
+    `box` (outermost first) with the 128-byte swizzle and zeros out of
+    bounds, as the kernel's pointer parameter. The host plan passes it as
+    a tensor map the runtime encodes (`tensor_map` of the memref argument)."""
+    source = ir.MemRefType(before_value.type)
+    unranked = memref.cast(ir.UnrankedMemRefType.get(source.element_type, source.memory_space), before_value)
+    tile = ir.MemRefType.get(box, source.element_type,
+                             memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
+    descriptor_type = ir.Type.parse(
+        f"!nvgpu.tensormap.descriptor<tensor = {tile}, swizzle = swizzle_128b, l2promo = none, "
+        "oob = zero, interleave = none>")
+    index = ir.IndexType.get()
+    sizes = [arith.constant(index, size) for size in box]
+    descriptor = nvgpu.TmaCreateDescriptorOp(descriptor_type, unranked, sizes).result
+    return builtin.unrealized_conversion_cast([llvm.PointerType.get()], [descriptor])
+
+
+def makes_tensor_map(op: ir.Operation) -> bool:
+    """Is `op` a host op of `tensor_map`: the descriptor, or its cast to the kernel's pointer?"""
+    if op.name == "nvgpu.tma.create.descriptor":
+        return True
+    return op.name == "builtin.unrealized_conversion_cast" and len(op.operands) == 1 and \
+        op.operands[0].owner.name == "nvgpu.tma.create.descriptor"
+
+
+def erase_tensor_map(pointer: ir.Value) -> None:
+    """Erase what `tensor_map` built (a launch that failed to build reads it no more)."""
+    cast = pointer.owner
+    descriptor = cast.operands[0].owner
+    unranked = descriptor.operands[0].owner
+    sizes = [operand.owner for operand in list(descriptor.operands)[1:]]
+    for op in [cast, descriptor, unranked, *sizes]:
+        if not list(op.results[0].uses):
+            op.erase()
+
+
+class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
+    def __init__(self, ops: MatmulOperands, config: TmaWgmmaTileConfig, accumulate: bool, epilogue):
+        super().__init__(ops, config, accumulate, epilogue)
+        self.path = self.path.replace("wgmma-matmul", "tma-wgmma-matmul", 1)
+        if not self.b_k_major and ops.in_element == "f32":
+            raise ValueError("the TMA kernel takes tf32 only with B read K-major")
+        self.b_k_major = ops.b_transposed
+        self.consumer_threads = WARPGROUP * config.warpgroups
+        self.stage_bytes = self.stage_elements * self.element_bytes
+        self.columns, self.rows, batch = super().grid()
+        self.tiles = self.columns * self.rows * batch
+        blocks = config.persistent_blocks or self.tiles
+        self.blocks = min(self.tiles, blocks)
+
+    def grid(self) -> tuple[int, int, int]:
+        return (self.blocks, 1, 1)
+
+    def dynamic_shared_bytes(self) -> int:
+        return super().dynamic_shared_bytes() + 2 * self.cfg.stages * BARRIER_BYTES
+
+    # ------------------------------------------------------------ host side
+    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
+        """The tensor maps of A and B, made before the launch, then the launch."""
+        cfg, batch = self.cfg, self.ops.batch is not None
+        unit = [1] if batch else []
+        a_box = unit + [cfg.bm, cfg.bk]
+        b_box = unit + ([cfg.bn, cfg.bk] if self.b_k_major else [cfg.bk, N_ATOM_ELEMENTS])
+        with ir.InsertionPoint(before), before.location:
+            self.a_map = tensor_map(operands.a, a_box)
+            self.b_map = tensor_map(operands.b, b_box)
+        try:
+            return super().build(before, kernel, operands)
+        except Exception:
+            for value in (self.a_map, self.b_map):
+                erase_tensor_map(value)
+            raise
+
+    # ------------------------------------------------------------ kernel
+    def kernel_body(self) -> None:
+        w = self.w
+        self._ring()
+        self._barriers()
+        with w.either(w.less(self.tid, self.consumer_threads), self.cfg.warpgroups / (self.cfg.warpgroups + 1)) \
+                as (consumers, producer):
+            with consumers():
+                if self.cfg.warpgroups > 1:
+                    nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
+                self._tiles(self._consume)
+            with producer():
+                if self.cfg.warpgroups > 1:
+                    nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
+                with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(self.consumer_threads))):
+                    self._tiles(self._produce)
+
+    def _barriers(self) -> None:
+        """full[s] and empty[s] after the ring, initialized by thread 0 before every thread meets."""
+        w, stages = self.w, self.cfg.stages
+        first = w.add(self.ring_address, self.cfg.stages * self.stage_bytes)
+        self.full = [_shared_pointer(w, w.add(first, s * BARRIER_BYTES)) for s in range(stages)]
+        self.empty = [_shared_pointer(w, w.add(first, (stages + s) * BARRIER_BYTES)) for s in range(stages)]
+        with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):
+            for s in range(stages):
+                nvvm.MBarrierInitOp(self.full[s], w.constant(1, "i32"))
+                nvvm.MBarrierInitOp(self.empty[s], w.constant(self.consumer_threads, "i32"))
+            nvvm.FenceMbarrierInitOp()
+        self.barrier()
+
+    def _tiles(self, body) -> None:
+        """`body(first_step)` for each tile of this block, with the tile's
+        block ids bound (block_n, block_m, batch, m0, n0) and `first_step`
+        its first K step counted over the block's tiles."""
+        w = self.w
+        block = self.block_n  # the launch's block_x: the persistent grid is 1-D
+        with w.loop(block, self.tiles, self.blocks) as tiles:
+            w.mean_trips(tiles.op, self.tiles / self.blocks)
+            tile = tiles.induction
+            self.block_n, self.block_m, self.batch = self._tile_place(tile)
+            self.m0, self.n0 = w.mul(self.block_m, self.cfg.bm), w.mul(self.block_n, self.cfg.bn)
+            body(w.mul(w.div(w.sub(tile, block), self.blocks), self.k_steps))
+            tiles.yield_([])
+        self.block_n = block
+
+    def _tile_place(self, tile: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(column tile, row tile, batch) of tile number `tile`. The tiles
+        run in bands of `group_rows` row tiles, row tiles fastest within a
+        band: the blocks at work at one time cover a near-square patch of
+        C, so they read fewer rows of A and columns of B from memory than a
+        few whole rows of tiles would (L2 keeps what they share)."""
+        w, group = self.w, min(self.cfg.group_rows, self.rows)
+        per_batch = self.columns * self.rows
+        batch, within = w.div(tile, per_batch), w.rem(tile, per_batch)
+        band, place = w.div(within, group * self.columns), w.rem(within, group * self.columns)
+        first_row = w.mul(band, group)
+        if self.rows % group:  # the last band is shorter
+            height = arith.minui(w.index(group), w.sub(w.index(self.rows), first_row))
+        else:
+            height = w.index(group)
+        return w.div(place, height), w.add(first_row, w.rem(place, height)), batch
+
+    def _slot(self, step: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(ring buffer, the parity of its round: i32) of K step `step`."""
+        w, stages = self.w, self.cfg.stages
+        parity = arith.index_cast(ir.IntegerType.get_signless(32), w.rem(w.div(step, stages), 2))
+        return w.rem(step, stages), parity
+
+    def _barrier_at(self, barriers: list[ir.Value], stage: ir.Value) -> ir.Value:
+        """barriers[stage] for a run-time stage: they are 8 bytes apart."""
+        w = self.w
+        offset = arith.index_cast(ir.IntegerType.get_signless(32), w.mul(stage, BARRIER_BYTES))
+        return llvm.getelementptr(barriers[0].type, barriers[0], [offset], [GEP_DYNAMIC_INDEX],
+                                  ir.IntegerType.get_signless(8), llvm.GEPNoWrapFlags.none)
+
+    # ------------------------------------------------------------ producer
+    def _produce(self, first_step: ir.Value) -> None:
+        w, cfg = self.w, self.cfg
+        with w.loop(0, self.k_steps, 1) as steps:
+            step = w.add(first_step, steps.induction)
+            stage, parity = self._slot(step)
+            nvvm.MBarrierTryWaitParityOp(self._barrier_at(self.empty, stage), arith.xori(parity, w.constant(1, "i32")),
+                                         w.constant(WAIT_HINT_NS, "i32"))
+            full = self._barrier_at(self.full, stage)
+            nvvm.MBarrierArriveExpectTxOp(None, full, w.constant(self.stage_bytes, "i32"))
+            origin = w.add(self.ring_address, w.mul(stage, self.stage_bytes))
+            k = w.mul(steps.induction, cfg.bk)
+            self._load(self.a_map, origin, [k, self.m0], full)
+            b_origin = w.add(origin, self.a_elements * self.element_bytes)
+            if self.b_k_major:
+                self._load(self.b_map, b_origin, [k, self.n0], full)
+            else:  # N-major: one box per 64 columns, an atom column of BK rows each
+                for column in range(cfg.bn // N_ATOM_ELEMENTS):
+                    self._load(self.b_map, w.add(b_origin, column * cfg.bk * SWIZZLE_BYTES),
+                               [w.add(self.n0, column * N_ATOM_ELEMENTS), k], full)
+            steps.yield_([])
+
+    def _load(self, tensor_map_: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
+              barrier: ir.Value) -> None:
+        """One TMA copy of a box at `coordinates` (innermost first; the
+        batch appended) to `shared_address`, completing on `barrier`."""
+        w = self.w
+        if self.ops.batch is not None:
+            coordinates = coordinates + [self.batch]
+        i32 = ir.IntegerType.get_signless(32)
+        destination = llvm.addrspacecast(llvm.PointerType.get(7), _shared_pointer(w, shared_address))
+        nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(destination, tensor_map_,
+                                                      [arith.index_cast(i32, c) for c in coordinates], barrier, [])
+
+    # ------------------------------------------------------------ consumers
+    def _consume(self, first_step: ir.Value) -> None:
+        w = self.w
+        with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
+            self.mark_useful_work(steps.op)
+            step = w.add(first_step, steps.induction)
+            stage, parity = self._slot(step)
+            nvvm.MBarrierTryWaitParityOp(self._barrier_at(self.full, stage), parity, w.constant(WAIT_HINT_NS, "i32"))
+            updated = self._multiply(stage, steps.carried[0])
+            nvvm.WgmmaWaitGroupSyncOp(1)
+            # The wgmmas of the step before have finished reading their buffer.
+            with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, steps.induction, w.index(0))):
+                self._release(w.sub(step, 1))
+            steps.yield_([updated])
+        nvvm.WgmmaWaitGroupSyncOp(0)
+        self._release(w.add(first_step, self.k_steps - 1))
+        self._store(steps.results[0])
+
+    def _release(self, step: ir.Value) -> None:
+        stage, _ = self._slot(step)
+        nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), self._barrier_at(self.empty, stage))
+
+
+def _shared_pointer(w: KernelBuilder, address: ir.Value) -> ir.Value:
+    """A shared-memory pointer (address space 3) to a shared address (an index)."""
+    return llvm.inttoptr(llvm.PointerType.get(3), arith.index_cast(ir.IntegerType.get_signless(64), address))

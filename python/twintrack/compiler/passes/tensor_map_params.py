@@ -1,0 +1,57 @@
+"""tensor-map-params: a kernel parameter that TMA copies read their tensor
+map through becomes the 128-byte tensor map itself, passed by value
+(`.param .align 64 .b8 [128]`) and marked a grid constant, so the kernel
+reads it where the launch put it (its generic address, cvta.param) and
+the runtime passes the map it encodes (kernels/tma_matmul). Runs on the
+kernels once they are in the LLVM dialect: the gpu-to-NVVM lowering keeps
+no attribute of a gpu.func argument that says this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from .ir_helpers import PythonPass, nested_ops
+
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGNMENT = 64
+_READS_TENSOR_MAP = ("nvvm.cp.async.bulk.tensor.shared.cluster.global", "nvvm.cp.async.bulk.tensor.prefetch")
+
+
+@dataclass(frozen=True)
+class TensorMapParams(PythonPass):
+    name = "tensor-map-params"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        for function in nested_ops(module, lambda op: op.name == "llvm.func" and "nvvm.kernel" in op.attributes):
+            positions = tensor_map_parameters(function)
+            if positions:
+                mark_by_value(function, positions)
+
+
+def tensor_map_parameters(function: ir.Operation) -> set[int]:
+    """The positions of `function`'s parameters that a TMA op reads as its tensor map."""
+    entry = function.regions[0].blocks[0]
+    arguments = list(entry.arguments)
+    positions = set()
+    for op in nested_ops(function, lambda op: op.name in _READS_TENSOR_MAP):
+        descriptor = op.operands[1] if op.name.endswith("global") else op.operands[0]
+        if isinstance(descriptor, ir.BlockArgument) and descriptor in arguments:
+            positions.add(descriptor.arg_number)
+    return positions
+
+
+def mark_by_value(function: ir.Operation, positions: set[int]) -> None:
+    """Parameters `positions` of a kernel: 128 bytes by value, 64-byte aligned, grid constants."""
+    count = len(function.regions[0].blocks[0].arguments)
+    existing = list(function.attributes["arg_attrs"]) if "arg_attrs" in function.attributes else []
+    existing += [ir.DictAttr.get({})] * (count - len(existing))
+    tensor_map = {"llvm.byval": ir.TypeAttr.get(ir.Type.parse(f"!llvm.array<{TENSOR_MAP_BYTES} x i8>")),
+                  "llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), TENSOR_MAP_ALIGNMENT),
+                  "nvvm.grid_constant": ir.UnitAttr.get()}
+    attributes = []
+    for position, current in enumerate(existing):
+        entries = {named.name: named.attr for named in ir.DictAttr(current)}
+        attributes.append(ir.DictAttr.get({**entries, **tensor_map} if position in positions else entries))
+    function.attributes["arg_attrs"] = ir.ArrayAttr.get(attributes)

@@ -1,0 +1,113 @@
+"""The TMA-fed, warp-specialized, persistent matmul (kernels/tma_matmul)
+without a GPU: which matmuls take it, the PTX it assembles to, the tensor
+maps its host plan passes, and what the runtime gives the driver for them.
+Its numerics and speed on the GPU: tools/gpu_check.py (bench/NOTES.md v61)."""
+
+import json
+import re
+
+import pytest
+
+from twintrack.compiler.kernels.matmul_common import MatmulOperands
+from twintrack.compiler.kernels.tma_matmul import tma_applies, tma_layout_problem
+from twintrack.compiler.target import gpu_target
+from twintrack.runtime import validate_plan
+from twintrack.runtime.cuda_driver import CudaError, TensorMapParameter
+from twintrack.tooling import find_libdevice, find_tool
+
+needs_ptxas = pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None,
+                                 reason="needs ptxas and libdevice (the CUDA toolkit)")
+
+
+def _operands(m=4096, n=4096, k=4096, element="f16", b_transposed=False, tf32=False, batch=None,
+              a_type=None, b_type=None) -> MatmulOperands:
+    lead = f"{batch}x" if batch else ""
+    a_type = a_type or f"memref<{lead}{m}x{k}x{element}>"
+    b_type = b_type or (f"memref<{lead}{n}x{k}x{element}>" if b_transposed else f"memref<{lead}{k}x{n}x{element}>")
+    return MatmulOperands(a_type, b_type, f"memref<{lead}{m}x{n}x{element}>", batch, m, n, k, element, element,
+                          b_transposed=b_transposed, tf32=tf32)
+
+
+@pytest.mark.parametrize("operands, reason", [
+    (_operands(), None),
+    (_operands(batch=16, m=1024, n=1024, k=1024), None),
+    (_operands(element="f32", tf32=True, b_transposed=True), None),
+    (_operands(2048, 2048, 2048), "fewer than two waves"),
+    (_operands(element="f32", tf32=True), "f32 only as tf32 with B read K-major"),
+    (_operands(element="f32"), "f32 only as tf32"),
+    (_operands(a_type="memref<4096x4096xf16, strided<[4100, 1]>>"), "A: a stride or offset"),
+    (_operands(b_type="memref<4096x4096xf16, strided<[1, 4096]>>"), "B: its rows are not contiguous"),
+])
+def test_which_matmuls_the_tma_kernel_takes(operands, reason):
+    """Large static matmuls whose operands a tensor map can describe (rows
+    of contiguous elements, 16-byte strides); f32 only as tf32 with a
+    K-major B. Every refusal says why."""
+    got = tma_applies([operands], gpu_target(), "sm_90a")
+    assert got is None if reason is None else reason in got, got
+    assert "has no TMA" in tma_applies([operands], gpu_target(), "sm_90")
+    assert "one matmul a kernel" in tma_applies([operands, operands], gpu_target(), "sm_90a")
+
+
+def test_a_broadcast_dim_cannot_be_a_tensor_map():
+    assert "broadcast" in tma_layout_problem("memref<4x64x64xf16, strided<[0, 64, 1]>>")
+    assert tma_layout_problem("memref<4x64x64xf16, strided<[4096, 64, 1], offset: 8>>") is None
+
+
+@needs_ptxas
+@pytest.mark.parametrize("model, dtype, flops, boxes", [
+    ("zoo:gemm?m=4096&k=4096&n=4096", "float16", 2 * 4096 ** 3, [[128, 64], [64, 64]]),  # plain B: a box a 64 columns
+    ("zoo:mlp?batch=4000&features=1032&hidden=4104&out=1000", "bfloat16", 2 * 4000 * 1032 * 4104,
+     [[128, 64], [256, 64]]),  # a linear's Wᵀ, ragged edges
+])
+def test_large_matmuls_take_the_tma_kernel(artifact, model, dtype, flops, boxes):
+    """A block per SM loops over the tiles; a producer warpgroup copies
+    each operand tile with one TMA instruction through a tensor map passed
+    by value (a 128-byte grid-constant parameter) and gives its registers
+    to the two consumer warpgroups; mbarriers, not block barriers, pace the
+    ring. The kernel report counts the matmul's flops once, not its tiles'."""
+    outdir = artifact(model, "--pipeline", "gpu", "--dtype", dtype, "--strict-kernels")
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    kernel = next(k for k in manifest["kernels"] if k["path"].startswith("tma-wgmma-matmul"))
+    assert kernel["grid"] == [gpu_target().sm_count, 1, 1] and kernel["block"] == [384, 1, 1]
+    assert kernel["spills"] == 0 and not kernel.get("ptxas_notes")
+    assert flops <= kernel["flops"] <= flops * 1.001  # and the epilogue's (bias, ReLU) over whole tiles
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2  # A's and B's tensor maps
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert "mbarrier.arrive.expect_tx" in ptx and "mbarrier.try_wait.parity" in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
+    assert len(re.findall(r"\bbar\.sync\b", ptx)) == 1  # once, after the mbarriers are set up
+    assert "cp.async.cg" not in ptx
+    plan = json.loads((outdir / "plan.json").read_text())
+    assert validate_plan(plan) == []
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
+    maps = [a["tensor_map"] for a in launch["args"] if "tensor_map" in a]
+    assert [m["box"] for m in maps] == boxes and {m["swizzle"] for m in maps} == {128}
+
+
+def test_the_plan_checks_its_tensor_maps():
+    view = {"buffer": "arg0", "offset": 0, "sizes": [64, 64], "strides": [64, 1]}
+    plan = {"version": 1, "arguments": [{"name": "x", "kind": "input", "shape": [64, 64], "dtype": "float16"}],
+            "steps": [{"op": "launch", "module": "k", "kernel": "k", "grid": [1, 1, 1], "block": [128, 1, 1],
+                       "dynamic_shared_bytes": 0,
+                       "args": [{"memref": view, "tensor_map": {"box": [64, 512], "swizzle": 128, "dtype": "float16"}},
+                                {"memref": view, "tensor_map": {"box": [64], "swizzle": 128, "dtype": "float16"}},
+                                {"memref": view, "tensor_map": {"box": [64, 64], "swizzle": 96, "dtype": "float16"}}]}]}
+    problems = validate_plan(plan)
+    assert len(problems) == 3, problems
+    assert "box [64, 512]" in problems[0] and "1-d" not in problems[0] and "box [64] for a 2-d view" in problems[1]
+    assert "swizzle 96" in problems[2]
+
+
+def test_the_runtime_gives_the_driver_the_view_innermost_first():
+    """A batched view (4, 200, 72) of bf16 at element offset 8 with a
+    (1, 128, 64) box: the driver takes sizes, byte strides (all but the
+    innermost) and the box innermost first, from the view's first byte;
+    a view that starts off a 16-byte boundary is refused by name."""
+    arg = {"memref": {"buffer": "b3", "offset": 8, "sizes": [4, 200, 72], "strides": [14400, 72, 1]},
+           "tensor_map": {"box": [1, 128, 64], "swizzle": 128, "dtype": "bfloat16"}}
+    parameter = TensorMapParameter(arg, 0, "kernel k")
+    assert parameter.geometry(4096) == (4096 + 16, [72, 200, 4], [144, 28800], [64, 128, 1])
+    with pytest.raises(CudaError, match="b3 starts at an address that is no multiple of 16 bytes"):
+        parameter.geometry(4096 + 2)
