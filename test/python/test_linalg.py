@@ -47,7 +47,9 @@ def _direct_inputs(dtype):
     A = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
     A[1] = torch.tensor([[1., 2, 3], [-1, 5, 1], [1, 0, 2]])  # |1| = |-1| = |1|: the first one pivots
     Z = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
-    Z[0, :, 2] = Z[0, :, 0] - Z[0, :, 1]  # singular: pivots and info from getrf's own roundings
+    # Singular with every step exact in any precision (pivots 4 and 2.5, multipliers
+    # 0.5, 0.25, 0): the last pivot is exactly 0, info 3, whatever the machine's roundings.
+    Z[0] = torch.tensor([[4., 2, 6], [2, 1, 3], [1, 3, 4]])
     Z[1, :, 1] = 0  # an exact zero pivot: info 2, det 0
     B = torch.randn(2, 3, 2, generator=g, dtype=torch.float64)
     return {"S": _spd((2,), 3, g, dtype), "A": A.to(dtype), "Z": Z.to(dtype), "B": B.to(dtype)}
