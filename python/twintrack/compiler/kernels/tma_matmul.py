@@ -59,7 +59,7 @@ GEP_DYNAMIC_INDEX = -2**31  # llvm.getelementptr's marker of an index taken from
 # most of its share to the consumers (2 x 128 x 232 + 128 x 40 <= 65,536).
 PRODUCER_REGISTERS = 40
 CONSUMER_REGISTERS = 232
-TENSOR_MAP_ELEMENTS = {"f16": "f16", "bf16": "bf16", "f32": "f32"}
+TENSOR_MAP_ELEMENTS = ("f16", "bf16", "f32")
 
 
 @dataclass(frozen=True)
@@ -124,14 +124,14 @@ def tma_applies(operands, target, arch: str) -> str | None:
     return None
 
 
-def tensor_map(before_value: ir.Value, box: list[int]) -> ir.Value:
-    """The host side of a tensor map of memref `before_value` (built at the
-    current insertion point, outside the launch): nvgpu's descriptor of
+def tensor_map(operand: ir.Value, box: list[int]) -> ir.Value:
+    """The host side of a tensor map (built at the
+    current insertion point, outside the launch) of memref `operand`: nvgpu's descriptor of
     `box` (outermost first) with the 128-byte swizzle and zeros out of
     bounds, as the kernel's pointer parameter. The host plan passes it as
     a tensor map the runtime encodes (`tensor_map` of the memref argument)."""
-    source = ir.MemRefType(before_value.type)
-    unranked = memref.cast(ir.UnrankedMemRefType.get(source.element_type, source.memory_space), before_value)
+    source = ir.MemRefType(operand.type)
+    unranked = memref.cast(ir.UnrankedMemRefType.get(source.element_type, source.memory_space), operand)
     tile = ir.MemRefType.get(box, source.element_type,
                              memory_space=ir.Attribute.parse("#gpu.address_space<workgroup>"))
     descriptor_type = ir.Type.parse(
