@@ -6,10 +6,12 @@ and new parameter tensors; tools/launch_overhead.py times it)."""
 import json
 
 import pytest
+import torch
 
 from twintrack.harness.launch_overhead import EMPTY_KERNEL, write_empty_plan
 from twintrack.runtime import validate_plan
 from twintrack.runtime.cuda_driver import LaunchParameters
+from twintrack.runtime.executor import BufferLayout
 from twintrack.runtime.graph_replay import copied_buffers
 from twintrack.tooling import find_tool
 
@@ -33,6 +35,13 @@ def test_launch_parameters_point_only_the_named_buffers():
     parameters.point({"arg0": 12288})
     assert parameters.addresses() == {"arg0": 12288, "b0": 8192}
     assert parameters.buffers == {"arg0", "b0"}
+
+
+@pytest.mark.parametrize("shape", [[], [7], [4, 3], [2, 0, 5], [3, 1, 8, 2]])
+def test_a_buffer_layout_has_torchs_dense_strides(shape):
+    layout = BufferLayout(shape, "bfloat16")
+    assert layout.shape == tuple(shape) and layout.dtype is torch.bfloat16
+    assert layout.strides == torch.empty(shape).stride()
 
 
 @pytest.mark.skipif(find_tool("ptxas") is None, reason="needs ptxas (the CUDA toolkit)")

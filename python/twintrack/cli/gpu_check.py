@@ -26,8 +26,9 @@ For each artifact: a float64 check on fresh random inputs (outputs poisoned
 with NaN first), the same for its CUDA-graph replay on other inputs and on
 new parameter tensors, the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
-runs after warm-up), each kernel's median device time (CUPTI through
-torch.profiler, L2 flushed), and the peak device memory each needs beyond its
+runs after warm-up: the host's time up to each launch counts), each kernel's
+median device time (CUPTI through torch.profiler, L2 flushed) and eager's
+(cuBLAS, cuDNN: its kernels added up, timed alike), and the peak device memory each needs beyond its
 weights and inputs (torch's allocator; the runtime allocates nothing else).
 An artifact that cannot be checked becomes a row with its error. Writes
 DIR/gpu-check.json and DIR/gpu-check.md and prints the table.
@@ -63,7 +64,8 @@ def check_one(outdir: Path) -> dict:
     moved_result = moved.check(run.reseeded(REPLAY_SEED + 1))  # and new parameter tensors
     replay = graphed.executable.replay_summary()
     graph_ms = run.time(graphed)
-    eager_ms, eager_peak = _eager(run, artifact.allow_tf32)
+    eager_ms, eager_peak, eager_kernels_ms = _eager(run, artifact.allow_tf32)
+    kernels_ms = sum(k["ms"] for k in kernels)
     return {
         "artifact": outdir.name, "model": portable_model_spec(manifest["model"]),
         "dtype": manifest.get("dtype") or "float32",
@@ -74,7 +76,8 @@ def check_one(outdir: Path) -> dict:
         "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
         "ratio_vs_eager": twintrack_ms / eager_ms if eager_ms else None,
         "graph_ratio_vs_eager": graph_ms / eager_ms if eager_ms else None,
-        "kernel_times": kernels, "kernels_total_ms": sum(k["ms"] for k in kernels),
+        "kernel_times": kernels, "kernels_total_ms": kernels_ms, "eager_kernels_ms": eager_kernels_ms,
+        "kernel_ratio_vs_eager": kernels_ms / eager_kernels_ms if eager_kernels_ms else None,
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
     }
 
@@ -101,34 +104,39 @@ def _kernel_figures(artifact: ArtifactTrack, run: CheckedRun) -> list[dict]:
     return kernels
 
 
-def _eager(run: CheckedRun, allow_tf32: bool) -> tuple[float | None, int | None]:
-    """Eager PyTorch's median time and peak memory on the GPU; (None, None)
-    where the model cannot run there (a torch.export graph names the device
-    it was traced on in its factory ops)."""
+def _eager(run: CheckedRun, allow_tf32: bool) -> tuple[float | None, int | None, float | None]:
+    """Eager PyTorch's median time, peak memory and device time of its
+    kernels (cuBLAS's, cuDNN's: each launch site's median, added up) on the
+    GPU; Nones where the model cannot run there (a torch.export graph names
+    the device it was traced on in its factory ops)."""
     from ..harness.checked_run import eager_track
     from ..harness.numerics import float32_matmuls
 
     try:
         eager = eager_track(run.source, "cuda")
         with float32_matmuls(allow_tf32):
-            return _time_and_peak_memory(run, eager)
+            milliseconds, peak = _time_and_peak_memory(run, eager)
+            kernels_ms = sum(site.median_ms for site in run.profile_kernels(eager, []))
+        return milliseconds, peak, kernels_ms
     except RuntimeError as e:
         progress(f"eager PyTorch cannot run this model on the GPU: {' '.join(str(e).split())[:120]}")
-        return None, None
+        return None, None, None
 
 
 def markdown(rows: list[dict], device: str) -> str:
     lines = [f"# GPU check, {date.today().isoformat()}, {device}", "",
              "| model | dtype | kernels | compile s | rel. error | twintrack ms | +CUDA graph ms | eager ms "
-             "| twintrack/eager | graph/eager | peak MiB (tt / eager) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| twintrack/eager | graph/eager | kernels ms (tt / eager) | kernels tt/eager | peak MiB (tt / eager) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | | | |")
+            lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | | | | | |")
             continue
         lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} "
                      f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {_number(r['eager_ms'], 3)} "
                      f"| {_number(r['ratio_vs_eager'], 2)} | {_number(r['graph_ratio_vs_eager'], 2)} "
+                     f"| {r['kernels_total_ms']:.3f} / {_number(r['eager_kernels_ms'], 3)} "
+                     f"| {_number(r['kernel_ratio_vs_eager'], 2)} "
                      f"| {r['peak_bytes_twintrack'] / 2**20:.1f} / {_number(r['peak_bytes_eager'] and r['peak_bytes_eager'] / 2**20, 1)} |")
     return "\n".join(lines) + "\n"
 

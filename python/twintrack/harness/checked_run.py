@@ -223,7 +223,7 @@ class ArtifactTrack:
             return self.executable(*arguments)
         return self._calling.call_flat(self.executable, arguments)
 
-    @property
+    @functools.cached_property
     def _calling(self):
         from ..runtime.artifact import calling_convention
         return calling_convention(self.manifest)

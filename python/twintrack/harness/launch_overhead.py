@@ -105,13 +105,13 @@ def reference_launches_us(outdir: Path) -> dict:
     host before twintrack adds anything."""
     import torch
     from ..runtime import GpuExecutable
-    from ..runtime.cuda_driver import _driver, cuda_stream
+    from ..runtime.cuda_driver import _driver, current_stream
 
     executable = GpuExecutable(outdir)
     tensors = [torch.randn(SHAPE, device="cuda") for _ in range(MEMREFS - 1)]
     executable(*tensors)
     prepared = next(iter(executable._launches.values()))
-    stream = cuda_stream(torch.cuda.current_stream().cuda_stream)
+    stream = current_stream()
     launch = _driver().cuLaunchKernel
     return {
         "driver_launch_us": host_us(lambda: launch(prepared.function, 1, 1, 1, 32, 1, 1, 0, stream,

@@ -210,3 +210,31 @@ class PreparedLaunch:
 
 def cuda_stream(handle: int):
     return _driver().CUstream(handle)
+
+
+MAX_STREAM_HANDLES = 64  # driver handles kept for torch's streams (a process uses a few)
+_stream_handles: dict[int, object] = {}
+
+
+@functools.cache
+def _raw_stream_reader():
+    """A function returning torch's current CUDA stream as a number: the raw
+    reader Inductor's wrappers use where the build has it (torch.cuda's
+    Stream object costs several microseconds a call)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        return lambda: torch.cuda.current_stream().cuda_stream
+    device = torch._C._cuda_getDevice
+    return lambda: raw(device())
+
+
+def current_stream():
+    """torch's current CUDA stream as the driver's CUstream, made once per stream."""
+    handle = _raw_stream_reader()()
+    stream = _stream_handles.get(handle)
+    if stream is None:
+        if len(_stream_handles) >= MAX_STREAM_HANDLES:
+            _stream_handles.clear()
+        stream = _stream_handles[handle] = cuda_stream(handle)
+    return stream

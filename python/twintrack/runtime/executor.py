@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import warnings
 from pathlib import Path
@@ -16,7 +17,7 @@ from .cuda_driver import (
     CudaError,
     KernelModule,
     PreparedLaunch,
-    cuda_stream,
+    current_stream,
     require_gpu,
 )
 from .plan import bind_symbols, expression_names, is_static, resolve_plan, validate_plan
@@ -24,18 +25,40 @@ from .plan import bind_symbols, expression_names, is_static, resolve_plan, valid
 MAX_SIZED_PLANS = 64  # a dynamic plan's resolutions kept (each small), the least recently used dropped
 
 
+class BufferLayout:
+    """A dense buffer's sizes, strides and dtype, read from the plan once:
+    a call allocates its outputs and scratch buffers by the cheapest route
+    into torch's caching allocator."""
+
+    __slots__ = ("shape", "strides", "dtype")
+
+    def __init__(self, shape: list[int], dtype: str):
+        self.shape, self.dtype = tuple(shape), _dtype(dtype)
+        strides, step = [], 1
+        for size in reversed(self.shape):
+            strides.append(step)
+            step *= max(size, 1)
+        self.strides = tuple(reversed(strides))
+
+    def allocate(self) -> torch.Tensor:
+        return _empty_strided_cuda()(self.shape, self.strides, self.dtype)
+
+
 class SizedPlan:
     """The plan at one set of sizes (the plan itself when static): its
     steps with the executable's method for each, the arguments a call
-    passes and the outputs it allocates, and its CUDA graph once captured."""
+    passes (with the shape and dtype each must have) and the outputs it
+    allocates, and its CUDA graph once captured."""
 
-    __slots__ = ("plan", "steps", "inputs", "outputs", "graph")
+    __slots__ = ("plan", "steps", "inputs", "expected", "outputs", "output_layouts", "graph")
 
     def __init__(self, plan: dict, executable: "GpuExecutable"):
         self.plan = plan
         self.steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
         self.inputs = [a for a in plan["arguments"] if a["kind"] != "output"]
+        self.expected = [(tuple(a["shape"]), _dtype(a["dtype"])) for a in self.inputs]
         self.outputs = [a for a in plan["arguments"] if a["kind"] == "output"]
+        self.output_layouts = [BufferLayout(a["shape"], a["dtype"]) for a in self.outputs]
         self.graph = None  # a GraphReplay once captured
 
 
@@ -65,6 +88,8 @@ class GpuExecutable:
         self._events = None  # (start, end) per launch while profiling
         self._modules: dict[str, KernelModule] = {}
         self._launches: dict[int, PreparedLaunch] = {}  # by id of the plan step
+        self._layouts: dict[int, BufferLayout] = {}  # an alloc step's, by id of the step
+        self._gpu_checked = False
         self._constants: dict[str, torch.Tensor] = {}
         self._static = SizedPlan(self.plan, self) if is_static(self.plan) else None
         self._sized_plans: dict[tuple[int, ...], SizedPlan] = {}  # by the symbols' sizes, least recently used first
@@ -78,7 +103,9 @@ class GpuExecutable:
     # ---------------------------------------------------------------- calling
     def __call__(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         sized = self._check_inputs(tensors)
-        require_gpu()
+        if not self._gpu_checked:
+            require_gpu()
+            self._gpu_checked = True
         tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]  # the kernels index dense rows
         return self._replay(tensors, sized) if self.cuda_graph else self._run(tensors, sized)
 
@@ -117,9 +144,9 @@ class GpuExecutable:
         finally:
             self._recorded_launches, self.poison_outputs = None, poison
 
-    def empty_output(self, spec: dict) -> torch.Tensor:
+    def empty_output(self, layout: BufferLayout) -> torch.Tensor:
         """A new output tensor, NaN (or -1) throughout when outputs are poisoned."""
-        output = torch.empty(spec["shape"], dtype=_dtype(spec["dtype"]), device="cuda")
+        output = layout.allocate()
         if self.poison_outputs:
             output.fill_(float("nan") if output.is_floating_point() else -1)
         return output
@@ -142,9 +169,9 @@ class GpuExecutable:
                 for step, times in zip(launches, zip(*samples))]
 
     def _run(self, tensors, sized: SizedPlan) -> list[torch.Tensor]:
-        outputs = [self.empty_output(spec) for spec in sized.outputs]
+        outputs = [self.empty_output(layout) for layout in sized.output_layouts]
         buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
-        stream = cuda_stream(torch.cuda.current_stream().cuda_stream)
+        stream = current_stream()
         for run_step, step in sized.steps:
             run_step(step, buffers, stream)
         return outputs
@@ -155,6 +182,8 @@ class GpuExecutable:
         if len(tensors) != len(self.inputs):
             raise InputMismatchError(f"expected {len(self.inputs)} tensors (state then inputs), got {len(tensors)}")
         sized = self._static or self._sized_plan(tensors)
+        if all(t.dtype is dtype and t.shape == shape and t.is_cuda for (shape, dtype), t in zip(sized.expected, tensors)):
+            return sized  # the common case, checked in one pass; the rest names the first problem
         for spec, tensor in zip(sized.inputs, tensors):
             dtype = str(tensor.dtype).removeprefix("torch.")
             if list(tensor.shape) != spec["shape"] or dtype != spec["dtype"]:
@@ -185,6 +214,7 @@ class GpuExecutable:
         """Drop a resolution, and its prepared launches (keyed by its steps' ids, which Python reuses)."""
         for _, step in self._sized_plans.pop(key).steps:
             self._launches.pop(id(step), None)
+            self._layouts.pop(id(step), None)
 
     def _check_ranges(self, sizes: dict[str, int]) -> None:
         """Refuse a size outside the range the compile assumed (the manifest's 'dynamic')."""
@@ -215,7 +245,10 @@ class GpuExecutable:
 
     # ---------------------------------------------------------------- steps
     def _alloc(self, step, buffers, stream) -> None:
-        buffers[step["buffer"]] = torch.empty(step["shape"], dtype=_dtype(step["dtype"]), device="cuda")
+        layout = self._layouts.get(id(step))
+        if layout is None:
+            layout = self._layouts[id(step)] = BufferLayout(step["shape"], step["dtype"])
+        buffers[step["buffer"]] = layout.allocate()
 
     def _constant(self, step, buffers, stream) -> None:
         if step["buffer"] not in self._constants:
@@ -279,6 +312,18 @@ class GpuExecutable:
 
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
+
+
+@functools.cache
+def _empty_strided_cuda():
+    """torch's allocation of an uninitialized CUDA tensor on the current
+    device: the direct entry Inductor's wrappers call where the build has
+    it (torch.empty's argument parsing costs microseconds a call)."""
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    fast = getattr(guards, "_empty_strided_cuda", None)
+    if fast is not None:
+        return fast
+    return lambda shape, strides, dtype: torch.empty_strided(shape, strides, dtype=dtype, device="cuda")
 
 
 def _view(buffers: dict, view: dict) -> torch.Tensor:

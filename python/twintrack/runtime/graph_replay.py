@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cuda_driver import CudaError, LaunchParameters, PreparedLaunch, _driver, check
+from .cuda_driver import CudaError, LaunchParameters, PreparedLaunch, _driver, check, current_stream
 
 
 def copied_buffers(plan: dict) -> set[str]:
@@ -61,7 +61,8 @@ class GraphReplay:
         first_input = next((i for i, a in enumerate(arguments) if a["kind"] == "input"), len(arguments))
         self.kinds = ["static" if a["kind"] == "input" and i - first_input in executable.static_inputs else a["kind"]
                       for i, a in enumerate(arguments)]
-        self.outputs = [(name, spec) for name, spec in zip(self.names, arguments) if spec["kind"] == "output"]
+        output_names = [name for name, spec in zip(self.names, arguments) if spec["kind"] == "output"]
+        self.outputs = list(zip(output_names, sized.output_layouts))
         self.patching = patching
         self.copied = copied_buffers(sized.plan) if patching else set(self.names)
         self._capture(tensors)
@@ -73,17 +74,28 @@ class GraphReplay:
                    if name in self.copied and kind != "input")
 
     def __call__(self, tensors) -> list[torch.Tensor]:
-        outputs = [self.bound[name] if name in self.copied else self.executable.empty_output(spec)
-                   for name, spec in self.outputs]
+        outputs = [self.bound[name] if name in self.copied else self.executable.empty_output(layout)
+                   for name, layout in self.outputs]
         for name, kind, tensor in zip(self.names, self.kinds, tensors):
             if name in self.copied and kind == "input":
                 self.bound[name].copy_(tensor)
         addresses = {name: t.data_ptr() for name, t in zip(self.names, list(tensors) + outputs)}
         for node in self.nodes:
             node.patch(self.exec, addresses)
-        self.graph.replay()
+        self._launch()
         return [output.clone() if name in self.copied else output
                 for (name, _), output in zip(self.outputs, outputs)]
+
+    def _launch(self) -> None:
+        """Replay on torch's current stream: through the driver where the
+        graph's executable handle is at hand (torch's replay costs a few
+        microseconds more, for random-number state this plan never captures)."""
+        if self.exec is None:
+            self.graph.replay()
+            return
+        result = self._graph_launch(self.exec, current_stream())
+        if result[0] != 0:
+            check(result, "replaying a CUDA graph")
 
     def _capture(self, tensors) -> None:
         executable = self.executable
@@ -99,7 +111,7 @@ class GraphReplay:
         with executable.recording_launches(launches), torch.cuda.graph(self.graph):
             outputs = executable._run(arguments, self.sized)
         self.bound = dict(zip(self.names, arguments + outputs))
-        self.nodes = []
+        self.nodes, self.exec = [], None
         if self.patching:
             self.graph.instantiate()
             self._find_nodes(launches)
@@ -107,6 +119,7 @@ class GraphReplay:
     def _find_nodes(self, launches) -> None:
         driver = _driver()
         self.exec = driver.CUgraphExec(self.graph.raw_cuda_graph_exec())
+        self._graph_launch = driver.cuGraphLaunch
         handles = _kernel_nodes_in_order(driver.CUgraph(self.graph.raw_cuda_graph()))
         self.nodes = _patched_nodes(launches, handles, {n for n in self.names if n not in self.copied})
         captured = {name: t.data_ptr() for name, t in self.bound.items()}
