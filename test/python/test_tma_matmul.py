@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from twintrack.compiler.kernels.matmul_common import MatmulOperands
-from twintrack.compiler.kernels.tma_matmul import tma_applies, tma_layout_problem
+from dataclasses import replace
+
+from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
+from twintrack.compiler.kernels.tma_matmul import tma_applies, tma_layout_problem, tma_store_problem
 from twintrack.compiler.target import gpu_target
 from twintrack.runtime import validate_plan
 from twintrack.runtime.cuda_driver import CudaError, TensorMapParameter
@@ -53,31 +55,62 @@ def test_a_broadcast_dim_cannot_be_a_tensor_map():
     assert tma_layout_problem("memref<4x64x64xf16, strided<[4096, 64, 1], offset: 8>>") is None
 
 
+_SPLIT_ROWS = OutputView(((2, 2048), (4096,)), (0, 1, 2), (0, 1, 2))  # a 3-d linear's rows (B·S) as (B, S)
+
+
+@pytest.mark.parametrize("operands, reason", [
+    (_operands(), None),
+    (replace(_operands(), view=OutputView(((4096,), (4096,)), (0, 1), (0, 1))), None),
+    (replace(_operands(), view=_SPLIT_ROWS, c_type="memref<2x2048x4096xf16>"), None),
+    (replace(_operands(), view=_SPLIT_ROWS, c_type="memref<2x2048x4096xf16, strided<[16777216, 4096, 1]>>"),
+     "a view splits C's dims in an output with strides"),
+    (replace(_operands(), view=OutputView(((4096,), (32, 128)), (0, 1, 2), (1, 0, 2)),
+             c_type="memref<32x4096x128xf16>"), "another order"),  # a projection's heads moved out
+    (replace(_operands(), out_element="i32", c_type="memref<4096x4096xi32>"), "no tensor map for i32"),
+    (replace(_operands(), c_vectors=False), "not 16-byte aligned"),
+    (replace(_operands(), c_type="memref<4096x4096xf16, strided<[4100, 1]>>"), "C: a stride or offset"),
+])
+def test_which_outputs_leave_through_tma_stores(operands, reason):
+    """C leaves through TMA stores where the output holds its elements in
+    its order (a view that only splits its dims, in a dense output, is
+    collapsed back on the host); the kernel stores from registers elsewhere."""
+    got = tma_store_problem(operands)
+    assert got is None if reason is None else reason in got, got
+
+
 @needs_ptxas
 @pytest.mark.parametrize("model, dtype, flops, boxes", [
-    ("zoo:gemm?m=4096&k=4096&n=4096", "float16", 2 * 4096 ** 3, [[128, 64], [64, 64]]),  # plain B: a box a 64 columns
+    # C's map (stored 64 rows x 128 bytes at a time), A's, B's (plain: a box a 64 columns)
+    ("zoo:gemm?m=4096&k=4096&n=4096", "float16", 2 * 4096 ** 3, [[64, 64], [128, 64], [64, 64]]),
     ("zoo:mlp?batch=4000&features=1032&hidden=4104&out=1000", "bfloat16", 2 * 4000 * 1032 * 4104,
-     [[128, 64], [256, 64]]),  # a linear's Wᵀ, ragged edges
+     [[64, 64], [128, 64], [256, 64]]),  # a linear's Wᵀ, ragged edges, bias and ReLU before the store
 ])
 def test_large_matmuls_take_the_tma_kernel(artifact, model, dtype, flops, boxes):
     """A block per SM loops over the tiles; a producer warpgroup copies
     each operand tile with one TMA instruction through a tensor map passed
     by value (a 128-byte grid-constant parameter) and gives its registers
     to the two consumer warpgroups; mbarriers, not block barriers, pace the
-    ring. The kernel report counts the matmul's flops once, not its tiles'."""
+    ring. Each consumer warpgroup stages its results in shared memory and
+    stores them with TMA, behind named barriers of its own. The kernel
+    report counts the matmul's flops once, not its tiles', and the bytes
+    its tensor maps move."""
     outdir = artifact(model, "--pipeline", "gpu", "--dtype", dtype, "--strict-kernels")
     manifest = json.loads((outdir / "manifest.json").read_text())
     kernel = next(k for k in manifest["kernels"] if k["path"].startswith("tma-wgmma-matmul"))
     assert kernel["grid"] == [gpu_target().sm_count, 1, 1] and kernel["block"] == [384, 1, 1]
     assert kernel["spills"] == 0 and not kernel.get("ptxas_notes")
     assert flops <= kernel["flops"] <= flops * 1.001  # and the epilogue's (bias, ReLU) over whole tiles
+    assert kernel["path"].endswith("TMA stores") and kernel["bytes"] >= 2 * (4000 * 1032 + 1032 * 4104)
     ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
-    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2  # A's and B's tensor maps
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 3  # A's, B's and C's tensor maps
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
     assert "mbarrier.arrive.expect_tx" in ptx and "mbarrier.try_wait.parity" in ptx
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
-    assert len(re.findall(r"\bbar\.sync\b", ptx)) == 1  # once, after the mbarriers are set up
+    assert len(re.findall(r"\bbar\.sync\s+0;", ptx)) == 1  # once, after the mbarriers are set up
+    assert re.search(r"\bbar\.sync\s+%r\d+, 128;", ptx)  # a consumer warpgroup's own
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
+    assert re.search(r"cp\.async\.bulk\.wait_group\.read\s+1;", ptx) and "st.global" not in ptx
     assert "cp.async.cg" not in ptx
     plan = json.loads((outdir / "plan.json").read_text())
     assert validate_plan(plan) == []

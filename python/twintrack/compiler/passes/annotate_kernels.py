@@ -24,6 +24,7 @@ from mlir import ir
 
 from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR, WGMMA_SHAPE_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
+from ..kernels.tma_matmul import described_buffer
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, gpu_functions, kernel_launches, kernel_ref, shaped_bytes
 
@@ -183,6 +184,16 @@ def annotate_sources(launch: ir.Operation, kernel: ir.Operation) -> None:
         launch.attributes["twintrack.source_keys"] = ir.ArrayAttr.get([ir.StringAttr.get(s) for s in keys])
 
 
+def _buffers_read_or_written(operands) -> list[ir.Value]:
+    """The memrefs a launch passes, and those it passes as TMA tensor maps, each once."""
+    buffers: list[ir.Value] = []
+    for value in operands:
+        buffer = value if isinstance(value.type, ir.MemRefType) else described_buffer(value)
+        if buffer is not None and buffer not in buffers:
+            buffers.append(buffer)
+    return buffers
+
+
 @dataclass(frozen=True)
 class AnnotateKernels(PythonPass):
     name = "annotate-kernels"
@@ -201,7 +212,7 @@ class AnnotateKernels(PythonPass):
     def _annotate(launch: ir.Operation, kernel: ir.Operation, path: str, flops_per_thread: float) -> None:
         view = launch.opview
         dims = (view.gridSizeX, view.gridSizeY, view.gridSizeZ, view.blockSizeX, view.blockSizeY, view.blockSizeZ)
-        buffers = [v.type for v in view.kernelOperands if isinstance(v.type, ir.MemRefType)]
+        buffers = [v.type for v in _buffers_read_or_written(view.kernelOperands)]
         annotate_sources(launch, kernel)
         with launch.context:
             launch.attributes[PATH_ATTR] = ir.StringAttr.get(path)

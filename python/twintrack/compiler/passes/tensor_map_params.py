@@ -1,5 +1,5 @@
-"""tensor-map-params: a kernel parameter that TMA copies read their tensor
-map through becomes the 128-byte tensor map itself, passed by value
+"""tensor-map-params: a kernel parameter that TMA copies (loads, stores,
+prefetches) read their tensor map through becomes the 128-byte tensor map itself, passed by value
 (`.param .align 64 .b8 [128]`) and marked a grid constant, so the kernel
 reads it where the launch put it (its generic address, cvta.param) and
 the runtime passes the map it encodes (kernels/tma_matmul). Runs on the
@@ -16,7 +16,9 @@ from .ir_helpers import PythonPass, nested_ops
 
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGNMENT = 64
-_READS_TENSOR_MAP = ("nvvm.cp.async.bulk.tensor.shared.cluster.global", "nvvm.cp.async.bulk.tensor.prefetch")
+# TMA ops and where their tensor map is: a load's second operand, the others' first.
+_READS_TENSOR_MAP = ("nvvm.cp.async.bulk.tensor.shared.cluster.global", "nvvm.cp.async.bulk.tensor.prefetch",
+                     "nvvm.cp.async.bulk.tensor.global.shared.cta", "nvvm.cp.async.bulk.tensor.reduce")
 
 
 @dataclass(frozen=True)
