@@ -11,7 +11,7 @@ import pytest
 from dataclasses import replace
 
 from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
-from twintrack.compiler.kernels.tma_matmul import tma_applies, tma_layout_problem, tma_store_problem
+from twintrack.compiler.kernels.tma_matmul import stored_layout, tma_applies, tma_layout_problem, tma_store_problem
 from twintrack.compiler.target import gpu_target
 from twintrack.runtime import validate_plan
 from twintrack.runtime.cuda_driver import CudaError, TensorMapParameter
@@ -58,24 +58,40 @@ def test_a_broadcast_dim_cannot_be_a_tensor_map():
 _SPLIT_ROWS = OutputView(((2, 2048), (4096,)), (0, 1, 2), (0, 1, 2))  # a 3-d linear's rows (B·S) as (B, S)
 
 
+_HEADS_OUT = OutputView(((4096,), (32, 128)), (0, 1, 2), (1, 0, 2))  # (S, H·D) stored as (H, S, D)
+
+
 @pytest.mark.parametrize("operands, reason", [
     (_operands(), None),
     (replace(_operands(), view=OutputView(((4096,), (4096,)), (0, 1), (0, 1))), None),
     (replace(_operands(), view=_SPLIT_ROWS, c_type="memref<2x2048x4096xf16>"), None),
-    (replace(_operands(), view=_SPLIT_ROWS, c_type="memref<2x2048x4096xf16, strided<[16777216, 4096, 1]>>"),
-     "a view splits C's dims in an output with strides"),
-    (replace(_operands(), view=OutputView(((4096,), (32, 128)), (0, 1, 2), (1, 0, 2)),
-             c_type="memref<32x4096x128xf16>"), "another order"),  # a projection's heads moved out
+    (replace(_operands(), view=_SPLIT_ROWS, c_type="memref<2x2048x4096xf16, strided<[16777216, 4096, 1]>>"), None),
+    (replace(_operands(), view=_HEADS_OUT, c_type="memref<32x4096x128xf16>"), None),
+    (replace(_operands(), view=OutputView(((4096,), (32, 128)), (0, 1, 2), (0, 2, 1)),
+             c_type="memref<4096x128x32xf16>"), "C: its rows are not contiguous"),  # heads innermost
+    (replace(_operands(m=4000), view=OutputView(((2, 2000), (4096,)), (0, 1, 2), (0, 1, 2)),
+             c_type="memref<2x2000x4096xf16>"), "a 64-wide box would straddle the split (2, 2000)"),
     (replace(_operands(), out_element="i32", c_type="memref<4096x4096xi32>"), "no tensor map for i32"),
     (replace(_operands(), c_vectors=False), "not 16-byte aligned"),
     (replace(_operands(), c_type="memref<4096x4096xf16, strided<[4100, 1]>>"), "C: a stride or offset"),
 ])
 def test_which_outputs_leave_through_tma_stores(operands, reason):
-    """C leaves through TMA stores where the output holds its elements in
-    its order (a view that only splits its dims, in a dense output, is
-    collapsed back on the host); the kernel stores from registers elsewhere."""
+    """C leaves through TMA stores wherever a tensor map over the output can
+    hold its tiles: the epilogue's view may split C's dims and store them
+    in another order (a projection writing heads), with strides; each
+    64-row, 128-byte box must stay inside one index of the outer splits and
+    the innermost dim be contiguous. Elsewhere the kernel stores from registers."""
     got = tma_store_problem(operands)
     assert got is None if reason is None else reason in got, got
+
+
+def test_a_stored_layout_reads_the_heads_where_the_output_keeps_them():
+    """Q's (S, H·D) stored as (H, S, D): the tensor map walks (S, H, D) with
+    the output's strides (S moves by D, H by S·D), a box of 64 rows inside
+    one head's 64 columns, coordinates innermost first."""
+    layout = stored_layout(replace(_operands(), view=_HEADS_OUT, c_type="memref<32x4096x128xf16>"), 64, 64)
+    assert layout.sizes == [4096, 32, 128] and layout.strides == (128, 4096 * 128, 1) and layout.offset == 0
+    assert layout.box(64, 64) == [64, 1, 64]
 
 
 @needs_ptxas

@@ -42,7 +42,6 @@ fresh barrier reports complete."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from mlir import ir
@@ -120,44 +119,75 @@ def _strides_problem(strides: list[int], offset: int, size: int) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class StoredLayout:
+    """The output as a TMA store sees it: C's dims split as the epilogue's
+    view splits them (a 3-d linear's rows as (B, S), a projection's columns
+    as (heads, dim)), in C's order, each with its stride in the output
+    (which may hold them in another order: Q written as (B, H, S, D)).
+    `groups[d]`: the split sizes of C's dim d (none for a unit dim the
+    output drops); `strides` and `offset` in elements, outermost first."""
+    groups: tuple[tuple[int, ...], ...]
+    strides: tuple[int, ...]
+    offset: int
+
+    @property
+    def sizes(self) -> list[int]:
+        return [size for group in self.groups for size in group]
+
+    def box(self, rows: int, columns: int) -> list[int]:
+        """A `rows` x `columns` tile of C: the innermost split of M's and of N's dims, 1 in the others."""
+        box = []
+        for d, group in enumerate(self.groups):
+            inner = {len(self.groups) - 2: rows, len(self.groups) - 1: columns}.get(d, 1)
+            box += [1] * (len(group) - 1) + ([inner] if group else [])
+        return box
+
+    def coordinates(self, w: KernelBuilder, c_indices: list[ir.Value]) -> list[ir.Value]:
+        """The tensor map's coordinates, innermost first, of C's element at `c_indices`."""
+        split = []
+        for index, group in zip(c_indices, self.groups):
+            if group:
+                split += w.delinearize(index, list(group))
+        return list(reversed(split))
+
+
+def stored_layout(ops: MatmulOperands, box_rows: int, box_columns: int) -> StoredLayout | str:
+    """The layout TMA stores of `box_rows` x `box_columns` tiles write C
+    through, or why there is none: each box must stay inside one index of
+    the outer splits, the innermost dim be contiguous, the rest a tensor map
+    can describe (16-byte strides and offset, at most 5 dims)."""
+    with ir.Context(), ir.Location.unknown():
+        output = ir.MemRefType(ir.Type.parse(ops.c_type)) if ops.c_type.startswith("memref<") else None
+        if output is None:
+            return f"C is no memref: {ops.c_type!r}"
+        strides, offset = output.get_strides_and_offset()
+    view = ops.view
+    groups = view.splits if view is not None else tuple((size,) for size in output.shape)
+    if any(ir.ShapedType.is_dynamic_size(size) for group in groups for size in group):
+        return "C's split sizes are known only at run time"
+    # Split dim r (C's order) is loop dim loop_dims[r], stored at the output dim that holds that loop.
+    output_dims = [view.store_dims.index(view.loop_dims[r]) for r in range(len(view.loop_dims))] if view \
+        else list(range(output.rank))
+    layout = StoredLayout(tuple(tuple(group) for group in groups), tuple(strides[d] for d in output_dims), offset)
+    for group, inner in ((groups[-2], box_rows), (groups[-1], box_columns)):
+        if len(group) > 1 and group[-1] % inner:
+            return f"a {inner}-wide box would straddle the split {group}"
+    if not groups[-1]:
+        return "C's columns are a dropped dim"
+    problem = _strides_problem(list(layout.strides), offset, element_bytes(ops.out_element))
+    return f"C: {problem}" if problem else layout
+
+
 def tma_store_problem(ops: MatmulOperands) -> str | None:
     """Why the results cannot leave through TMA stores (None: they can):
-    the output must hold C's elements in C's order (a view may only split
-    C's dims, in a dense output: it is collapsed back for the tensor map),
-    in an element a tensor map holds, with rows a tensor map can describe."""
+    an element a tensor map holds, 16-byte rows, and a `stored_layout`."""
     if ops.out_element not in TENSOR_MAP_ELEMENTS:
         return f"no tensor map for {ops.out_element} results"
     if not ops.c_vectors:
         return "C's rows are not 16-byte aligned"
-    view = ops.view
-    if view is not None and _splits_only(view) is None:
-        return "the output holds C's elements in another order"
-    if view is not None and any(len(group) > 1 for group in view.splits):
-        with ir.Context(), ir.Location.unknown():
-            output = ir.MemRefType(ir.Type.parse(ops.c_type))
-            strides, offset = output.get_strides_and_offset()
-            dense = [math.prod(output.shape[d + 1:]) for d in range(output.rank)]
-        if list(strides) != dense or offset != 0:
-            return "a view splits C's dims in an output with strides"
-        return None
-    problem = tma_layout_problem(ops.c_type)
-    return None if problem is None else f"C: {problem}"
-
-
-def _splits_only(view) -> list[list[int]] | None:
-    """The output's dims grouped by the dim of C each splits (a collapse's
-    reassociation), where the view only splits C's dims; None where it
-    permutes or drops them."""
-    dims = len(view.loop_dims)
-    if tuple(view.loop_dims) != tuple(range(dims)) or tuple(view.store_dims) != tuple(range(dims)):
-        return None
-    if any(not group for group in view.splits):
-        return None
-    groups, first = [], 0
-    for group in view.splits:
-        groups.append(list(range(first, first + len(group))))
-        first += len(group)
-    return groups
+    layout = stored_layout(ops, WGMMA_M, SWIZZLE_BYTES // element_bytes(ops.out_element))
+    return layout if isinstance(layout, str) else None
 
 
 def tma_applies(operands, target, arch: str) -> str | None:
@@ -246,6 +276,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         blocks = config.persistent_blocks or self.tiles
         self.blocks = min(self.tiles, blocks)
         self.store_problem = tma_store_problem(ops)
+        self.stored = None if self.store_problem else \
+            stored_layout(ops, WGMMA_M, SWIZZLE_BYTES // element_bytes(ops.out_element))
         self.store_columns = SWIZZLE_BYTES // element_bytes(ops.out_element)  # a staging buffer's: 128 bytes
         self.staging_bytes = 0 if self.store_problem else config.warpgroups * STORE_BUFFERS * WGMMA_M * SWIZZLE_BYTES
         if self.store_problem is None:
@@ -269,7 +301,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         with ir.InsertionPoint(before), before.location:
             maps = [tensor_map(operands.a, a_box), tensor_map(operands.b, b_box)]
             if self.store_problem is None:
-                maps.append(tensor_map(self._c_as_stored(operands.c), unit + [WGMMA_M, self.store_columns]))
+                maps.append(tensor_map(self._c_as_stored(operands.c), self.stored.box(WGMMA_M, self.store_columns)))
         self.a_map, self.b_map = maps[:2]
         self.c_map = maps[2] if len(maps) > 2 else None
         try:
@@ -280,19 +312,18 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             raise
 
     def _c_as_stored(self, output: ir.Value) -> ir.Value:
-        """The output as C's (batch?, M, N): collapsed where a view splits C's dims (host side)."""
-        groups = _splits_only(self.ops.view) if self.ops.view is not None else None
-        if groups is None or all(len(group) == 1 for group in groups):
-            return output
+        """The output as its `stored_layout` (host side): reinterpreted with
+        C's split dims in C's order, where that is not its own layout."""
+        layout = self.stored
         source = ir.MemRefType(output.type)
-        shape = [1] * len(groups)
-        for d, group in enumerate(groups):
-            for dim in group:
-                shape[d] *= source.shape[dim]
-        collapsed = ir.MemRefType.get(shape, source.element_type, memory_space=source.memory_space)
-        return memref.collapse_shape(collapsed, output, ir.ArrayAttr.get(
-            [ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in group])
-             for group in groups]))
+        strides, offset = source.get_strides_and_offset()
+        if layout.sizes == list(source.shape) and list(layout.strides) == list(strides):
+            return output
+        stored = ir.MemRefType.get(layout.sizes, source.element_type,
+                                   layout=ir.StridedLayoutAttr.get(layout.offset, list(layout.strides)),
+                                   memory_space=source.memory_space)
+        return memref.reinterpret_cast(stored, output, [], [], [], [layout.offset], layout.sizes,
+                                       list(layout.strides))
 
     # ------------------------------------------------------------ kernel
     def kernel_body(self) -> None:
@@ -453,7 +484,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self._warpgroup_barrier(warpgroup)
             with w.only_if(self._storing_thread()):
                 i32 = ir.IntegerType.get_signless(32)
-                coordinates = [self._box[1], self._box[0]] + ([self.batch] if self.ops.batch is not None else [])
+                coordinates = self.stored.coordinates(w, self.at(*self._box))
                 nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(self.c_map, _shared_pointer(w, self._staging),
                                                           [arith.index_cast(i32, c) for c in coordinates])
                 nvvm.CpAsyncBulkCommitGroupOp()

@@ -15,7 +15,8 @@ residual, narrowing) or a transpose, reads the result through any
 expand_shape and any permutation of its loops, and does not write over A or
 B: the kernel splits each result's indices into the epilogue's loop
 indices (an OutputView) and stores it where the epilogue's output map puts
-it. The matmuls of one horizontal dispatch share one kernel. Matmuls the
+it. The matmuls of one horizontal dispatch share one kernel, unless the
+persistent TMA kernel takes each on its own. Matmuls the
 kernels cannot take (shapes not a multiple of any tile, dynamic or
 unaligned layouts, other element types) stay linalg ops for the generic
 pipeline.
@@ -587,6 +588,7 @@ class GpuMatmulKernels(PythonPass):
             sites = [MatmulSite.of(op, windows=len(group) == 1) for op in group]
             operands = [self._precision(site.operands(target)) for site in sites]
             if len(sites) > 1 and None not in operands and \
+                    not self._each_persistent(operands, table, target, request) and \
                     self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
             for site, single in zip(sites, operands):
@@ -626,6 +628,16 @@ class GpuMatmulKernels(PythonPass):
         with kernel_site(module, self.strict):
             built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned)
         return built
+
+    def _each_persistent(self, operands: list[MatmulOperands], table, target, request) -> bool:
+        """Does the TMA kernel take each matmul of a horizontal group on its own?
+        Each then fills the GPU with its own persistent grid, and a
+        horizontal kernel (cp.async, one tile a block) would only be slower."""
+        for single in operands:
+            chosen = choose_kernel([single], table, self.arch, target, request)
+            if chosen is None or chosen[0] is not TmaWgmmaMatmulWriter:
+                return False
+        return True
 
     def _transposed_b(self, site: MatmulSite, operands: MatmulOperands | None) -> TransposeCopy | None:
         """The copy that gives a tf32 matmul's plain B (K x N) as Bᵀ, where
