@@ -164,6 +164,25 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
         assert loops == stored, line  # an identity map
 
 
+def test_grouped_kv_heads_in_a_llama_layer_take_the_wgmma_kernel(artifact):
+    """A LLaMA layer with grouped KV heads (8 query heads, 2 KV heads): the
+    rotary embedding wrote Kᵀ repeated for each query head's group (kv
+    heads, group, 64, seq), and V was copied repeated. The rotary now writes
+    K's rows (its three outer dims the attention's batch), V is read where
+    the projection wrote it, at its group's head, and the flash kernel is
+    the wgmma one (it had fallen back to mma.sync: Kᵀ's keys run along a row)."""
+    model = "python/twintrack/harness/at_scale.py:llama_layer?batch=1&seq=256&dim=512&heads=8&kv_heads=2&ffn=1024"
+    outdir = _gpu_artifact(artifact, model, "float16")
+    kernels = _kernels(outdir)
+    assert [k["path"].split()[0] for k in kernels if "attention" in k["name"]] == ["flash-attention-wgmma"]
+    assert not [k for k in kernels if any(op.startswith("aten.expand") for op in k["source_ops"])], kernels
+    plan = json.loads((outdir / "plan.json").read_text())
+    flash = next(s for s in plan["steps"] if s["op"] == "launch" and "attention" in s["module"])
+    keys, values = (flash["args"][i]["memref"] for i in (1, 2))
+    assert keys["sizes"] == [8, 256, 64], keys  # K's rows, the repeated heads one batch dim
+    assert values["sizes"] == [2, 256, 64], values  # the 2 KV heads where the projection wrote them, not 8 copies
+
+
 @pytest.mark.parametrize("options", ["", "&causal=1"])
 def test_hopper_attention_runs_on_wgmma_with_scores_in_registers(artifact, options):
     """f16 attention on sm_90a: one wgmma flash kernel of two warpgroups,

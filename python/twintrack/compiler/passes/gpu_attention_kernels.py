@@ -229,15 +229,15 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
         return None
     source, source_dims, scale = permuted
     copy_shape = ir.MemRefType(copy.type).shape
-    names = {3: ("batch", "tile", "tile"), 4: ("outer", "head", "tile", "tile"),
-             5: ("outer", "head", "group", "tile", "tile")}[len(copy_shape)]
+    repeating = len(source_dims) < len(copy_shape)
+    names = (_REPEATING_COPY_DIMS if repeating else _COPY_DIMS)[len(copy_shape)]
     dims = tuple(names[d] for d in source_dims)
     tiles = [d for d in range(len(dims)) if dims[d] == "tile"]
     source_type = ir.MemRefType(source.type)
     if not _view_tile_contiguous(source, tiles[1]) or not _untouched_between(producer, kernel_at, source):
         return None
-    heads = copy_shape[1] if len(copy_shape) >= 4 else 1
-    group = copy_shape[2] if len(copy_shape) == 5 else 1
+    heads = copy_shape[names.index("head")] if "head" in names else 1
+    group = copy_shape[names.index("group")] if "group" in names else 1
     swapped = source_dims[tiles[0]] > source_dims[tiles[1]]
     found = _slice(source_type, dims, heads, group)
     return None if found is None else _Read(source, found, producer, copy, swapped, scale)
@@ -245,15 +245,18 @@ def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation
 
 def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation,
                  only_transposing: bool = False) -> _Read | None:
-    """Kᵀ (batch, D, keys), or (outer, heads, D, keys), written whole by one
+    """Kᵀ (batch, D, keys), (outer, heads, D, keys), or with grouped KV
+    heads repeated (outer, kv heads, group, D, keys), written whole by one
     all-parallel generic (a key projection's epilogue, a rotary embedding)
     or a transpose: read as K from a buffer (…, keys, D) that the op writes
     instead, if nothing but this attention reads Kᵀ while it holds it (as
     for `_through_copy`). Where Kᵀ's rows are whole 16-byte vectors (it
     could be read as it is: `only_transposing`), only if the op writes it
-    transposing, its stores then as contiguous as its reads."""
+    transposing, its stores then as contiguous as its reads. A repeated
+    K's three outer dims are the attention's batch, in order: the kernel
+    reads it as (batch, keys, D)."""
     buffer = _collapsed_from(value)
-    if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4) \
+    if buffer is None or len(ir.MemRefType(buffer.type).shape) not in (3, 4, 5) \
             or ir.ShapedType.is_dynamic_size(ir.MemRefType(buffer.type).shape[-2]):  # the head dim
         return None
     block_ops = [o.operation for o in reader.block.operations]
@@ -266,11 +269,21 @@ def _relaid_keys(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation,
             or (producer.name == "linalg.generic" and map_dims(indexing_maps(producer)[-1]) is None) \
             or (only_transposing and not _writes_transposing(producer)):
         return None
-    keys_type = _transposed_type(ir.MemRefType(buffer.type))
+    keys_type = _batch_of_three(_transposed_type(ir.MemRefType(buffer.type)))
     rank = keys_type.rank
     dims = ("batch", "tile", "tile") if rank == 3 else ("outer", "head", "tile", "tile")
     found = _slice(keys_type, dims, keys_type.shape[1] if rank == 4 else 1)
     return None if found is None else _Read(None, found, copy=buffer, swapped=True, relaid=producer)
+
+
+def _batch_of_three(memref_type: ir.MemRefType) -> ir.MemRefType:
+    """A row-major (outer, kv heads, group, rows, cols) as (batch, rows, cols); other ranks as they are."""
+    if memref_type.rank != 5:
+        return memref_type
+    *outer, rows, cols = memref_type.shape
+    batch = ir.ShapedType.get_dynamic_size() if any(ir.ShapedType.is_dynamic_size(s) for s in outer) \
+        else math.prod(outer)
+    return ir.MemRefType.get([batch, rows, cols], memref_type.element_type, loc=ir.Location.unknown())
 
 
 def _writes_transposing(producer: ir.Operation) -> bool:
@@ -308,6 +321,11 @@ def _relay_keys(read: _Read) -> None:
     else:
         _swap_stored_loops(producer)
     producer.operands[len(producer.operands) - 1] = keys
+    if keys_type.rank == 5:  # the kernel reads the repeated heads as one batch dim
+        with ir.InsertionPoint(producer), producer.location:
+            keys = memref.collapse_shape(_batch_of_three(keys_type), keys, ir.ArrayAttr.get(
+                [ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in group])
+                 for group in ([0, 1, 2], [3], [4])]))
     read.argument = keys
 
 
@@ -347,11 +365,19 @@ def _collapsed_from(value: ir.Value) -> ir.Value | None:
     return root if len(shape) in (3, 4, 5) and shape[-2:] == collapsed[-2:] else None
 
 
+# The KV head's group in a copy repeating K or V for grouped heads: (outer,
+# kv heads, group, rows, cols), or (kv heads, group, rows, cols).
+_GROUP_DIM = {5: 2, 4: 1}
+_COPY_DIMS = {3: ("batch", "tile", "tile"), 4: ("outer", "head", "tile", "tile"),
+              5: ("outer", "head", "group", "tile", "tile")}
+_REPEATING_COPY_DIMS = {4: ("head", "group", "tile", "tile"), 5: _COPY_DIMS[5]}
+
+
 def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
     """(source, the copy's dim each source dim is, scale or None) of a copy
-    writing `copy` whole as a permutation of its one input (or, for a 5-D
-    copy, a permutation repeating the source along dim 2, the KV head's
-    group); else None."""
+    writing `copy` whole as a permutation of its one input (or one
+    repeating the source along the KV head's group: dim 2 of a 5-D copy,
+    dim 1 of a 4-D one whose unit batch dim is gone); else None."""
     rank = len(ir.MemRefType(copy.type).shape)
     if op.name == "linalg.transpose" and op.operands[1] == copy:
         permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
@@ -360,8 +386,8 @@ def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
         return None
     maps = indexing_maps(op)
     source_dims = map_dims(maps[0])
-    read = [d for d in range(rank) if rank < 5 or d != 2]  # a 5-D copy repeats its source along the group
-    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None or sorted(source_dims) != read:
+    if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None \
+            or sorted(source_dims) not in ([d for d in range(rank) if d != _GROUP_DIM.get(rank)], list(range(rank))):
         return None
     body = describe_body(op)
     if body is None:
@@ -648,8 +674,10 @@ def _replace(chain: _Chain, kernel: str) -> None:
                                        scores.captured)
     build_flash_attention(chain.values.op, kernel, chain.attention, chain.config, operands)
     with ir.InsertionPoint(chain.values.op), chain.values.op.location:
-        for read in relaid:  # freed after the kernel, its last reader
-            memref.DeallocOp(read.argument)
+        for read in relaid:  # freed after the kernel, its last reader (the allocation under a collapsed view)
+            argument = read.argument.owner
+            collapsed = isinstance(argument, (ir.Operation, ir.OpView)) and argument.name == "memref.collapse_shape"
+            memref.DeallocOp(argument.operands[0] if collapsed else read.argument)
     temporaries = _temporaries(chain)
     erase_site(chain.values)
     for op in reversed(chain.softmax.ops):
