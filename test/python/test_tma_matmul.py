@@ -5,14 +5,16 @@ Its numerics and speed on the GPU: tools/gpu_check.py (bench/NOTES.md v61)."""
 
 import json
 import re
+import shutil
 
 import pytest
 
 from dataclasses import replace
 
 from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
-from twintrack.compiler.kernels.tma_matmul import stored_layout, tma_applies, tma_layout_problem, tma_store_problem
-from twintrack.compiler.target import gpu_target
+from twintrack.compiler.kernels.tensor_maps import stored_layout, tma_layout_problem, tma_store_problem
+from twintrack.compiler.kernels.tma_matmul import tma_applies
+from twintrack.compiler.target import DEFAULT_LOWERING_DIR as LOWERING_DIR, gpu_target
 from twintrack.runtime import validate_plan
 from twintrack.runtime.cuda_driver import CudaError, TensorMapParameter
 from twintrack.tooling import find_libdevice, find_tool
@@ -70,7 +72,9 @@ _HEADS_OUT = OutputView(((4096,), (32, 128)), (0, 1, 2), (1, 0, 2))  # (S, H·D)
     (replace(_operands(), view=OutputView(((4096,), (32, 128)), (0, 1, 2), (0, 2, 1)),
              c_type="memref<4096x128x32xf16>"), "C: its rows are not contiguous"),  # heads innermost
     (replace(_operands(m=4000), view=OutputView(((2, 2000), (4096,)), (0, 1, 2), (0, 1, 2)),
-             c_type="memref<2x2000x4096xf16>"), "a 64-wide box would straddle the split (2, 2000)"),
+             c_type="memref<2x2000x4096xf16>"), None),  # (B, S) stored whole: one dim of 4000 rows
+    (replace(_operands(m=4000), view=OutputView(((2, 2000), (4096,)), (0, 1, 2), (1, 0, 2)),
+             c_type="memref<2000x2x4096xf16>"), "a 64-wide box would straddle the split (2, 2000)"),
     (replace(_operands(), out_element="i32", c_type="memref<4096x4096xi32>"), "no tensor map for i32"),
     (replace(_operands(), c_vectors=False), "not 16-byte aligned"),
     (replace(_operands(), c_type="memref<4096x4096xf16, strided<[4100, 1]>>"), "C: a stride or offset"),
@@ -83,6 +87,16 @@ def test_which_outputs_leave_through_tma_stores(operands, reason):
     the innermost dim be contiguous. Elsewhere the kernel stores from registers."""
     got = tma_store_problem(operands)
     assert got is None if reason is None else reason in got, got
+
+
+def test_split_rows_stored_whole_are_one_dim_of_the_tensor_map():
+    """A channels-last convolution's rows (N, H, W) = (64, 56, 56): no
+    64-row box fits inside a W of 56, but the output holds the rows evenly
+    strided, so the map walks them as one dim of 200,704."""
+    view = OutputView(((64, 56, 56), (64,)), (0, 1, 2, 3), (0, 1, 2, 3))
+    layout = stored_layout(replace(_operands(m=64 * 56 * 56, n=64), view=view, c_type="memref<64x56x56x64xf16>"),
+                           64, 64)
+    assert layout.sizes == [64 * 56 * 56, 64] and layout.strides == (64, 1) and layout.box(64, 64) == [64, 64]
 
 
 def test_a_stored_layout_reads_the_heads_where_the_output_keeps_them():
@@ -160,3 +174,30 @@ def test_the_runtime_gives_the_driver_the_view_innermost_first():
     assert parameter.geometry(4096) == (4096 + 16, [72, 200, 4], [144, 28800], [64, 128, 1])
     with pytest.raises(CudaError, match="b3 starts at an address that is no multiple of 16 bytes"):
         parameter.geometry(4096 + 2)
+
+
+@needs_ptxas
+def test_a_one_tile_wgmma_kernel_stages_its_stores_where_its_tile_asks(artifact, tmp_path_factory):
+    """The wgmma kernel (one tile a block, cp.async ring) stages its results
+    over the ring once every warpgroup is done with it (a block barrier)
+    and stores them with TMA, where its tile says `tma_stores = true` (the
+    TMA tiles' default; the tile table leaves the wgmma tiles in registers
+    until measured). f32 results (tf32), 32 columns a store; the block
+    waits for its stores before it exits."""
+    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(LOWERING_DIR, lowering)
+    table = lowering / "tuning" / "matmul.toml"
+    table.write_text(table.read_text().replace("[[wgmma_matmul]]\n", "[[wgmma_matmul]]\ntma_stores = true\n"))
+    outdir = artifact("zoo:gemm?m=2048&k=2048&n=2048", "--pipeline", "gpu", "--dtype", "float32", "--allow-tf32",
+                      "--strict-kernels", "--lowering-dir", lowering)
+    kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+                  if k["path"].startswith("wgmma-matmul"))
+    assert kernel["path"].endswith("TMA stores") and kernel["spills"] == 0
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 1  # C's tensor map alone
+    assert len(re.findall(r"\bbar\.sync\s+0;", ptx)) >= 2  # the K loop's, and the ring freed for staging
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.tile\.bulk_group", ptx)) == 8
+    assert re.search(r"cp\.async\.bulk\.wait_group\s+0;", ptx) and "st.global" not in ptx
+    plan = json.loads((outdir / "plan.json").read_text())
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
+    assert [a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a] == [[64, 32]]

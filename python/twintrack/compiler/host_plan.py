@@ -305,7 +305,7 @@ class _PlanBuilder:
                             self.sizes.apply("arith.minui", [step["when"], holds])
 
     def _tensor_map(self, op) -> None:
-        """A TMA descriptor of a buffer (kernels/tma_matmul.tensor_map): an
+        """A TMA descriptor of a buffer (kernels/tensor_maps.tensor_map): an
         argument the runtime passes as the tensor map it encodes of that
         view, with this box (innermost last, as the view's sizes) and swizzle."""
         described = op.operands[0]

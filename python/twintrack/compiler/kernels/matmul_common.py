@@ -172,8 +172,25 @@ class TiledMatmulWriter:
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
-        """The kernel's gpu.launch, built right before `before`; where M is
-        known only at run time, its row tiles are counted on the host."""
+        """The kernel's gpu.launch, built right before `before` (after the
+        values it reads that are made on the host: `host_values`); where M
+        is known only at run time, its row tiles are counted on the host."""
+        made = made_on_host([self], [operands], before)
+        try:
+            return self._launch(before, kernel, operands)
+        except Exception:
+            self.discard_host_values(made[0])
+            raise
+
+    def host_values(self, operands: KernelOperands) -> list[ir.Value]:
+        """Values the kernel reads that the host makes before its launch, at
+        the insertion point (TMA tensor maps); none here."""
+        return []
+
+    def discard_host_values(self, values: list[ir.Value]) -> None:
+        """Erase `host_values` a launch that failed to build reads no more."""
+
+    def _launch(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
         def body(w: KernelBuilder, ids: LaunchIds) -> None:
             self.bind(w, ids, operands, ids.block_x, ids.block_y, ids.block_z)
             self.kernel_body()
@@ -477,8 +494,21 @@ def build_horizontal(before: ir.Operation, kernel: str, writers: list[TiledMatmu
     def body(w: KernelBuilder, ids: LaunchIds) -> None:
         _horizontal_branch(w, ids, writers, operands, ends, 0)
 
-    return build_launch(before, kernel, first.path, (ends[-1], 1, 1), first.threads, body, first.path,
-                        first.workgroup_types(), first.dynamic_shared_bytes())
+    made = made_on_host(writers, operands, before)
+    try:
+        return build_launch(before, kernel, first.path, (ends[-1], 1, 1), first.threads, body, first.path,
+                            first.workgroup_types(), first.dynamic_shared_bytes())
+    except Exception:
+        for writer, values in zip(writers, made):
+            writer.discard_host_values(values)
+        raise
+
+
+def made_on_host(writers: list[TiledMatmulWriter], operands: list[KernelOperands],
+                 before: ir.Operation) -> list[list[ir.Value]]:
+    """Each writer's `host_values`, made right before `before`."""
+    with ir.InsertionPoint(before), before.location:
+        return [writer.host_values(ops) for writer, ops in zip(writers, operands)]
 
 
 def _horizontal_branch(w: KernelBuilder, ids: LaunchIds, writers: list[TiledMatmulWriter],

@@ -61,6 +61,9 @@ class _KSlices:
     def store_results(self, accumulators: ir.Value, width: int, row: ir.Value, col: ir.Value) -> None:
         super().store_results(accumulators, width, self.w.add(row, self.first_row), col)
 
+    def _staging_problem(self) -> str | None:  # the wgmma writer's TMA stores
+        return "a K slice stores at its own rows of the workspace"
+
 
 class _MmaSlices(_KSlices, MmaMatmulWriter):
     pass

@@ -56,6 +56,16 @@ from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 from .builder import WGMMA_SHAPE_ATTR, KernelBuilder, mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
 from .window_read import WindowRead
+from .tensor_maps import (
+    SWIZZLE_BYTES,
+    as_stored,
+    erase_tensor_map,
+    shared_pointer,
+    store_columns,
+    stored_layout,
+    tensor_map,
+    tma_store_problem,
+)
 from .matmul_common import (
     VECTOR_BYTES,
     MatmulOperands,
@@ -69,11 +79,15 @@ WGMMA_ARCHS = ("sm_90a",)  # wgmma is an sm_90a feature: neither sm_90 nor later
 WARPGROUP = 128            # threads
 WGMMA_M = 64
 WGMMA_K_BYTES = 32         # the K of one wgmma: 16 f16 or 8 tf32
-SWIZZLE_BYTES = 128        # one swizzled row; BK is one row of K
+# SWIZZLE_BYTES (tensor_maps): one swizzled row; BK is one row of K
 ATOM_ROWS = 8              # rows per swizzle atom (1024 bytes)
 ROW_CHUNKS = SWIZZLE_BYTES // VECTOR_BYTES  # 16-byte chunks in a swizzled row
 ATOM_BYTES = SWIZZLE_BYTES * ATOM_ROWS
 N_ATOM_ELEMENTS = 64       # an N-major atom's width (16-bit elements only)
+# A warpgroup's staging buffers for TMA stores (64 rows x 128 bytes each):
+# it fills one while the store of the other drains.
+STORE_BUFFERS = 2
+FIRST_WARPGROUP_BARRIER = 1  # named barrier of warpgroup g: 1 + g (0 is the block's)
 
 # Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the
 # start address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the
@@ -201,11 +215,15 @@ def wgmma_with_registers_a(w: KernelBuilder, acc: ir.Value, a_registers: list[ir
 
 @dataclass(frozen=True)
 class WgmmaTileConfig:
+    """A wgmma tile; `tma_stores`: its results leave through staging
+    buffers and TMA stores where C takes them (`WgmmaMatmulWriter._staged_store`),
+    else from registers."""
     bm: int
     bn: int
     bk: int
     warpgroups: int
     stages: int
+    tma_stores: bool = False
 
     def __post_init__(self):
         if self.bk not in (32, 64) or self.bm != WGMMA_M * self.warpgroups or self.bn % N_ATOM_ELEMENTS \
@@ -272,9 +290,38 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             raise ValueError(f"wgmma tile {config.label()}: a ring refilled during the loop needs 3 stages")
         # Steps whose copies are in flight while a step computes.
         self.lookahead = self.k_steps if self.whole_k else config.stages - 2
+        self.store_columns = store_columns(ops)
+        self.staging_bytes = config.warpgroups * STORE_BUFFERS * WGMMA_M * SWIZZLE_BYTES
+        self.store_problem = tma_store_problem(ops) or self._staging_problem()
+        self.stored = None if self.store_problem else stored_layout(ops, WGMMA_M, self.store_columns)
+        if self.store_problem is None:
+            self.path += " TMA stores"
+        self.c_map: ir.Value | None = None  # C's tensor map, made on the host (`host_values`)
+        self._staging: ir.Value | None = None  # while results are staged: the buffer's shared address
 
     def workgroup_types(self) -> list[ir.MemRefType]:
         return []
+
+    def _staging_problem(self) -> str | None:
+        """Why the results are not staged for TMA stores: the tile leaves
+        them in registers, or they would not fit where the ring was (they
+        take its place once the K loop is done with it)."""
+        if not self.cfg.tma_stores:
+            return "the tile stores from registers (tma_stores = false)"
+        if self.cfg.stages * self.stage_elements * self.element_bytes < self.staging_bytes:
+            return "the ring is smaller than the staging buffers"
+        return None
+
+    def host_values(self, operands) -> list[ir.Value]:
+        """C's tensor map, where its results leave through TMA stores."""
+        if self.store_problem is not None:
+            return []
+        self.c_map = tensor_map(as_stored(operands.c, self.stored), self.stored.box(WGMMA_M, self.store_columns))
+        return [self.c_map]
+
+    def discard_host_values(self, values: list[ir.Value]) -> None:
+        for value in values:
+            erase_tensor_map(value)
 
     def dynamic_shared_bytes(self) -> int:
         return self.cfg.stages * self.stage_elements * self.element_bytes + ATOM_BYTES  # + the base's alignment
@@ -296,6 +343,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         nvvm.WgmmaWaitGroupSyncOp(0)
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
         self._store(results)
+        self.drain_stores()
 
     # ------------------------------------------------------------ shared memory
     def _ring(self) -> None:
@@ -462,9 +510,91 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return acc
 
     def _store(self, acc: ir.Value) -> None:
+        """The tile's results: through staging buffers and TMA stores where C
+        takes them (`_staged_store`), else from registers, two a store."""
+        if self.store_problem is None:
+            self._staged_store(acc)
+            return
+        self.store_all(self._results(self._positions(), acc))
+
+    def _results(self, positions, acc: ir.Value) -> list[tuple]:
+        """store_all's (pair of accumulators, 2, row, col) of these positions."""
         f32 = ir.F32Type.get()
         results = []
-        for register, row, col in self._positions():
+        for register, row, col in positions:
             values = [llvm.extractvalue(f32, acc, [register + lane]) for lane in range(2)]
             results.append((vector.from_elements(vector_of(2, "f32"), values), 2, row, col))
-        self.store_all(results)
+        return results
+
+    # ------------------------------------------------------------ TMA stores
+    def _staged_store(self, acc: ir.Value) -> None:
+        """Each warpgroup writes its 64 rows of results, the epilogue
+        applied, 128 bytes of columns at a time into one of its two staging
+        buffers (in the 128-byte swizzle C's tensor map stores), and one of
+        its threads stores the buffer with one TMA instruction; the
+        warpgroup fills the other buffer meanwhile, and refills one once its
+        store has read it. Full 32-byte sectors, no masks at ragged edges
+        (TMA drops what is past them)."""
+        w = self.w
+        warpgroup = w.div(self.tid, WARPGROUP)
+        box_row = w.add(self.m0, w.mul(warpgroup, WGMMA_M))
+        positions = self._positions()
+        per_buffer = len(positions) * self.store_columns // self.cfg.bn
+        self._before_staging()
+        for part in range(self.cfg.bn // self.store_columns):
+            buffer = w.add(w.mul(warpgroup, STORE_BUFFERS), part % STORE_BUFFERS)
+            self._staging = w.add(self._staging_start(), w.mul(buffer, WGMMA_M * SWIZZLE_BYTES))
+            self._box = (box_row, w.add(self.n0, part * self.store_columns))
+            with w.only_if(self._storing_thread()):  # the store that read this buffer last has read it
+                nvvm.CpAsyncBulkWaitGroupOp(STORE_BUFFERS - 1, read=True)
+            self._warpgroup_barrier(warpgroup)
+            self.store_all(self._results(positions[part * per_buffer:(part + 1) * per_buffer], acc))
+            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+            self._warpgroup_barrier(warpgroup)
+            with w.only_if(self._storing_thread()):
+                i32 = ir.IntegerType.get_signless(32)
+                coordinates = self.stored.coordinates(w, self.at(*self._box))
+                nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(self.c_map, shared_pointer(w, self._staging),
+                                                          [arith.index_cast(i32, c) for c in coordinates])
+                nvvm.CpAsyncBulkCommitGroupOp()
+        self._staging = None
+
+    def _staging_start(self) -> ir.Value:
+        """The staging buffers' shared address: the ring's (the K loop is done with it)."""
+        return self.ring_address
+
+    def _before_staging(self) -> None:
+        """Every warpgroup's wgmmas have read the ring before any buffer is written over it."""
+        self.barrier()
+
+    def drain_stores(self) -> None:
+        """The block's TMA stores complete before it exits (its shared memory must outlive them)."""
+        if self.store_problem is None:
+            with self.w.only_if(self._storing_thread()):
+                nvvm.CpAsyncBulkWaitGroupOp(0)
+
+    def store_finished(self, value: ir.Value, width: int, row: ir.Value, col: ir.Value,
+                       loops: list[ir.Value]) -> None:
+        """While staging: a finished result pair into the staging buffer, at
+        its place in the 128-byte swizzle (the 16-byte chunk of a row moves
+        by the row's place in its 8-row atom: a warp's 8 rows of one write
+        fall in 8 distinct chunks, 32 banks)."""
+        if self._staging is None:
+            super().store_finished(value, width, row, col, loops)
+            return
+        w, size = self.w, element_bytes(self.ops.out_element)
+        local_row = w.sub(row, self._box[0])
+        byte = w.mul(w.sub(col, self._box[1]), size)
+        chunk = arith.xori(w.div(byte, VECTOR_BYTES), w.rem(local_row, 8))
+        offset = w.add(w.mul(local_row, SWIZZLE_BYTES), w.add(w.mul(chunk, VECTOR_BYTES), w.rem(byte, VECTOR_BYTES)))
+        llvm.store(value, shared_pointer(w, w.add(self._staging, offset)), alignment=width * size)
+
+    def _storing_thread(self) -> ir.Value:
+        """Is this thread the one of its warpgroup that issues its TMA stores?"""
+        return arith.cmpi(arith.CmpIPredicate.eq, self.w.rem(self.tid, WARPGROUP), self.w.index(0))
+
+    def _warpgroup_barrier(self, warpgroup: ir.Value) -> None:
+        """The 128 threads of warpgroup `warpgroup` meet (its own named barrier)."""
+        w, i32 = self.w, ir.IntegerType.get_signless(32)
+        barrier = arith.index_cast(i32, w.add(warpgroup, FIRST_WARPGROUP_BARRIER))
+        nvvm.BarrierOp(None, barrierId=barrier, numberOfThreads=w.constant(WARPGROUP, "i32"))

@@ -24,7 +24,7 @@ from mlir import ir
 
 from ..kernels.builder import MEAN_TRIPS_ATTR, THEN_SHARE_ATTR, USEFUL_ATTR, WGMMA_SHAPE_ATTR
 from ..kernels.matmul_common import KERNEL_PATH_ATTR
-from ..kernels.tma_matmul import described_buffer
+from ..kernels.tensor_maps import described_buffer
 from ...locations import location_source_key, short_location
 from .ir_helpers import PythonPass, elementwise_flops, gpu_functions, kernel_launches, kernel_ref, shaped_bytes
 

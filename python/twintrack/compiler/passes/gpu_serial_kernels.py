@@ -28,7 +28,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ..kernels.builder import KernelBuildError, build_launch
-from ..kernels.tma_matmul import makes_tensor_map
+from ..kernels.tensor_maps import makes_tensor_map
 from .gpu_distribute import as_operation
 from .ir_helpers import VIEW_OPS, PythonPass
 

@@ -2,7 +2,7 @@
 prefetches) read their tensor map through becomes the 128-byte tensor map itself, passed by value
 (`.param .align 64 .b8 [128]`) and marked a grid constant, so the kernel
 reads it where the launch put it (its generic address, cvta.param) and
-the runtime passes the map it encodes (kernels/tma_matmul). Runs on the
+the runtime passes the map it encodes (kernels/tensor_maps). Runs on the
 kernels once they are in the LLVM dialect: the gpu-to-NVVM lowering keeps
 no attribute of a gpu.func argument that says this."""
 
