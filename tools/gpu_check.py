@@ -4,6 +4,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from twintrack.cli.gpu_check import entry  # noqa: E402
 
-sys.exit(entry())
+if __name__ == "__main__":  # the check's worker processes import this file again (multiprocessing's spawn)
+    from twintrack.cli.gpu_check import entry
+
+    sys.exit(entry())

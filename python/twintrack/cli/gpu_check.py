@@ -30,7 +30,10 @@ runs after warm-up: the host's time up to each launch counts), each kernel's
 median device time (CUPTI through torch.profiler, L2 flushed) and eager's
 (cuBLAS, cuDNN: its kernels added up, timed alike), and the peak device memory each needs beyond its
 weights and inputs (torch's allocator; the runtime allocates nothing else).
-An artifact that cannot be checked becomes a row with its error. Writes
+An artifact that cannot be checked becomes a row with its error. The
+artifacts are checked in a child process; after one whose kernel leaves
+the CUDA context unusable (an illegal instruction or address), or that
+kills the process, a fresh one checks the rest. Writes
 DIR/gpu-check.json and DIR/gpu-check.md and prints the table.
 
 Exit codes: 0 when every check passed, 1 when one failed, 2 for an error (no
@@ -158,28 +161,87 @@ def slowest_kernels(rows: list[dict], count: int = 3) -> str:
     return "\n".join(lines) + "\n"
 
 
+# CUDA errors after which the process's context is lost: every later call fails the same way.
+STICKY_CUDA_ERRORS = ("illegal instruction", "illegal memory access", "illegal address", "misaligned address",
+                      "unspecified launch failure", "device-side assert", "launch timed out")
+
+
 def main(args: argparse.Namespace) -> int:
     import torch
 
-    from ..errors import TwintrackError
     from ..runtime.cuda_driver import require_gpu
 
     require_gpu()
     output_directory(args.out)
     device = torch.cuda.get_device_name()
-    rows = []
-    for outdir in args.artifacts:
-        progress(f"checking {outdir}")
-        try:
-            rows.append(check_one(outdir))
-        except (TwintrackError, RuntimeError, OSError) as e:  # OSError: a file of the artifact missing or unreadable
-            rows.append({"artifact": outdir.name, "error": " ".join(str(e).split())[:300], "ok": False})
+    rows = check_all(args.artifacts)
     result = {"date": date.today().isoformat(), "device": device, "torch": torch.__version__, "rows": rows}
     write_whole(args.out / "gpu-check.json", json.dumps(result, indent=1) + "\n")
     table = markdown(rows, device) + slowest_kernels(rows)
     write_whole(args.out / "gpu-check.md", table)
     print(table)
     return 0 if all(r["ok"] for r in rows) else 1
+
+
+def check_all(artifacts: list[Path]) -> list[dict]:
+    """A row per artifact, checked in a child process; a fresh one takes
+    the rest after an artifact whose kernel left the CUDA context unusable
+    (an illegal instruction, say), or whose check killed the process."""
+    import multiprocessing
+    context = multiprocessing.get_context("spawn")
+    rows: list[dict] = []
+    while len(rows) < len(artifacts):
+        remaining = artifacts[len(rows):]
+        queue = context.Queue()
+        worker = context.Process(target=_check_in_order, args=(remaining, queue))
+        worker.start()
+        rows += _rows_until_exit(worker, queue, remaining)
+    return rows
+
+
+def _rows_until_exit(worker, queue, artifacts: list[Path]) -> list[dict]:
+    """The rows a worker sends; the artifact it was on when it died, as an error row."""
+    import queue as queues
+    rows: list[dict] = []
+    while len(rows) < len(artifacts):
+        try:
+            rows.append(queue.get(timeout=1.0))
+        except queues.Empty:
+            if not worker.is_alive():
+                try:  # a row sent just before it exited
+                    rows.append(queue.get(timeout=1.0))
+                except queues.Empty:
+                    rows.append(_error_row(artifacts[len(rows)], f"the check's process died (exit code "
+                                                                  f"{worker.exitcode})"))
+                    break
+            continue
+        if _sticky(rows[-1]):
+            break
+    worker.join()
+    return rows
+
+
+def _check_in_order(artifacts: list[Path], queue) -> None:
+    """The worker: each artifact's row, in order, until one leaves the CUDA context unusable."""
+    from ..errors import TwintrackError
+    for outdir in artifacts:
+        progress(f"checking {outdir}")
+        try:
+            row = check_one(outdir)
+        except (TwintrackError, RuntimeError, OSError) as e:  # OSError: a file of the artifact missing or unreadable
+            row = _error_row(outdir, str(e))
+        queue.put(row)
+        if _sticky(row):
+            progress(f"{outdir.name} left the CUDA context unusable: the next artifacts get a fresh process")
+            return
+
+
+def _error_row(outdir: Path, message: str) -> dict:
+    return {"artifact": outdir.name, "error": " ".join(message.split())[:300], "ok": False}
+
+
+def _sticky(row: dict) -> bool:
+    return any(error in row.get("error", "").lower() for error in STICKY_CUDA_ERRORS)
 
 
 def entry(argv=None) -> int:
