@@ -201,3 +201,24 @@ def test_a_one_tile_wgmma_kernel_stages_its_stores_where_its_tile_asks(artifact,
     plan = json.loads((outdir / "plan.json").read_text())
     launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
     assert [a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a] == [[64, 32]]
+
+
+def test_a_tensor_map_and_the_view_made_for_it_are_erased_together():
+    """A launch that fails to build leaves no host op behind: its tensor
+    map's descriptor and casts go, and so does the reinterpreting view
+    `as_stored` made of the output (heads stored apart); the output stays."""
+    from mlir import ir
+
+    from twintrack.bindings import new_context
+    from twintrack.compiler.kernels.tensor_maps import StoredLayout, as_stored, erase_tensor_map, tensor_map
+
+    with new_context("mlir"), ir.Location.unknown():
+        module = ir.Module.parse("func.func @f(%q: memref<2x12x197x64xf16>) {\n  return\n}")
+        entry = module.body.operations[0].regions[0].blocks[0]
+        layout = StoredLayout(((2, 197), (12, 64)), (151296, 64, 12608, 1), 0)
+        with ir.InsertionPoint.at_block_terminator(entry):
+            pointer = tensor_map(as_stored(entry.arguments[0], layout), layout.box(64, 64))
+        names = [op.name for op in entry.operations]
+        assert "memref.reinterpret_cast" in names and "nvgpu.tma.create.descriptor" in names, names
+        erase_tensor_map(pointer)
+        assert [op.name for op in entry.operations] == ["func.return"]

@@ -184,12 +184,16 @@ def described_buffer(pointer: ir.Value) -> ir.Value | None:
 
 
 def erase_tensor_map(pointer: ir.Value) -> None:
-    """Erase what `tensor_map` built (a launch that failed to build reads it no more)."""
+    """Erase what `tensor_map` built, and the view `as_stored` made for it
+    (a launch that failed to build reads them no more)."""
     cast = pointer.owner
     descriptor = cast.operands[0].owner
     unranked = descriptor.operands[0].owner
     sizes = [operand.owner for operand in list(descriptor.operands)[1:]]
-    for op in [cast, descriptor, unranked, *sizes]:
+    viewed = unranked.operands[0].owner
+    reinterpreted = [viewed] if isinstance(viewed, (ir.Operation, ir.OpView)) \
+        and viewed.name == "memref.reinterpret_cast" else []
+    for op in [cast, descriptor, unranked, *sizes, *reinterpreted]:
         if not list(op.results[0].uses):
             op.erase()
 
