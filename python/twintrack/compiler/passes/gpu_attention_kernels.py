@@ -386,8 +386,10 @@ def _permutation_source(op: ir.Operation, copy: ir.Value, allow_scale: bool):
         return None
     maps = indexing_maps(op)
     source_dims = map_dims(maps[0])
+    repeating = [d for d in range(rank) if d != _GROUP_DIM.get(rank)]
+    permuting = [list(range(rank))] if rank < 5 else []  # a 5-D copy only repeats: its group is no head of Q's
     if map_dims(maps[1]) != tuple(range(rank)) or source_dims is None \
-            or sorted(source_dims) not in ([d for d in range(rank) if d != _GROUP_DIM.get(rank)], list(range(rank))):
+            or sorted(source_dims) not in [repeating, *permuting]:
         return None
     body = describe_body(op)
     if body is None:
