@@ -222,3 +222,27 @@ def test_a_tensor_map_and_the_view_made_for_it_are_erased_together():
         assert "memref.reinterpret_cast" in names and "nvgpu.tma.create.descriptor" in names, names
         erase_tensor_map(pointer)
         assert [op.name for op in entry.operations] == ["func.return"]
+
+
+@needs_ptxas
+def test_a_persistent_kernel_storing_from_registers_keeps_its_barriers_inside_its_shared_memory(
+        artifact, tmp_path_factory):
+    """Where the TMA tile stores from registers (`tma_stores = false`), no
+    staging buffers follow the ring: the mbarriers sit right after it,
+    inside the shared memory the launch asks for."""
+    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(LOWERING_DIR, lowering)
+    table = lowering / "tuning" / "matmul.toml"
+    table.write_text(table.read_text().replace("[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ntma_stores = false\n"))
+    outdir = artifact("zoo:gemm?m=4096&k=4096&n=4096", "--pipeline", "gpu", "--dtype", "float16",
+                      "--strict-kernels", "--lowering-dir", lowering)
+    kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+                  if k["path"].startswith("tma-wgmma-matmul"))
+    assert not kernel["path"].endswith("TMA stores")
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    plan = json.loads((outdir / "plan.json").read_text())
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
+    ring = 4 * (128 + 256) * 64 * 2
+    offsets = [int(n) for n in re.findall(r"mbarrier\.init\.shared\.b64\s+\[%rd\d+\+(\d+)\]", ptx)]
+    assert offsets and max(offsets) < ring + 2 * 4 * 8  # 4 full and 4 empty barriers after the ring
+    assert launch["dynamic_shared_bytes"] >= ring + 1024 + 2 * 4 * 8

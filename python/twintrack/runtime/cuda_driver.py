@@ -69,7 +69,9 @@ def static_shared_limit() -> int:
     return int(check(driver.cuDeviceGetAttribute(attribute, device), "shared memory per block"))
 
 
-_TENSOR_MAP_ELEMENTS = {"float16": ("FLOAT16", 2), "bfloat16": ("BFLOAT16", 2), "float32": ("FLOAT32", 4)}
+# What a tensor map may hold: the driver's name and the bytes of each dtype, and its swizzles (bytes).
+TENSOR_MAP_ELEMENTS = {"float16": ("FLOAT16", 2), "bfloat16": ("BFLOAT16", 2), "float32": ("FLOAT32", 4)}
+TENSOR_MAP_SWIZZLES = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 
 
 class TensorMapParameter:
@@ -94,7 +96,7 @@ class TensorMapParameter:
     def geometry(self, address: int) -> tuple[int, list[int], list[int], list[int]]:
         """What the driver takes, innermost first: the view's first byte,
         its sizes, the byte strides of all but its innermost dim, the box."""
-        size = _TENSOR_MAP_ELEMENTS[self.spec["dtype"]][1]
+        size = TENSOR_MAP_ELEMENTS[self.spec["dtype"]][1]
         start = address + self.view["offset"] * size
         if start % 16:
             raise CudaError(f"{self.what}: buffer {self.buffer} starts at an address that is no multiple of "
@@ -105,8 +107,8 @@ class TensorMapParameter:
     def _encoded(self, address: int):
         driver = _driver()
         start, dims, strides, box = self.geometry(address)
-        element = _TENSOR_MAP_ELEMENTS[self.spec["dtype"]][0]
-        swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.spec["swizzle"]]
+        element = TENSOR_MAP_ELEMENTS[self.spec["dtype"]][0]
+        swizzle = TENSOR_MAP_SWIZZLES[self.spec["swizzle"]]
         u64, u32 = driver.cuuint64_t, driver.cuuint32_t
         return check(driver.cuTensorMapEncodeTiled(
             getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{element}"), len(dims), start,

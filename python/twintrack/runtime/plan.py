@@ -19,6 +19,7 @@ import math
 
 from ..dynamic_shapes import FUNCTION_NAMES, compile_expression, evaluate_expression
 from ..errors import ArtifactError, InputMismatchError
+from .cuda_driver import TENSOR_MAP_ELEMENTS, TENSOR_MAP_SWIZZLES
 
 KNOWN_OPS = {"alloc", "constant", "free", "copy", "launch"}
 MAX_THREADS_PER_BLOCK = 1024
@@ -310,7 +311,6 @@ def _differ(sizes: list, other: list) -> bool:
     return len(sizes) != len(other) or any(a != b for a, b in zip(sizes, other) if _is_number(a) and _is_number(b))
 
 
-TENSOR_MAP_DTYPES = ("float16", "bfloat16", "float32")
 TENSOR_MAP_MAX_BOX = 256  # elements along each dim of one TMA copy
 
 
@@ -323,7 +323,7 @@ def _tensor_map_problems(where: str, arg: dict) -> list[str]:
     box = spec.get("box", [])
     if len(box) != len(view["sizes"]) or not all(_is_number(b) and 1 <= b <= TENSOR_MAP_MAX_BOX for b in box):
         return [f"{where}: tensor map box {box} for a {len(view['sizes'])}-d view"]
-    if spec.get("dtype") not in TENSOR_MAP_DTYPES or spec.get("swizzle") not in (0, 32, 64, 128):
+    if spec.get("dtype") not in TENSOR_MAP_ELEMENTS or spec.get("swizzle") not in TENSOR_MAP_SWIZZLES:
         return [f"{where}: tensor map of {spec.get('dtype')} with swizzle {spec.get('swizzle')}"]
     return []
 

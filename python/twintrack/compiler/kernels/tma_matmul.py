@@ -104,6 +104,8 @@ def tma_applies(operands, target, arch: str) -> str | None:
 
 
 class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
+    stages_over_ring = False
+
     def __init__(self, ops: MatmulOperands, config: TmaWgmmaTileConfig, accumulate: bool, epilogue):
         super().__init__(ops, config, accumulate, epilogue)
         self.path = self.path.replace("wgmma-matmul", "tma-wgmma-matmul", 1)
@@ -121,20 +123,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         return (self.blocks, 1, 1)
 
     def dynamic_shared_bytes(self) -> int:
-        """The ring, the staging buffers of the TMA stores (beside it: the
-        producer fills the ring with the next tile's steps meanwhile), then
-        the mbarriers."""
-        staging = self.staging_bytes if self.store_problem is None else 0
-        return super().dynamic_shared_bytes() + staging + 2 * self.cfg.stages * BARRIER_BYTES
-
-    def _staging_problem(self) -> str | None:  # the staging buffers have their own place
-        return None if self.cfg.tma_stores else "the tile stores from registers (tma_stores = false)"
-
-    def _staging_start(self) -> ir.Value:
-        return self.w.add(self.ring_address, self.cfg.stages * self.stage_bytes)
-
-    def _before_staging(self) -> None:
-        pass  # a warpgroup stages into buffers of its own
+        """The ring, the staging buffers of the TMA stores, then the mbarriers."""
+        return super().dynamic_shared_bytes() + 2 * self.cfg.stages * BARRIER_BYTES
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
@@ -167,7 +157,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     def _barriers(self) -> None:
         """full[s] and empty[s] after the ring, initialized by thread 0 before every thread meets."""
         w, stages = self.w, self.cfg.stages
-        first = w.add(self.ring_address, self.cfg.stages * self.stage_bytes + self.staging_bytes)
+        first = w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
         self.full = [shared_pointer(w, w.add(first, s * BARRIER_BYTES)) for s in range(stages)]
         self.empty = [shared_pointer(w, w.add(first, (stages + s) * BARRIER_BYTES)) for s in range(stages)]
         with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):

@@ -267,6 +267,11 @@ def _both(first: ir.Value | None, second: ir.Value | None) -> ir.Value | None:
 
 
 class WgmmaMatmulWriter(TiledMatmulWriter):
+    # Results staged for TMA stores over the ring, once the K loop is done
+    # with it (the TMA kernel's producer refills its ring meanwhile: it
+    # stages beside it).
+    stages_over_ring = True
+
     def __init__(self, ops: MatmulOperands, config: WgmmaTileConfig, accumulate: bool, epilogue: Epilogue | None):
         super().__init__(ops, config, "wgmma-matmul", accumulate, epilogue)
         if ops.a_window is not None:
@@ -290,6 +295,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             raise ValueError(f"wgmma tile {config.label()}: a ring refilled during the loop needs 3 stages")
         # Steps whose copies are in flight while a step computes.
         self.lookahead = self.k_steps if self.whole_k else config.stages - 2
+        self.ring_bytes = config.stages * self.stage_elements * self.element_bytes
         self.store_columns = store_columns(ops)
         self.staging_bytes = config.warpgroups * STORE_BUFFERS * WGMMA_M * SWIZZLE_BYTES
         self.store_problem = tma_store_problem(ops) or self._staging_problem()
@@ -304,11 +310,10 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     def _staging_problem(self) -> str | None:
         """Why the results are not staged for TMA stores: the tile leaves
-        them in registers, or they would not fit where the ring was (they
-        take its place once the K loop is done with it)."""
+        them in registers, or they would not fit where the ring was."""
         if not self.cfg.tma_stores:
             return "the tile stores from registers (tma_stores = false)"
-        if self.cfg.stages * self.stage_elements * self.element_bytes < self.staging_bytes:
+        if self.stages_over_ring and self.ring_bytes < self.staging_bytes:
             return "the ring is smaller than the staging buffers"
         return None
 
@@ -324,7 +329,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             erase_tensor_map(value)
 
     def dynamic_shared_bytes(self) -> int:
-        return self.cfg.stages * self.stage_elements * self.element_bytes + ATOM_BYTES  # + the base's alignment
+        """The ring (+ the base's alignment), and the staging buffers where they have a place of their own."""
+        return self.ring_bytes + self.staging_beside_ring() + ATOM_BYTES
+
+    def staging_beside_ring(self) -> int:
+        """Bytes of staging buffers after the ring: none where the results
+        stay in registers or are staged over the ring."""
+        return self.staging_bytes if self.store_problem is None and not self.stages_over_ring else 0
 
     def acc_type(self) -> ir.Type:
         """The warpgroup's accumulators: BN/2 f32 registers a thread."""
@@ -560,12 +571,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self._staging = None
 
     def _staging_start(self) -> ir.Value:
-        """The staging buffers' shared address: the ring's (the K loop is done with it)."""
-        return self.ring_address
+        """The staging buffers' shared address: the ring's, or right after it."""
+        return self.ring_address if self.stages_over_ring else self.w.add(self.ring_address, self.ring_bytes)
 
     def _before_staging(self) -> None:
-        """Every warpgroup's wgmmas have read the ring before any buffer is written over it."""
-        self.barrier()
+        """Over the ring: every warpgroup's wgmmas have read it before any buffer is written over it."""
+        if self.stages_over_ring:
+            self.barrier()
 
     def drain_stores(self) -> None:
         """The block's TMA stores complete before it exits (its shared memory must outlive them)."""

@@ -592,14 +592,15 @@ class GpuMatmulKernels(PythonPass):
                     self._horizontal(module, sites, operands, table, target, request, tuned):
                 continue
             for site, single in zip(sites, operands):
-                b_copy = self._transposed_b(site, single)
+                b_copy = self._transposed_b(site, single, target)
                 chosen = None
                 if b_copy is not None:  # a tf32 matmul on the copy's Bᵀ, where wgmma takes it
-                    chosen = choose_kernel([_reading_transposed(single, b_copy)], table, self.arch, target, request)
+                    transposed = _reading_transposed(single, b_copy)
+                    chosen = choose_kernel([transposed], table, self.arch, target, request)
                     if chosen is None or not issubclass(chosen[0], WgmmaMatmulWriter):
                         chosen, b_copy = None, None
                     else:
-                        single = _reading_transposed(single, b_copy)
+                        single = transposed
                 if chosen is None:
                     chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None and site.window is not None:  # read the patches as written instead
@@ -639,12 +640,13 @@ class GpuMatmulKernels(PythonPass):
                 return False
         return True
 
-    def _transposed_b(self, site: MatmulSite, operands: MatmulOperands | None) -> TransposeCopy | None:
+    def _transposed_b(self, site: MatmulSite, operands: MatmulOperands | None,
+                      target: GpuTarget) -> TransposeCopy | None:
         """The copy that gives a tf32 matmul's plain B (K x N) as Bᵀ, where
         wgmma takes the matmul: it reads tf32 only K-major. None elsewhere,
         and where B is not a static row-major buffer of 16-byte rows."""
         if operands is None or not operands.tf32 or operands.b_transposed or operands.open_m or \
-                not gpu_target(Path(self.lowering_dir)).has("wgmma", self.arch):
+                not target.has("wgmma", self.arch):
             return None
         b = ir.MemRefType(site.op.operands[1].type)
         copy = TransposeCopy(operands.batch, operands.k, operands.n, str(b.element_type))
