@@ -54,18 +54,24 @@ def assemble(name: str, ptx: str, arch: str, directory: Path, fast_compile: str 
     """ptxas PTX -> cubin in `directory`, or the cubin of the same PTX from
     the compile cache; a failure raises with a reproducer. A kernel that
     ptxas's fast levels leave with a performance loss (the flash kernel's
-    wgmmas serialized, C7509, at `mid`) is assembled again at full
-    optimization, and that cubin kept where it loses less."""
+    wgmmas serialized, C7509, at `mid`) or spilling is assembled again at
+    full optimization, and that cubin kept where it loses less."""
     resources = _assemble_at(name, ptx, arch, directory, fast_compile)
-    if fast_compile == "0" or not resources.performance_notes:
+    if fast_compile == "0" or not (resources.performance_notes or resources.spills):
         return resources
     cubin = directory / f"{name}.cubin"
     fast_cubin = cubin.read_bytes()
     full = _assemble_at(name, ptx, arch, directory, "0")
-    if len(full.performance_notes) < len(resources.performance_notes):
-        return replace(full, reassembled=f"at --Ofast-compile={fast_compile}: {'; '.join(resources.performance_notes)}")
+    if _losses(full) < _losses(resources):
+        losses = [*resources.performance_notes] + ([f"{resources.spills} bytes spilled"] if resources.spills else [])
+        return replace(full, reassembled=f"at --Ofast-compile={fast_compile}: {'; '.join(losses)}")
     cubin.write_bytes(fast_cubin)  # no better at full optimization: the fast level's cubin stays
     return resources
+
+
+def _losses(resources: Resources) -> tuple[int, int]:
+    """What a cubin loses, worst first: ptxas's performance notes, then its spilled bytes."""
+    return len(resources.performance_notes), resources.spills
 
 
 def _assemble_at(name: str, ptx: str, arch: str, directory: Path, fast_compile: str) -> Resources:

@@ -56,14 +56,18 @@ Q, K, V, O and the epilogues' tensors as the values they are there.
 
 from __future__ import annotations
 
+import functools
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from mlir import ir
 from mlir.dialects import arith, llvm, memref, nvgpu, nvvm, vector
 from mlir.dialects import math as mlir_math
 
-from ..target import DEFAULT_ARCH, gpu_target
+from ...errors import UsageError
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, gpu_target
 from .builder import LaunchIds, KernelBuilder, build_launch, element_type, vector_of, workgroup_memref
 from .causal_mask import masked_key_reach, masks_only_past_reach
 from .epilogue import Epilogue, EpilogueWriter
@@ -89,7 +93,8 @@ from .matmul_common import (
 )
 from .mma_matmul import MMA_K, MMA_M, MMA_N, ROW_PAD, WARP, a_fragment, accumulator_type, b_fragments, mma
 from .simt_matmul import outer_product_update, transposing_store
-from .wgmma_matmul import ATOM_BYTES
+from .tensor_maps import TENSOR_MAP_ELEMENTS, tma_layout_problem
+from .wgmma_matmul import ATOM_BYTES, WARPGROUP
 
 NEGATIVE_INFINITY = float("-inf")
 LOG2_E = 1.4426950408889634
@@ -98,6 +103,10 @@ LOG2_E = 1.4426950408889634
 # multiplications for subnormal results: a fifth of the fp16 kernel's
 # instructions. Flushing changes nothing a softmax can see (p < 2^-126).
 _EXP2_FLUSHING = "ex2.approx.ftz.f32 $0, $1;"
+# 1 / x within 1 ulp (MUFU.RCP). The IEEE-rounded rcp.rn.f32 is a ptxas
+# subroutine: a call, across which ptxas serializes wgmma and ignores
+# setmaxnreg.
+RECIPROCAL_APPROXIMATE = "rcp.approx.ftz.f32 $0, $1;"
 # The softmax's combining ops (its max, how it treats NaN; its sum), by name.
 _COMBINE: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
     "arith.maximumf": arith.maximumf, "arith.maxnumf": arith.maxnumf, "arith.addf": arith.addf,
@@ -122,6 +131,7 @@ class OperandSlice:
     element: str
     heads: int = 1
     group: int = 1
+    argument_type: str | None = None  # the argument's memref type, where recorded
 
     def tile_dim(self, which: int) -> int:
         """The argument's dim that holds the tile's first (0) or second (1) dim."""
@@ -230,6 +240,8 @@ class FlashTileConfig:
     flushing_exp2: bool = True
     warpgroups: int = 0  # wgmma (sm_90a): BM = 64 rows a warpgroup; 0: mma.sync or CUDA cores
     blocks_per_sm: int = 1  # the resident blocks its registers are held to (nvvm.minctasm)
+    producer: bool = False  # wgmma: K and V copied by TMA from a warpgroup of their own
+    turns: bool = False  # with a producer: the consumer warpgroups issue their matmuls in turn
 
     def __post_init__(self):
         if self.lookahead and self.stages < 3:
@@ -237,6 +249,10 @@ class FlashTileConfig:
         if self.warpgroups and (self.bm != 64 * self.warpgroups or self.stages < 3 or self.head_dim % 64):
             raise ValueError(f"flash schedule {self}: wgmma takes 64 rows a warpgroup, a ring of 3 buffers "
                              "or more and a head dim of whole 128-byte rows")
+        if self.producer and not self.warpgroups:
+            raise ValueError(f"flash schedule {self}: a TMA producer feeds wgmma consumers only")
+        if self.turns and not (self.producer and self.warpgroups > 1):
+            raise ValueError(f"flash schedule {self}: turns are taken by the consumer warpgroups of a producer")
 
     @property
     def bn(self) -> int:  # the output tile's width: the whole head (one block column)
@@ -248,27 +264,36 @@ class FlashTileConfig:
 
     @property
     def threads(self) -> int:
+        """The threads that compute (and, without a producer, copy)."""
         return WARP * self.bm // MMA_M if self.tensor_cores else self.bm // self.tm * self.lanes
+
+    @property
+    def launch_threads(self) -> int:
+        return self.threads + (WARPGROUP if self.producer else 0)
 
     def label(self) -> str:
         if self.warpgroups:
             return f"{self.bm}x{self.keys}x{self.head_dim}/{self.warpgroups} warpgroups/{self.stages} stages" + \
-                (f"/{self.blocks_per_sm} blocks an SM" if self.blocks_per_sm > 1 else "")
+                (f"/{self.blocks_per_sm} blocks an SM" if self.blocks_per_sm > 1 else "") + \
+                ("/TMA producer warpgroup" if self.producer else "") + ("/turns" if self.turns else "")
         return f"{self.bm}x{self.keys}x{self.head_dim}" + ("" if self.tensor_cores else f"/{self.tm}x{self.lanes}")
 
 
-def choose_flash_tile(attention: AttentionOperands, arch: str = DEFAULT_ARCH) -> FlashTileConfig | None:
+def choose_flash_tile(attention: AttentionOperands, arch: str = DEFAULT_ARCH,
+                      flash_tiles: tuple[WgmmaFlashTile, ...] | None = None) -> FlashTileConfig | None:
     """The tile for this attention: tensor cores for f16/bf16 whose head dim
     takes m16n8k16 steps (wgmma where `arch` has it and `_wgmma_tile`
-    finds one), CUDA cores otherwise; None where the keys, ragged or known
+    finds one among `flash_tiles`, lowering/tuning/attention.toml's by
+    default), CUDA cores otherwise; None where the keys, ragged or known
     only at run time, run along a vector (Kᵀ stored, or Vᵀ)."""
     d, element = attention.head_dim, attention.values.in_element
+    flash_tiles = default_flash_tiles() if flash_tiles is None else flash_tiles
     keys_in_rows = attention.scores.b_transposed and not attention.values.b_transposed
     if (attention.keys % 16 or attention.keys_open) and not keys_in_rows:
         return None
     bm = _edge_tile(attention.queries, (64, 32, 16))
     if element in ("f16", "bf16") and d % MMA_K == 0 and d <= 128:
-        if gpu_target().has("wgmma", arch) and (wgmma := _wgmma_tile(attention)) is not None:
+        if gpu_target().has("wgmma", arch) and (wgmma := _wgmma_tile(attention, flash_tiles)) is not None:
             return wgmma
         # Static shared memory holds Q and a ring of two K and V tiles at least.
         fitting = tuple(t for t in (64, 32, 16) if _mma_shared_bytes(bm, t, d, 2) <= gpu_target().static_shared_bytes)
@@ -289,34 +314,98 @@ def choose_flash_tile(attention: AttentionOperands, arch: str = DEFAULT_ARCH) ->
     return FlashTileConfig(bm, keys, d, tm=tm, lanes=lanes)
 
 
-# The wgmma kernel's keys a step: a thread's scores and P (48 registers)
-# leave room for O and Q (head dim / 2 and / 4) within 128 registers at a
-# head dim of 64, so two blocks of two warpgroups share an SM.
-WGMMA_FLASH_KEYS = 64
-WGMMA_FLASH_MAX_STAGES = 4
+@dataclass(frozen=True)
+class WgmmaFlashTile:
+    """An entry of lowering/tuning/attention.toml's `wgmma_flash` table (its comments say what each means)."""
+    warpgroups: int
+    keys: int
+    max_stages: int
+    blocks_per_sm: int
+    producer: bool
+    turns: bool = False
+    head_dims: tuple[int, ...] = (64, 128)
+    boolean_masks: bool = True
+    fewer_rows: bool = True
+    min_keys: int = 0
+
+    def takes(self, attention: AttentionOperands) -> str | None:
+        """Why this entry does not take the attention (None: it does)."""
+        if attention.head_dim not in self.head_dims:
+            return f"a head dim of {attention.head_dim}"
+        if attention.keys < self.min_keys:
+            return f"fewer than {self.min_keys} keys"
+        if not self.boolean_masks and tensor_mask_of(attention.score_epilogue, attention.scores.view) is not None:
+            return "a boolean mask"
+        if not self.fewer_rows and _query_rows(attention.queries, 64 * self.warpgroups) != 64 * self.warpgroups:
+            return f"{attention.queries} queries in blocks of fewer rows"
+        return _tma_problem(attention) if self.producer else None
 
 
-def _wgmma_tile(attention: AttentionOperands) -> FlashTileConfig | None:
-    """The wgmma kernel's tile: 128 query rows (64 where that pads a ragged
-    end less), two warpgroups; K and V tiles of `WGMMA_FLASH_KEYS` keys in a
-    ring of 3 or 4 in dynamic shared memory, two blocks an SM where their
-    shared memory fits (a head dim of 64). None where it does not apply: a
-    head dim of no whole 128-byte rows, keys not K's rows, Vᵀ stored, or
-    sizes known only at run time (the mma.sync kernel takes those)."""
+def load_flash_tiles(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> tuple[WgmmaFlashTile, ...]:
+    """The wgmma flash kernel's tiles, first that fits first."""
+    path = Path(lowering_dir) / "tuning" / "attention.toml"
+    try:
+        entries = tomllib.loads(path.read_text()).get("wgmma_flash", ())
+        return tuple(WgmmaFlashTile(**{**entry, "head_dims": tuple(entry.get("head_dims", (64, 128)))})
+                     for entry in entries)
+    except TypeError as error:
+        raise UsageError(f"{path}: a wgmma_flash entry: {error}") from None
+
+
+@functools.cache
+def default_flash_tiles() -> tuple[WgmmaFlashTile, ...]:
+    return load_flash_tiles()
+
+
+def _wgmma_tile(attention: AttentionOperands, tiles: tuple[WgmmaFlashTile, ...]) -> FlashTileConfig | None:
+    """The first of `tiles` that fits this attention: 64 query rows a
+    consumer warpgroup (`_query_rows`), K and V tiles in a ring of 3
+    buffers or more in dynamic shared memory beside Q's tile, as many
+    blocks an SM as the entry asks where their shared memory fits, else
+    fewer. None where the kernel does not apply: a head dim of no whole
+    128-byte rows, keys not K's rows, Vᵀ stored, or sizes known only at
+    run time (the mma.sync kernel takes those); an entry skips what it
+    does not take (`WgmmaFlashTile.takes`)."""
     a, d = attention, attention.head_dim
     if d % 64 or d > 128 or not a.scores.b_transposed or a.values.b_transposed or a.open_sizes:
         return None
     target, size = gpu_target(), element_bytes(a.values.in_element)
-    bm, keys = _edge_tile(a.queries, (128, 64)), WGMMA_FLASH_KEYS
-    fixed = bm * (d + ROW_PAD) * size + ATOM_BYTES  # Q's tile and the ring's alignment
-    for blocks in (2, 1):
-        room = min(target.shared_bytes_per_sm // blocks - target.reserved_shared_bytes,
-                   target.shared_bytes_per_block) - fixed
-        stages = min(WGMMA_FLASH_MAX_STAGES, room // (2 * keys * d * size))
-        if stages >= 3:
-            return FlashTileConfig(bm, keys, d, tensor_cores=True, stages=stages,
-                                   staged_store=_stores_staged(attention), warpgroups=bm // 64,
-                                   blocks_per_sm=blocks)
+    for tile in tiles:
+        if tile.takes(attention) is not None:
+            continue
+        bm = _query_rows(a.queries, 64 * tile.warpgroups)
+        fixed = bm * (d + ROW_PAD) * size + ATOM_BYTES  # Q's tile and the ring's alignment
+        for blocks in range(tile.blocks_per_sm, 0, -1):
+            room = min(target.shared_bytes_per_sm // blocks - target.reserved_shared_bytes,
+                       target.shared_bytes_per_block) - fixed
+            stages = min(tile.max_stages, room // (2 * tile.keys * d * size))
+            if stages >= 3:
+                return FlashTileConfig(bm, tile.keys, d, tensor_cores=True, stages=stages,
+                                       staged_store=_stores_staged(attention), warpgroups=bm // 64,
+                                       blocks_per_sm=blocks, producer=tile.producer,
+                                       turns=tile.turns and bm > 64)
+    return None
+
+
+def _query_rows(queries: int, rows: int) -> int:
+    """A block's query rows: the entry's `rows` where they pad the queries
+    by a sixteenth at most (2048 in 192-row tiles: 3%), else 128 or 64 as
+    `_edge_tile` takes them."""
+    if round_up(queries, rows) * 16 <= queries * 17:
+        return rows
+    return _edge_tile(queries, (128, 64))
+
+
+def _tma_problem(attention: AttentionOperands) -> str | None:
+    """Why tensor maps cannot read K and V where the kernel reads them (None: they can)."""
+    for name, s in (("K", attention.slices[1]), ("V", attention.slices[2])):
+        if s.element not in TENSOR_MAP_ELEMENTS:
+            return f"{name}: no tensor map for {s.element}"
+        if s.argument_type is None:
+            return f"{name}: its argument's layout is not recorded"
+        problem = tma_layout_problem(s.argument_type)
+        if problem:
+            return f"{name}: {problem}"
     return None
 
 
@@ -433,7 +522,17 @@ class FlashAttentionWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ launch
     def build(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
-        """The kernel's gpu.launch, built right before `before` (the P·V matmul)."""
+        """The kernel's gpu.launch, built right before `before` (the P·V
+        matmul), after the values it reads that are made on the host."""
+        with ir.InsertionPoint(before), before.location:
+            made = self.host_values(operands)
+        try:
+            return self._launch(before, kernel, operands)
+        except Exception:
+            self.discard_host_values(made)
+            raise
+
+    def _launch(self, before: ir.Operation, kernel: str, operands: AttentionKernelOperands) -> ir.Operation:
         def body(w: KernelBuilder, ids: LaunchIds) -> None:
             self.bind(w, ids, KernelOperands(operands.q, operands.v, operands.o, operands.value_tensors,
                                              operands.value_captured), ids.block_x, ids.block_y, ids.block_z)
@@ -447,8 +546,8 @@ class FlashAttentionWriter(TiledMatmulWriter):
                                                      operands.score_captured)
             self.masking = False
             self.kernel_body()
-        return build_launch(before, kernel, self.path, self._launch_grid(before, operands.q), self.threads, body,
-                            self.path, self.workgroup_types(), self.dynamic_shared_bytes())
+        return build_launch(before, kernel, self.path, self._launch_grid(before, operands.q), self.cfg.launch_threads,
+                            body, self.path, self.workgroup_types(), self.dynamic_shared_bytes())
 
     def _launch_grid(self, before: ir.Operation, q: ir.Value) -> tuple[int | ir.Value, ...]:
         """(1, query tiles, batch), counted on the host before the launch
@@ -740,11 +839,17 @@ class FlashAttentionWriter(TiledMatmulWriter):
         the arguments: every operand access is 2-D."""
         self.tiles = [self._tile_view(argument, s) for argument, s in zip(self.arguments, self.attention.slices)]
 
-    def _tile_view(self, argument: ir.Value, s: OperandSlice) -> ir.Value:
+    def batch_offsets(self, s: OperandSlice) -> list[ir.Value | None]:
+        """This block's index in each dim of an argument read as `s` says
+        (None in the tile's dims)."""
         w, batch = self.w, self.batch
         where = {"batch": lambda: batch, "outer": lambda: w.div(batch, s.heads * s.group),
                  "head": lambda: w.rem(w.div(batch, s.group), s.heads), "tile": lambda: None}
-        offsets = [where[d]() for d in s.dims]
+        return [where[d]() for d in s.dims]
+
+    def _tile_view(self, argument: ir.Value, s: OperandSlice) -> ir.Value:
+        w = self.w
+        offsets = self.batch_offsets(s)
         dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
         sizes = [size if d == "tile" else 1 for d, size in zip(s.dims, s.sizes)]
         open_sizes = [memref.dim(argument, w.index(d)) for d, size in enumerate(sizes)
@@ -1145,6 +1250,10 @@ class MmaFlashWriter(FlashAttentionWriter):
             return mlir_math.exp2(scaled)
         return [exp2(value) for value in values]
 
+    def reciprocal(self, value: ir.Value) -> ir.Value:
+        """1 / value (a row's sum), IEEE-rounded."""
+        return arith.divf(self.w.constant(1.0, "f32"), value)
+
     def _rescale(self, acc: ir.Value, factors: list[ir.Value]) -> ir.Value:
         """An accumulator tile with each half's row times its factor."""
         for half, factor in enumerate(factors):
@@ -1175,7 +1284,7 @@ class MmaFlashWriter(FlashAttentionWriter):
         w = self.w
         outputs, sums = results[:self.output_tiles], results[self.output_tiles]
         totals = [vector.extract(sums, [], [half, 0]) for half in range(2)]
-        inverse = [arith.divf(w.constant(1.0, "f32"), total) for total in totals]
+        inverse = [self.reciprocal(total) for total in totals]
         staged = self.cfg.staged_store
         for j, acc in enumerate(outputs):
             acc = self._rescale(acc, inverse)
@@ -1211,9 +1320,10 @@ class MmaFlashWriter(FlashAttentionWriter):
 
 def flash_writer(attention: AttentionOperands, config: FlashTileConfig) -> FlashAttentionWriter:
     """The generator for this attention and tile: wgmma, mma.sync or CUDA cores."""
-    from .wgmma_flash_attention import WgmmaFlashWriter  # it builds on this module's writers
+    from .tma_flash_attention import TmaFlashWriter  # they build on this module's writers
+    from .wgmma_flash_attention import WgmmaFlashWriter
     if config.warpgroups:
-        return WgmmaFlashWriter(attention, config)
+        return (TmaFlashWriter if config.producer else WgmmaFlashWriter)(attention, config)
     return (MmaFlashWriter if config.tensor_cores else SimtFlashWriter)(attention, config)
 
 

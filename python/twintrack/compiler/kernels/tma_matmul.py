@@ -34,32 +34,23 @@ until the next block starts. Here:
   two elements a store and half of each 32-byte sector, the epilogue took
   about 12% of a 4096³ fp16 GEMM's time with the tensor cores idle.
 
-The ring's phase bookkeeping: K step `it` (counted over all of a block's
-tiles) uses buffer it % stages, in round it / stages; a wait for the
-round's parity (round % 2) returns once that round's phase has completed.
-The producer's first wait on each `empty[s]` asks for parity 1, which a
-fresh barrier reports complete."""
+The ring's barriers and phases: barrier_ring."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm
+from mlir.dialects import arith, nvvm
 
+from .barrier_ring import BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
 from .matmul_common import KernelOperands, MatmulOperands
-from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, shared_pointer, tensor_map, tma_layout_problem
+from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, tensor_map, tma_layout_problem
 from .wgmma_matmul import N_ATOM_ELEMENTS, WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig
 
-BARRIER_BYTES = 8
-# The longest a waiting thread sleeps before it tests its mbarrier again
-# (ns): it wakes as soon as the phase completes.
-WAIT_HINT_NS = 10_000_000
-GEP_DYNAMIC_INDEX = -2**31  # llvm.getelementptr's marker of an index taken from its operands
-# Registers a thread keeps after setmaxnreg: the producer warpgroup gives
-# most of its share to the consumers (2 x 128 x 232 + 128 x 40 <= 65,536).
+# Registers a producer thread keeps after setmaxnreg: it gives most of its
+# share to the consumers (`consumer_registers`).
 PRODUCER_REGISTERS = 40
-CONSUMER_REGISTERS = 232
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
 
     def dynamic_shared_bytes(self) -> int:
         """The ring, the staging buffers of the TMA stores, then the mbarriers."""
-        return super().dynamic_shared_bytes() + 2 * self.cfg.stages * BARRIER_BYTES
+        return super().dynamic_shared_bytes() + ring_barrier_bytes(self.cfg.stages)
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
@@ -145,7 +136,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 as (consumers, producer):
             with consumers():
                 if self.cfg.warpgroups > 1:
-                    nvvm.SetMaxRegisterOp(CONSUMER_REGISTERS, nvvm.SetMaxRegisterAction.increase)
+                    nvvm.SetMaxRegisterOp(consumer_registers(self.cfg.warpgroups, PRODUCER_REGISTERS),
+                                          nvvm.SetMaxRegisterAction.increase)
                 self._tiles(self._consume)
                 self.drain_stores()
             with producer():
@@ -155,17 +147,9 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                     self._tiles(self._produce)
 
     def _barriers(self) -> None:
-        """full[s] and empty[s] after the ring, initialized by thread 0 before every thread meets."""
-        w, stages = self.w, self.cfg.stages
-        first = w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
-        self.full = [shared_pointer(w, w.add(first, s * BARRIER_BYTES)) for s in range(stages)]
-        self.empty = [shared_pointer(w, w.add(first, (stages + s) * BARRIER_BYTES)) for s in range(stages)]
-        with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):
-            for s in range(stages):
-                nvvm.MBarrierInitOp(self.full[s], w.constant(1, "i32"))
-                nvvm.MBarrierInitOp(self.empty[s], w.constant(self.consumer_threads, "i32"))
-            nvvm.FenceMbarrierInitOp()
-        self.barrier()
+        """The ring's barriers, after the ring and the staging buffers."""
+        first = self.w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
+        self.ring_barriers = BarrierRing.initialized(self.w, first, self.cfg.stages, self.tid, self.consumer_threads)
 
     def _tiles(self, body) -> None:
         """`body(first_step)` for each tile of this block, with the tile's
@@ -199,29 +183,12 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             height = w.index(group)
         return w.div(place, height), w.add(first_row, w.rem(place, height)), batch
 
-    def _slot(self, step: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """(ring buffer, the parity of its round: i32) of K step `step`."""
-        w, stages = self.w, self.cfg.stages
-        parity = arith.index_cast(ir.IntegerType.get_signless(32), w.rem(w.div(step, stages), 2))
-        return w.rem(step, stages), parity
-
-    def _barrier_at(self, barriers: list[ir.Value], stage: ir.Value) -> ir.Value:
-        """barriers[stage] for a run-time stage: they are 8 bytes apart."""
-        w = self.w
-        offset = arith.index_cast(ir.IntegerType.get_signless(32), w.mul(stage, BARRIER_BYTES))
-        return llvm.getelementptr(barriers[0].type, barriers[0], [offset], [GEP_DYNAMIC_INDEX],
-                                  ir.IntegerType.get_signless(8), llvm.GEPNoWrapFlags.none)
-
     # ------------------------------------------------------------ producer
     def _produce(self, first_step: ir.Value) -> None:
-        w, cfg = self.w, self.cfg
+        w, cfg, ring = self.w, self.cfg, self.ring_barriers
         with w.loop(0, self.k_steps, 1) as steps:
-            step = w.add(first_step, steps.induction)
-            stage, parity = self._slot(step)
-            nvvm.MBarrierTryWaitParityOp(self._barrier_at(self.empty, stage), arith.xori(parity, w.constant(1, "i32")),
-                                         w.constant(WAIT_HINT_NS, "i32"))
-            full = self._barrier_at(self.full, stage)
-            nvvm.MBarrierArriveExpectTxOp(None, full, w.constant(self.stage_bytes, "i32"))
+            stage = ring.wait_empty(w.add(first_step, steps.induction))
+            full = ring.expect(stage, self.stage_bytes)
             origin = w.add(self.ring_address, w.mul(stage, self.stage_bytes))
             k = w.mul(steps.induction, cfg.bk)
             self._load(self.a_map, origin, [k, self.m0], full)
@@ -238,32 +205,22 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
               barrier: ir.Value) -> None:
         """One TMA copy of a box at `coordinates` (innermost first; the
         batch appended) to `shared_address`, completing on `barrier`."""
-        w = self.w
         if self.ops.batch is not None:
             coordinates = coordinates + [self.batch]
-        i32 = ir.IntegerType.get_signless(32)
-        destination = llvm.addrspacecast(llvm.PointerType.get(7), shared_pointer(w, shared_address))
-        nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(destination, tensor_map_,
-                                                      [arith.index_cast(i32, c) for c in coordinates], barrier, [])
+        tma_load(self.w, tensor_map_, shared_address, coordinates, barrier)
 
     # ------------------------------------------------------------ consumers
     def _consume(self, first_step: ir.Value) -> None:
-        w = self.w
+        w, ring = self.w, self.ring_barriers
         with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
             self.mark_useful_work(steps.op)
             step = w.add(first_step, steps.induction)
-            stage, parity = self._slot(step)
-            nvvm.MBarrierTryWaitParityOp(self._barrier_at(self.full, stage), parity, w.constant(WAIT_HINT_NS, "i32"))
-            updated = self._multiply(stage, steps.carried[0])
+            updated = self._multiply(ring.wait_full(step), steps.carried[0])
             nvvm.WgmmaWaitGroupSyncOp(1)
             # The wgmmas of the step before have finished reading their buffer.
             with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, steps.induction, w.index(0))):
-                self._release(w.sub(step, 1))
+                ring.release(w.sub(step, 1))
             steps.yield_([updated])
         nvvm.WgmmaWaitGroupSyncOp(0)
-        self._release(w.add(first_step, self.k_steps - 1))
+        ring.release(w.add(first_step, self.k_steps - 1))
         self._store(steps.results[0])
-
-    def _release(self, step: ir.Value) -> None:
-        stage, _ = self._slot(step)
-        nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), self._barrier_at(self.empty, stage))

@@ -41,7 +41,13 @@ from mlir import ir
 from mlir.dialects import arith, llvm, memref, nvvm, vector
 
 from .builder import BLOCKS_PER_SM_ATTR, vector_of
-from .flash_attention import NEGATIVE_INFINITY, AttentionOperands, FlashTileConfig, MmaFlashWriter
+from .flash_attention import (
+    NEGATIVE_INFINITY,
+    RECIPROCAL_APPROXIMATE,
+    AttentionOperands,
+    FlashTileConfig,
+    MmaFlashWriter,
+)
 from .mask_tiles import HIDDEN
 from .matmul_common import accumulator_position, element_bytes
 from .mma_matmul import MMA_K, MMA_N, accumulator_type, fragment_register
@@ -123,22 +129,33 @@ class WgmmaFlashWriter(MmaFlashWriter):
         nvvm.CpAsyncWaitGroupOp(self.stages - 2)  # Q and the first key tile
         nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
         self.barrier()
+        self.attend(end)
+
+    def attend(self, end: ir.Value) -> None:
+        """Once Q has landed: Q's fragments, the first tile's scores and
+        softmax, the key loop, the last tile's P·V and the store."""
+        w, cfg = self.w, self.cfg
         self.q_registers = [[fragment_register(w, fragment, r) for r in range(4)]
                             for fragment in self.query_fragments()]
         hides_keys = self.tile_hides_keys(w.index(0))
+        self.wait_first_tile()
+        self.first_turn()
         nvvm.WgmmaFenceAlignedOp()
         scores = self._scores(w.index(0))
         nvvm.WgmmaGroupSyncAlignedOp()
+        self.pass_turn()
         scores, = wgmma_wait(w, 0, [scores])
         infinity, zero = w.constant(NEGATIVE_INFINITY, "f32"), w.constant(0.0, "f32")
         state = self._softmax(scores, w.index(0), [infinity] * 2, [zero] * 2, hides_keys)
         output = llvm.mlir_zero(self._struct(cfg.head_dim))
         output, maxima, sums, probabilities = self._key_loop(end, output, state)
+        self.take_turn()
         nvvm.WgmmaFenceAlignedOp()
         output = self._add_values(output, probabilities, w.rem(w.div(w.sub(end, cfg.keys), cfg.keys), self.stages))
         nvvm.WgmmaGroupSyncAlignedOp()
+        self.pass_last_turn()
         output, = wgmma_wait(w, 0, [output], probabilities)
-        nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
+        nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies (none with a producer)
         self._store(self._finished_tiles(output, sums))
 
     def _key_loop(self, end: ir.Value, output: ir.Value, state: _RowState) -> tuple[ir.Value, ...]:
@@ -154,29 +171,68 @@ class WgmmaFlashWriter(MmaFlashWriter):
             if mean is not None:
                 w.mean_trips(loop.op, mean - 1)
             self.mark_useful_work(loop.op)
-            if cfg.blocks_per_sm > 1:
+            # With a producer, ptxas honours setmaxnreg only where the entry's registers follow from the blocks asked.
+            if cfg.blocks_per_sm > 1 or cfg.producer:
                 loop.op.attributes[BLOCKS_PER_SM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                                             cfg.blocks_per_sm)
             k0 = loop.induction
             output, maxima, sums, probabilities = _unpacked(loop.carried)
             upcoming_hides_keys = self.tile_hides_keys(w.add(k0, w.index(cfg.keys)))  # loaded early: a branch waits on it
-            nvvm.CpAsyncWaitGroupOp(s - 3)  # tile i + 1 has landed
-            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
-            self.barrier()
-            step = w.div(k0, cfg.keys)
-            self._copy_keys(w.add(k0, w.index((s - 1) * cfg.keys)), w.rem(w.add(step, w.index(s - 1)), s), end, None)
-            nvvm.CpAsyncCommitGroupOp()
-            nvvm.WgmmaFenceAlignedOp()
-            upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
-            nvvm.WgmmaGroupSyncAlignedOp()
-            output = self._add_values(output, probabilities, w.rem(step, s))
-            nvvm.WgmmaGroupSyncAlignedOp()
+            upcoming, output = self.next_step(k0, end, output, probabilities)
             upcoming, = wgmma_wait(w, 1, [upcoming])  # the scores; P·V still running
             state = self._softmax(upcoming, w.add(k0, w.index(cfg.keys)), maxima, sums, upcoming_hides_keys)
             output, = wgmma_wait(w, 0, [output], probabilities)  # P·V, which reads this P
+            self.step_done(k0)
             output = self._rescaled(output, state.factors)
             loop.yield_([output, *state.maxima, *state.sums, *state.probabilities])
         return _unpacked(loop.results)
+
+    def next_step(self, k0: ir.Value, end: ir.Value, output: ir.Value,
+                  probabilities: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+        """Step k0 / keys's copies and matmuls issued: once tile i + 1 has
+        landed and every warpgroup is done with tile i - 1, the copies of
+        tile i + stages - 1 into its buffer, then tile i + 1's scores and
+        tile i's P·V; (the upcoming scores, the output)."""
+        w, cfg, s = self.w, self.cfg, self.stages
+        nvvm.CpAsyncWaitGroupOp(s - 3)  # tile i + 1 has landed
+        nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+        self.barrier()
+        step = w.div(k0, cfg.keys)
+        self._copy_keys(w.add(k0, w.index((s - 1) * cfg.keys)), w.rem(w.add(step, w.index(s - 1)), s), end, None)
+        nvvm.CpAsyncCommitGroupOp()
+        return self.issue_step(step, output, probabilities)
+
+    def issue_step(self, step: ir.Value, output: ir.Value, probabilities: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+        """Tile `step` + 1's scores and tile `step`'s P·V issued, in the
+        warpgroup's turn; (the upcoming scores, the output)."""
+        w, s = self.w, self.stages
+        self.take_turn()
+        nvvm.WgmmaFenceAlignedOp()
+        upcoming = self._scores(w.rem(w.add(step, w.index(1)), s))
+        nvvm.WgmmaGroupSyncAlignedOp()
+        output = self._add_values(output, probabilities, w.rem(step, s))
+        nvvm.WgmmaGroupSyncAlignedOp()
+        self.pass_turn()
+        return upcoming, output
+
+    def step_done(self, k0: ir.Value) -> None:
+        """Step k0 / keys's P·V has been waited for (the next barrier frees its buffer)."""
+
+    def wait_first_tile(self) -> None:
+        """Wait for the first key tile (here it landed with Q)."""
+
+    # Turns at the tensor cores: none here (tma_flash_attention's consumers take them).
+    def first_turn(self) -> None:
+        """Before the first matmuls: wait for this warpgroup's first turn."""
+
+    def take_turn(self) -> None:
+        """Wait for this warpgroup's turn to issue matmuls."""
+
+    def pass_turn(self) -> None:
+        """This warpgroup has issued: the next one's turn."""
+
+    def pass_last_turn(self) -> None:
+        """After this warpgroup's last matmuls."""
 
     # ------------------------------------------------------------ shared memory
     def _stage_tile_classes(self, buffer: ir.Value) -> None:
@@ -303,6 +359,10 @@ class WgmmaFlashWriter(MmaFlashWriter):
         return self.mean_key_tiles(self.unmasked_end_at, self.key_end_at) / tiles
 
     # ------------------------------------------------------------ accumulators
+    def reciprocal(self, value: ir.Value) -> ir.Value:
+        """1 / value within 1 ulp: no call among the wgmmas (`RECIPROCAL_APPROXIMATE`)."""
+        return llvm.inline_asm(ir.F32Type.get(), [value], RECIPROCAL_APPROXIMATE, "=f,f")
+
     def _struct(self, n: int) -> ir.Type:
         return llvm.StructType.get_literal([ir.F32Type.get()] * (n // 2))
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from mlir import ir
 from mlir.dialects import memref
@@ -49,11 +50,13 @@ from ..kernels.flash_attention import (
     AttentionOperands,
     FlashTileConfig,
     OperandSlice,
+    WgmmaFlashTile,
     build_flash_attention,
     choose_flash_tile,
+    load_flash_tiles,
 )
 from ..dispatch_kinds import DispatchKind, dispatch_kind
-from ..target import DEFAULT_ARCH
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 from ..kernels.epilogue import uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims, permute_loops
@@ -124,17 +127,19 @@ class GpuAttentionKernels(PythonPass):
     name = "gpu-attention-kernels"
     strict: bool = False  # a kernel that fails to build is an error, not a fallback (--strict-kernels)
     arch: str = DEFAULT_ARCH  # the GPU the kernels are for: sm_90a has wgmma
+    lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the flash kernel's tile table is read (--lowering-dir)
 
     def _run(self, module: ir.Operation, pass_) -> None:
+        tiles = load_flash_tiles(Path(self.lowering_dir))
         chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
-                  if (chain := _find_chain(op, self.arch)) is not None]
+                  if (chain := _find_chain(op, self.arch, tiles)) is not None]
         for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
             with kernel_site(module, self.strict):
                 _replace(chain, f"forward_attention_{number}")
 
 
 # ------------------------------------------------------------ matching
-def _find_chain(op: ir.Operation, arch: str) -> _Chain | None:
+def _find_chain(op: ir.Operation, arch: str, tiles: tuple[WgmmaFlashTile, ...]) -> _Chain | None:
     scores = MatmulSite.of(op)
     # The scores and P are the kernel's own: their rows need no 16-byte vectors
     # (197 keys); Q, K and V are checked as the kernel reads them (`_reads`).
@@ -162,7 +167,7 @@ def _find_chain(op: ir.Operation, arch: str) -> _Chain | None:
                                   tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
                                   sum(r.producer is not None for r in reads),
                                   _tile_contiguous(ir.MemRefType(values.output.type), -1))
-    config = choose_flash_tile(attention, arch)
+    config = choose_flash_tile(attention, arch, tiles)
     chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
 
@@ -203,7 +208,7 @@ def _slice(memref_type: ir.MemRefType, dims: tuple[str, ...], heads: int = 1,
     if strides[tiles[0]] == ir.ShapedType.get_dynamic_stride_or_offset():
         return None
     return OperandSlice(tuple(memref_type.shape), dims, strides[tiles[0]], str(memref_type.element_type), heads,
-                        group)
+                        group, str(memref_type))
 
 
 def _through_copy(value: ir.Value, reader: ir.Operation, kernel_at: ir.Operation, allow_scale: bool) -> _Read | None:
