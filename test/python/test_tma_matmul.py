@@ -181,15 +181,23 @@ def test_a_one_tile_wgmma_kernel_stages_its_stores_where_its_tile_asks(artifact,
     """The wgmma kernel (one tile a block, cp.async ring) stages its results
     over the ring once every warpgroup is done with it (a block barrier)
     and stores them with TMA, where its tile says `tma_stores = true` (the
-    TMA tiles' default; the tile table leaves the wgmma tiles in registers
-    until measured). f32 results (tf32), 32 columns a store; the block
-    waits for its stores before it exits."""
+    tile table's wgmma tiles do, as the TMA tiles by default); with
+    `tma_stores = false` it stores from registers. f32 results (tf32), 32
+    columns a store; the block waits for its stores before it exits."""
+    model = "zoo:gemm?m=2048&k=2048&n=2048"
+    flags = ("--pipeline", "gpu", "--dtype", "float32", "--allow-tf32", "--strict-kernels")
     lowering = tmp_path_factory.mktemp("lowering") / "lowering"
     shutil.copytree(LOWERING_DIR, lowering)
     table = lowering / "tuning" / "matmul.toml"
-    table.write_text(table.read_text().replace("[[wgmma_matmul]]\n", "[[wgmma_matmul]]\ntma_stores = true\n"))
-    outdir = artifact("zoo:gemm?m=2048&k=2048&n=2048", "--pipeline", "gpu", "--dtype", "float32", "--allow-tf32",
-                      "--strict-kernels", "--lowering-dir", lowering)
+    assert "[[wgmma_matmul]]\ntma_stores = true\n" in table.read_text()
+    table.write_text(table.read_text().replace("[[wgmma_matmul]]\ntma_stores = true\n", "[[wgmma_matmul]]\n"))
+    registers = artifact(model, *flags, "--lowering-dir", lowering)
+    kernel = next(k for k in json.loads((registers / "manifest.json").read_text())["kernels"]
+                  if k["path"].startswith("wgmma-matmul"))
+    assert not kernel["path"].endswith("TMA stores")
+    assert "st.global" in (registers / "kernels" / f"{kernel['name']}.ptx").read_text()
+
+    outdir = artifact(model, *flags)
     kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
                   if k["path"].startswith("wgmma-matmul"))
     assert kernel["path"].endswith("TMA stores") and kernel["spills"] == 0

@@ -20,7 +20,7 @@
 // CHECK:           %[[SIZE:.*]] = arith.select %[[INSIDE]], %c8, %{{.*}} : index
 // CHECK:           nvgpu.device_async_copy %[[X]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8, %[[SIZE]] {bypassL1} : memref<2x8x8x64xf16>
 // CHECK:           nvgpu.device_async_copy %[[W]]
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
 // CHECK-NOT:     memref.dealloc
 #id6 = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>
 #shifted = affine_map<()[s0, s1] -> (s0 + s1 - 1)>
@@ -79,7 +79,7 @@ func.func @padded(%x: memref<2x8x8x64xf16>, %w: memref<64x576xf16>, %c: memref<1
 // CHECK:           %[[N:.*]] = affine.apply
 // CHECK-NEXT:      %[[H:.*]] = affine.apply
 // CHECK:           nvgpu.device_async_copy %[[X]][%[[N]], %[[H]], %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8 {bypassL1}
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
 
 func.func @strided(%x: memref<2x16x16x64xf16>, %w: memref<64x64xf16>, %c: memref<128x64xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -127,10 +127,10 @@ func.func @channels_first(%x: memref<2x64x10x10xf16>, %w: memref<64x576xf16>, %c
 // CHECK-NOT:     memref.alloc
 // CHECK:         gpu.launch
 // CHECK:           nvgpu.device_async_copy %[[X]]
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
 // CHECK:         gpu.launch
 // CHECK:           nvgpu.device_async_copy %[[Y]]
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
 // CHECK-NOT:     memref.dealloc
 // CHECK:         return
 
@@ -189,11 +189,11 @@ func.func @patches_read_twice(%x: memref<2x16x16x64xf16>, %w: memref<64x64xf16>,
 // CHECK:         linalg.generic {{.*}} ins(%[[X]] {{.*}} outs(%[[P]]
 // CHECK:         gpu.launch
 // CHECK:           nvgpu.device_async_copy %collapse_shape
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{[^"]*}}stages"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{[^"]*}}stages TMA stores"}
 // CHECK-NOT:     linalg.generic
 // CHECK:         gpu.launch
 // CHECK:           nvgpu.device_async_copy %[[Y]]
-// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col"}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
 // CHECK:         memref.dealloc %[[P]]
 func.func @shared_after_written_patches(%x: memref<2x64x10x10xf16>, %y: memref<2x10x10x64xf16>, %w: memref<64x576xf16>, %c: memref<128x64xf32>, %d: memref<128x64xf32>) {
   %zero = arith.constant 0.0 : f32

@@ -40,7 +40,7 @@
 // CHECK:           nvvm.cp.async.commit.group
 // CHECK-NOT:       nvgpu.device_async_copy
 // CHECK:           %[[ZERO:.*]] = llvm.mlir.zero : !llvm.struct<(f32, {{.*}})>
-// CHECK:           scf.for %[[K:.*]] = %c0 to %c512 step %c64 iter_args(%[[ACC:.*]] = %[[ZERO]])
+// CHECK:           scf.for %[[K:.*]] = %c0 to %c512 step %c64{{(_[0-9]+)?}} iter_args(%[[ACC:.*]] = %[[ZERO]])
 // CHECK:             nvvm.cp.async.wait.group 1
 // CHECK-NEXT:        nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT:        gpu.barrier
@@ -59,14 +59,18 @@
 // CHECK-NEXT:        nvvm.cp.async.commit.group
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK-NEXT:        scf.yield
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 128x256x64/2 warpgroups/4 stages"}
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 128x256x64/2 warpgroups/4 stages TMA stores"}
 // CHECK-NEXT:      nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK-NEXT:      nvvm.cp.async.wait.group 0
+// The results staged over the ring (once every warpgroup is done with it),
+// 32 f32 columns a TMA store, 8 stores a warpgroup, none from registers.
+// CHECK:           gpu.barrier
 // CHECK:           llvm.extractvalue %{{.*}}[0]
 // CHECK-NEXT:      llvm.extractvalue %{{.*}}[1]
 // CHECK-NEXT:      vector.from_elements %{{.*}}, %{{.*}} : vector<2xf32>
-// CHECK:           vector.store %{{.*}}, %[[C]][%{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<2048x2048xf32>, vector<2xf32>
-// CHECK-COUNT-63:   vector.store %{{.*}}, %[[C]]
+// CHECK:           llvm.store %{{.*}}, %{{.*}} {alignment = 8 : i64} : vector<2xf32>, !llvm.ptr<3>
+// CHECK-COUNT-8:   nvvm.cp.async.bulk.tensor.global.shared.cta
+// CHECK:           nvvm.cp.async.bulk.wait_group 0
 // CHECK-NOT:       vector.store
 // CHECK:           gpu.terminator
 // CHECK-NOT:     linalg.matmul
@@ -88,7 +92,7 @@ func.func @plain(%a: memref<2048x512xf16>, %b: memref<512x2048xf16>, %c: memref<
 // CHECK-LABEL: func.func @whole_k(
 // CHECK-SAME:    %[[X:.*]]: memref<2048x256xf16>, %[[W:.*]]: memref<256x256xf16>, %{{.*}}: memref<2048x256xf32>)
 // CHECK-DAG:     %[[SMEM:.*]] = arith.constant 66560 : i32
-// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4, %{{.*}} = %c32, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4{{(_[0-9]+)?}}, %{{.*}} = %c32{{(_[0-9]+)?}}, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
 // CHECK-COUNT-4:   nvvm.cp.async.commit.group
 // CHECK-NOT:       nvgpu.device_async_copy
 // CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64
@@ -99,7 +103,7 @@ func.func @plain(%a: memref<2048x512xf16>, %b: memref<512x2048xf16>, %c: memref<
 // CHECK-NEXT:        nvvm.cp.async.commit.group
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
 // CHECK-NEXT:        scf.yield
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages"}
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages TMA stores"}
 func.func @whole_k(%x: memref<2048x256xf16>, %w: memref<256x256xf16>, %y: memref<2048x256xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%y : memref<2048x256xf32>)
@@ -116,7 +120,7 @@ func.func @whole_k(%x: memref<2048x256xf16>, %w: memref<256x256xf16>, %y: memref
 // of step i + 6.
 // CHECK-LABEL: func.func @deep_ring(
 // CHECK-DAG:     %[[SMEM:.*]] = arith.constant 132096 : i32
-// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4, %{{.*}} = %c32, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c4{{(_[0-9]+)?}}, %{{.*}} = %c32{{(_[0-9]+)?}}, {{.*}}) dynamic_shared_memory_size %[[SMEM]]
 // CHECK:           %[[RING:.*]] = memref.view {{.*}} to memref<65536xf16, #gpu.address_space<workgroup>>
 // CHECK-COUNT-6:   nvvm.cp.async.commit.group
 // CHECK-NOT:       nvvm.cp.async.commit.group
@@ -130,7 +134,7 @@ func.func @whole_k(%x: memref<2048x256xf16>, %w: memref<256x256xf16>, %y: memref
 // CHECK:             nvgpu.device_async_copy
 // CHECK:             nvvm.cp.async.commit.group
 // CHECK-NEXT:        nvvm.wgmma.wait.group.sync.aligned 1
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/8 stages"}
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/8 stages TMA stores"}
 func.func @deep_ring(%x: memref<2048x1024xf16>, %w: memref<256x1024xf16>, %y: memref<2048x256xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%y : memref<2048x256xf32>)
@@ -166,12 +170,13 @@ func.func @deep_ring(%x: memref<2048x1024xf16>, %w: memref<256x1024xf16>, %y: me
 // CHECK:             %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
 // CHECK-NEXT:        %{{.*}} = arith.addi %{{.*}}, %c2_i64 : i64
 // CHECK-NEXT:        nvvm.wgmma.mma_async
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/2 stages"}
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/2 stages TMA stores"}
 // CHECK:           memref.load %[[BIAS]]
 // CHECK:           arith.addf
 // CHECK:           arith.truncf %{{.*}} : f32 to bf16
 // CHECK:           vector.from_elements %{{.*}}, %{{.*}} : vector<2xbf16>
-// CHECK:           vector.store %{{.*}}, %[[Y]]{{.*}} : memref<256x256xbf16>, vector<2xbf16>
+// CHECK:           llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<2xbf16>, !llvm.ptr<3>
+// CHECK:           nvvm.cp.async.bulk.tensor.global.shared.cta
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     memref.dealloc
 // CHECK:         return
@@ -198,7 +203,7 @@ func.func @linear_bias(%x: memref<256x128xbf16>, %w: memref<256x128xbf16>, %bias
 // A K of 64 is one step: a ring of one stage, one copy group before the loop.
 // CHECK-LABEL: func.func @accumulates(
 // CHECK-SAME:    %{{.*}}: memref<2x64x64xf16>, %{{.*}}: memref<2x64x64xf16>, %[[C3:.*]]: memref<2x64x64xf32>)
-// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c1, %{{.*}} = %c1, %{{.*}} = %c2) threads
+// CHECK:         gpu.launch {{.*}} in (%{{.*}} = %c1{{(_[0-9]+)?}}, %{{.*}} = %c1{{(_[0-9]+)?}}, %{{.*}} = %c2) threads
 // CHECK:           nvvm.cp.async.commit.group
 // CHECK-NOT:       nvvm.cp.async.commit.group
 // CHECK:           vector.load %[[C3]][%{{.*}}, %{{.*}}, %{{.*}}] {alignment = 8 : i64} : memref<2x64x64xf32>, vector<2xf32>
@@ -247,7 +252,7 @@ func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<25
 // TF32:           nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 8>, D[<f32>, <one>], A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
 // TF32-COUNT-3:   nvvm.wgmma.mma_async
 // TF32-NEXT:      nvvm.wgmma.commit.group.sync.aligned
-// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages"}
+// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages TMA stores"}
 // TF32:         memref.dealloc %[[BT]] : memref<256x64xf32>
 // EXACT-LABEL: func.func @tf32(
 // EXACT-NOT:     nvvm.wgmma
@@ -277,8 +282,8 @@ func.func @tf32_linear(%x: memref<256x64xf32>, %w: memref<256x64xf32>, %y: memre
 // Ragged edges: no tile divides 197 rows or a K of 224 (3.5 steps), and
 // rounding up adds 49% of the work (the most is half): 64x64 tiles, 4 x 4
 // blocks. A copy past row 196 or column 223 reads from a clamped address
-// with source size 0 (zeros); the K loop runs 4 whole steps; a result pair
-// past row 196 is not stored. The loop records the share of its work inside
+// with source size 0 (zeros); the K loop runs 4 whole steps; the TMA stores
+// drop the rows past 196. The loop records the share of its work inside
 // the data, which the kernel report counts.
 // CHECK-LABEL: func.func @ragged(
 // CHECK-SAME:    %[[A:.*]]: memref<197x224xf16>, %[[B:.*]]: memref<224x256xf16>, %[[C:.*]]: memref<197x256xf32>)
@@ -295,10 +300,10 @@ func.func @tf32_linear(%x: memref<256x64xf32>, %w: memref<256x64xf32>, %y: memre
 // CHECK-NEXT:      %[[B_SIZE:.*]] = arith.select %[[K_IN]], %c8, %c0 : index
 // CHECK-NEXT:      nvgpu.device_async_copy %[[B]][%[[K_AT]], %{{.*}}], %{{.*}}[%{{.*}}], 8, %[[B_SIZE]] {bypassL1}
 // CHECK:           scf.for %{{.*}} = %c0 to %c256 step %c64
-// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages", twintrack.useful_fraction = 0.67333984375 : f64}
-// CHECK:           %[[STORE_IN:.*]] = arith.cmpi ult, %{{.*}}, %c197 : index
-// CHECK-NEXT:      scf.if %[[STORE_IN]] {
-// CHECK-NEXT:        vector.store %{{.*}}, %[[C]][{{.*}}] {alignment = 8 : i64} : memref<197x256xf32>, vector<2xf32>
+// CHECK:           } {twintrack.kernel_path = "wgmma-matmul 64x64x64/1 warpgroups/4 stages TMA stores", twintrack.useful_fraction = 0.67333984375 : f64}
+// CHECK:           nvvm.cp.async.bulk.tensor.global.shared.cta
+// CHECK-NOT:       vector.store
+// CHECK:           gpu.terminator
 func.func @ragged(%a: memref<197x224xf16>, %b: memref<224x256xf16>, %c: memref<197x256xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%c : memref<197x256xf32>)
