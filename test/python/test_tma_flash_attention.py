@@ -93,8 +93,12 @@ def test_the_tile_table_names_the_entry_it_cannot_read(tmp_path):
                      "producer = true\nping_pong = true\n")
     with pytest.raises(UsageError, match=r"attention\.toml: a wgmma_flash entry: .*ping_pong"):
         load_flash_tiles(lowering)
-    tiles = load_flash_tiles()
-    assert tiles[-1].producer is False and tiles[-1].takes is not None  # the cp.async kernel last, taking the rest
+    table.unlink()
+    with pytest.raises(UsageError, match=r"attention\.toml: no such file"):
+        load_flash_tiles(lowering)
+    last = load_flash_tiles()[-1]  # the cp.async kernel, taking every attention the kernel applies to
+    assert not last.producer and last.head_dims == (64, 128) and last.boolean_masks and last.fewer_rows
+    assert last.min_keys == 0
 
 
 def test_consumers_take_what_the_producer_gives_within_the_block_share():

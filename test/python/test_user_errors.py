@@ -104,6 +104,17 @@ def test_bad_compile_options(run_tool, tmp_path, options, fragment):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_lowering_directory_without_a_tile_table(run_tool, tmp_path):
+    """A --lowering-dir copied before a tile table existed: a usage error
+    naming the file, no reproducer (nothing in the compiler to reproduce)."""
+    lowering = tmp_path / "lowering"
+    shutil.copytree(REPO / "lowering", lowering)
+    (lowering / "tuning" / "attention.toml").unlink()
+    result = run_tool("compile", "zoo:gemm", "--pipeline", "gpu", "--lowering-dir", lowering, "-o", tmp_path / "o")
+    assert_one_line_error(result, "tuning/attention.toml: no such file")
+    assert "internal error" not in result.stderr and not (tmp_path / "o").exists()
+
+
 def test_results_directory_is_a_file(run_tool, tmp_path):
     (tmp_path / "file").write_text("not a directory")
     result = run_tool("bench", "--device", "cpu", "--only", "gemm512", "--out", tmp_path / "file")

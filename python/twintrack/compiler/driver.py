@@ -199,6 +199,8 @@ def run_stage(stage: StageRecipe, module, remarks: list[str] | None = None,
                     module.operation.verify()
         except bindings.ir.MLIRError as e:
             raise _stage_error(stage, e, input_ir) from None
+        except UsageError:  # the user's input a pass reads (a tile table of --lowering-dir): no bug to reproduce
+            raise
         except Exception as e:  # a bug in a Python pass: still a reproducible, named failure
             raise _stage_error(stage, RuntimeError(f"internal error: {_brief_error(e)}"), input_ir) from e
         finally:

@@ -344,6 +344,9 @@ class WgmmaFlashTile:
 def load_flash_tiles(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> tuple[WgmmaFlashTile, ...]:
     """The wgmma flash kernel's tiles, first that fits first."""
     path = Path(lowering_dir) / "tuning" / "attention.toml"
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file (the wgmma flash kernel's tiles; a lowering directory "
+                         "copied before it existed needs lowering/tuning/attention.toml)")
     try:
         entries = tomllib.loads(path.read_text()).get("wgmma_flash", ())
         return tuple(WgmmaFlashTile(**{**entry, "head_dims": tuple(entry.get("head_dims", (64, 128)))})

@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import arith, nvvm
 
 from .barrier_ring import BARRIER_BYTES, BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
-from .flash_attention import AttentionKernelOperands, AttentionOperands, FlashTileConfig
+from .flash_attention import AttentionKernelOperands, AttentionOperands, FlashTileConfig, OperandSlice
 from .matmul_common import accumulator_position, element_bytes, round_up
 from .tensor_maps import SWIZZLE_BYTES, erase_tensor_map, tensor_map
 from .wgmma_flash_attention import WgmmaFlashWriter
@@ -46,12 +46,16 @@ class TmaFlashWriter(WgmmaFlashWriter):
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: AttentionKernelOperands) -> list[ir.Value]:
-        """K's and V's tensor maps: a box of the tile's keys x 64 columns, 1 in every batch dim."""
-        self.maps = [tensor_map(argument, [self.cfg.keys if d == first else N_ATOM_ELEMENTS if name == "tile" else 1
-                                           for d, name in enumerate(s.dims)])
-                     for argument, s in ((operands.k, self.attention.slices[1]), (operands.v, self.attention.slices[2]))
-                     for first in [s.tile_dim(0)]]
+        """K's and V's tensor maps."""
+        _, k_slice, v_slice = self.attention.slices
+        self.maps = [tensor_map(operands.k, self._box(k_slice)), tensor_map(operands.v, self._box(v_slice))]
         return self.maps
+
+    def _box(self, s: OperandSlice) -> list[int]:
+        """A tile's keys x 64 columns, 1 in every batch dim of the argument."""
+        keys = s.tile_dim(0)
+        return [self.cfg.keys if d == keys else N_ATOM_ELEMENTS if name == "tile" else 1
+                for d, name in enumerate(s.dims)]
 
     def discard_host_values(self, values: list[ir.Value]) -> None:
         for value in values:
