@@ -56,6 +56,7 @@ def test_a_long_attention_takes_k_and_v_from_a_producer_warpgroup(artifact, opti
     assert "mbarrier.try_wait.parity" in ptx and "bar.arrive" in ptx
     assert "rcp.rn" not in ptx and "call" not in ptx
     assert _boxes(launch) == [(128, 64)] * 2  # K (read as the model wrote it, heads a dim of their own) and V
+    assert sum("tensor_map" not in a for a in launch["args"]) == 2  # Q and O: K and V only through their maps
 
 
 def test_a_head_dim_of_128_copies_two_columns_of_each_tile(artifact):

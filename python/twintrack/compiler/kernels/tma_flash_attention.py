@@ -130,7 +130,7 @@ class TmaFlashWriter(WgmmaFlashWriter):
             ring_bytes = self.stages * self.stage_bytes
             self._stage_tile_classes(shared.view(w, ring_bytes + self._q_bytes(), [self.mask_tiles.key_tiles], "i32"))
         self.unmasked = self.unmasked_end(end) if self.own_mask or self.k_edge is not None else None
-        self.operand_tiles()
+        self.tiles = [self._tile_view(self.arguments[0], self.attention.slices[0])]  # K and V come by their maps
         self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared,
                          self._padded_place(cfg.head_dim, w.index(0)), None, self.m_edge)
         nvvm.CpAsyncCommitGroupOp()
