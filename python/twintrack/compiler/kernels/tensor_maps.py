@@ -5,6 +5,7 @@ stores), wgmma_matmul (stores)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mlir import ir
@@ -18,16 +19,34 @@ SWIZZLE_BYTES = 128  # the swizzle every map here takes: a box row of 128 bytes
 STORE_ROWS = 64      # rows of C a TMA store writes: one warpgroup's
 
 
+@dataclass(frozen=True)
+class _MemrefLayout:
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    element: str
+
+
+@functools.lru_cache(maxsize=4096)
+def _memref_layout(memref_type: str) -> _MemrefLayout | None:
+    """The shape, strides and offset of a memref type's text (None: no memref
+    type), parsed once: a repeated layer asks about the same types again."""
+    if not memref_type.startswith("memref<"):  # (the parser aborts on what is no type at all)
+        return None
+    with ir.Context(), ir.Location.unknown():
+        parsed = ir.MemRefType(ir.Type.parse(memref_type))
+        strides, offset = parsed.get_strides_and_offset()
+        return _MemrefLayout(tuple(parsed.shape), tuple(strides), offset, str(parsed.element_type))
+
+
 def tma_layout_problem(memref_type: str) -> str | None:
     """Why a tensor map cannot describe an operand of this type (None: it
     can): TMA needs the innermost stride 1, the others and the offset
     multiples of 16 bytes, and no broadcast (stride 0) dim."""
-    if not memref_type.startswith("memref<"):  # (the parser aborts on what is no type at all)
+    layout = _memref_layout(memref_type)
+    if layout is None:
         return f"not a memref type: {memref_type!r}"
-    with ir.Context(), ir.Location.unknown():
-        parsed = ir.MemRefType(ir.Type.parse(memref_type))
-        strides, offset = parsed.get_strides_and_offset()
-        return _strides_problem(strides, offset, element_bytes(str(parsed.element_type)))
+    return _strides_problem(list(layout.strides), layout.offset, element_bytes(layout.element))
 
 
 def _strides_problem(strides: list[int], offset: int, size: int) -> str | None:
@@ -82,18 +101,17 @@ def stored_layout(ops: MatmulOperands, box_rows: int, box_columns: int) -> Store
     through, or why there is none: each box must stay inside one index of
     the outer splits, the innermost dim be contiguous, the rest a tensor map
     can describe (16-byte strides and offset, at most 5 dims)."""
-    with ir.Context(), ir.Location.unknown():
-        output = ir.MemRefType(ir.Type.parse(ops.c_type)) if ops.c_type.startswith("memref<") else None
-        if output is None:
-            return f"C is no memref: {ops.c_type!r}"
-        strides, offset = output.get_strides_and_offset()
+    output = _memref_layout(ops.c_type)
+    if output is None:
+        return f"C is no memref: {ops.c_type!r}"
+    strides, offset = output.strides, output.offset
     view = ops.view
     groups = view.splits if view is not None else tuple((size,) for size in output.shape)
     if any(ir.ShapedType.is_dynamic_size(size) for group in groups for size in group):
         return "C's split sizes are known only at run time"
     # Split dim r (C's order) is loop dim loop_dims[r], stored at the output dim that holds that loop.
     output_dims = [view.store_dims.index(view.loop_dims[r]) for r in range(len(view.loop_dims))] if view \
-        else list(range(output.rank))
+        else list(range(len(output.shape)))
     layout = _merged(StoredLayout(tuple(tuple(group) for group in groups),
                                   tuple(strides[d] for d in output_dims), offset))
     groups = layout.groups
