@@ -39,7 +39,7 @@ the compile.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mlir import ir
@@ -130,23 +130,38 @@ class GpuAttentionKernels(PythonPass):
     lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # where the flash kernel's tile table is read (--lowering-dir)
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        tiles = load_flash_tiles(Path(self.lowering_dir))
+        search = _Search(self.arch, load_flash_tiles(Path(self.lowering_dir)))
         chains = [chain for op in nested_ops(module, lambda op: op.name == "linalg.batch_matmul")
-                  if (chain := _find_chain(op, self.arch, tiles)) is not None]
+                  if (chain := _find_chain(op, search)) is not None]
         for number, chain in enumerate(chains):  # disjoint: a P·V matmul starts no chain
             with kernel_site(module, self.strict):
                 _replace(chain, f"forward_attention_{number}")
 
 
 # ------------------------------------------------------------ matching
-def _find_chain(op: ir.Operation, arch: str, tiles: tuple[WgmmaFlashTile, ...]) -> _Chain | None:
+@dataclass
+class _Search:
+    """What finding the chains reads: the target, the flash kernel's tiles,
+    and each block's row-wise groups, found once (no chain is replaced
+    while they are found)."""
+    arch: str
+    tiles: tuple[WgmmaFlashTile, ...]
+    groups: dict[ir.Block, list[list[ir.Operation]]] = field(default_factory=dict)
+
+    def row_groups(self, block: ir.Block) -> list[list[ir.Operation]]:
+        if block not in self.groups:
+            self.groups[block] = row_groups(block)
+        return self.groups[block]
+
+
+def _find_chain(op: ir.Operation, search: _Search) -> _Chain | None:
     scores = MatmulSite.of(op)
     # The scores and P are the kernel's own: their rows need no 16-byte vectors
     # (197 keys); Q, K and V are checked as the kernel reads them (`_reads`).
     scores_operands = scores.operands(vector_operands=False, open_sizes=True)
     if scores.fill is None or scores_operands is None:
         return None
-    softmax = _softmax_after(scores)
+    softmax = _softmax_after(scores, search)
     if softmax is None:
         return None
     values_op = _next_matmul(softmax.ops[-1])
@@ -167,7 +182,7 @@ def _find_chain(op: ir.Operation, arch: str, tiles: tuple[WgmmaFlashTile, ...]) 
                                   tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
                                   sum(r.producer is not None for r in reads),
                                   _tile_contiguous(ir.MemRefType(values.output.type), -1))
-    config = choose_flash_tile(attention, arch, tiles)
+    config = choose_flash_tile(attention, search.arch, search.tiles)
     chain = _Chain(scores, softmax, values, attention, config, reads)
     return chain if config and _only_chain_between(chain) and _temporaries_private(chain) else None
 
@@ -481,13 +496,13 @@ def _reshaped(value: ir.Value) -> bool:
     return owner is not None and owner.name == "memref.alloc" and row_major(ir.MemRefType(value.type))
 
 
-def _softmax_after(scores: MatmulSite) -> _Softmax | None:
+def _softmax_after(scores: MatmulSite, search: _Search) -> _Softmax | None:
     """The row-wise softmax over the keys of the scores, right after their matmul."""
     last = scores.found.consumer if scores.found else scores.op
     after = _following(last)
     if not after or dispatch_kind(after[0]) is not DispatchKind.REDUCTION_ROWS:
         return None
-    group = next((g for g in row_groups(after[0].block) if after[0] in g), None)
+    group = next((g for g in search.row_groups(after[0].block) if after[0] in g), None)
     ops = [o for o in group or [] if o.name != "memref.alloc"]
     if [o.name for o in ops] != ["linalg.fill", "linalg.generic"] * 2 + ["linalg.generic"]:
         return None
