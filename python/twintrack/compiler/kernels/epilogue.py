@@ -50,6 +50,15 @@ class BodyOp:
     def operand_types(self) -> tuple[str, ...]:
         return tuple(str(v.type) for v in self.source.operands)
 
+    def signature(self) -> tuple:
+        """What a kernel built from this op depends on, whichever site's op
+        it is: its name, references, PTX, types and attributes (a compare's
+        predicate, a constant's value)."""
+        source = self.source
+        attributes = tuple((name, str(source.attributes[name])) for name in source.attributes)
+        return (self.name, self.operands, self.asm, self.operand_types,
+                tuple(str(r.type) for r in source.results), attributes)
+
 
 def uncast(ops: tuple[BodyOp, ...], ref: Ref) -> Ref:
     """The value `ref` widens or narrows, through any chain of extf and
@@ -70,6 +79,10 @@ class Epilogue:
     def tensor_inputs(self) -> list[tuple[int, EpilogueInput]]:
         """(position, input) of each input read from memory (not the accumulator)."""
         return [(k, inp) for k, inp in enumerate(self.inputs) if inp.memref_type is not None]
+
+    def signature(self) -> tuple:
+        """The epilogue as a kernel built from it depends on, whichever site it is read off."""
+        return self.inputs, tuple(op.signature() for op in self.ops), self.result, self.captured
 
 
 class IRMapping:

@@ -14,6 +14,7 @@ from mlir.dialects import arith, memref, vector
 
 from .builder import KERNEL_PATH_ATTR, KernelBuilder, LaunchIds, build_launch, vector_of
 from .epilogue import Epilogue, EpilogueWriter
+from .launch_reuse import LaunchReuse
 from .window_read import WindowRead
 
 __all__ = ["KERNEL_PATH_ATTR"]
@@ -171,16 +172,40 @@ class TiledMatmulWriter:
         self.k_edge = ops.k if bk and ops.k % bk else None
 
     # ------------------------------------------------------------ launch
-    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
+    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands,
+              reuse: LaunchReuse | None = None) -> ir.Operation:
         """The kernel's gpu.launch, built right before `before` (after the
-        values it reads that are made on the host: `host_values`); where M
-        is known only at run time, its row tiles are counted on the host."""
+        values it reads that are made on the host: `host_values`), or cloned
+        from an identical one `reuse` holds; where M is known only at run
+        time, its row tiles are counted on the host."""
         made = made_on_host([self], [operands], before)
+        roles = (operands.a, operands.b, operands.c, *operands.epilogue, *operands.captured, *made[0])
+        key = self._reuse_key(roles) if reuse is not None else None
+
+        def built() -> ir.Operation:
+            try:
+                return self._launch(before, kernel, operands)
+            except Exception:
+                self.discard_host_values(made[0])
+                raise
+        return reuse.launch(key, before, kernel, roles, built) if reuse is not None else built()
+
+    def _reuse_key(self, roles: tuple[ir.Value, ...]):
+        """What makes two sites' kernels the same (None: never reused): the
+        generator, its schedule, the operands' description and types, which
+        roles are one value, the epilogue. Not where M is known only at run
+        time (the grid is counted on the host)."""
+        if self.ops.open_m:
+            return None
+        aliasing = tuple(roles.index(value) for value in roles)
+        epilogue = self.epilogue_description.signature() if self.epilogue_description else None
+        key = (type(self), self.cfg, self.ops, self.accumulate, epilogue,
+               tuple(str(value.type) for value in roles), aliasing)
         try:
-            return self._launch(before, kernel, operands)
-        except Exception:
-            self.discard_host_values(made[0])
-            raise
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
         """Values the kernel reads that the host makes before its launch, at

@@ -28,6 +28,7 @@ from mlir.dialects import arith, memref, vector
 from ..target import GpuTarget
 from .builder import vector_of, workgroup_memref
 from .epilogue import Epilogue
+from .launch_reuse import LaunchReuse
 from .matmul_common import VECTOR_BYTES, KernelOperands, MatmulOperands, TiledMatmulWriter, element_bytes
 from .split_k_matmul import REDUCE_WIDTH, ReduceWriter, build_with_workspace
 
@@ -238,8 +239,10 @@ class SkinnyMatmulWriter:
     def workgroup_types(self) -> list[ir.MemRefType]:
         return self.partial.workgroup_types()
 
-    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
+    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands,
+              reuse: LaunchReuse | None = None) -> ir.Operation:
+        """One kernel (reused as `TiledMatmulWriter.build` says), or the K slices' two, built each time."""
         if self.reduce is None:
-            return self.partial.build(before, kernel, operands)
+            return self.partial.build(before, kernel, operands, reuse)
         return build_with_workspace(before, kernel, operands, self.partial, self.reduce,
                                     [self.schedule.splits * self.ops.m, self.ops.n])

@@ -24,6 +24,7 @@ from mlir.dialects import arith, memref
 from ..target import GpuTarget
 from .builder import element_type
 from .epilogue import Epilogue
+from .launch_reuse import LaunchReuse
 from .matmul_common import KernelOperands, MatmulOperands, TileCopy, TiledMatmulWriter
 from .mma_matmul import WARP, MmaMatmulWriter, MmaTileConfig
 from .wgmma_matmul import WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig
@@ -203,7 +204,9 @@ class SplitKMatmulWriter:
         self.reduce = ReduceWriter(ops, schedule.splits, accumulate, epilogue, self.path)
         self.threads = schedule.threads
 
-    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands) -> ir.Operation:
+    def build(self, before: ir.Operation, kernel: str, operands: KernelOperands,
+              reuse: LaunchReuse | None = None) -> ir.Operation:
+        """The partial and the reducing kernel around their workspace, built each time (`reuse` unused)."""
         return build_with_workspace(before, kernel, operands, self.partial, self.reduce,
                                     [self.schedule.splits * self.ops.m, self.ops.n])
 

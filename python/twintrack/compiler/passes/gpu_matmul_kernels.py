@@ -36,6 +36,7 @@ from mlir.dialects import arith, memref, scf
 
 from ..autotune import TuningKey, TuningRequest, compiler_version, request_for, tile_record
 from ..kernels.epilogue import Epilogue, EpilogueInput
+from ..kernels.launch_reuse import LaunchReuse
 from ..kernels.matmul_common import (
     VECTOR_BYTES,
     KernelOperands,
@@ -584,6 +585,7 @@ class GpuMatmulKernels(PythonPass):
         target = gpu_target(Path(self.lowering_dir))
         request = request_for(self.tuning_cache, self.tuning_variant)
         tuned: dict[str, str] = {}  # kernel -> its tuning key and tile, for the kernel report and tools/tune.py
+        reuse = LaunchReuse()  # a repeated layer's kernels built once
         for group in _horizontal_groups(matmuls):
             sites = [MatmulSite.of(op, windows=len(group) == 1) for op in group]
             operands = [self._precision(site.operands(target)) for site in sites]
@@ -618,7 +620,7 @@ class GpuMatmulKernels(PythonPass):
                         _replace_by_buckets(site, plan, tuned, self.arch)
                         continue
                     kernel = f"forward_{chosen[2]}_{len(tuned)}"
-                    _replace(module, site, single, *chosen[:2], kernel, b_copy)
+                    _replace(module, site, single, *chosen[:2], kernel, b_copy, reuse)
                     tuned[kernel] = _tuning_note([single], chosen, self.arch, plan)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
@@ -730,14 +732,14 @@ def _replace_by_buckets(site: MatmulSite, plan: BucketPlan, tuned: dict, arch: s
 
 
 def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str,
-             b_copy: TransposeCopy | None = None) -> None:
-    """The kernel in place of the site; with `b_copy`, reading B through
-    that transposed copy, made by a kernel of its own just before and freed
-    just after."""
+             b_copy: TransposeCopy | None = None, reuse: LaunchReuse | None = None) -> None:
+    """The kernel in place of the site (a clone of an identical one `reuse`
+    holds, where it does); with `b_copy`, reading B through that transposed
+    copy, made by a kernel of its own just before and freed just after."""
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     kernel_operands = site.kernel_operands()
     if b_copy is None:
-        writer.build(site.op, kernel, kernel_operands)
+        writer.build(site.op, kernel, kernel_operands, reuse)
         erase_site(site)
         return
     copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b", b_copy, kernel_operands.b)
