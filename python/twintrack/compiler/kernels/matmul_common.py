@@ -179,8 +179,7 @@ class TiledMatmulWriter:
         from an identical one `reuse` holds; where M is known only at run
         time, its row tiles are counted on the host."""
         made = made_on_host([self], [operands], before)
-        roles = (operands.a, operands.b, operands.c, *operands.epilogue, *operands.captured, *made[0])
-        key = self._reuse_key(roles) if reuse is not None else None
+        roles = launch_roles([operands], made)
 
         def built() -> ir.Operation:
             try:
@@ -188,24 +187,9 @@ class TiledMatmulWriter:
             except Exception:
                 self.discard_host_values(made[0])
                 raise
-        return reuse.launch(key, before, kernel, roles, built) if reuse is not None else built()
-
-    def _reuse_key(self, roles: tuple[ir.Value, ...]):
-        """What makes two sites' kernels the same (None: never reused): the
-        generator, its schedule, the operands' description and types, which
-        roles are one value, the epilogue. Not where M is known only at run
-        time (the grid is counted on the host)."""
-        if self.ops.open_m:
-            return None
-        aliasing = tuple(roles.index(value) for value in roles)
-        epilogue = self.epilogue_description.signature() if self.epilogue_description else None
-        key = (type(self), self.cfg, self.ops, self.accumulate, epilogue,
-               tuple(str(value.type) for value in roles), aliasing)
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
+        if reuse is None:
+            return built()
+        return reuse.launch(launch_key([self], roles), before, kernel, roles, built)
 
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
         """Values the kernel reads that the host makes before its launch, at
@@ -505,12 +489,12 @@ class TiledMatmulWriter:
 
 
 def build_horizontal(before: ir.Operation, kernel: str, writers: list[TiledMatmulWriter],
-                     operands: list[KernelOperands]) -> ir.Operation:
+                     operands: list[KernelOperands], reuse: LaunchReuse | None = None) -> ir.Operation:
     """One kernel for several matmuls (horizontal fusion: Q/K/V projections
-    reading one input), built right before `before`: a 1-D grid holds each
-    matmul's blocks in turn, and a block runs the body of the matmul its
-    index falls in. The writers share the tile shape and the shared-memory
-    buffers."""
+    reading one input), built right before `before` (or cloned from an
+    identical one `reuse` holds): a 1-D grid holds each matmul's blocks in
+    turn, and a block runs the body of the matmul its index falls in. The
+    writers share the tile shape and the shared-memory buffers."""
     ends = []
     for writer in writers:
         ends.append((ends[-1] if ends else 0) + math.prod(writer.grid()))
@@ -520,13 +504,43 @@ def build_horizontal(before: ir.Operation, kernel: str, writers: list[TiledMatmu
         _horizontal_branch(w, ids, writers, operands, ends, 0)
 
     made = made_on_host(writers, operands, before)
+    roles = launch_roles(operands, made)
+
+    def built() -> ir.Operation:
+        try:
+            return build_launch(before, kernel, first.path, (ends[-1], 1, 1), first.threads, body, first.path,
+                                first.workgroup_types(), first.dynamic_shared_bytes())
+        except Exception:
+            for writer, values in zip(writers, made):
+                writer.discard_host_values(values)
+            raise
+    if reuse is None:
+        return built()
+    return reuse.launch(launch_key(writers, roles), before, kernel, roles, built)
+
+
+def launch_roles(operands: list[KernelOperands], made: list[list[ir.Value]]) -> tuple[ir.Value, ...]:
+    """The values a launch of these matmuls reads from outside, in a fixed
+    order: each one's A, B, C, epilogue tensors, gather buffers and host values."""
+    return tuple(value for ops, values in zip(operands, made)
+                 for value in (ops.a, ops.b, ops.c, *ops.epilogue, *ops.captured, *values))
+
+
+def launch_key(writers: list[TiledMatmulWriter], roles: tuple[ir.Value, ...]):
+    """What makes two sites' launches the same (None: never reused): each
+    writer's generator, path, schedule, operands and epilogue signature, the
+    roles' types, and which roles are one value. Not where M is known only
+    at run time (the grid is counted on the host)."""
+    if any(writer.ops.open_m for writer in writers):
+        return None
+    parts = tuple((type(w), w.path, w.cfg, w.ops, w.accumulate,
+                   w.epilogue_description.signature() if w.epilogue_description else None) for w in writers)
+    key = (parts, tuple(str(value.type) for value in roles), tuple(roles.index(value) for value in roles))
     try:
-        return build_launch(before, kernel, first.path, (ends[-1], 1, 1), first.threads, body, first.path,
-                            first.workgroup_types(), first.dynamic_shared_bytes())
-    except Exception:
-        for writer, values in zip(writers, made):
-            writer.discard_host_values(values)
-        raise
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def made_on_host(writers: list[TiledMatmulWriter], operands: list[KernelOperands],

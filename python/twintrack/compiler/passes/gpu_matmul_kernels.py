@@ -591,7 +591,7 @@ class GpuMatmulKernels(PythonPass):
             operands = [self._precision(site.operands(target)) for site in sites]
             if len(sites) > 1 and None not in operands and \
                     not self._each_persistent(operands, table, target, request) and \
-                    self._horizontal(module, sites, operands, table, target, request, tuned):
+                    self._horizontal(module, sites, operands, table, target, request, tuned, reuse):
                 continue
             for site, single in zip(sites, operands):
                 b_copy = self._transposed_b(site, single, target)
@@ -625,11 +625,12 @@ class GpuMatmulKernels(PythonPass):
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
 
-    def _horizontal(self, module, sites, operands, table, target, request, tuned) -> bool:
+    def _horizontal(self, module, sites, operands, table, target, request, tuned, reuse) -> bool:
         """One kernel for the group's matmuls; False (each then on its own) where none is built."""
         built = False
         with kernel_site(module, self.strict):
-            built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned)
+            built = _replace_horizontal(module, sites, operands, table, self.arch, target, request, len(tuned), tuned,
+                                        reuse)
         return built
 
     def _each_persistent(self, operands: list[MatmulOperands], table, target, request) -> bool:
@@ -759,7 +760,8 @@ def _reading_transposed(operands: MatmulOperands, b_copy: TransposeCopy) -> Matm
 
 
 def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOperands], table: TileTables,
-                        arch: str, target: GpuTarget, request: TuningRequest, number: int, tuned: dict) -> bool:
+                        arch: str, target: GpuTarget, request: TuningRequest, number: int, tuned: dict,
+                        reuse: LaunchReuse | None = None) -> bool:
     """One kernel for the matmuls of a horizontal dispatch, in place of the
     last (every operand is defined by then); False where they cannot share
     one: no tile for all, or different shared buffers."""
@@ -776,7 +778,7 @@ def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOp
     for writer in writers:
         writer.path += f" horizontal x{len(writers)}"
     kernel = f"forward_{stem}_{number}"
-    build_horizontal(sites[-1].op, kernel, writers, [site.kernel_operands() for site in sites])
+    build_horizontal(sites[-1].op, kernel, writers, [site.kernel_operands() for site in sites], reuse)
     tuned[kernel] = _tuning_note(operands, chosen, arch)
     for site in sites:
         erase_site(site)
