@@ -8,8 +8,9 @@ values it reads from outside (its roles: A, B, C, the epilogue's tensors,
 the host's tensor maps, in a fixed order), and a later site with the same
 key gets a clone whose reads of those values are rewired to its own. A
 clone is made only where every other value the launch reads from outside
-(constants placed before it, grid sizes) is defined earlier in the block
-the new site is in; otherwise the site is built as usual.
+is a constant (its grid, its shared memory, constants placed before it)
+defined earlier in the block the new site is in; otherwise the site is
+built as usual.
 """
 
 from __future__ import annotations
@@ -66,9 +67,12 @@ def _read_from_outside(launch: ir.Operation, roles: set[ir.Value]) -> tuple[ir.V
 
 
 def _defined_before(value: ir.Value, before: ir.Operation) -> bool:
-    """Is `value` a result of an op earlier in `before`'s block (so it dominates `before`)?"""
+    """Is `value` a constant defined earlier in `before`'s block (so the
+    clone may read it too)? Anything else the first launch reads from
+    outside (a size the host computed for that site) keeps the site from
+    being cloned."""
     owner = value.owner
-    if not isinstance(owner, (ir.Operation, ir.OpView)):
+    if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.operation.name != "arith.constant":
         return False
     owner = owner.operation
     return owner.block == before.block and owner.is_before_in_block(before)
