@@ -28,7 +28,7 @@ from mlir.dialects import arith, nvvm
 
 from .barrier_ring import BARRIER_BYTES, BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
 from .flash_attention import AttentionKernelOperands, AttentionOperands, FlashTileConfig, OperandSlice
-from .matmul_common import accumulator_position, element_bytes, round_up
+from .matmul_common import element_bytes, round_up
 from .tensor_maps import SWIZZLE_BYTES, erase_tensor_map, tensor_map
 from .wgmma_flash_attention import WgmmaFlashWriter
 from .wgmma_matmul import ATOM_BYTES, N_ATOM_ELEMENTS, WARPGROUP, AlignedSharedMemory
@@ -79,10 +79,8 @@ class TmaFlashWriter(WgmmaFlashWriter):
         w, cfg = self.w, self.cfg
         self.m0 = self.first_query_row()
         shared = AlignedSharedMemory.take(w)
-        ring_bytes = self.stages * self.stage_bytes
         self.ring_address = shared.address
-        self.ring = shared.view(w, 0, [ring_bytes // element_bytes(self.t)], self.t)
-        self.q_shared = shared.view(w, ring_bytes, ir.MemRefType(self.q_smem).shape, self.t)
+        self.shared_buffers(shared)
         self.barriers = BarrierRing.initialized(w, w.add(shared.address, self._barriers_offset()), self.stages,
                                                 self.tid, self.threads)
         end = self.key_end()
@@ -122,14 +120,9 @@ class TmaFlashWriter(WgmmaFlashWriter):
     # ------------------------------------------------------------ consumers
     def _consume(self, shared: AlignedSharedMemory, end: ir.Value) -> None:
         w, cfg = self.w, self.cfg
-        lane = w.rem(self.tid, 32)
-        self.warp_row = w.mul(w.div(self.tid, 32), 16)
-        self.c_row, self.c_col = accumulator_position(w, lane)
+        self.thread_places()
         self._descriptors(self.ring_address)
-        if self.mask_tiles is not None:
-            ring_bytes = self.stages * self.stage_bytes
-            self._stage_tile_classes(shared.view(w, ring_bytes + self._q_bytes(), [self.mask_tiles.key_tiles], "i32"))
-        self.unmasked = self.unmasked_end(end) if self.own_mask or self.k_edge is not None else None
+        self.prepare_keys(shared, end)
         self.tiles = [self._tile_view(self.arguments[0], self.attention.slices[0])]  # K and V come by their maps
         self._copy_async(self.tiles[0], (cfg.bm, cfg.head_dim), (self.m0, w.index(0)), self.q_shared,
                          self._padded_place(cfg.head_dim, w.index(0)), None, self.m_edge)

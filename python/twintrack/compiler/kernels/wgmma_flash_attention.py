@@ -111,25 +111,39 @@ class WgmmaFlashWriter(MmaFlashWriter):
 
     # ------------------------------------------------------------ the kernel
     def kernel_body(self) -> None:
-        w, cfg = self.w, self.cfg
-        lane = w.rem(self.tid, 32)
+        w = self.w
         self.m0 = self.first_query_row()
-        self.warp_row = w.mul(w.div(self.tid, 32), 16)
-        self.c_row, self.c_col = accumulator_position(w, lane)
+        self.thread_places()
         shared = AlignedSharedMemory.take(w)
-        ring_bytes = self.stages * self.stage_bytes
-        self.ring = shared.view(w, 0, [ring_bytes // element_bytes(self.t)], self.t)
-        self.q_shared = shared.view(w, ring_bytes, ir.MemRefType(self.q_smem).shape, self.t)
+        self.shared_buffers(shared)
         self._descriptors(shared.address)
         end = self.key_end()
-        if self.mask_tiles is not None:
-            self._stage_tile_classes(shared.view(w, ring_bytes + self._q_bytes(), [self.mask_tiles.key_tiles], "i32"))
-        self.unmasked = self.unmasked_end(end) if self.own_mask or self.k_edge is not None else None
+        self.prepare_keys(shared, end)
         self.copy_first_tiles(end)
         nvvm.CpAsyncWaitGroupOp(self.stages - 2)  # Q and the first key tile
         nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
         self.barrier()
         self.attend(end)
+
+    def thread_places(self) -> None:
+        """This thread's warp's first row of the block's tile, and its place in an m16n8 accumulator tile."""
+        w = self.w
+        lane = w.rem(self.tid, 32)
+        self.warp_row = w.mul(w.div(self.tid, 32), 16)
+        self.c_row, self.c_col = accumulator_position(w, lane)
+
+    def shared_buffers(self, shared: AlignedSharedMemory) -> None:
+        """The K/V ring, then Q's tile, in dynamic shared memory."""
+        ring_bytes = self.stages * self.stage_bytes
+        self.ring = shared.view(self.w, 0, [ring_bytes // element_bytes(self.t)], self.t)
+        self.q_shared = shared.view(self.w, ring_bytes, ir.MemRefType(self.q_smem).shape, self.t)
+
+    def prepare_keys(self, shared: AlignedSharedMemory, end: ir.Value) -> None:
+        """The mask's tile classes staged after Q's tile, and where the key tiles that need no mask end."""
+        if self.mask_tiles is not None:
+            offset = self.stages * self.stage_bytes + self._q_bytes()
+            self._stage_tile_classes(shared.view(self.w, offset, [self.mask_tiles.key_tiles], "i32"))
+        self.unmasked = self.unmasked_end(end) if self.own_mask or self.k_edge is not None else None
 
     def attend(self, end: ir.Value) -> None:
         """Once Q has landed: Q's fragments, the first tile's scores and
