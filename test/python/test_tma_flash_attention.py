@@ -94,6 +94,10 @@ def test_the_tile_table_names_the_entry_it_cannot_read(tmp_path):
                      "producer = true\nping_pong = true\n")
     with pytest.raises(UsageError, match=r"attention\.toml: a wgmma_flash entry: .*ping_pong"):
         load_flash_tiles(lowering)
+    table.write_text("[[wgmma_flash]]\nwarpgroups = 0\nkeys = 64\nmax_stages = 4\nblocks_per_sm = 1\n"
+                     "producer = true\n")
+    with pytest.raises(UsageError, match=r"a wgmma_flash entry: .*positive integers"):
+        load_flash_tiles(lowering)
     table.unlink()
     with pytest.raises(UsageError, match=r"attention\.toml: no such file"):
         load_flash_tiles(lowering)

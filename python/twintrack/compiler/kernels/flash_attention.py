@@ -328,6 +328,12 @@ class WgmmaFlashTile:
     fewer_rows: bool = True
     min_keys: int = 0
 
+    def __post_init__(self):
+        counts = (self.warpgroups, self.keys, self.max_stages, self.blocks_per_sm)
+        if not all(isinstance(n, int) and n > 0 for n in counts) or self.keys % MMA_K:
+            raise ValueError("warpgroups, keys, max_stages and blocks_per_sm are positive integers, "
+                             f"keys a multiple of {MMA_K} (got {counts})")
+
     def takes(self, attention: AttentionOperands) -> str | None:
         """Why this entry does not take the attention (None: it does)."""
         if attention.head_dim not in self.head_dims:
@@ -351,7 +357,7 @@ def load_flash_tiles(lowering_dir: Path = DEFAULT_LOWERING_DIR) -> tuple[WgmmaFl
         entries = tomllib.loads(path.read_text()).get("wgmma_flash", ())
         return tuple(WgmmaFlashTile(**{**entry, "head_dims": tuple(entry.get("head_dims", (64, 128)))})
                      for entry in entries)
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         raise UsageError(f"{path}: a wgmma_flash entry: {error}") from None
 
 
