@@ -200,6 +200,25 @@ def conv3x3(batch: int = 2, channels: int = 8, filters: int = 8, size: int = 14,
     return model, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
 
 
+def depthwise(batch: int = 2, channels: int = 16, size: int = 14, stride: int = 1, kernel: int = 3, act: int = 0,
+              seed: int = 0):
+    """A depthwise stage of MobileNet (ReLU6, act 0), EfficientNet (SiLU, act 1) or ConvNeXt (none, act 2)
+    between two pointwise convolutions, as an inverted-residual block runs it (so its input and output stay
+    channels-last): a kernel x kernel window per channel, batch norm with drawn statistics, the activation."""
+    activation = (nn.ReLU6(), nn.SiLU(), nn.Identity())[act]
+    window = nn.Conv2d(channels, channels, kernel, stride, kernel // 2, groups=channels, bias=act == 2)
+    block = nn.Sequential(nn.Conv2d(channels, channels, 1), window, nn.BatchNorm2d(channels), activation,
+                          nn.Conv2d(channels, channels, 1))
+    _seeded_module(block, seed)
+    generator = _generator(seed + 1)
+    with torch.no_grad():
+        norm = block[2]
+        for parameter in (norm.running_mean, norm.weight, norm.bias):
+            parameter.copy_(torch.randn(channels, generator=generator))
+        norm.running_var.copy_(torch.rand(channels, generator=generator) + 0.5)
+    return block, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
+
+
 class _PixelsToHidden(nn.Module):
     """A Hugging Face vision model called as its documentation shows, returning its last hidden state."""
 

@@ -39,6 +39,7 @@ PASSES = {
     "gpu-full-reductions": ("gpu_full_reductions", "GpuFullReductions"),
     "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
     "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
+    "gpu-window-kernels": ("gpu_window_kernels", "GpuWindowKernels"),
     "grouped-reshapes": ("grouped_reshapes", "GroupedReshapes"),
     "keep-while-loops": ("while_loops", "KeepWhileLoops"),
     "kernel-occupancy": ("kernel_occupancy", "KernelOccupancy"),

@@ -19,7 +19,7 @@ from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..kernels.cpu_row import (READ_ONLY_ELEMENTS, VECTOR_ELEMENTS, CpuRowWriter, choose_row_schedule,
                                cpu_row_refusal)
 from .cpu_matmul_kernels import CpuKernelPass
-from .ir_helpers import row_major, vectors_fit
+from .ir_helpers import defined_functions, row_major, vectors_fit
 from .kernel_fallback import kernel_site, record_refusal, record_schedule
 from .row_sites import RowSiteReader, replace_group, row_groups
 
@@ -40,10 +40,8 @@ class CpuRowKernels(CpuKernelPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         target = self._target()
         lanes, count = target.lanes(4), 0
-        for func in module.regions[0].blocks[0].operations:
-            if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
-                continue
-            for group in row_groups(func.operation.regions[0].blocks[0]):
+        for func in defined_functions(module):
+            for group in row_groups(func.regions[0].blocks[0]):
                 if dispatch_kind(group[-1]) != DispatchKind.REDUCTION_ROWS:
                     continue  # elementwise dispatches: the vectorized loops are as good on a CPU
                 program = RowSiteReader(group, lambda _inner: lanes, _unit_stride_rows).read()

@@ -423,13 +423,16 @@ def _drops_unit_dims(view: ir.Operation) -> bool:
         and _kept_dim(groups[-1], shape) == len(shape) - 1
 
 
-def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
+def epilogue_after(op: ir.Operation, result: ir.Value | None = None,
+                   sources: list[ir.Value] | None = None) -> _FoundEpilogue | None:
     """The elementwise op (or transpose) after the matmul that is the only
     reader of its (temporary) result, maybe through an expand_shape: bias,
     activation, residual, a narrowing to f16, a split into heads and their
     permutation. The kernel applies it to each result and stores it where it
-    goes, so the temporary never exists."""
-    result = op.operands[2]
+    goes, so the temporary never exists. Another kernel's op names its
+    `result` and the buffers it reads (`sources`; a matmul's: A and B)."""
+    result = op.operands[2] if result is None else result
+    sources = list(op.operands[:2]) if sources is None else sources
     first = _first_reader(op, result)
     if first is None or first[0].name not in ("linalg.generic", "linalg.transpose"):
         return None
@@ -450,10 +453,10 @@ def _epilogue_after(op: ir.Operation) -> _FoundEpilogue | None:
     if not in_place and (owner is None or owner.name != "memref.alloc" or any(
             u.name not in ("linalg.fill", "memref.dealloc") and u not in ours for u in users)):
         return None
-    # The kernel stores results while other blocks still read A and B: the
-    # output must not be (a view of) either. (Separate kernels were ordered.)
+    # The kernel stores results while other blocks still read A and B (its
+    # sources): the output must not be (a view of) one. (Separate kernels were ordered.)
     output = buffer_root(found.output)
-    if output in (buffer_root(op.operands[0]), buffer_root(op.operands[1])):
+    if output in {buffer_root(source) for source in sources}:
         return None
     for value, inp in zip(after.operands, epilogue.inputs):
         if inp.memref_type is not None and buffer_root(value) == output and inp.dims != store_dims:
@@ -520,7 +523,7 @@ class MatmulSite:
     def of(cls, op: ir.Operation, windows: bool = False) -> MatmulSite:
         """The site of `op`; with `windows`, A may be read through a windows op (an implicit im2col)."""
         fill = zero_fill_before(op)
-        found = _epilogue_after(op) if fill is not None else None
+        found = epilogue_after(op) if fill is not None else None
         if found is not None:
             # The kernel, in the matmul's place, writes into them (harmless if
             # the matmul stays: they touch no data); an epilogue in place

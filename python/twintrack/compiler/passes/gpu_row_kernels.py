@@ -21,7 +21,7 @@ from mlir import ir
 
 from ..kernels.row_kernel import RowProgram, build_row_kernel
 from ..target import gpu_target
-from .ir_helpers import PythonPass
+from .ir_helpers import PythonPass, defined_functions
 from .kernel_fallback import kernel_site
 from .row_sites import RowSiteReader, contiguous_rows, replace_group, row_groups
 
@@ -63,10 +63,8 @@ class GpuRowKernels(PythonPass):
 
     def _run(self, module: ir.Operation, pass_) -> None:
         count = 0
-        for func in module.regions[0].blocks[0].operations:
-            if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
-                continue
-            for group in row_groups(func.operation.regions[0].blocks[0]):
+        for func in defined_functions(module):
+            for group in row_groups(func.regions[0].blocks[0]):
                 program = gpu_row_program(group)
                 if program is not None:
                     with kernel_site(module, self.strict):

@@ -39,13 +39,19 @@ def _previous(op: ir.Operation) -> ir.Operation | None:
     return previous
 
 
-def zero_fill_before(op: ir.Operation) -> ir.Operation | None:
-    """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
+def fill_before(op: ir.Operation, output: ir.Value) -> ir.Operation | None:
+    """The linalg.fill of a constant into `output` (the op's), if it directly precedes `op`."""
     previous = _previous(op)
-    if previous is None or previous.name != "linalg.fill" or previous.operands[1] != op.operands[2]:
+    if previous is None or previous.name != "linalg.fill" or previous.operands[1] != output:
         return None
     value = defining_op(previous.operands[0])
-    if value is None or value.name != "arith.constant":
+    return previous if value is not None and value.name == "arith.constant" else None
+
+
+def zero_fill_before(op: ir.Operation) -> ir.Operation | None:
+    """The linalg.fill of 0 into this matmul's output, if it directly precedes it."""
+    fill = fill_before(op, op.operands[2])
+    if fill is None:
         return None
-    attr = value.attributes["value"]
-    return previous if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None
+    attr = defining_op(fill.operands[0]).attributes["value"]
+    return fill if isinstance(attr, ir.FloatAttr) and attr.value == 0.0 else None

@@ -1,0 +1,75 @@
+"""Depthwise convolutions on the GPU track become window kernels (one
+launch with their batch norm and activation, vector loads along the
+channels) wherever their channels split into lanes; elsewhere the generic
+path keeps them. The numerics run on the GPU (tools/gpu_check.py: the
+depthwise entries of bench/gpu_models_at_scale.txt, MobileNetV2,
+EfficientNet's and ConvNeXt's blocks); here, the IR each stage leaves and
+the kernel report of a full compile."""
+
+import json
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from twintrack.compiler import driver
+from twintrack.compiler.options import CompileOptions
+from twintrack.frontend import export as frontend
+from twintrack.harness import at_scale
+from twintrack.tooling import find_libdevice, find_tool
+
+AT_SCALE = "python/twintrack/harness/at_scale.py"
+
+
+def _row_kernels_stage(model: nn.Module, inputs: tuple, dtype: torch.dtype) -> str:
+    model, inputs = model.to(dtype), tuple(x.to(dtype) for x in inputs)
+    exported = frontend.export_model(frontend.ModelSource("depthwise", model, inputs))
+    return driver.compile_exported(exported, CompileOptions(pipeline="gpu", stop_after="row-kernels")).text()
+
+
+def _block(channels: int, size: int, kernel: int = 3, stride: int = 1, dilation: int = 1, act: int = 0):
+    model, _ = at_scale.depthwise(batch=2, channels=channels, size=size, stride=stride, kernel=kernel, act=act)
+    window = model[1]
+    window.dilation, window.padding = (dilation, dilation), (dilation * (kernel // 2),) * 2
+    return model, (torch.randn(2, channels, size, size),)
+
+
+@pytest.mark.parametrize("dtype, channels, kernel, stride, dilation, act, lanes", [
+    (torch.float16, 32, 3, 1, 1, 0, 8),    # MobileNet: ReLU6
+    (torch.bfloat16, 40, 5, 2, 1, 1, 8),   # EfficientNet: 5x5, SiLU, stride 2
+    (torch.float32, 16, 7, 1, 1, 2, 8),    # ConvNeXt: 7x7, a bias, no activation; the window loops
+    (torch.float16, 36, 3, 1, 2, 0, 4),    # dilated; 36 channels split into lanes of 4
+    (torch.float16, 30, 3, 2, 1, 0, 2),
+], ids=["mobilenet", "efficientnet", "convnext", "dilated", "pairs"])
+def test_depthwise_stage_is_one_window_kernel(dtype, channels, kernel, stride, dilation, act, lanes):
+    text = _row_kernels_stage(*_block(channels, 9, kernel, stride, dilation, act), dtype)
+    launches = re.findall(r'gpu.launch_func  @(forward_\w+)::', text)
+    windows = [name for name in launches if name.startswith("forward_window_kernel")]
+    assert len(windows) == 1, launches
+    assert f'twintrack.kernel_path = "window {kernel}x{kernel} taps, {lanes} lanes"' in text
+    # The batch norm and activation went into it: no linalg op of that stage is left but the pointwise
+    # convolutions' operand copies; its loads of the input and the weight are vectors along the channels.
+    assert "reduction\"]" not in text
+    assert re.search(rf"vector\.load .*vector<{lanes}x", text), text
+
+
+def test_channels_that_split_into_no_lanes_stay_generic():
+    text = _row_kernels_stage(*_block(15, 9), torch.float16)
+    assert "forward_window_kernel" not in text
+    assert re.search(r'iterator_types = \["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"\]',
+                     text), text
+
+
+@pytest.mark.skipif(find_tool("ptxas") is None or find_libdevice() is None, reason="needs ptxas and libdevice")
+def test_mobilenet_block_report_names_its_window_kernel(run_tool, tmp_path):
+    outdir = tmp_path / "block"
+    result = run_tool("compile", f"{AT_SCALE}:depthwise?batch=2&channels=32&size=14", "--pipeline", "gpu",
+                      "--dtype", "float16", "-o", outdir, "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((outdir / "manifest.json").read_text())["kernels"]
+    window = [k for k in kernels if k["path"].startswith("window")]
+    assert len(window) == 1 and window[0]["spills"] == 0, kernels
+    # the convolution, the batch norm and the clamp of ReLU6, all in one kernel
+    sources = " ".join(window[0]["source_ops"])
+    assert "convolution" in sources and "batch_norm" in sources and "hardtanh" in sources, sources
