@@ -54,6 +54,30 @@ def test_depthwise_stage_is_one_window_kernel(dtype, channels, kernel, stride, d
     assert re.search(rf"vector\.load .*vector<{lanes}x", text), text
 
 
+class _Pooled(nn.Module):
+    """A pooling window between two pointwise convolutions (so it reads and writes channels-last)."""
+
+    def __init__(self, pool: nn.Module, channels: int = 32):
+        super().__init__()
+        self.a, self.pool, self.b = nn.Conv2d(channels, channels, 1), pool, nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        return self.b(self.pool(torch.relu(self.a(x))))
+
+
+@pytest.mark.parametrize("pool, taps", [
+    (nn.MaxPool2d(3, 2, 1), "3x3"),                   # ResNet's: -inf padding read in place
+    (nn.MaxPool2d(3, 2, 0, ceil_mode=True), "3x3"),   # a ragged last window
+    (nn.AvgPool2d(2), "2x2"),                         # no padding: the window read through its map
+    (nn.AvgPool2d(3, 1, 1, count_include_pad=False), "3x3"),  # the division by each window's count, its epilogue
+], ids=["max", "max-ceil", "avg", "avg-count"])
+def test_pooling_window_is_one_window_kernel(pool, taps):
+    text = _row_kernels_stage(_Pooled(pool).eval(), (torch.randn(2, 32, 15, 15),), torch.float16)
+    windows = [name for name in re.findall(r'gpu.launch_func  @(forward_\w+)::', text) if "window" in name]
+    assert len(windows) == 1 and f'"window {taps} taps, 8 lanes"' in text, text
+    assert "linalg.pooling" not in text
+
+
 def test_channels_that_split_into_no_lanes_stay_generic():
     text = _row_kernels_stage(*_block(15, 9), torch.float16)
     assert "forward_window_kernel" not in text

@@ -17,7 +17,9 @@ to f16), as its epilogue. A zero init is left out.
 
 A depthwise convolution (a window per channel: no matmul) becomes a
 generic computing its result channels-last, followed by the same
-channels-first op, so channels-last carries on through MobileNet's blocks.
+channels-first op, so channels-last carries on through MobileNet's blocks;
+so does a pooling window (max_pool2d, avg_pool2d's sum: ResNet's max pool
+after its stem). The window kernels (gpu_window_kernels) take both.
 
 Where the reduction rows are not whole 16-byte vectors (an image's 3
 channels by a 7x7 window: 147 halves), the input and the weight get zero
@@ -197,9 +199,10 @@ def _channels_first(result: ir.Value, init: ir.Value, shape: ConvShape) -> ir.Va
     return _from_channels_last(expanded, init)
 
 
-def _from_channels_last(expanded: ir.Value, init: ir.Value) -> ir.Value:
-    """(n, o…, f) as (n, f, o…), plus the init unless it is a zero fill; the
-    op that does it is marked for channels-last, which starts there."""
+def _from_channels_last(expanded: ir.Value, init: ir.Value, add_init: bool = True) -> ir.Value:
+    """(n, o…, f) as (n, f, o…), plus the init unless it is a zero fill (or
+    `add_init` is off: the result started from it); the op that does it is
+    marked for channels-last, which starts there."""
     from mlir.dialects import arith
     spatial = expanded.type.rank - 2
     loops = 2 + spatial
@@ -207,7 +210,7 @@ def _from_channels_last(expanded: ir.Value, init: ir.Value) -> ir.Value:
     read_channels_last = ir.AffineMap.get(loops, 0, [dims(0), *[dims(2 + d) for d in range(spatial)], dims(1)])
     identity = ir.AffineMap.get_identity(loops)
     out_type = init.type
-    if _is_zero_fill(init):
+    if not add_init or _is_zero_fill(init):
         out = _generic(out_type, [expanded], [read_channels_last, identity], lambda args: args[0])
     else:
         bias, read_bias = _broadcast_source(init)
@@ -258,41 +261,96 @@ def rewrite(op: ir.Operation, shape: ConvShape) -> None:
     op.erase()
 
 
-def depthwise_channels_last(op: ir.Operation) -> bool:
-    """A depthwise convolution (linalg.depthwise_conv_2d_nchw_chw: a window
-    per channel, no matmul) as a linalg.generic computing its result
-    channels-last, then put back channels-first as a matmul's result is,
-    so that channels-last carries on through it (MobileNet's blocks). False
-    where it does not apply (dynamic sizes, other than float types)."""
-    from mlir.dialects import arith, linalg, tensor
-    x, weight, init = op.operands[:3]
-    types = [v.type for v in (x, weight, init)]
-    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types) \
-            or not all(str(t.element_type) in ELEMENT_BYTES for t in types):
-        return False
+def _window_channels_last(op: ir.Operation, extra: list[tuple[ir.Value, ir.AffineMap]], start: ir.Value,
+                          body) -> ir.Value:
+    """A channels-first window op (x (n, c, h, w) read at (n, c, oh·s + kh·d,
+    ow·s + kw·d)) as a linalg.generic computing (n, oh, ow, c) over loops
+    (n, oh, ow, c, kh, kw): its accumulator filled with `start`, `extra`
+    inputs read through their maps (one of them must give the window's
+    extents: a weight (c, kh, kw), a pooling window's shape (kh, kw)),
+    `body(x element, *extra elements, accumulator)` the yielded value. Marked as windows, for channels-last and
+    fold-patch-padding. Built at the current insertion point."""
+    from mlir.dialects import linalg, tensor
+    x, init = op.operands[0], op.operands[2]
     strides, dilations = _pair_attr(op, "strides", 2), _pair_attr(op, "dilations", 2)
     batch, channels, out_h, out_w = init.type.shape
     out_element = init.type.element_type
     dims = ir.AffineDimExpr.get  # loops (n, oh, ow, c, kh, kw)
     read_x = ir.AffineMap.get(6, 0, [dims(0), dims(3), dims(1) * strides[0] + dims(4) * dilations[0],
                                      dims(2) * strides[1] + dims(5) * dilations[1]])
-    read_w = ir.AffineMap.get(6, 0, [dims(3), dims(4), dims(5)])
     write = ir.AffineMap.get(6, 0, [dims(0), dims(1), dims(2), dims(3)])
     iterators = ["parallel"] * 4 + ["reduction"] * 2
+    accumulator = linalg.fill(start, outs=[tensor.empty([batch, out_h, out_w, channels], out_element)])
+    maps = [read_x, *(m for _, m in extra), write]
+    generic = linalg.GenericOp([accumulator.type], [x, *(v for v, _ in extra)], [accumulator],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                               ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>") for it in iterators]))
+    block = generic.regions[0].blocks.append(x.type.element_type, *(v.type.element_type for v, _ in extra), out_element)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(*block.arguments)])
+    generic.attributes[WINDOWS_ATTR] = ir.UnitAttr.get()
+    return generic.results[0]
+
+
+def _static_floats(op: ir.Operation) -> bool:
+    types = [v.type for v in op.operands[:3]]
+    return all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types) \
+        and all(str(t.element_type) in ELEMENT_BYTES for t in types)
+
+
+def _widened(value: ir.Value, element: ir.Type) -> ir.Value:
+    from mlir.dialects import arith
+    return arith.extf(element, value) if value.type != element else value
+
+
+def depthwise_channels_last(op: ir.Operation) -> bool:
+    """A depthwise convolution (linalg.depthwise_conv_2d_nchw_chw: a window
+    per channel, no matmul) as a linalg.generic computing its result
+    channels-last, then put back channels-first as a matmul's result is,
+    so that channels-last carries on through it (MobileNet's blocks). False
+    where it does not apply (dynamic sizes, other than float types)."""
+    from mlir.dialects import arith
+    if not _static_floats(op):
+        return False
+    weight, init = op.operands[1], op.operands[2]
+    out_element = init.type.element_type
+    dims = ir.AffineDimExpr.get
+    read_w = ir.AffineMap.get(6, 0, [dims(3), dims(4), dims(5)])
     with ir.InsertionPoint(op), op.location:
-        zero = arith.constant(out_element, 0.0)
-        accumulator = linalg.fill(zero, outs=[tensor.empty([batch, out_h, out_w, channels], out_element)])
-        generic = linalg.GenericOp([accumulator.type], [x, weight], [accumulator],
-                                   ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (read_x, read_w, write)]),
-                                   ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{it}>")
-                                                     for it in iterators]))
-        block = generic.regions[0].blocks.append(x.type.element_type, weight.type.element_type, out_element)
-        with ir.InsertionPoint(block):
-            value, tap, total = block.arguments
-            widened = [arith.extf(out_element, v) if v.type != out_element else v for v in (value, tap)]
-            linalg.YieldOp([arith.addf(total, arith.mulf(*widened))])
-        generic.attributes[WINDOWS_ATTR] = ir.UnitAttr.get()
-        out = _from_channels_last(generic.results[0], init)
+        def multiply_add(value, tap, total):
+            return arith.addf(total, arith.mulf(_widened(value, out_element), _widened(tap, out_element)))
+        result = _window_channels_last(op, [(weight, read_w)], arith.constant(out_element, 0.0), multiply_add)
+        out = _from_channels_last(result, init)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+    return True
+
+
+POOLING = {"linalg.pooling_nchw_max": "arith.maximumf", "linalg.pooling_nchw_sum": "arith.addf"}
+
+
+def pooling_channels_last(op: ir.Operation) -> bool:
+    """A pooling window (linalg.pooling_nchw_max: max_pool2d, NaN-propagating
+    as torch's; linalg.pooling_nchw_sum: avg_pool2d's sum) as a channels-last
+    linalg.generic, as a depthwise convolution is, so that ResNet's max pool
+    reads the stem's channels-last result through its -inf padding. False
+    where it does not apply (dynamic sizes, other than float types, an init
+    other than a constant fill)."""
+    from mlir.dialects import arith
+    fill = defining_op(op.operands[2])
+    start = fill.operands[0] if fill is not None and fill.name == "linalg.fill" else None
+    if not _static_floats(op) or start is None or defining_op(start) is None \
+            or defining_op(start).name != "arith.constant":
+        return False
+    init = op.operands[2]
+    out_element = init.type.element_type
+    combine = getattr(arith, POOLING[op.name].split(".")[1])
+    dims = ir.AffineDimExpr.get
+    window = (op.operands[1], ir.AffineMap.get(6, 0, [dims(4), dims(5)]))  # its shape only: no element is read
+    with ir.InsertionPoint(op), op.location:
+        result = _window_channels_last(op, [window], start,
+                                       lambda value, _shape, total: combine(total, _widened(value, out_element)))
+        out = _from_channels_last(result, init, add_init=False)
     op.results[0].replace_all_uses_with(out)
     op.erase()
     return True
@@ -368,9 +426,12 @@ class ConvAsMatmul(PythonPass):
     lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # takes it
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE + GROUPED):
+        for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE + GROUPED + tuple(POOLING)):
             if op.name in DEPTHWISE:
                 depthwise_channels_last(op)
+                continue
+            if op.name in POOLING:
+                pooling_channels_last(op)
                 continue
             shape = grouped_shape(op) if op.name in GROUPED else conv_shape(op)
             if shape is None or not self._kernel_takes(op, shape):

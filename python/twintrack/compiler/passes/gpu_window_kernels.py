@@ -1,6 +1,6 @@
 """gpu-window-kernels: a reduction over a small window at each output
 element whose loads run along the output's last dim (a depthwise
-convolution computing channels-last) becomes one window kernel
+convolution or a pooling window computing channels-last) becomes one window kernel
 (twintrack.compiler.kernels.window_kernel), with the elementwise op that
 alone reads its result (batch norm, an activation, the narrowing to half
 precision) as its epilogue: vector loads along the channels, the
@@ -134,7 +134,8 @@ def _inputs(op: ir.Operation, lanes: int, parallel: int) -> tuple[WindowInput, .
 
 def window_site(op: ir.Operation) -> WindowSite | None:
     """The window kernel `op` and the ops around it become, or None."""
-    if op.name != "linalg.generic" or dispatch_kind(op) is not DispatchKind.REDUCTION:
+    # A window read through its map (no padding folded in) looks like a convolution to the fusion pass.
+    if op.name != "linalg.generic" or dispatch_kind(op) not in (DispatchKind.REDUCTION, DispatchKind.MATMUL):
         return None
     shape = _shape(op)
     if shape is None:

@@ -1,7 +1,8 @@
 """fold-patch-padding: a convolution's windows (conv-as-matmul's im2col
-patches, and its depthwise convolutions, marked `twintrack.windows`) read
-the zero-padded input through its padding: an element of the padding reads
-as zero, any other reads the unpadded input. The padded copy (a kernel
+patches, its depthwise convolutions and pooling windows, marked
+`twintrack.windows`) read the padded input through its padding: an element
+of the padding reads as the padding value (zero; a max pool's -inf), any
+other reads the unpadded input. The padded copy (a kernel
 writing the whole input again, once per 3x3 convolution) goes, and the op
 before it (an activation) reaches the window's op directly, to fuse.
 
@@ -21,7 +22,7 @@ from mlir import ir
 from .generic_body import indexing_maps
 from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops
 
-WINDOWS_ATTR = "twintrack.windows"  # on conv-as-matmul's patches and depthwise convolutions
+WINDOWS_ATTR = "twintrack.windows"  # on conv-as-matmul's patches, depthwise convolutions and pooling windows
 
 
 def constant_pad(value: ir.Value) -> ir.Operation | None:
