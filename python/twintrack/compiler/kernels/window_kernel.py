@@ -94,11 +94,13 @@ class WindowProgram:
     epilogue: WindowEpilogue | None
     max_blocks: int | None = None    # a grid of at most these, each thread striding over its chunks,
     resident_blocks: int = 1         # built for this many blocks an SM (registers held to their share)
+    neighbours: int = 1              # a thread's chunks along the next-to-last output dim (neighbouring
+                                     # output columns of a window share most of their loads)
 
     @property
     def threads_total(self) -> int:
-        """Chunks of `lanes` elements: one a thread, unless the grid is capped."""
-        return math.prod(self.parallel) // self.lanes
+        """Chunks of `lanes` x `neighbours` elements: one a thread, unless the grid is capped."""
+        return math.prod(self.parallel) // (self.lanes * self.neighbours)
 
     @property
     def blocks(self) -> int:
@@ -108,7 +110,8 @@ class WindowProgram:
     @property
     def path(self) -> str:
         window = "x".join(str(extent) for extent in self.window)
-        return f"window {window} taps, {self.lanes} lanes"
+        neighbours = f" x {self.neighbours}" if self.neighbours > 1 else ""
+        return f"window {window} taps, {self.lanes} lanes{neighbours}"
 
 
 def lane_dim_used(affine_map: ir.AffineMap, lane_dim: int) -> bool:
@@ -161,13 +164,21 @@ class _WindowKernelWriter:
         w.mean_trips(loop.op, p.threads_total / stride)
 
     def _chunk(self, flat: ir.Value) -> None:
-        """The `lanes` outputs of chunk `flat`: the window's reduction, the epilogue, the store."""
+        """The `lanes` x `neighbours` outputs of chunk `flat`: the window's
+        reduction, the epilogue, the store."""
         p, w = self.p, self.w
-        *outer, chunk = w.delinearize(flat, (*p.parallel[:-1], p.parallel[-1] // p.lanes))
+        *outer, position, chunk = w.delinearize(flat, (*p.parallel[:-2], p.parallel[-2] // p.neighbours,
+                                                       p.parallel[-1] // p.lanes))
         first = w.mul(chunk, p.lanes)
         columns = [first] + [w.add(first, lane) for lane in range(1, p.lanes)]
-        accumulators = self._window_loop(outer, columns, [], [w.constant_of(p.init)] * p.lanes)
-        self._store(outer, columns, accumulators)
+        start = w.mul(position, p.neighbours)
+        outers = [[*outer, w.add(start, k) if k else start] for k in range(p.neighbours)]
+        accumulators = self._window_loop(outers, columns, [], [w.constant_of(p.init)] * (p.lanes * p.neighbours))
+        # Every neighbour's results before the first store: a load after a store is not merged with one before.
+        results = [self._results(outer_k, columns, accumulators[k * p.lanes:(k + 1) * p.lanes])
+                   for k, outer_k in enumerate(outers)]
+        for values, stored_at in results:
+            self._store(values, stored_at)
 
     def _stage(self, inp: WindowInput, copy: ir.Value) -> None:
         """The block's threads copy a small input into shared memory, the
@@ -181,18 +192,22 @@ class _WindowKernelWriter:
                 memref.store(memref.load(inp.buffer, at), copy, [at[d] for d in order])
 
     # ------------------------------------------------------------ the reduction
-    def _window_loop(self, outer: list, columns: list, taps: list, accumulators: list) -> list[ir.Value]:
-        """The accumulators after the window loops from `taps` on: unrolled
-        for a small window, so that all its loads are in flight at once."""
+    def _window_loop(self, outers: list, columns: list, taps: list, accumulators: list) -> list[ir.Value]:
+        """The accumulators (each neighbour's lanes in turn) after the window
+        loops from `taps` on: unrolled for a small window, so that all its
+        loads are in flight at once (and LLVM merges the neighbours' loads
+        of one address)."""
+        lanes = self.p.lanes
         if len(taps) == len(self.p.window):
-            return self._tap(outer, columns, taps, accumulators)
+            return [value for k, outer in enumerate(outers)
+                    for value in self._tap(outer, columns, taps, accumulators[k * lanes:(k + 1) * lanes])]
         extent = self.p.window[len(taps)]
         if math.prod(self.p.window) <= UNROLLED_TAPS:
             for tap in range(extent):
-                accumulators = self._window_loop(outer, columns, taps + [self.w.index(tap)], accumulators)
+                accumulators = self._window_loop(outers, columns, taps + [self.w.index(tap)], accumulators)
             return accumulators
         with self.w.loop(0, extent, 1, accumulators) as loop:
-            loop.yield_(self._window_loop(outer, columns, taps + [loop.induction], loop.carried))
+            loop.yield_(self._window_loop(outers, columns, taps + [loop.induction], loop.carried))
         return loop.results
 
     def _tap(self, outer: list, columns: list, taps: list, accumulators: list) -> list[ir.Value]:
@@ -232,13 +247,15 @@ class _WindowKernelWriter:
                 values[ref] = memref.load(inp.buffer, _apply(inp.map, indices(lane)))
 
     # ------------------------------------------------------------ the store
-    def _store(self, outer: list, columns: list, accumulators: list) -> None:
-        p, w = self.p, self.w
+    def _results(self, outer: list, columns: list, accumulators: list) -> tuple[list, list]:
+        """The values a chunk stores (its epilogue applied) and where."""
         parallel_indices = [[*outer, column] for column in columns]
-        if p.epilogue is None:
-            results, stored_at = accumulators, parallel_indices
-        else:
-            results, stored_at = self._epilogue(parallel_indices, accumulators)
+        if self.p.epilogue is None:
+            return accumulators, parallel_indices
+        return self._epilogue(parallel_indices, accumulators)
+
+    def _store(self, results: list, stored_at: list) -> None:
+        p, w = self.p, self.w
         # The stores carry the kernel's path (the kernel report reads it off the first op that does).
         if p.vector_output:
             element = ir.MemRefType(p.output.type).element_type

@@ -36,7 +36,6 @@ from .row_sites import contiguous_rows, replace_group
 
 MAX_TAPS = 64          # window positions a thread loops over (a 7x7 depthwise window: 49)
 MAX_STAGED_BYTES = 32 * 1024  # shared memory a block copies small inputs into (960 channels' 3x3 f16: 17 KB)
-STAGING_BLOCKS_PER_SM = 4     # the grid of a kernel that stages: its resident blocks (256 threads, <= 64 registers)
 LANE_WIDTHS = (8, 4, 2)  # elements of the last output dim a thread computes, widest that divides it
 
 
@@ -132,7 +131,7 @@ def _inputs(op: ir.Operation, lanes: int, parallel: int) -> tuple[WindowInput, .
     return tuple(inputs)
 
 
-def window_site(op: ir.Operation) -> WindowSite | None:
+def window_site(op: ir.Operation, neighbours: int = 1, staging_blocks: int = 4) -> WindowSite | None:
     """The window kernel `op` and the ops around it become, or None."""
     # A window read through its map (no padding folded in) looks like a convolution to the fusion pass.
     if op.name != "linalg.generic" or dispatch_kind(op) not in (DispatchKind.REDUCTION, DispatchKind.MATMUL):
@@ -160,10 +159,11 @@ def window_site(op: ir.Operation) -> WindowSite | None:
     epilogue, vector_output = taken if taken else (None, contiguous_rows(ir.MemRefType(output.type), lanes))
     # A block that copies inputs into shared memory first strides over enough outputs to pay for it.
     staging = any(inp.staged for inp in inputs)
-    max_blocks = gpu_target().sm_count * STAGING_BLOCKS_PER_SM if staging else None
+    max_blocks = gpu_target().sm_count * staging_blocks if staging else None
+    neighbours = neighbours if len(parallel) > 1 and parallel[-2] % neighbours == 0 else 1
     program = WindowProgram(tuple(parallel), tuple(window), lanes, inputs, body, result, tuple(captured),
                             vector_captured, defining_op(fill.operands[0]), found.output if taken else output,
-                            vector_output, epilogue, max_blocks, STAGING_BLOCKS_PER_SM if staging else 1)
+                            vector_output, epilogue, max_blocks, staging_blocks if staging else 1, neighbours)
     return WindowSite(fill, op, found.consumer if taken else None, program)
 
 
@@ -171,13 +171,17 @@ def window_site(op: ir.Operation) -> WindowSite | None:
 class GpuWindowKernels(PythonPass):
     name = "gpu-window-kernels"
     strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
+    neighbours: int = 1       # outputs a thread computes along the next-to-last dim (where it divides)
+    staging_blocks: int = 4   # resident blocks an SM of a kernel that stages inputs: its grid (256 threads
+                              # each; 4 hold a thread to 64 registers)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         count = 0
         for func in defined_functions(module):
             ops = [o.operation for o in func.regions[0].blocks[0].operations]
             # All found first: a replacement erases ops a later look would visit.
-            for site in [s for s in map(window_site, ops) if s is not None]:
+            sites = [window_site(op, self.neighbours, self.staging_blocks) for op in ops]
+            for site in [s for s in sites if s is not None]:
                 with kernel_site(module, self.strict):
                     replace_group(site.group, functools.partial(
                         build_window_kernel, kernel=f"forward_window_kernel_{count}", program=site.program))
