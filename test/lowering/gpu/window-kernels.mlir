@@ -1,4 +1,5 @@
 // RUN: %PYTHON -m twintrack.compiler.passes gpu-window-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes "gpu-window-kernels{neighbours=2}" %s | FileCheck %s --check-prefix=PAIRS
 
 // A depthwise 3x3 convolution computing channels-last (loops n·h, w, c, then
 // the window; its zero padding read in place: clamped indices, a select)
@@ -31,6 +32,15 @@
 // CHECK:           gpu.terminator
 // CHECK-NOT:     linalg.
 // CHECK:         return
+
+// With neighbours=2 a thread computes two neighbouring output columns
+// (36 threads): both sums, then both epilogues, then the two stores.
+// PAIRS-LABEL: func.func @depthwise(
+// PAIRS:         gpu.launch {{.*}} in (%{{.*}} = %c1, {{.*}} module(@forward_window_kernel_0)
+// PAIRS-COUNT-36:  vector.load %{{.*}} {alignment = 16 : i64} : memref<{{3x3x16xf16, #gpu.address_space<workgroup>|1x6x6x16xf16}}>, vector<8xf16>
+// PAIRS-COUNT-2:   vector.load %{{.*}} : memref<16xf16>, vector<8xf16>
+// PAIRS-COUNT-2:   vector.store {{.*}} {alignment = 16 : i64, twintrack.kernel_path = "window 3x3 taps, 8 lanes x 2"} : memref<6x6x16xf16>, vector<8xf16>
+// PAIRS:           gpu.terminator
 func.func @depthwise(%x: memref<1x6x6x16xf16>, %w: memref<16x3x3xf16>, %s: memref<16xf16>, %y: memref<6x6x16xf16>) {
   %c0 = arith.constant 0 : index
   %c5 = arith.constant 5 : index
