@@ -47,7 +47,7 @@ def test_depthwise_stage_is_one_window_kernel(dtype, channels, kernel, stride, d
     launches = re.findall(r'gpu.launch_func  @(forward_\w+)::', text)
     windows = [name for name in launches if name.startswith("forward_window_kernel")]
     assert len(windows) == 1, launches
-    assert f'twintrack.kernel_path = "window {kernel}x{kernel} taps, {lanes} lanes"' in text
+    assert re.search(rf'twintrack.kernel_path = "window {kernel}x{kernel} taps, {lanes} lanes( x 2)?"', text), text
     # The batch norm and activation went into it: no linalg op of that stage is left but the pointwise
     # convolutions' operand copies; its loads of the input and the weight are vectors along the channels.
     assert "reduction\"]" not in text
@@ -74,7 +74,7 @@ class _Pooled(nn.Module):
 def test_pooling_window_is_one_window_kernel(pool, taps):
     text = _row_kernels_stage(_Pooled(pool).eval(), (torch.randn(2, 32, 15, 15),), torch.float16)
     windows = [name for name in re.findall(r'gpu.launch_func  @(forward_\w+)::', text) if "window" in name]
-    assert len(windows) == 1 and f'"window {taps} taps, 8 lanes"' in text, text
+    assert len(windows) == 1 and re.search(f'"window {taps} taps, 8 lanes( x 2)?"', text), text
     assert "linalg.pooling" not in text
 
 

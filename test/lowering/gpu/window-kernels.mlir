@@ -1,4 +1,4 @@
-// RUN: %PYTHON -m twintrack.compiler.passes gpu-window-kernels %s | FileCheck %s
+// RUN: %PYTHON -m twintrack.compiler.passes "gpu-window-kernels{neighbours=1}" %s | FileCheck %s
 // RUN: %PYTHON -m twintrack.compiler.passes "gpu-window-kernels{neighbours=2}" %s | FileCheck %s --check-prefix=PAIRS
 
 // A depthwise 3x3 convolution computing channels-last (loops n·h, w, c, then

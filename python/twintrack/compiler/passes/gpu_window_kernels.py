@@ -131,7 +131,7 @@ def _inputs(op: ir.Operation, lanes: int, parallel: int) -> tuple[WindowInput, .
     return tuple(inputs)
 
 
-def window_site(op: ir.Operation, neighbours: int = 1, staging_blocks: int = 4) -> WindowSite | None:
+def window_site(op: ir.Operation, neighbours: int = 2, staging_blocks: int = 2) -> WindowSite | None:
     """The window kernel `op` and the ops around it become, or None."""
     # A window read through its map (no padding folded in) looks like a convolution to the fusion pass.
     if op.name != "linalg.generic" or dispatch_kind(op) not in (DispatchKind.REDUCTION, DispatchKind.MATMUL):
@@ -171,9 +171,9 @@ def window_site(op: ir.Operation, neighbours: int = 1, staging_blocks: int = 4) 
 class GpuWindowKernels(PythonPass):
     name = "gpu-window-kernels"
     strict: bool = False      # a kernel that fails to build is an error, not a fallback (--strict-kernels)
-    neighbours: int = 1       # outputs a thread computes along the next-to-last dim (where it divides)
-    staging_blocks: int = 4   # resident blocks an SM of a kernel that stages inputs: its grid (256 threads
-                              # each; 4 hold a thread to 64 registers)
+    neighbours: int = 2       # outputs a thread computes along the next-to-last dim (where it divides)
+    staging_blocks: int = 2   # resident blocks an SM of a kernel that stages inputs: its grid (256 threads
+                              # each; 2 hold a thread to 128 registers, 4 to 64)
 
     def _run(self, module: ir.Operation, pass_) -> None:
         count = 0
