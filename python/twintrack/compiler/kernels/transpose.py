@@ -1,11 +1,15 @@
 """A transposing copy of a (batch?, rows, cols) buffer into (batch?, cols,
 rows), through shared memory: a block per 64 x 64 tile, read and written in
 16-byte vectors along each buffer's rows (both sides coalesced), the tile
-stored column by column into a padded shared buffer in between.
+stored column by column into a padded shared buffer in between. Elements
+of 4 bytes (4 a vector) or 2 (8 a vector).
 
 The tf32 matmul uses it for a plain B (K x N): wgmma reads tf32 operands
 only K-major, and a transposed copy costs a copy's bandwidth where one
-element a cp.async inside the matmul cost half its time (v32b)."""
+element a cp.async inside the matmul cost half its time (v32b). So does
+any linalg.transpose that moves one group of dims past another
+(gpu_transpose_kernels: an NCHW input copied channels-last), where the
+generic path reads one element a thread across rows."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, vector
 
 from .builder import KernelBuilder, LaunchIds, build_launch, vector_of, workgroup_memref
+from .matmul_common import element_bytes
 
 TILE = 64
 _THREADS = 256
@@ -23,7 +28,7 @@ _PAD = 1  # a padded shared row: the column stores of a warp land in distinct ba
 
 @dataclass(frozen=True)
 class TransposeCopy:
-    """source (batch?, rows, cols) -> target (batch?, cols, rows), 4-byte elements, sizes static."""
+    """source (batch?, rows, cols) -> target (batch?, cols, rows), 2- or 4-byte elements, sizes static."""
     batch: int | None
     rows: int
     cols: int
@@ -31,11 +36,12 @@ class TransposeCopy:
 
     @property
     def width(self) -> int:
-        return 4  # elements a 16-byte vector holds
+        return 16 // element_bytes(self.element)  # elements a 16-byte vector holds
 
     def fits(self) -> bool:
         """Can both buffers' rows be read and written in 16-byte vectors?"""
-        return self.rows % self.width == 0 and self.cols % self.width == 0
+        return element_bytes(self.element) in (2, 4) and self.rows % self.width == 0 \
+            and self.cols % self.width == 0
 
     def target_type(self) -> ir.MemRefType:
         sizes = [*([self.batch] if self.batch else []), self.cols, self.rows]
@@ -43,13 +49,15 @@ class TransposeCopy:
 
 
 def build_transpose(before: ir.Operation, kernel: str, copy: TransposeCopy,
-                    source: ir.Value) -> tuple[ir.Operation, ir.Value]:
+                    source: ir.Value, target: ir.Value | None = None) -> tuple[ir.Operation, ir.Value]:
     """The launch, right before `before`, that copies `source` transposed
-    into a buffer allocated before it; and the buffer, which the caller
+    into `target`, or into a buffer allocated before it, which the caller
     frees after its last reader (or erases with the launch, if that reader
-    fails to build)."""
-    with ir.InsertionPoint(before), before.location:
-        target = memref.AllocOp(copy.target_type(), [], []).result
+    fails to build); and the target."""
+    allocated = target is None
+    if allocated:
+        with ir.InsertionPoint(before), before.location:
+            target = memref.AllocOp(copy.target_type(), [], []).result
     grid = (-(-copy.cols // TILE), -(-copy.rows // TILE), copy.batch or 1)
 
     def body(w: KernelBuilder, ids: LaunchIds) -> None:
@@ -58,7 +66,8 @@ def build_transpose(before: ir.Operation, kernel: str, copy: TransposeCopy,
         launch = build_launch(before, kernel, f"{TILE}x{TILE} tiles", grid, _THREADS, body, "transpose",
                               [workgroup_memref((TILE, TILE + _PAD), copy.element)])
     except Exception:
-        target.owner.erase()
+        if allocated:
+            target.owner.erase()
         raise
     return launch, target
 

@@ -167,12 +167,16 @@ class _WindowKernelWriter:
         """The `lanes` x `neighbours` outputs of chunk `flat`: the window's
         reduction, the epilogue, the store."""
         p, w = self.p, self.w
-        *outer, position, chunk = w.delinearize(flat, (*p.parallel[:-2], p.parallel[-2] // p.neighbours,
-                                                       p.parallel[-1] // p.lanes))
+        *outer, chunk = w.delinearize(flat, (*p.parallel[:-2], p.parallel[-2] // p.neighbours,
+                                             p.parallel[-1] // p.lanes) if len(p.parallel) > 1
+                                      else (p.parallel[-1] // p.lanes,))
         first = w.mul(chunk, p.lanes)
         columns = [first] + [w.add(first, lane) for lane in range(1, p.lanes)]
-        start = w.mul(position, p.neighbours)
-        outers = [[*outer, w.add(start, k) if k else start] for k in range(p.neighbours)]
+        outers = [outer]
+        if len(p.parallel) > 1:  # the neighbours along the next-to-last dim
+            *outer, position = outer
+            start = w.mul(position, p.neighbours)
+            outers = [[*outer, w.add(start, k) if k else start] for k in range(p.neighbours)]
         accumulators = self._window_loop(outers, columns, [], [w.constant_of(p.init)] * (p.lanes * p.neighbours))
         # Every neighbour's results before the first store: a load after a store is not merged with one before.
         results = [self._results(outer_k, columns, accumulators[k * p.lanes:(k + 1) * p.lanes])

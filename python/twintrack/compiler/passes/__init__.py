@@ -40,6 +40,7 @@ PASSES = {
     "gpu-matmul-kernels": ("gpu_matmul_kernels", "GpuMatmulKernels"),
     "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
     "gpu-window-kernels": ("gpu_window_kernels", "GpuWindowKernels"),
+    "gpu-transpose-kernels": ("gpu_transpose_kernels", "GpuTransposeKernels"),
     "grouped-reshapes": ("grouped_reshapes", "GroupedReshapes"),
     "keep-while-loops": ("while_loops", "KeepWhileLoops"),
     "kernel-occupancy": ("kernel_occupancy", "KernelOccupancy"),

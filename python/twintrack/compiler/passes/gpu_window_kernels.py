@@ -26,7 +26,8 @@ from mlir import ir
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..target import gpu_target
 from ..kernels.matmul_common import element_bytes
-from ..kernels.window_kernel import WindowEpilogue, WindowInput, WindowProgram, build_window_kernel, reads_lane_last
+from ..kernels.window_kernel import (WindowEpilogue, WindowInput, WindowProgram, build_window_kernel, lane_dim_used,
+                                     reads_lane_last)
 from .generic_body import describe_body, indexing_maps, map_dims
 from .gpu_matmul_kernels import epilogue_after
 from .ir_helpers import PythonPass, defined_functions, defining_op
@@ -84,16 +85,24 @@ def _lanes(last: int) -> int | None:
     return next((width for width in LANE_WIDTHS if last % width == 0), None)
 
 
-def _vector_body_loads(body, lane_dim: int, vector_captured: frozenset[int]) -> bool:
-    """Does the body load a vector-ready buffer at the lane's own column?"""
-    columns = {("index", lane_dim)}
+def _body_loads(body, lane_dim: int, lane_inputs: set, vector_captured: frozenset[int]) -> tuple[bool, bool]:
+    """(does every load the lanes differ in take them as one vector, at the
+    lane's own column of a vector-ready buffer; is there such a load)?
+    `lane_inputs`: the refs of the inputs whose elements differ by lane."""
+    columns, varying, vectors = {("index", lane_dim)}, {("index", lane_dim), *lane_inputs}, False
     for i, op in enumerate(body):
+        if not any(ref in varying for ref in op.operands):
+            continue
+        varying.add(("op", i))
         if op.name == "linalg.index" and op.operands[0] in columns:
             columns.add(("op", i))
-        elif op.name == "memref.load" and op.operands[0][0] == "captured" \
-                and op.operands[0][1] in vector_captured and op.operands[-1] in columns:
-            return True
-    return False
+        elif op.name == "memref.load":
+            *shared, last = op.operands[1:]
+            if op.operands[0][1] not in vector_captured or last not in columns \
+                    or any(ref in varying for ref in shared):
+                return False, vectors
+            vectors = True
+    return True, vectors
 
 
 def _epilogue(found, lanes: int, lane_dim: int) -> tuple[WindowEpilogue, bool] | None:
@@ -151,8 +160,13 @@ def window_site(op: ir.Operation, neighbours: int = 2, staging_blocks: int = 2) 
     vector_captured = frozenset(i for i, buffer in enumerate(captured)
                                 if contiguous_rows(ir.MemRefType(buffer.type), lanes))
     body, result = described
-    if not any(inp.staged or (inp.vectors and reads_lane_last(inp.map, lane_dim)) for inp in inputs) \
-            and not _vector_body_loads(body, lane_dim, vector_captured):
+    vector_inputs = [inp.staged or (inp.vectors and reads_lane_last(inp.map, lane_dim)) for inp in inputs]
+    lane_inputs = {("arg", k) for k, inp in enumerate(inputs) if lane_dim_used(inp.map, lane_dim)}
+    body_vectors_only, body_vectors = _body_loads(body, lane_dim, lane_inputs, vector_captured)
+    if any(("arg", k) in lane_inputs and not vector for k, vector in enumerate(vector_inputs)) \
+            or not body_vectors_only:
+        return None  # a load each lane makes on its own (rows as lanes): the generic path reads those better
+    if not any(vector_inputs) and not body_vectors:
         return None  # nothing the lanes load together: the generic path's thread an element is as good
     found = epilogue_after(op, output, list(op.opview.inputs) + captured)
     taken = _epilogue(found, lanes, lane_dim)
