@@ -97,3 +97,72 @@ def test_mobilenet_block_report_names_its_window_kernel(run_tool, tmp_path):
     # the convolution, the batch norm and the clamp of ReLU6, all in one kernel
     sources = " ".join(window[0]["source_ops"])
     assert "convolution" in sources and "batch_norm" in sources and "hardtanh" in sources, sources
+
+
+# ---------------------------------------------------------------- numerics on the CPU
+# The window and transpose kernels need no tensor cores and exchange nothing
+# between threads: their blocks and threads run as loops on the CPU
+# (gpu_emulation.emulated_kernels), against float64. The recipe drops the
+# matmul and attention generators (the pointwise convolutions run as generic
+# loops) and adds the transpose kernels.
+
+@pytest.fixture(scope="module")
+def kernels_recipe(tmp_path_factory):
+    import shutil
+    from twintrack.compiler.target import DEFAULT_LOWERING_DIR
+    recipe = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(DEFAULT_LOWERING_DIR, recipe)
+    gpu = (recipe / "gpu.toml").read_text()
+    for generator in ("gpu-matmul-kernels", "gpu-attention-kernels"):
+        gpu = re.sub(rf'"{generator}{{[^}}]*}}", ', "", gpu)
+    gpu = gpu.replace('"gpu-row-kernels{', '"gpu-transpose-kernels{strict=$strict}", "gpu-row-kernels{')
+    assert "gpu-matmul-kernels{" not in gpu and "gpu-transpose-kernels{" in gpu
+    (recipe / "gpu.toml").write_text(gpu)
+    return recipe
+
+
+def _emulated_errors(model: nn.Module, inputs: tuple, dtype: torch.dtype, recipe) -> tuple[list, str]:
+    from twintrack.harness import numerics
+    from twintrack.harness.gpu_emulation import emulated_kernels
+    model, inputs = model.to(dtype), tuple(x.to(dtype) for x in inputs)
+    exported = frontend.export_model(frontend.ModelSource("kernels", model, inputs))
+    executable, compilation = emulated_kernels(exported, recipe)
+    fresh = numerics.random_inputs(exported.inputs, seed=5)
+    outputs = executable(*frontend.model_state(model).values(), *fresh)
+    return numerics.compare(outputs, numerics.float64_reference(model, fresh), exported.outputs), compilation.text()
+
+
+@pytest.mark.parametrize("dtype, channels, kernel, stride, act", [
+    (torch.float16, 32, 3, 1, 0),   # two output columns a thread, the weight staged through shared memory
+    (torch.float16, 40, 5, 2, 1),
+    (torch.float32, 16, 7, 1, 2),   # 49 taps: the window loops
+    (torch.float16, 36, 3, 1, 0),   # lanes of 4
+], ids=["3x3", "5x5-s2-silu", "7x7-f32", "lanes-4"])
+def test_depthwise_window_kernels_match_float64(kernels_recipe, dtype, channels, kernel, stride, act):
+    checks, text = _emulated_errors(*_block(channels, 10, kernel, stride, 1, act), dtype, kernels_recipe)
+    assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
+
+
+@pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(3, 2, 0, ceil_mode=True),
+                                  nn.AvgPool2d(3, 1, 1, count_include_pad=False)], ids=["max", "max-ceil", "avg"])
+def test_pooling_window_kernels_match_float64(kernels_recipe, pool):
+    checks, text = _emulated_errors(_Pooled(pool).eval(), (torch.randn(2, 32, 13, 13),), torch.float16, kernels_recipe)
+    assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
+
+
+class _Permuted(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        return x.permute(*self.dims).contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("dims, shape", [((0, 2, 1), (2, 72, 200)), ((0, 2, 3, 1), (2, 16, 12, 10)), ((1, 0), (24, 40))],
+                         ids=["batched", "nchw-to-nhwc", "matrix"])
+def test_transpose_kernels_match_eager(kernels_recipe, dims, shape, dtype):
+    """Ragged tiles (72 x 200: no 64 divides either) included; a copy, so exact."""
+    checks, text = _emulated_errors(_Permuted(dims), (torch.randn(*shape),), dtype, kernels_recipe)
+    assert "forward_transpose_0" in text and all(c.rel_error == 0.0 for c in checks), checks

@@ -3,19 +3,24 @@ GPU: the IR after the GPU recipe's distribute stage (every loop mapped onto
 blocks and threads, scf.parallel still) is lowered with the CPU recipe's
 llvm stage, where the mapped loops run as plain loops, and JIT-run.
 
-Only the generic path emulates: the fast-path kernels (shared memory,
-barriers, tensor cores), nests that combine across threads
+`emulated` runs the generic path alone: the fast-path kernels (shared
+memory, barriers, tensor cores), nests that combine across threads
 (gpu.all_reduce) and kernels built whole as gpu.launch (one-thread
-kernels, full reductions) need a GPU, so they are turned off or refused
-here."""
+kernels, full reductions) are turned off or refused. `emulated_kernels`
+runs the kernels a given recipe builds, each launch's blocks and threads
+as loops, where they need no tensor cores and exchange nothing between
+threads (the window kernels, the tiled transpose)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from ..compiler import driver
 from ..compiler.cpu_jit import CpuExecutable
 from ..compiler.options import CompileOptions
 from ..compiler.recipes import PipelineVariables, load_recipe
 from ..errors import UsageError
+from .launch_loops import launches_as_loops
 
 
 def emulated(exported) -> tuple[CpuExecutable, object]:
@@ -29,9 +34,29 @@ def emulated(exported) -> tuple[CpuExecutable, object]:
     if "gpu.launch" in text:
         raise UsageError("the GPU compile has kernels built whole (a one-thread kernel, a reduction's): "
                          "it does not emulate")
+    return _on_the_cpu(compilation.module, exported), compilation
+
+
+def emulated_kernels(exported, lowering_dir: Path) -> tuple[CpuExecutable, object]:
+    """(a CPU executable of the exported model's GPU compile with the kernel
+    generators `lowering_dir`'s recipe runs, each kernel's blocks and threads
+    as loops (twintrack.harness.launch_loops), the compilation up to
+    distribute). For kernels built whole that need no tensor cores and
+    exchange nothing between threads (window kernels, the tiled transpose):
+    a recipe without the matmul and attention generators; a kernel that
+    cannot run as loops raises EmulationError."""
+    compilation = driver.compile_exported(exported, CompileOptions(pipeline="gpu", stop_after="distribute",
+                                                                      lowering_dir=Path(lowering_dir)))
+    with compilation.module.context:
+        launches_as_loops(compilation.module.operation)
+    return _on_the_cpu(compilation.module, exported), compilation
+
+
+def _on_the_cpu(module, exported) -> CpuExecutable:
+    """The GPU compile's module (scf.parallel loops, no launches left) through the CPU recipe's llvm stage."""
     llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    module = driver.run_stage(llvm_stage, compilation.module)
-    return CpuExecutable(str(module), exported.arguments, exported.outputs, dynamic=exported.dynamic), compilation
+    lowered = driver.run_stage(llvm_stage, module)
+    return CpuExecutable(str(lowered), exported.arguments, exported.outputs, dynamic=exported.dynamic)
 
 
 def emulated_model(exported):
