@@ -143,10 +143,13 @@ def test_depthwise_window_kernels_match_float64(kernels_recipe, dtype, channels,
     assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
 
 
-@pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(3, 2, 0, ceil_mode=True),
-                                  nn.AvgPool2d(3, 1, 1, count_include_pad=False)], ids=["max", "max-ceil", "avg"])
-def test_pooling_window_kernels_match_float64(kernels_recipe, pool):
-    checks, text = _emulated_errors(_Pooled(pool).eval(), (torch.randn(2, 32, 13, 13),), torch.float16, kernels_recipe)
+@pytest.mark.parametrize("pool, size", [(nn.MaxPool2d(3, 2, 1), 13), (nn.MaxPool2d(3, 2, 0, ceil_mode=True), 13),
+                                        (nn.AvgPool2d(3, 1, 1, count_include_pad=False), 13),
+                                        (nn.AdaptiveAvgPool2d(1), 7)],  # a classifier's global pool: a mean of 49
+                         ids=["max", "max-ceil", "avg", "global-avg"])
+def test_pooling_window_kernels_match_float64(kernels_recipe, pool, size):
+    checks, text = _emulated_errors(_Pooled(pool).eval(), (torch.randn(2, 32, size, size),), torch.float16,
+                                    kernels_recipe)
     assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
 
 

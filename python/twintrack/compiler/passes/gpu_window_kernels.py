@@ -174,7 +174,8 @@ def window_site(op: ir.Operation, neighbours: int = 2, staging_blocks: int = 2) 
     # A block that copies inputs into shared memory first strides over enough outputs to pay for it.
     staging = any(inp.staged for inp in inputs)
     max_blocks = gpu_target().sm_count * staging_blocks if staging else None
-    neighbours = neighbours if len(parallel) > 1 and parallel[-2] % neighbours == 0 else 1
+    # Neighbours along a spatial dim ((n, h, w, c) outputs) share loads; along a batch ((n, c): a global pool) none.
+    neighbours = neighbours if len(parallel) > 2 and parallel[-2] % neighbours == 0 else 1
     program = WindowProgram(tuple(parallel), tuple(window), lanes, inputs, body, result, tuple(captured),
                             vector_captured, defining_op(fill.operands[0]), found.output if taken else output,
                             vector_output, epilogue, max_blocks, staging_blocks if staging else 1, neighbours)
