@@ -182,7 +182,5 @@ def _as_loops(launch: ir.Operation, kernel: ir.Operation) -> None:
 
     with launch.location:
         _loop_nest(grid, ir.InsertionPoint(launch), per_block)
-    for op in nested_ops(copy, lambda o: o.name in _IDS):
-        op.erase() if not any(True for r in op.results for _ in r.uses) else None
-    copy.erase()
+    copy.erase()  # its index ops, their uses all replaced
     launch.erase()

@@ -162,7 +162,8 @@ def window_site(op: ir.Operation, neighbours: int = 2, staging_blocks: int = 2) 
     body, result = described
     vector_inputs = [inp.staged or (inp.vectors and reads_lane_last(inp.map, lane_dim)) for inp in inputs]
     lane_inputs = {("arg", k) for k, inp in enumerate(inputs) if lane_dim_used(inp.map, lane_dim)}
-    body_vectors_only, body_vectors = _body_loads(body, lane_dim, lane_inputs, vector_captured)
+    accumulator = ("arg", len(inputs))  # each lane's own sum
+    body_vectors_only, body_vectors = _body_loads(body, lane_dim, lane_inputs | {accumulator}, vector_captured)
     if any(("arg", k) in lane_inputs and not vector for k, vector in enumerate(vector_inputs)) \
             or not body_vectors_only:
         return None  # a load each lane makes on its own (rows as lanes): the generic path reads those better
