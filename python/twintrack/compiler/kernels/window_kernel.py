@@ -233,22 +233,18 @@ class _WindowKernelWriter:
     def _load_input(self, ref: Ref, inp: WindowInput, indices, uniform: dict, lanes: list[dict]) -> None:
         """An input's element at this iteration: once for all lanes where its
         map does not read the lane's loop, one vector where its rows take them."""
-        element = ir.MemRefType(inp.buffer.type).element_type
         if inp.staged:
-            loaded = self.w.load(self.p.lanes, element, self.copies[id(inp)],
-                                 _apply(inp.staged_map(self.lane_dim), indices(0)), _alignment(self.p.lanes, element))
-            for lane, values in enumerate(lanes):
-                values[ref] = self.w.lane(loaded, lane)
+            row = _vector_lanes(self.w, self.p.lanes, self.copies[id(inp)],
+                                _apply(inp.staged_map(self.lane_dim), indices(0)))
+        elif inp.vectors and reads_lane_last(inp.map, self.lane_dim):
+            row = _vector_lanes(self.w, self.p.lanes, inp.buffer, _apply(inp.map, indices(0)))
         elif not lane_dim_used(inp.map, self.lane_dim):
             uniform[ref] = memref.load(inp.buffer, _apply(inp.map, indices(0)))
-        elif inp.vectors and reads_lane_last(inp.map, self.lane_dim):
-            loaded = self.w.load(self.p.lanes, element, inp.buffer, _apply(inp.map, indices(0)),
-                                 _alignment(self.p.lanes, element))
-            for lane, values in enumerate(lanes):
-                values[ref] = self.w.lane(loaded, lane)
+            return
         else:
-            for lane, values in enumerate(lanes):
-                values[ref] = memref.load(inp.buffer, _apply(inp.map, indices(lane)))
+            row = [memref.load(inp.buffer, _apply(inp.map, indices(lane))) for lane in range(self.p.lanes)]
+        for values, value in zip(lanes, row):
+            values[ref] = value
 
     # ------------------------------------------------------------ the store
     def _results(self, outer: list, columns: list, accumulators: list) -> tuple[list, list]:
@@ -283,11 +279,9 @@ class _WindowKernelWriter:
         loaded: list[dict[int, ir.Value]] = [{} for _ in lane_loops]
         for k, inp in e.body.tensor_inputs():
             if k in e.vector_inputs:
-                element = ir.MemRefType(e.tensors[k].type).element_type
-                row = w.load(self.p.lanes, element, e.tensors[k], [lane_loops[0][d] for d in inp.dims],
-                             _alignment(self.p.lanes, element))
-                for lane, values in enumerate(loaded):
-                    values[k] = w.lane(row, lane)
+                row = _vector_lanes(w, self.p.lanes, e.tensors[k], [lane_loops[0][d] for d in inp.dims])
+                for values, value in zip(loaded, row):
+                    values[k] = value
             elif lane_loop not in inp.dims:
                 value = memref.load(e.tensors[k], [lane_loops[0][d] for d in inp.dims])
                 for values in loaded:
@@ -327,12 +321,10 @@ class _LaneCloner:
                 uniform[ref] = self._copy(op, [self._value(operand, uniform) for operand in op.operands])
             elif self._vector_load(op, columns, lanes[0]):
                 shared = [self._value(operand, uniform) for operand in op.operands[1:-1]]
-                buffer = self._value(op.operands[0], uniform)
-                element = ir.MemRefType(buffer.type).element_type
-                row = self.w.load(self.width, element, buffer, [*shared, lanes[0][op.operands[-1]]],
-                                  _alignment(self.width, element))
-                for lane, values in enumerate(lanes):
-                    values[ref] = self.w.lane(row, lane)
+                row = _vector_lanes(self.w, self.width, self._value(op.operands[0], uniform),
+                                    [*shared, lanes[0][op.operands[-1]]])
+                for values, value in zip(lanes, row):
+                    values[ref] = value
             else:
                 for values in lanes:
                     values[ref] = self._copy(op, [values[o] if o in values else self._value(o, uniform)
@@ -364,6 +356,13 @@ def _apply(affine_map: ir.AffineMap, indices: list[ir.Value]) -> list[ir.Value]:
             single = ir.AffineMap.get(affine_map.n_dims, 0, [expr])
             values.append(affine.AffineApplyOp(single, indices).result)
     return values
+
+
+def _vector_lanes(w: KernelBuilder, lanes: int, buffer: ir.Value, indices: list[ir.Value]) -> list[ir.Value]:
+    """The `lanes` elements from `indices` on along the buffer's last dim: one aligned vector load."""
+    element = ir.MemRefType(buffer.type).element_type
+    row = w.load(lanes, element, buffer, indices, _alignment(lanes, element))
+    return [w.lane(row, lane) for lane in range(lanes)]
 
 
 def _alignment(lanes: int, element: ir.Type) -> int:
