@@ -1,7 +1,8 @@
-"""Depthwise convolutions on the GPU track become window kernels (one
-launch with their batch norm and activation, vector loads along the
-channels) wherever their channels split into lanes; elsewhere the generic
-path keeps them. The numerics run on the GPU (tools/gpu_check.py: the
+"""Depthwise convolutions, pooling windows and convolutions summing few
+products an output (an image's 3x3 stem) on the GPU track become window
+kernels (one launch with their batch norm and activation, vector loads
+along the channels) wherever their channels split into lanes; elsewhere
+the generic path (or a matmul) keeps them. The numerics run on the GPU (tools/gpu_check.py: the
 depthwise entries of bench/gpu_models_at_scale.txt, MobileNetV2,
 EfficientNet's and ConvNeXt's blocks); here, the IR each stage leaves and
 the kernel report of a full compile."""
@@ -78,6 +79,51 @@ def test_pooling_window_is_one_window_kernel(pool, taps):
     assert "linalg.pooling" not in text
 
 
+class _Direct(nn.Module):
+    """A convolution with few products an output, its batch norm and ReLU6 (MobileNet's stem)."""
+
+    def __init__(self, channels: int, filters: int, kernel: int, stride: int, bias: bool):
+        super().__init__()
+        padding = kernel // 2 if stride < kernel else 0
+        self.conv = nn.Conv2d(channels, filters, kernel, stride, padding, bias=bias)
+        self.norm = nn.BatchNorm2d(filters)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-1, 1)
+            self.norm.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        return nn.functional.relu6(self.norm(self.conv(x)))
+
+
+DIRECT_CASES = {  # channels, filters, kernel, stride, bias, the window's extents
+    "stem": (3, 32, 3, 2, False, "3x3x3"),     # an image's 3x3 stem: 27 products, the input read through its padding
+    "2x2-padded": (3, 16, 2, 1, True, "3x2x2"),  # a bias, stride 1, a 2x2 window over its padding
+    "patchify": (2, 16, 4, 4, True, "2x4x4"),  # no padding, stride 4, a bias
+}
+
+
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=list(DIRECT_CASES))
+def test_convolution_with_few_products_is_one_window_kernel(case):
+    """No patches and no matmul: the window kernel reads the input in place,
+    the weight staged, with the batch norm and ReLU6 as its epilogue."""
+    channels, filters, kernel, stride, bias, taps = DIRECT_CASES[case]
+    model = _Direct(channels, filters, kernel, stride, bias).eval()
+    text = _row_kernels_stage(model, (torch.randn(2, channels, 16, 16),), torch.float16)
+    launches = re.findall(r'gpu.launch_func  @(forward_\w+)::', text)
+    assert launches == ["forward_window_kernel_0"], launches
+    assert re.search(rf'twintrack.kernel_path = "window {taps} taps, 8 lanes( x 2)?"', text), text
+    assert "reduction\"]" not in text and "tensor.pad" not in text and "gpu.barrier" in text
+
+
+@pytest.mark.parametrize("channels, kernel", [(3, 7), (16, 1)], ids=["resnet-stem", "pointwise"])
+def test_convolution_the_tensor_cores_take_stays_a_matmul(channels, kernel):
+    """3 channels by a 7x7 window (ResNet's stem) sum 147 products an
+    output; a 1x1 window reads its input with no patches copied."""
+    model = _Direct(channels, 32, kernel, 2, False).eval()
+    text = _row_kernels_stage(model, (torch.randn(2, channels, 16, 16),), torch.float16)
+    assert "forward_window_kernel" not in text and re.search(r"@forward_\w*matmul", text), text
+
+
 def test_channels_that_split_into_no_lanes_stay_generic():
     text = _row_kernels_stage(*_block(15, 9), torch.float16)
     assert "forward_window_kernel" not in text
@@ -104,7 +150,7 @@ def test_mobilenet_block_report_names_its_window_kernel(run_tool, tmp_path):
 # between threads: their blocks and threads run as loops on the CPU
 # (gpu_emulation.emulated_kernels), against float64. The recipe drops the
 # matmul and attention generators (the pointwise convolutions run as generic
-# loops) and adds the transpose kernels.
+# loops).
 
 @pytest.fixture(scope="module")
 def kernels_recipe(tmp_path_factory):
@@ -115,7 +161,6 @@ def kernels_recipe(tmp_path_factory):
     gpu = (recipe / "gpu.toml").read_text()
     for generator in ("gpu-matmul-kernels", "gpu-attention-kernels"):
         gpu = re.sub(rf'"{generator}{{[^}}]*}}", ', "", gpu)
-    gpu = gpu.replace('"gpu-row-kernels{', '"gpu-transpose-kernels{strict=$strict}", "gpu-row-kernels{')
     assert "gpu-matmul-kernels{" not in gpu and "gpu-transpose-kernels{" in gpu
     (recipe / "gpu.toml").write_text(gpu)
     return recipe
@@ -140,6 +185,15 @@ def _emulated_errors(model: nn.Module, inputs: tuple, dtype: torch.dtype, recipe
 ], ids=["3x3", "5x5-s2-silu", "7x7-f32", "lanes-4"])
 def test_depthwise_window_kernels_match_float64(kernels_recipe, dtype, channels, kernel, stride, act):
     checks, text = _emulated_errors(*_block(channels, 10, kernel, stride, 1, act), dtype, kernels_recipe)
+    assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("case", DIRECT_CASES, ids=list(DIRECT_CASES))
+def test_direct_convolution_window_kernels_match_float64(kernels_recipe, case, dtype):
+    channels, filters, kernel, stride, bias, _ = DIRECT_CASES[case]
+    model = _Direct(channels, filters, kernel, stride, bias).eval()
+    checks, text = _emulated_errors(model, (torch.randn(2, channels, 11, 11),), dtype, kernels_recipe)
     assert "forward_window_kernel_0" in text and all(c.ok for c in checks), checks
 
 

@@ -27,6 +27,7 @@ from ..compiler.passes.ir_helpers import gpu_functions, kernel_launches, nested_
 
 _PURE = ("arith.", "index.", "math.", "affine.apply")  # ops a later phase may compute again
 _UNEMULATED = ("gpu.all_reduce", "gpu.shuffle", "gpu.subgroup_reduce", "llvm.inline_asm", "nvgpu.", "nvvm.")
+WORKGROUP_ALIGNMENT = 16  # the vector loads of a staged copy are 16-byte aligned (on the CPU, aligned moves)
 
 
 class EmulationError(Exception):
@@ -164,7 +165,8 @@ def _as_loops(launch: ir.Operation, kernel: ir.Operation) -> None:
         for buffer in arguments[len(operands):]:  # workgroup attributions
             buffer_type = ir.MemRefType(buffer.type)
             with ir.InsertionPoint(end):
-                local = memref.AllocaOp(ir.MemRefType.get(buffer_type.shape, buffer_type.element_type), [], []).result
+                local = memref.AllocaOp(ir.MemRefType.get(buffer_type.shape, buffer_type.element_type), [], [],
+                                        alignment=WORKGROUP_ALIGNMENT).result
             for use in list(buffer.uses):
                 _owner(use).operands[use.operand_number] = local
         for op in shared:

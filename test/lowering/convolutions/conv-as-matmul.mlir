@@ -47,25 +47,50 @@ func.func @conv_zero_init(%x: tensor<1x16x7x7xf32>, %w: tensor<32x16x1x1xf32>) -
   return %y : tensor<1x32x7x7xf32>
 }
 
-// 3 channels by a 3x3 window: rows of 27 halves are no whole 16-byte vectors.
-// The input and the weight get 5 zero channels (9 x 8 = 72 halves a row):
+// 3 channels by a 5x5 window: rows of 75 halves are no whole 16-byte vectors.
+// The input and the weight get 5 zero channels (25 x 8 = 200 halves a row):
 // the weight a padded copy, the input a channels-last copy with its zero
 // channels written (not read through the padding: a window's 8 channels
 // must be one 16-byte vector of it, for the matmul kernel to read in place).
 // CHECK-LABEL: func.func @conv_unaligned(
 // CHECK:         %[[W:.*]] = tensor.pad %arg1 low[0, 0, 0, 0] high[0, 5, 0, 0]
-// CHECK:         } : tensor<8x3x3x3xf16> to tensor<8x8x3x3xf16>
-// CHECK:         %[[XL:.*]] = linalg.transpose ins(%arg0 : tensor<1x3x8x8xf16>) {{.*}} permutation = [0, 2, 3, 1]
+// CHECK:         } : tensor<8x3x5x5xf16> to tensor<8x8x5x5xf16>
+// CHECK:         %[[XL:.*]] = linalg.transpose ins(%arg0 : tensor<1x3x10x10xf16>) {{.*}} permutation = [0, 2, 3, 1]
 // CHECK:         %[[X8:.*]] = tensor.pad %[[XL]] low[0, 0, 0, 0] high[0, 0, 0, 5]
-// CHECK:         } : tensor<1x8x8x3xf16> to tensor<1x8x8x8xf16>
-// CHECK:         linalg.generic {{.*}} ins(%[[X8]] : tensor<1x8x8x8xf16>) outs(%{{.*}} : tensor<1x6x6x3x3x8xf16>)
+// CHECK:         } : tensor<1x10x10x3xf16> to tensor<1x10x10x8xf16>
+// CHECK:         linalg.generic {{.*}} ins(%[[X8]] : tensor<1x10x10x8xf16>) outs(%{{.*}} : tensor<1x6x6x5x5x8xf16>)
 // CHECK-NOT:       tensor.extract
-// CHECK:         linalg.transpose ins(%[[W]] : tensor<8x8x3x3xf16>) {{.*}} permutation = [0, 2, 3, 1]
-// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x72xf16>, tensor<72x8xf16>)
+// CHECK:         linalg.transpose ins(%[[W]] : tensor<8x8x5x5xf16>) {{.*}} permutation = [0, 2, 3, 1]
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<36x200xf16>, tensor<200x8xf16>)
 // CHECK-NOT:     linalg.conv_2d_nchw_fchw
 // CHECK-NOT:     twintrack.windows
-func.func @conv_unaligned(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
+func.func @conv_unaligned(%x: tensor<1x3x10x10xf16>, %w: tensor<8x3x5x5xf16>, %init: tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32> {
   %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
-      ins(%x, %w : tensor<1x3x8x8xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
+      ins(%x, %w : tensor<1x3x10x10xf16>, tensor<8x3x5x5xf16>) outs(%init : tensor<1x8x6x6xf32>) -> tensor<1x8x6x6xf32>
   return %y : tensor<1x8x6x6xf32>
+}
+
+// 3 channels by a 3x3 window sum 27 products an output (direct_taps: 32):
+// computed directly, channels-last, each output over (channel, kh, kw),
+// the weight read as it is and the input through its padding, in place;
+// then back channels-first with the init added.
+// CHECK-LABEL: func.func @conv_direct(
+// CHECK-NOT:     linalg.matmul
+// CHECK-NOT:     tensor.pad
+// CHECK:         %[[SUM:.*]] = linalg.generic {indexing_maps = [#[[WEIGHT:.*]], #[[OUT:.*]]], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]} ins(%arg1 : tensor<8x3x3x3xf16>) outs(%{{.*}} : tensor<1x4x4x8xf32>)
+// CHECK:           tensor.extract %arg0
+// CHECK:           arith.select
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK:         linalg.generic {{.*}} ins(%[[SUM]], %arg2 : tensor<1x4x4x8xf32>, tensor<1x8x4x4xf32>)
+// CHECK-NOT:     twintrack.windows
+func.func @conv_direct(%x: tensor<1x3x8x8xf16>, %w: tensor<8x3x3x3xf16>, %init: tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32> {
+  %c0 = arith.constant 0.0 : f16
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %c0 : f16
+  } : tensor<1x3x8x8xf16> to tensor<1x3x10x10xf16>
+  %y = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+      ins(%padded, %w : tensor<1x3x10x10xf16>, tensor<8x3x3x3xf16>) outs(%init : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  return %y : tensor<1x8x4x4xf32>
 }

@@ -30,6 +30,8 @@
 #strided = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 * 2, d2 * 2, d5)>
 #nchw = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d5, d1 + d3, d2 + d4)>
 #nhwc = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1 + d3, d2 + d4, d5)>
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#strided4 = affine_map<(d0, d1, d2, d3) -> (d0, d1 * 2, d2 * 2, d3)>
 
 func.func @padded(%x: memref<2x8x8x64xf16>, %w: memref<64x576xf16>, %c: memref<128x64xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -92,6 +94,36 @@ func.func @strided(%x: memref<2x16x16x64xf16>, %w: memref<64x64xf16>, %c: memref
   linalg.fill ins(%zero : f32) outs(%c : memref<128x64xf32>)
   linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<128x64xf16>, memref<64x64xf16>) outs(%c : memref<128x64xf32>)
   memref.dealloc %patches : memref<2x8x8x1x1x64xf16>
+  return
+}
+
+// The same window written without its unit window dims (fusion folds
+// them: a 4-D patch buffer, expanded to the 6-D one A collapses, the unit
+// dims grouped with a column): A's rows still end at a group, so the
+// kernel reads the input and the buffer and both views go.
+// CHECK-LABEL: func.func @strided_unit_dims_folded(
+// CHECK-SAME:    %[[X:.*]]: memref<2x16x16x64xf16>
+// CHECK-NOT:     memref.alloc
+// CHECK-NOT:     linalg.generic
+// CHECK:         gpu.launch
+// CHECK:           nvgpu.device_async_copy %[[X]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8 {bypassL1}
+// CHECK:         } {twintrack.kernel_path = "wgmma-matmul {{.*}} implicit im2col TMA stores"}
+// CHECK-NOT:     memref.expand_shape
+// CHECK-NOT:     memref.dealloc
+// CHECK:         return
+
+func.func @strided_unit_dims_folded(%x: memref<2x16x16x64xf16>, %w: memref<64x64xf16>, %c: memref<128x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %patches = memref.alloc() : memref<2x8x8x64xf16>
+  linalg.generic {indexing_maps = [#strided4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x : memref<2x16x16x64xf16>) outs(%patches : memref<2x8x8x64xf16>) {
+  ^bb0(%i: f16, %o: f16):
+    linalg.yield %i : f16
+  }
+  %six = memref.expand_shape %patches [[0], [1], [2, 3, 4], [5]] output_shape [2, 8, 8, 1, 1, 64] : memref<2x8x8x64xf16> into memref<2x8x8x1x1x64xf16>
+  %a = memref.collapse_shape %six [[0, 1, 2], [3, 4, 5]] : memref<2x8x8x1x1x64xf16> into memref<128x64xf16>
+  linalg.fill ins(%zero : f32) outs(%c : memref<128x64xf32>)
+  linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<128x64xf16>, memref<64x64xf16>) outs(%c : memref<128x64xf32>)
+  memref.dealloc %patches : memref<2x8x8x64xf16>
   return
 }
 

@@ -19,7 +19,11 @@ A depthwise convolution (a window per channel: no matmul) becomes a
 generic computing its result channels-last, followed by the same
 channels-first op, so channels-last carries on through MobileNet's blocks;
 so does a pooling window (max_pool2d, avg_pool2d's sum: ResNet's max pool
-after its stem). The window kernels (gpu_window_kernels) take both.
+after its stem); and so does a 2-D convolution summing few products into
+each output over a window of several positions (`direct_taps`: an image's
+3 channels by a 3x3 window, 27), whose matmul would be one K step behind a
+copy of its patches. The window kernels (gpu_window_kernels) take
+all three, a convolution's weight staged in shared memory.
 
 Where the reduction rows are not whole 16-byte vectors (an image's 3
 channels by a 7x7 window: 147 halves), the input and the weight get zero
@@ -262,25 +266,30 @@ def rewrite(op: ir.Operation, shape: ConvShape) -> None:
 
 
 def _window_channels_last(op: ir.Operation, extra: list[tuple[ir.Value, ir.AffineMap]], start: ir.Value,
-                          body) -> ir.Value:
+                          body, dense: bool = False) -> ir.Value:
     """A channels-first window op (x (n, c, h, w) read at (n, c, oh·s + kh·d,
-    ow·s + kw·d)) as a linalg.generic computing (n, oh, ow, c) over loops
-    (n, oh, ow, c, kh, kw): its accumulator filled with `start`, `extra`
-    inputs read through their maps (one of them must give the window's
-    extents: a weight (c, kh, kw), a pooling window's shape (kh, kw)),
-    `body(x element, *extra elements, accumulator)` the yielded value. Marked as windows, for channels-last and
-    fold-patch-padding. Built at the current insertion point."""
+    ow·s + kw·d)) as a linalg.generic computing (n, oh, ow, f) over loops
+    (n, oh, ow, f, kh, kw), the channel c being f, or, `dense`, over loops
+    (n, oh, ow, f, c, kh, kw), every channel summed into each filter f: its
+    accumulator filled with `start`, `extra` inputs read through their maps
+    (one of them must give the window's extents: a weight (c, kh, kw) or
+    (f, c, kh, kw), a pooling window's shape (kh, kw)), `body(x element,
+    *extra elements, accumulator)` the yielded value. Marked as windows,
+    for channels-last and fold-patch-padding. Built at the current
+    insertion point."""
     from mlir.dialects import linalg, tensor
     x, init = op.operands[0], op.operands[2]
     strides, dilations = _pair_attr(op, "strides", 2), _pair_attr(op, "dilations", 2)
-    batch, channels, out_h, out_w = init.type.shape
+    batch, filters, out_h, out_w = init.type.shape
     out_element = init.type.element_type
-    dims = ir.AffineDimExpr.get  # loops (n, oh, ow, c, kh, kw)
-    read_x = ir.AffineMap.get(6, 0, [dims(0), dims(3), dims(1) * strides[0] + dims(4) * dilations[0],
-                                     dims(2) * strides[1] + dims(5) * dilations[1]])
-    write = ir.AffineMap.get(6, 0, [dims(0), dims(1), dims(2), dims(3)])
-    iterators = ["parallel"] * 4 + ["reduction"] * 2
-    accumulator = linalg.fill(start, outs=[tensor.empty([batch, out_h, out_w, channels], out_element)])
+    loops = 7 if dense else 6
+    channel, kh, kw = (4 if dense else 3), loops - 2, loops - 1
+    dims = ir.AffineDimExpr.get
+    read_x = ir.AffineMap.get(loops, 0, [dims(0), dims(channel), dims(1) * strides[0] + dims(kh) * dilations[0],
+                                         dims(2) * strides[1] + dims(kw) * dilations[1]])
+    write = ir.AffineMap.get(loops, 0, [dims(0), dims(1), dims(2), dims(3)])
+    iterators = ["parallel"] * 4 + ["reduction"] * (loops - 4)
+    accumulator = linalg.fill(start, outs=[tensor.empty([batch, out_h, out_w, filters], out_element)])
     maps = [read_x, *(m for _, m in extra), write]
     generic = linalg.GenericOp([accumulator.type], [x, *(v for v, _ in extra)], [accumulator],
                                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
@@ -303,27 +312,69 @@ def _widened(value: ir.Value, element: ir.Type) -> ir.Value:
     return arith.extf(element, value) if value.type != element else value
 
 
-def depthwise_channels_last(op: ir.Operation) -> bool:
-    """A depthwise convolution (linalg.depthwise_conv_2d_nchw_chw: a window
-    per channel, no matmul) as a linalg.generic computing its result
-    channels-last, then put back channels-first as a matmul's result is,
-    so that channels-last carries on through it (MobileNet's blocks). False
-    where it does not apply (dynamic sizes, other than float types)."""
+def _multiply_add(out_element: ir.Type):
+    """A convolution's body: the product of an input element and a weight, widened to the output's type, added to the sum."""
     from mlir.dialects import arith
-    if not _static_floats(op):
-        return False
+
+    def body(value, tap, total):
+        return arith.addf(total, arith.mulf(_widened(value, out_element), _widened(tap, out_element)))
+    return body
+
+
+def _replace_with_channels_last(op: ir.Operation, weight_map: ir.AffineMap, dense: bool) -> None:
+    """The convolution `op` as a channels-last window generic reading its
+    weight through `weight_map`, then put back channels-first (its init
+    added) as a matmul's result is, so that channels-last carries on through it."""
+    from mlir.dialects import arith
     weight, init = op.operands[1], op.operands[2]
     out_element = init.type.element_type
-    dims = ir.AffineDimExpr.get
-    read_w = ir.AffineMap.get(6, 0, [dims(3), dims(4), dims(5)])
     with ir.InsertionPoint(op), op.location:
-        def multiply_add(value, tap, total):
-            return arith.addf(total, arith.mulf(_widened(value, out_element), _widened(tap, out_element)))
-        result = _window_channels_last(op, [(weight, read_w)], arith.constant(out_element, 0.0), multiply_add)
+        result = _window_channels_last(op, [(weight, weight_map)], arith.constant(out_element, 0.0),
+                                       _multiply_add(out_element), dense=dense)
         out = _from_channels_last(result, init)
     op.results[0].replace_all_uses_with(out)
     op.erase()
+
+
+def depthwise_channels_last(op: ir.Operation) -> bool:
+    """A depthwise convolution (linalg.depthwise_conv_2d_nchw_chw: a window
+    per channel, no matmul) as a linalg.generic computing its result
+    channels-last (MobileNet's blocks). False where it does not apply
+    (dynamic sizes, other than float types)."""
+    if not _static_floats(op):
+        return False
+    dims = ir.AffineDimExpr.get
+    _replace_with_channels_last(op, ir.AffineMap.get(6, 0, [dims(3), dims(4), dims(5)]), dense=False)
     return True
+
+
+def direct_taps(op: ir.Operation) -> int | None:
+    """The products a 2-D convolution sums into each output element
+    (channels x window), or None where no window kernel would compute it
+    directly (dynamic sizes, other than float types, not 2-D, filters that
+    split into no lanes, a weight too large to stage) or a matmul reads its
+    input with no patches copied (a 1x1 window: there the tensor cores beat
+    the window kernel's FMAs, 1.3-2x on MobileNetV2's 16- to 32-channel ones)."""
+    from .gpu_window_kernels import takes_dense_window
+    if op.name != "linalg.conv_2d_nchw_fchw" or not _static_floats(op):
+        return None
+    weight = op.operands[1].type
+    if math.prod(weight.shape[2:]) == 1:
+        return None
+    if not takes_dense_window(weight.shape[0], math.prod(weight.shape) * ELEMENT_BYTES[str(weight.element_type)]):
+        return None
+    return math.prod(weight.shape[1:])
+
+
+def direct_channels_last(op: ir.Operation) -> None:
+    """A 2-D convolution with few products an output (an image's 3 channels
+    by a 3x3 window: 27) as a channels-last window generic, each output
+    summing over (channel, kh, kw) directly: the window kernels compute it
+    with the weight staged, reading the input in place, where the matmul
+    form would copy the patches (and pad their channels) for a reduction
+    shorter than one of its K steps."""
+    dims = ir.AffineDimExpr.get
+    _replace_with_channels_last(op, ir.AffineMap.get(7, 0, [dims(3), dims(4), dims(5), dims(6)]), dense=True)
 
 
 POOLING = {"linalg.pooling_nchw_max": "arith.maximumf", "linalg.pooling_nchw_sum": "arith.addf"}
@@ -424,11 +475,16 @@ class ConvAsMatmul(PythonPass):
     arch: str = DEFAULT_ARCH  # the matmul kernels' options: a convolution
     tf32: bool = False        # becomes a matmul only where one of them
     lowering_dir: str = str(DEFAULT_LOWERING_DIR)  # takes it
+    direct_taps: int = 0      # a 2-D convolution summing at most this many products an output is computed directly
 
     def _run(self, module: ir.Operation, pass_) -> None:
         for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE + GROUPED + tuple(POOLING)):
             if op.name in DEPTHWISE:
                 depthwise_channels_last(op)
+                continue
+            taps = direct_taps(op)
+            if taps is not None and taps <= self.direct_taps:
+                direct_channels_last(op)
                 continue
             if op.name in POOLING:
                 pooling_channels_last(op)

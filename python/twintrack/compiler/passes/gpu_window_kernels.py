@@ -81,6 +81,13 @@ def _shape(op: ir.Operation) -> tuple[list[int], list[int]] | None:
     return extents[:parallel], extents[parallel:]
 
 
+def takes_dense_window(filters: int, weight_bytes: int) -> bool:
+    """Would a window kernel take a convolution computed directly (each
+    output summing over channels and window) with this many filters and a
+    weight this large? Its lanes split the filters and its weight is staged."""
+    return _lanes(filters) is not None and weight_bytes <= MAX_STAGED_BYTES
+
+
 def _lanes(last: int) -> int | None:
     return next((width for width in LANE_WIDTHS if last % width == 0), None)
 

@@ -9,8 +9,10 @@ before it (an activation) reaches the window's op directly, to fuse.
     window[l…] = inside(i) ? x[clamp(i - low)] : 0,   i = read map (l…)
 
 The clamp keeps the load in bounds where its value is not used. Padding
-along the innermost dim (an image's zero channels, channels-last) stays
-written, so that a window's channels remain whole vectors of the input.
+along an innermost dim read at a loop index (an image's zero channels,
+channels-last) stays written, so that a window's channels remain whole
+vectors of the input; along one read at a window position (a direct
+convolution's input columns, channels-first) it folds as any other.
 """
 
 from __future__ import annotations
@@ -51,11 +53,11 @@ def _fold(generic: ir.Operation) -> None:
     source = pad.operands[0]
     low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
     high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-    if low[-1] or high[-1]:
-        return  # zeros along the innermost dim (channels) stay written: a window's channels are read as vectors
-    padding_value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
     maps = indexing_maps(generic)
     read, loops = maps[position], maps[position].n_dims
+    if (low[-1] or high[-1]) and isinstance(read.results[-1].maybe_downcast(), ir.AffineDimExpr):
+        return  # zeros along the innermost dim read at a loop (channels) stay written: they are read as vectors
+    padding_value = list(pad.regions[0].blocks[0].operations)[-1].operands[0]
     kept = [i for i in range(len(generic.operands)) if i != position]
     old_block = generic.regions[0].blocks[0]
     with generic.location, ir.InsertionPoint(generic):

@@ -11,8 +11,9 @@ CSE also merges the tensor.empty destinations of same-shaped ops, and
 bufferization then writes all of them into one buffer: in an MLP, every
 layer's activation lands in the output buffer that the next layer's matmul
 reads, so no matmul kernel can take its epilogue (it would overwrite its own
-input). Each elementwise op on a matmul's result gets a destination of its
-own, and so does each fill (fills that differ only in their dispatch, which
+input); so does a window kernel's (a depthwise convolution's batch norm
+would land in the buffer of the window's input). Each elementwise op on a
+matmul's or a reduction's result gets a destination of its own, and so does each fill (fills that differ only in their dispatch, which
 CSE cannot merge, would otherwise share one matmul accumulator). For other
 ops the shared buffer is free memory reuse.
 """
@@ -32,11 +33,20 @@ _MATMULS = ("linalg.matmul", "linalg.batch_matmul")
 _TENSOR_RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
 
 
-def _reads_a_matmul(op: ir.Operation) -> bool:
-    """An elementwise op on a matmul's result (maybe reshaped: a [1, N] row
-    with its unit dim dropped): the epilogue the GPU kernels fold in."""
+def _reads_a_reduction(op: ir.Operation) -> bool:
+    """An elementwise op on a matmul's or a reduction's result (maybe
+    reshaped: a [1, N] row with its unit dim dropped): the epilogue the GPU
+    kernels fold in (the matmul and window kernels)."""
     op = op.operation if isinstance(op, ir.OpView) else op
-    return op.name == "linalg.generic" and any(_owner_name(_through_reshapes(v)) in _MATMULS for v in op.operands)
+    return op.name == "linalg.generic" and any(_is_reduction(defining_op(_through_reshapes(v))) for v in op.operands)
+
+
+def _is_reduction(op: ir.Operation | None) -> bool:
+    if op is None:
+        return False
+    if op.name in _MATMULS:
+        return True
+    return op.name == "linalg.generic" and any("reduction" in str(it) for it in op.attributes["iterator_types"])
 
 
 def _through_reshapes(value: ir.Value) -> ir.Value:
@@ -64,8 +74,8 @@ class SplitFills(PythonPass):
             uses = [(use.owner, use.operand_number) for use in empty.results[0].uses]
             if len(uses) < 2:
                 continue
-            for consumer, operand in uses:  # right before it, for each fill and each epilogue of a matmul
-                if consumer.name == "linalg.fill" or _reads_a_matmul(consumer):
+            for consumer, operand in uses:  # right before it, for each fill and each epilogue of a matmul or reduction
+                if consumer.name == "linalg.fill" or _reads_a_reduction(consumer):
                     consumer.operands[operand] = empty.clone(ir.InsertionPoint(consumer)).results[0]
             if not list(empty.results[0].uses):
                 empty.erase()

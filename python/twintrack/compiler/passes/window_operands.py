@@ -45,10 +45,12 @@ def window_operand(matmul: ir.Operation) -> FoundWindow | None:
     collapse = defining_op(matmul.operands[0])
     if collapse is None or collapse.name != "memref.collapse_shape":
         return None
-    patches = collapse.operands[0]
+    found_rows = _patch_rows(collapse)
+    if found_rows is None:
+        return None
+    patches, rows, views = found_rows
     allocation = defining_op(patches)
-    rows = _row_dims(collapse)
-    if allocation is None or allocation.name != "memref.alloc" or rows is None:
+    if allocation is None or allocation.name != "memref.alloc":
         return None
     accesses = _accesses(patches, matmul.block)
     if accesses is None:
@@ -62,11 +64,50 @@ def window_operand(matmul: ir.Operation) -> FoundWindow | None:
     if found is None or _written_between(windows, matmul, buffer_root(found[1])):
         return None
     absorbed = [windows]
-    if users_of(collapse.results[0]) == [matmul]:
-        absorbed.append(collapse)
-        if len(accesses) == 2:  # the buffer's only use: it goes
-            absorbed += [u for u in users_of(patches) if u.name == "memref.dealloc"] + [allocation]
+    reader = matmul
+    for view in (collapse, *views):  # each view read only by the op after it goes with them
+        if users_of(view.results[0]) != [reader]:
+            return FoundWindow(found[0], found[1], absorbed)
+        absorbed.append(view)
+        reader = view
+    if len(accesses) == 2:  # the buffer's only use: it goes
+        absorbed += [u for u in users_of(patches) if u.name == "memref.dealloc"] + [allocation]
     return FoundWindow(found[0], found[1], absorbed)
+
+
+def _patch_rows(collapse: ir.Operation) -> tuple[ir.Value, int, list[ir.Operation]] | None:
+    """(the patch buffer A collapses, how many of its leading dims make A's
+    rows, the views between them): the collapse's source, or the buffer an
+    expand_shape of it views (a pointwise convolution's patches, written
+    without their unit window dims) where the rows end at one of its groups."""
+    rows = _row_dims(collapse)
+    patches = collapse.operands[0]
+    expand = defining_op(patches)
+    if rows is None or expand is None or expand.name != "memref.expand_shape":
+        return (patches, rows, []) if rows is not None else None
+    source_rows = _source_dims_before(_reassociation(expand), ir.MemRefType(patches.type).shape, rows)
+    return (expand.operands[0], source_rows, [expand]) if source_rows is not None else None
+
+
+def _source_dims_before(groups: list[list[int]], shape: list[int], dims: int) -> int | None:
+    """How many source dims of an expand_shape (its `groups`, into `shape`)
+    make its first `dims` result dims, where a group split between them has
+    only unit dims on one side; None where one does not."""
+    for index, group in enumerate(groups):
+        before = [shape[d] for d in group if d < dims]
+        after = [shape[d] for d in group if d >= dims]
+        if not after:
+            continue
+        if not before:
+            return index
+        if all(size == 1 for size in after):
+            return index + 1
+        return index if all(size == 1 for size in before) else None
+    return len(groups)
+
+
+def _reassociation(reshape: ir.Operation) -> list[list[int]]:
+    return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
 
 
 def _accesses(buffer: ir.Value, block: ir.Block) -> list[ir.Operation] | None:
@@ -101,7 +142,7 @@ def _overwrites(op: ir.Operation | None, buffer: ir.Value) -> bool:
 
 def _row_dims(collapse: ir.Operation) -> int | None:
     """How many leading dims of the patches make A's rows (two groups, in order), or None."""
-    groups = [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(collapse.attributes["reassociation"])]
+    groups = _reassociation(collapse)
     if len(groups) != 2 or groups[0] + groups[1] != list(range(len(groups[0]) + len(groups[1]))):
         return None
     return len(groups[0])
