@@ -95,10 +95,10 @@ class _Direct(nn.Module):
         return nn.functional.relu6(self.norm(self.conv(x)))
 
 
-DIRECT_CASES = {  # channels, filters, kernel, stride, bias, the window's extents
+DIRECT_CASES = {  # channels, filters, kernel, stride, bias, the window's extents (kh, kw, channels)
     "stem": (3, 32, 3, 2, False, "3x3x3"),     # an image's 3x3 stem: 27 products, the input read through its padding
-    "2x2-padded": (3, 16, 2, 1, True, "3x2x2"),  # a bias, stride 1, a 2x2 window over its padding
-    "patchify": (2, 16, 4, 4, True, "2x4x4"),  # no padding, stride 4, a bias
+    "2x2-padded": (3, 16, 2, 1, True, "2x2x3"),  # a bias, stride 1, a 2x2 window over its padding
+    "patchify": (2, 16, 4, 4, True, "4x4x2"),  # no padding, stride 4, a bias
 }
 
 

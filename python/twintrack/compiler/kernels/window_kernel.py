@@ -35,6 +35,8 @@ from .matmul_common import element_bytes, vector_type
 THREADS = 256
 MAX_VECTOR_BYTES = 16  # the widest access a thread issues
 UNROLLED_TAPS = 25     # windows up to 5x5 are unrolled; larger ones loop
+# A window's products and sums may fuse into FMAs (one rounding, as eager's convolutions do).
+CONTRACTED = ("arith.mulf", "arith.addf", "arith.subf")
 
 
 @dataclass(frozen=True)
@@ -342,7 +344,10 @@ class _LaneCloner:
         return self.w.constant_of(ref[1]) if ref[0] == "const" else values[ref]
 
     def _copy(self, op: BodyOp, operands: list[ir.Value]) -> ir.Value:
-        return self.mapping.clone(op.source, operands).results[0]
+        copy = self.mapping.clone(op.source, operands)
+        if copy.name in CONTRACTED:
+            copy.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<contract>")
+        return copy.results[0]
 
 
 def _apply(affine_map: ir.AffineMap, indices: list[ir.Value]) -> list[ir.Value]:

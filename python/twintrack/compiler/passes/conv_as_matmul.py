@@ -270,7 +270,8 @@ def _window_channels_last(op: ir.Operation, extra: list[tuple[ir.Value, ir.Affin
     """A channels-first window op (x (n, c, h, w) read at (n, c, oh·s + kh·d,
     ow·s + kw·d)) as a linalg.generic computing (n, oh, ow, f) over loops
     (n, oh, ow, f, kh, kw), the channel c being f, or, `dense`, over loops
-    (n, oh, ow, f, c, kh, kw), every channel summed into each filter f: its
+    (n, oh, ow, f, kh, kw, c), every channel summed into each filter f (the
+    channel innermost: a window position's padding test serves them all): its
     accumulator filled with `start`, `extra` inputs read through their maps
     (one of them must give the window's extents: a weight (c, kh, kw) or
     (f, c, kh, kw), a pooling window's shape (kh, kw)), `body(x element,
@@ -283,7 +284,7 @@ def _window_channels_last(op: ir.Operation, extra: list[tuple[ir.Value, ir.Affin
     batch, filters, out_h, out_w = init.type.shape
     out_element = init.type.element_type
     loops = 7 if dense else 6
-    channel, kh, kw = (4 if dense else 3), loops - 2, loops - 1
+    channel, kh, kw = (6, 4, 5) if dense else (3, 4, 5)
     dims = ir.AffineDimExpr.get
     read_x = ir.AffineMap.get(loops, 0, [dims(0), dims(channel), dims(1) * strides[0] + dims(kh) * dilations[0],
                                          dims(2) * strides[1] + dims(kw) * dilations[1]])
@@ -374,7 +375,7 @@ def direct_channels_last(op: ir.Operation) -> None:
     form would copy the patches (and pad their channels) for a reduction
     shorter than one of its K steps."""
     dims = ir.AffineDimExpr.get
-    _replace_with_channels_last(op, ir.AffineMap.get(7, 0, [dims(3), dims(4), dims(5), dims(6)]), dense=True)
+    _replace_with_channels_last(op, ir.AffineMap.get(7, 0, [dims(3), dims(6), dims(4), dims(5)]), dense=True)
 
 
 POOLING = {"linalg.pooling_nchw_max": "arith.maximumf", "linalg.pooling_nchw_sum": "arith.addf"}
