@@ -13,9 +13,10 @@ layer's activation lands in the output buffer that the next layer's matmul
 reads, so no matmul kernel can take its epilogue (it would overwrite its own
 input); so does a window kernel's (a depthwise convolution's batch norm
 would land in the buffer of the window's input). Each elementwise op on a
-matmul's or a reduction's result gets a destination of its own, and so does each fill (fills that differ only in their dispatch, which
-CSE cannot merge, would otherwise share one matmul accumulator). For other
-ops the shared buffer is free memory reuse.
+matmul's or a reduction's result gets a destination of its own, and so
+does each fill (fills that differ only in their dispatch, which CSE cannot
+merge, would otherwise share one matmul accumulator). For other ops the
+shared buffer is free memory reuse.
 """
 
 from __future__ import annotations

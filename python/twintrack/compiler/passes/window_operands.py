@@ -23,7 +23,7 @@ from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from ..kernels.window_read import WindowRead
 from .generic_body import describe_body, indexing_maps
 from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, is_zero_constant, nested_ops,
-                         reshape_aliases, users_of, vectors_fit, written_buffers)
+                         reassociation, reshape_aliases, users_of, vectors_fit, written_buffers)
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,13 @@ def _patch_rows(collapse: ir.Operation) -> tuple[ir.Value, int, list[ir.Operatio
     expand_shape of it views (a pointwise convolution's patches, written
     without their unit window dims) where the rows end at one of its groups."""
     rows = _row_dims(collapse)
+    if rows is None:
+        return None
     patches = collapse.operands[0]
     expand = defining_op(patches)
-    if rows is None or expand is None or expand.name != "memref.expand_shape":
-        return (patches, rows, []) if rows is not None else None
-    source_rows = _source_dims_before(_reassociation(expand), ir.MemRefType(patches.type).shape, rows)
+    if expand is None or expand.name != "memref.expand_shape":
+        return patches, rows, []
+    source_rows = _source_dims_before(reassociation(expand), ir.MemRefType(patches.type).shape, rows)
     return (expand.operands[0], source_rows, [expand]) if source_rows is not None else None
 
 
@@ -104,10 +106,6 @@ def _source_dims_before(groups: list[list[int]], shape: list[int], dims: int) ->
             return index + 1
         return index if all(size == 1 for size in before) else None
     return len(groups)
-
-
-def _reassociation(reshape: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
 
 
 def _accesses(buffer: ir.Value, block: ir.Block) -> list[ir.Operation] | None:
@@ -142,7 +140,7 @@ def _overwrites(op: ir.Operation | None, buffer: ir.Value) -> bool:
 
 def _row_dims(collapse: ir.Operation) -> int | None:
     """How many leading dims of the patches make A's rows (two groups, in order), or None."""
-    groups = _reassociation(collapse)
+    groups = reassociation(collapse)
     if len(groups) != 2 or groups[0] + groups[1] != list(range(len(groups[0]) + len(groups[1]))):
         return None
     return len(groups[0])
