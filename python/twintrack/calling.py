@@ -37,14 +37,31 @@ class TensorSpec:
     shape: tuple[int | str, ...]   # a size, or an expression over the dims a compile left open (dynamic_shapes)
     dtype: str          # torch dtype name without the 'torch.' prefix
     kind: str           # 'parameter', 'buffer', 'input' or 'output'
+    # where the compiled function takes (or returns) it with its dims in this
+    # order, the order they are stored in (frontend/fx_passes/storage_order.py)
+    storage_order: tuple[int, ...] | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "kind": self.kind}
+        stored = {} if self.storage_order is None else {"storage_order": list(self.storage_order)}
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype, "kind": self.kind, **stored}
 
     @staticmethod
-    def of(name: str, tensor: torch.Tensor, kind: str, shape: tuple | None = None) -> "TensorSpec":
+    def from_json(data: dict) -> "TensorSpec":
+        order = data.get("storage_order")
+        return TensorSpec(data["name"], tuple(data["shape"]), data["dtype"], data["kind"],
+                          None if order is None else tuple(int(d) for d in order))
+
+    @staticmethod
+    def of(name: str, tensor: torch.Tensor, kind: str, shape: tuple | None = None,
+           storage_order: tuple[int, ...] | None = None) -> "TensorSpec":
         return TensorSpec(name, tuple(tensor.shape) if shape is None else shape,
-                          str(tensor.dtype).removeprefix("torch."), kind)
+                          str(tensor.dtype).removeprefix("torch."), kind, storage_order)
+
+    def stored(self) -> "TensorSpec":
+        """The spec as the compiled function takes it: the shape in storage order."""
+        if self.storage_order is None:
+            return self
+        return TensorSpec(self.name, tuple(self.shape[d] for d in self.storage_order), self.dtype, self.kind)
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,14 @@ class OutputLeaf:
     complex: bool = False  # a complex value, computed as its real pair (frontend/fx_passes/complex_pairs.py)
     length: int | None = None  # the result holding how many of its rows are valid (frontend/fx_passes/bounded_outputs.py)
     scalar: bool = False  # the module returned `.item()` of this one-element result
+    storage_order: tuple[int, ...] | None = None  # the result holds its dims in this order (storage_order.py)
 
     def resolve(self, results: list, arguments: list):
         if self.kind == "constant":
             return self.value
         tensor = results[self.index] if self.kind == "result" else arguments[self.index]
+        if self.storage_order is not None:  # eager's view of it, with eager's strides
+            tensor = tensor.permute(inverse_order(self.storage_order))
         if self.length is not None:
             tensor = tensor.narrow(0, 0, int(results[self.length]))
         if self.scalar:
@@ -68,8 +88,9 @@ class OutputLeaf:
         return torch.view_as_complex(tensor) if self.complex and not tensor.is_complex() else tensor
 
     def to_json(self) -> dict:
+        stored = {} if self.storage_order is None else {"storage_order": list(self.storage_order)}
         return {"kind": self.kind, "index": self.index, "value": self.value, "complex": self.complex,
-                "length": self.length, "scalar": self.scalar}
+                "length": self.length, "scalar": self.scalar, **stored}
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,7 @@ class CallingConvention:
     mutations: list[Mutation] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
     complex_arguments: list[int] = field(default_factory=list)  # taken as their real pairs (view_as_real)
+    storage_orders: dict[int, tuple[int, ...]] = field(default_factory=dict)  # taken with dims in memory order
 
     def call(self, executable, arguments: list[torch.Tensor]):
         """`executable` (flat results) on the caller's arguments: what the module returns."""
@@ -108,11 +130,18 @@ class CallingConvention:
     def executable_arguments(self, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
         """The tensors the executable takes: each complex argument as its real
         pair (a view: the executable reads the caller's memory; a lazily
-        conjugated one is conjugated first, a copy)."""
-        if not self.complex_arguments:
+        conjugated one is conjugated first, a copy), and each argument the
+        compile saw stored in another order than its shape's with its dims
+        permuted into that order (fx_passes/storage_order.py: a view, which
+        the executable copies only where the caller's layout differs)."""
+        if not self.complex_arguments and not self.storage_orders:
             return list(arguments)
-        return [torch.view_as_real(a.resolve_conj()) if i in self.complex_arguments and a.is_complex() else a
-                for i, a in enumerate(arguments)]
+        taken = [torch.view_as_real(a.resolve_conj()) if i in self.complex_arguments and a.is_complex() else a
+                 for i, a in enumerate(arguments)]
+        for position, order in self.storage_orders.items():
+            if taken[position].dim() == len(order):  # else the executable names the mismatch
+                taken[position] = taken[position].permute(order)
+        return taken
 
     def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):
         """Check the guards, apply the mutations to `arguments` (the caller's
@@ -137,6 +166,11 @@ class CallingConvention:
                 target.copy_(results[mutation.result].to(target.device))
         return [leaf.resolve(results, arguments) for leaf in self.leaves]
 
+    def result_storage_orders(self) -> dict[int, tuple[int, ...]]:
+        """The results returned with their dims in memory order, by result."""
+        return {leaf.index: leaf.storage_order for leaf in self.leaves
+                if leaf.kind == "result" and leaf.storage_order is not None}
+
     def flat_specs(self, result_specs: list, argument_specs: list) -> list:
         """The specs of `flat_outputs`' tensors, in its order."""
         return [result_specs[leaf.index] if leaf.kind == "result" else argument_specs[leaf.index]
@@ -146,21 +180,25 @@ class CallingConvention:
         return {"out_spec": _dumps(self.out_spec), "leaves": [leaf.to_json() for leaf in self.leaves],
                 "mutations": [[m.result, m.argument] for m in self.mutations],
                 "guards": [[g.result, g.kind, g.message] for g in self.guards],
-                "complex_arguments": list(self.complex_arguments)}
+                "complex_arguments": list(self.complex_arguments),
+                "storage_orders": [[position, list(order)] for position, order in self.storage_orders.items()]}
 
     @staticmethod
     def from_json(data: dict, where: str) -> "CallingConvention":
         try:
             leaves = [OutputLeaf(d["kind"], int(d["index"]), d.get("value"), bool(d.get("complex", False)),
-                                 None if d.get("length") is None else int(d["length"]), bool(d.get("scalar", False)))
+                                 None if d.get("length") is None else int(d["length"]), bool(d.get("scalar", False)),
+                                 None if d.get("storage_order") is None else tuple(int(x) for x in d["storage_order"]))
                       for d in data["leaves"]]
             mutations = [Mutation(int(r), int(a)) for r, a in data["mutations"]]
             guards = [Guard(int(r), str(kind), str(message)) for r, kind, message in data.get("guards", [])]
             complex_arguments = [int(i) for i in data.get("complex_arguments", [])]
+            storage_orders = {int(position): tuple(int(d) for d in order)
+                              for position, order in data.get("storage_orders", [])}
             out_spec = pytree.treespec_loads(data["out_spec"])
         except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
             raise ArtifactError(f"{where}: damaged 'calling' section ({type(e).__name__}: {e})") from None
-        return CallingConvention(out_spec, leaves, mutations, guards, complex_arguments)
+        return CallingConvention(out_spec, leaves, mutations, guards, complex_arguments, storage_orders)
 
     def check_against(self, results: int, arguments: int, where: str) -> None:
         """Refuse a convention that points past the results or the arguments."""
@@ -170,6 +208,10 @@ class CallingConvention:
                or (leaf.kind == "argument" and not 0 <= leaf.index < arguments)]
         bad += [m for m in self.mutations if not (0 <= m.result < results and 0 <= m.argument < arguments)]
         bad += [g for g in self.guards if not 0 <= g.result < results]
+        bad += [f"storage order {list(order)} of argument {position}" for position, order in self.storage_orders.items()
+                if not 0 <= position < arguments or not _permutation(order)]
+        bad += [leaf for leaf in self.leaves if leaf.storage_order is not None
+                and (leaf.kind != "result" or not _permutation(leaf.storage_order))]
         if bad:
             raise ArtifactError(f"{where}: 'calling' refers to {bad[0]}, outside the "
                                 f"{results} outputs and {arguments} arguments")
@@ -215,6 +257,18 @@ class LoadedArtifact:
     def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
         """The output's tensors in the order eager's output flattens to."""
         return self.calling.call_flat(self.executable, self._arguments(arguments))
+
+
+def inverse_order(order: tuple[int, ...]) -> list[int]:
+    """The permutation that undoes `order`."""
+    undo = [0] * len(order)
+    for position, dim in enumerate(order):
+        undo[dim] = position
+    return undo
+
+
+def _permutation(order) -> bool:
+    return sorted(order) == list(range(len(order)))
 
 
 def _dumps(spec: pytree.TreeSpec) -> str:

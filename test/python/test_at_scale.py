@@ -22,8 +22,10 @@ SMALL = {
     "bert layer": ("bert_layer", {}),
     **{f"rows: {name}": ("rows", {"op": op}) for op, name in enumerate(at_scale.Rows.OPS)},
     "conv3x3": ("conv3x3", {}),
+    "conv3x3 channels-last": ("conv3x3", {"channels_last": 1}),
     "vit": ("vit", {}),
     "resnet": ("resnet", {"depth": 1}),
+    "resnet channels-last": ("resnet", {"depth": 1, "channels_last": 1}),
     "mobilenet_v2": ("mobilenet_v2", {}),
 }
 SLOW = {"mobilenet_v2"}  # 26 s on the CPU: its 52 convolutions

@@ -201,7 +201,8 @@ class CpuExecutable:
                  opt_level: int = 2, dynamic: list[DynamicDim] = ()):
         from mlir import ir
 
-        self.arguments, self.outputs = arguments, outputs
+        arguments, outputs = [spec.stored() for spec in arguments], [spec.stored() for spec in outputs]
+        self.arguments, self.outputs = arguments, outputs  # as the function takes them: in storage order
         self._guard = ShapeGuard(list(dynamic), sum(spec.kind != "input" for spec in arguments)) if dynamic else None
         self._dynamic = [is_dynamic(spec.shape) for spec in arguments + outputs]
         self.poison_outputs = False  # True: outputs start as NaN (or 0), so an unwritten element shows
@@ -373,8 +374,9 @@ def contiguous_strides(shape) -> list[int]:
 
 
 def signature(arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:
-    """What the entry point takes, as one string: each memref's dtype and shape."""
-    return " ".join(f"{spec.kind[0]}:{spec.dtype}{list(spec.shape)}".replace(" ", "") for spec in arguments + outputs)
+    """What the entry point takes, as one string: each memref's dtype and shape (in storage order)."""
+    return " ".join(f"{spec.kind[0]}:{spec.dtype}{list(spec.stored().shape)}".replace(" ", "")
+                    for spec in arguments + outputs)
 
 
 def executable_text(module, arguments: list[TensorSpec], outputs: list[TensorSpec]) -> str:

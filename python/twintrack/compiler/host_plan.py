@@ -144,7 +144,7 @@ class _PlanBuilder:
         self.tensor_maps: dict = {}  # SSA value -> a launch argument passed as a tensor map
         self.globals = {op.operation.attributes["sym_name"].value: op.operation
                         for op in module.body.operations if op.operation.name == "memref.global"}
-        self.plan = Plan(arguments=[s.to_json() for s in exported.arguments + exported.outputs])
+        self.plan = Plan(arguments=[s.stored().to_json() for s in exported.arguments + exported.outputs])
         self.plan.symbols = _symbols(self.plan.arguments)
         self.sizes = SizeArithmetic(self.plan)
         self.buffer_count = 0

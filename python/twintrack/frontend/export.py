@@ -33,6 +33,7 @@ from ..phases import phase
 from .decomp import program_table
 from .dynamic import ShapeNames, export_dims, mark_dynamic_entry
 from .fx_passes import FxReport, run_pipeline
+from .fx_passes.storage_order import shape_in_module_order
 
 
 @dataclass
@@ -285,18 +286,29 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
     program = run_pipeline(program, report)
     # a complex input is taken as its real pair (complex_pairs.complex_inputs_as_pairs)
     inputs = [pair if x.is_complex() else x for x, pair in zip(inputs, _input_values(program, len(inputs)))]
+    orders = report.calling.storage_orders  # by argument: the state (unless frozen), then the inputs
+    first_input = 0 if freeze else len(state)
     return ExportedModel(
         program=program,
-        state=[TensorSpec.of(n, torch.view_as_real(t) if t.is_complex() else t, state_kind.get(n, "buffer"))
-               for n, t in state.items()],
-        inputs=[TensorSpec.of(f"input{i}", x, "input", names.shape(x)) for i, x in enumerate(inputs)],
-        outputs=[TensorSpec.of(f"output{i}", y, "output", names.shape(y))
+        state=[TensorSpec.of(n, torch.view_as_real(t) if t.is_complex() else t, state_kind.get(n, "buffer"),
+                             storage_order=None if freeze else orders.get(position))
+               for position, (n, t) in enumerate(state.items())],
+        inputs=[TensorSpec.of(f"input{i}", x, "input", names.shape(x), orders.get(first_input + i))
+                for i, x in enumerate(inputs)],
+        outputs=[_result_spec(i, y, names, report.calling.result_storage_orders().get(i))
                  for i, y in enumerate(_output_values(program))],
         frozen=freeze,
         calling=report.calling,
         scalars=dict(source.scalars),
         dynamic=list(source.dynamic),
     )
+
+
+def _result_spec(position: int, value: torch.Tensor, names: ShapeNames, order: tuple[int, ...] | None) -> TensorSpec:
+    """The spec of a result, in the module's order where the function returns it in storage order."""
+    if order is None:
+        return TensorSpec.of(f"output{position}", value, "output", names.shape(value))
+    return TensorSpec.of(f"output{position}", value, "output", shape_in_module_order(tuple(value.shape), order), order)
 
 
 def _input_values(program: torch.export.ExportedProgram, count: int) -> list[torch.Tensor]:

@@ -20,6 +20,10 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
   224×224: 197 tokens), ResNet (ResNet-50's layout) and MobileNetV2 from
   their default configs, random weights, called with `pixel_values`;
   `layers` and `image` shrink them for the tests.
+
+The convolutional ones take `channels_last=1`: the module's weights and
+its image input stored channels-last, as PyTorch's guide to running
+convolutions on tensor cores has them.
 """
 
 from __future__ import annotations
@@ -195,13 +199,22 @@ def rows(rows: int = 64, cols: int = 128, op: int = 0, seed: int = 0):
     return model, (torch.randn(rows, cols, generator=_generator(seed)),)
 
 
-def conv3x3(batch: int = 2, channels: int = 8, filters: int = 8, size: int = 14, seed: int = 0):
+def conv3x3(batch: int = 2, channels: int = 8, filters: int = 8, size: int = 14, seed: int = 0,
+            channels_last: int = 0):
     model = _seeded_module(nn.Conv2d(channels, filters, 3, padding=1), seed)
-    return model, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
+    return _stored(model, (torch.randn(batch, channels, size, size, generator=_generator(seed)),), channels_last)
+
+
+def _stored(model: nn.Module, inputs: tuple, channels_last: int) -> tuple[nn.Module, tuple]:
+    """The module and its inputs, with `channels_last` its 4-D weights and inputs stored channels-last."""
+    if not channels_last:
+        return model, inputs
+    layout = torch.channels_last
+    return model.to(memory_format=layout), tuple(x.to(memory_format=layout) if x.dim() == 4 else x for x in inputs)
 
 
 def depthwise(batch: int = 2, channels: int = 16, size: int = 14, stride: int = 1, kernel: int = 3, act: int = 0,
-              seed: int = 0):
+              seed: int = 0, channels_last: int = 0):
     """A depthwise stage of MobileNet (ReLU6, act 0), EfficientNet (SiLU, act 1) or ConvNeXt (none, act 2)
     between two pointwise convolutions, as an inverted-residual block runs it (so its input and output stay
     channels-last): a kernel x kernel window per channel, batch norm with drawn statistics, the activation."""
@@ -216,7 +229,7 @@ def depthwise(batch: int = 2, channels: int = 16, size: int = 14, stride: int = 
         for parameter in (norm.running_mean, norm.weight, norm.bias):
             parameter.copy_(torch.randn(channels, generator=generator))
         norm.running_var.copy_(torch.rand(channels, generator=generator) + 0.5)
-    return block, (torch.randn(batch, channels, size, size, generator=_generator(seed)),)
+    return _stored(block, (torch.randn(batch, channels, size, size, generator=_generator(seed)),), channels_last)
 
 
 class _PixelsToHidden(nn.Module):
@@ -247,22 +260,22 @@ def vit(batch: int = 2, layers: int = 1, image: int = 32, seed: int = 0):
     return _vision_model(config, batch, image, seed)
 
 
-def resnet(batch: int = 2, image: int = 32, depth: int = 0, seed: int = 0):
+def resnet(batch: int = 2, image: int = 32, depth: int = 0, seed: int = 0, channels_last: int = 0):
     """ResNet-50's layout (the default config: bottleneck stages of 3, 4, 6, 3); depth > 0 keeps one block per stage."""
     import transformers
 
     config = transformers.ResNetConfig(**({"depths": [depth] * 4} if depth else {}))
-    return _vision_model(config, batch, image, seed)
+    return _stored(*_vision_model(config, batch, image, seed), channels_last)
 
 
-def mobilenet_v2(batch: int = 2, image: int = 32, seed: int = 0):
+def mobilenet_v2(batch: int = 2, image: int = 32, seed: int = 0, channels_last: int = 0):
     """MobileNetV2's default config (depth multiplier 1.0), its convolutions drawn with fan-in scale."""
     import transformers
 
     config = transformers.MobileNetV2Config(image_size=image)
     model, inputs = _vision_model(config, batch, image, seed)
     _fan_in_convolutions(model)
-    return model, inputs
+    return _stored(model, inputs, channels_last)
 
 
 def _fan_in_convolutions(model: nn.Module):

@@ -69,18 +69,22 @@ def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
 
 def random_inputs(specs: list[TensorSpec], seed: int, sizes: dict[str, int] | None = None) -> list[torch.Tensor]:
     """Fresh random tensors for each spec (normal floats, small ints, random
-    bools), a dynamic shape's names at `sizes`."""
+    bools), a dynamic shape's names at `sizes`, stored as the compile saw
+    them (a channels-last input channels-last)."""
+    from ..calling import inverse_order
     from ..dynamic_shapes import concrete_shape
     generator = torch.Generator().manual_seed(seed)
     tensors = []
     for spec in specs:
-        dtype, shape = getattr(torch, spec.dtype), concrete_shape(spec.shape, sizes or {})
+        stored = spec.stored()
+        dtype, shape = getattr(torch, spec.dtype), concrete_shape(stored.shape, sizes or {})
         if dtype.is_floating_point:
-            tensors.append(torch.randn(shape, generator=generator).to(dtype))
+            tensor = torch.randn(shape, generator=generator).to(dtype)
         elif dtype == torch.bool:
-            tensors.append(torch.randint(0, 2, shape, generator=generator).bool())
+            tensor = torch.randint(0, 2, shape, generator=generator).bool()
         else:
-            tensors.append(torch.randint(0, 8, shape, generator=generator).to(dtype))
+            tensor = torch.randint(0, 8, shape, generator=generator).to(dtype)
+        tensors.append(tensor if spec.storage_order is None else tensor.permute(inverse_order(spec.storage_order)))
     return tensors
 
 

@@ -162,7 +162,7 @@ def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
 
 def specs(manifest: dict, key: str) -> list[TensorSpec]:
     from ..calling import TensorSpec
-    return [TensorSpec(d["name"], tuple(d["shape"]), d["dtype"], d["kind"]) for d in manifest[key]]
+    return [TensorSpec.from_json(d) for d in manifest[key]]
 
 
 def dynamic_dims(manifest: dict) -> list:

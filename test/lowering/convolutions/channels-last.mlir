@@ -69,3 +69,30 @@ func.func @unmarked(%y: tensor<2x4x4x8xf32>) -> tensor<2x8x4x4xf32> {
   } -> tensor<2x8x4x4xf32>
   return %n : tensor<2x8x4x4xf32>
 }
+
+
+// An argument stored channels-last (the frontend takes it as stored and
+// permutes it to torch's order): its padding pads it channels-last and the
+// op reading the padding reads through the permutation. No transpose is left.
+// CHECK-LABEL: func.func @stored_argument(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x4x4x8xf32>
+// CHECK:         %[[P:.*]] = tensor.pad %[[X]] low[0, 1, 1, 0] high[0, 1, 1, 0]
+// CHECK:         linalg.generic {indexing_maps = [#[[LAST]], #[[ID]]]{{.*}} ins(%[[P]] : tensor<2x6x6x8xf32>) outs(%{{.*}} : tensor<2x8x6x6xf32>)
+// CHECK-NOT:     linalg.transpose
+func.func @stored_argument(%x: tensor<2x4x4x8xf32>) -> tensor<2x8x6x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8x4x4xf32>
+  %t = linalg.transpose ins(%x : tensor<2x4x4x8xf32>) outs(%e : tensor<2x8x4x4xf32>) permutation = [0, 3, 1, 2]
+  %p = tensor.pad %t low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<2x8x4x4xf32> to tensor<2x8x6x6xf32>
+  %e2 = tensor.empty() : tensor<2x8x6x6xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%p : tensor<2x8x6x6xf32>) outs(%e2 : tensor<2x8x6x6xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %m = arith.negf %v : f32
+    linalg.yield %m : f32
+  } -> tensor<2x8x6x6xf32>
+  return %n : tensor<2x8x6x6xf32>
+}

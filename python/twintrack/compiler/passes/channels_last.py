@@ -15,8 +15,10 @@ rewrites, in program order, carry that layout on from there:
   goes when nothing else reads it);
 - pad: a tensor.pad of a transpose pads the transpose's input (the
   padding permuted) and is transposed after.
-Tensors no convolution wrote keep their layouts (attention's heads, say:
-the attention kernel reads them as they are).
+Function arguments a transpose reads (a channels-last image or weight,
+taken as stored) carry their layout on as a convolution's result does.
+Other tensors no convolution wrote keep their layouts (attention's heads,
+say: the attention kernel reads them as they are).
 Each keeps the loops and what every element computes; only where values
 live changes. A transpose is left where its reader is not a generic (a
 function result, a named pooling op): there the tensor is copied into
@@ -248,12 +250,23 @@ def _erase_dead_transposes(module: ir.Operation) -> None:
             erase_if_unused(init)
 
 
+def _stored_permuted(module: ir.Operation) -> set:
+    """The function arguments a transpose reads: tensors the caller stores
+    with their dims in another order (channels-last images and weights),
+    taken as stored and permuted to the module's order
+    (frontend/fx_passes/storage_order.py). Their layout carries on as a
+    convolution's result's does."""
+    return {argument for func in nested_ops(module, lambda op: op.name == "func.func")
+            for argument in func.regions[0].blocks[0].arguments
+            if any(use.owner.name == "linalg.transpose" for use in argument.uses)}
+
+
 @dataclass(frozen=True)
 class ChannelsLast(PythonPass):
     name = "channels-last"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        channels_last = set()  # the tensors laid out channels-last
+        channels_last = _stored_permuted(module)  # the tensors laid out channels-last
         copies = {}  # channels-first tensors -> their channels-last copies, for patches
         for op in nested_ops(module, lambda o: o.name in ("linalg.generic", "tensor.pad")):
             if op.name == "tensor.pad":

@@ -14,7 +14,9 @@ calling convention need to know. The order matters:
   0-d tensor ops before anything looks for what is left of symbols;
 - complex values become real pairs, and results whose length depends on
   the data get a bound, before `refuse unsupported` looks for what is left
-  of either;
+  of either; arguments and results stored in another order than their
+  shape's are taken in memory order, after the first (a pair has its own
+  layout) and, for results, after the second (a bounded result is cut);
 - reshapes of dynamic shapes become flattens and unflattens, which
   torch-mlir lowers with every size known;
 - the run-time guards (and what they flag) come after the rewrites, so
@@ -43,6 +45,7 @@ from .name_ops import name_ops_in_locations
 from .tensor_metadata import refresh_tensor_metadata
 from .unsigned_operands import convert_unsigned_operands
 from .scalar_results import scalar_results_as_tensors
+from .storage_order import arguments_in_storage_order, results_in_storage_order
 from .symbolic_views import views_as_dim_groups
 from .unsupported import refuse_unsupported
 from .zero_size import fold_zero_size_values
@@ -56,6 +59,8 @@ class FxReport:
     checks: bool = True
     complex_outputs: set[int] = field(default_factory=set)   # output positions holding complex pairs
     complex_arguments: set[str] = field(default_factory=set)  # the inputs the caller passes as pairs
+    storage_orders: dict = field(default_factory=dict)          # input name -> its dims in memory order
+    result_orders: dict = field(default_factory=dict)           # output position -> its dims in memory order
     lengths: dict = field(default_factory=dict)                # output position -> its count node
     violations: list = field(default_factory=list)             # the guards' flags, in graph order
     calling: CallingConvention | None = None
@@ -77,8 +82,18 @@ def _complex_pairs(program: Program, report: FxReport) -> Program:
     return program
 
 
+def _storage_order(program: Program, report: FxReport) -> Program:
+    report.storage_orders = arguments_in_storage_order(program)
+    return program
+
+
 def _bounded_results(program: Program, report: FxReport) -> Program:
     report.lengths = bound_data_dependent_results(program, frontend_table())
+    return program
+
+
+def _results_in_storage_order(program: Program, report: FxReport) -> Program:
+    report.result_orders = results_in_storage_order(program, set(report.complex_outputs) | set(report.lengths))
     return program
 
 
@@ -89,7 +104,8 @@ def _guards(program: Program, report: FxReport) -> Program:
 
 def _calling_convention(program: Program, report: FxReport) -> Program:
     functional, report.calling = functional_results(program, report.spec, report.violations,
-                                                    report.complex_outputs, report.lengths, report.complex_arguments)
+                                                    report.complex_outputs, report.lengths, report.complex_arguments,
+                                                    report.storage_orders, report.result_orders)
     return functional
 
 
@@ -105,7 +121,9 @@ PIPELINE = (
     FxPass("fold zero-size values", _in_place(fold_zero_size_values)),
     FxPass("numbers returned as tensors", _in_place(scalar_results_as_tensors)),
     FxPass("complex as pairs", _complex_pairs),
+    FxPass("arguments in storage order", _storage_order),
     FxPass("bound data-dependent results", _bounded_results),
+    FxPass("results in storage order", _results_in_storage_order),
     FxPass("views of dynamic shapes", _in_place(views_as_dim_groups)),
     FxPass("refuse unsupported", _in_place(refuse_unsupported)),
     FxPass("unsigned operands", _in_place(convert_unsigned_operands)),

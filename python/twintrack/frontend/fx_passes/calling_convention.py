@@ -18,7 +18,9 @@ from ...errors import ModelLoadError
 def functional_results(program: torch.export.ExportedProgram, where: str, violations: list | None = None,
                        complex_outputs: set[int] = frozenset(),
                        lengths: dict | None = None,
-                       complex_arguments: set[str] = frozenset()) -> tuple[torch.export.ExportedProgram, CallingConvention]:
+                       complex_arguments: set[str] = frozenset(),
+                       storage_orders: dict[str, tuple[int, ...]] | None = None,
+                       result_orders: dict[int, tuple[int, ...]] | None = None) -> tuple[torch.export.ExportedProgram, CallingConvention]:
     """`program` rewritten to return each computed tensor once, the updated
     inputs first and the guards' flags (`violations`, frontend/fx_passes/guards.py)
     last, with no mutation left in its signature (a new program over the
@@ -27,7 +29,9 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     `complex_outputs` are real pairs of complex values (frontend/fx_passes/complex_pairs.py);
     each output in `lengths` is cut to the count its node holds
     (frontend/fx_passes/bounded_outputs.py). The inputs named in
-    `complex_arguments` are taken as their real pairs."""
+    `complex_arguments` are taken as their real pairs, those in
+    `storage_orders` with their dims in memory order, and the outputs at
+    `result_orders` are returned in memory order (fx_passes/storage_order.py)."""
     lengths = lengths or {}
     signature = _without_effect_tokens(program, where)
     arguments = signature.user_inputs
@@ -54,12 +58,16 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     positions = [p for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
     leaves = [dataclasses.replace(leaf, length=result_of(lengths[p])) if p in lengths else leaf
               for p, leaf in zip(positions, leaves)]
+    leaves = [dataclasses.replace(leaf, storage_order=tuple(result_orders[p])) if p in (result_orders or {}) else leaf
+              for p, leaf in zip(positions, leaves)]
     guards = [Guard(result_of(v.flag), v.kind, v.message) for v in violations or []]
     out_spec = program.call_spec.out_spec
     functional = _returning_only(program, signature, list(results))
     _drop_unused_scalar_reads(functional.graph)
     complex_positions = [position for position, name in enumerate(arguments) if name in complex_arguments]
-    return functional, CallingConvention(out_spec, leaves, mutations, guards, complex_positions)
+    orders = {position: tuple(storage_orders[name]) for position, name in enumerate(arguments)
+              if name in (storage_orders or {})}
+    return functional, CallingConvention(out_spec, leaves, mutations, guards, complex_positions, orders)
 
 
 def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) -> ExportGraphSignature:
