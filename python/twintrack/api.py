@@ -104,6 +104,7 @@ class Compiled:
             from .compiler.cpu_jit import CpuExecutable, executable_text
             text = executable_text(compilation.module, model.arguments, model.outputs)
             self._executable = CpuExecutable(text, model.arguments, model.outputs, dynamic=model.dynamic)
+        self._taken_state = model.calling.executable_arguments(self._state)  # views, made once
 
     def _gpu_executable(self):
         """Package the kernels and plan into a private directory and load it."""
@@ -139,7 +140,7 @@ class Compiled:
         model = self.exported.exported
         tensors = scalar_checked(inputs, model.scalars, len(model.inputs))
         arguments = [*self._state, *tensors]
-        return model.calling.call(self._executable, arguments)
+        return model.calling.call(self._executable, arguments, self._taken_state)
 
 
 def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: list) -> dict:

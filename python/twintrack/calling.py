@@ -119,28 +119,33 @@ class CallingConvention:
     complex_arguments: list[int] = field(default_factory=list)  # taken as their real pairs (view_as_real)
     storage_orders: dict[int, tuple[int, ...]] = field(default_factory=dict)  # taken with dims in memory order
 
-    def call(self, executable, arguments: list[torch.Tensor]):
-        """`executable` (flat results) on the caller's arguments: what the module returns."""
-        return self.outputs(executable(*self.executable_arguments(arguments)), arguments)
+    def call(self, executable, arguments: list[torch.Tensor], taken: list[torch.Tensor] = ()):
+        """`executable` (flat results) on the caller's arguments: what the
+        module returns. `taken`: the leading arguments (a model's own state)
+        already as the executable takes them (`executable_arguments`, once)."""
+        return self.outputs(executable(*taken, *self.executable_arguments(arguments, len(taken))), arguments)
 
-    def call_flat(self, executable, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+    def call_flat(self, executable, arguments: list[torch.Tensor], taken: list[torch.Tensor] = ()) -> list[torch.Tensor]:
         """`call`, the output's tensors flattened (`flat_outputs`)."""
-        return self.flat_outputs(executable(*self.executable_arguments(arguments)), arguments)
+        return self.flat_outputs(executable(*taken, *self.executable_arguments(arguments, len(taken))), arguments)
 
-    def executable_arguments(self, arguments: list[torch.Tensor]) -> list[torch.Tensor]:
+    def executable_arguments(self, arguments: list[torch.Tensor], first: int = 0) -> list[torch.Tensor]:
         """The tensors the executable takes: each complex argument as its real
         pair (a view: the executable reads the caller's memory; a lazily
         conjugated one is conjugated first, a copy), and each argument the
         compile saw stored in another order than its shape's with its dims
         permuted into that order (fx_passes/storage_order.py: a view, which
-        the executable copies only where the caller's layout differs)."""
+        the executable copies only where the caller's layout differs). From
+        argument `first` on (`arguments` may end before the last: a model's
+        state alone). A tensor of another rank than compiled is passed as it
+        is, for the executable to name the mismatch."""
         if not self.complex_arguments and not self.storage_orders:
-            return list(arguments)
+            return list(arguments[first:])
         taken = [torch.view_as_real(a.resolve_conj()) if i in self.complex_arguments and a.is_complex() else a
-                 for i, a in enumerate(arguments)]
+                 for i, a in enumerate(arguments[first:], first)]
         for position, order in self.storage_orders.items():
-            if taken[position].dim() == len(order):  # else the executable names the mismatch
-                taken[position] = taken[position].permute(order)
+            if first <= position < first + len(taken) and taken[position - first].dim() == len(order):
+                taken[position - first] = taken[position - first].permute(order)
         return taken
 
     def outputs(self, results: list[torch.Tensor], arguments: list[torch.Tensor]):
@@ -239,9 +244,15 @@ class LoadedArtifact:
     def __init__(self, executable, calling: CallingConvention, state: list | None = None, input_count: int = 0):
         self.executable, self.calling = executable, calling
         self.state, self.input_count = state or [], input_count
+        self._taken = (None, [])  # (the state list, its tensors as the executable takes them: views, made once)
 
-    def _arguments(self, given: tuple) -> list:
-        return [*self.state, *given] if self.state and len(given) == self.input_count else list(given)
+    def _arguments(self, given: tuple) -> tuple[list, list]:
+        """The call's arguments, and those of them already as the executable takes them."""
+        if not self.state or len(given) != self.input_count:
+            return list(given), []
+        if self._taken[0] is not self.state:
+            self._taken = (self.state, self.calling.executable_arguments(self.state))
+        return [*self.state, *given], self._taken[1]
 
     @property
     def poison_outputs(self) -> bool:
@@ -252,11 +263,11 @@ class LoadedArtifact:
         self.executable.poison_outputs = value
 
     def __call__(self, *arguments: torch.Tensor):
-        return self.calling.call(self.executable, self._arguments(arguments))
+        return self.calling.call(self.executable, *self._arguments(arguments))
 
     def flat(self, *arguments: torch.Tensor) -> list[torch.Tensor]:
         """The output's tensors in the order eager's output flattens to."""
-        return self.calling.call_flat(self.executable, self._arguments(arguments))
+        return self.calling.call_flat(self.executable, *self._arguments(arguments))
 
 
 def inverse_order(order: tuple[int, ...]) -> list[int]:

@@ -112,3 +112,14 @@ def test_a_channels_last_convolution_is_one_gpu_kernel(artifact, channels_last, 
     assert image["shape"] == [4, 64, 16, 16] and image.get("storage_order") == ([0, 2, 3, 1] if channels_last else None)
     plan = json.loads((outdir / "plan.json").read_text())
     assert plan["arguments"][2]["shape"] == ([4, 16, 16, 64] if channels_last else [4, 64, 16, 16])
+
+
+def test_a_saved_channels_last_artifact_runs_on_its_inputs_alone(tmp_path):
+    model, (x,) = at_scale.conv3x3(batch=2, channels=8, filters=8, size=5, channels_last=1)
+    compiled = twintrack.compile(model, (x,))
+    compiled.save(tmp_path / "artifact")
+    loaded = twintrack.load(tmp_path / "artifact")
+    for _ in range(2):  # the state's views are made at the first call and kept
+        got = loaded(x)
+        assert got.stride() == model(x).stride()
+        torch.testing.assert_close(got.double(), _float64_reference(model, (x,)), rtol=1e-4, atol=1e-4)
