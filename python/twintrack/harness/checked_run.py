@@ -221,7 +221,12 @@ class ArtifactTrack:
         arguments = [*self.state, *inputs]
         if "calling" not in self.manifest:  # a manifest made by hand (tests): the results as they are
             return self.executable(*arguments)
-        return self._calling.call_flat(self.executable, arguments)
+        return self._calling.call_flat(self.executable, arguments, self._taken_state)
+
+    @functools.cached_property
+    def _taken_state(self) -> list[torch.Tensor]:
+        """The state as the executable takes it (views in storage order), made once, as twintrack.load does."""
+        return self._calling.executable_arguments(self.state)
 
     @functools.cached_property
     def _calling(self):
