@@ -58,10 +58,13 @@ class TensorSpec:
                           str(tensor.dtype).removeprefix("torch."), kind, storage_order)
 
     def stored(self) -> "TensorSpec":
-        """The spec as the compiled function takes it: the shape in storage order."""
+        """The spec as the compiled function takes it: the shape in storage
+        order, the name saying so (an executable's mismatch message then
+        reads in the same order as the shapes it shows)."""
         if self.storage_order is None:
             return self
-        return TensorSpec(self.name, tuple(self.shape[d] for d in self.storage_order), self.dtype, self.kind)
+        return TensorSpec(f"{self.name}, its dims stored in order {list(self.storage_order)}",
+                          tuple(self.shape[d] for d in self.storage_order), self.dtype, self.kind)
 
 
 @dataclass(frozen=True)

@@ -123,3 +123,12 @@ def test_a_saved_channels_last_artifact_runs_on_its_inputs_alone(tmp_path):
         got = loaded(x)
         assert got.stride() == model(x).stride()
         torch.testing.assert_close(got.double(), _float64_reference(model, (x,)), rtol=1e-4, atol=1e-4)
+
+
+def test_a_mismatched_input_is_named_with_the_order_its_shapes_are_shown_in():
+    model, (x,) = at_scale.conv3x3(batch=2, channels=8, filters=8, size=6, channels_last=1)
+    compiled = twintrack.compile(model, (x,))
+    with pytest.raises(twintrack.errors.InputMismatchError,
+                       match=r"input0, its dims stored in order \[0, 2, 3, 1\] \(input\): expected float32\[2, 6, 6, 8\], "
+                             r"got float32\[2, 7, 7, 8\]"):
+        compiled(torch.randn(2, 8, 7, 7))
