@@ -92,6 +92,10 @@ def _wgmma_tiles(m, n, k):
     ((2048, 1024, 1024), "128x128x64/2 warpgroups/6 stages"),
     ((4096, 4096, 4096), "128x256x64/2 warpgroups/4 stages"),  # 192 KiB: no room for a 5th
     ((197, 768, 768), "64x64x64/1 warpgroups/8 stages"),      # ragged rows: the most blocks (48), 12 K steps
+    # 200 blocks, 2 per SM: 7 stages (112 KiB + the ring's alignment) would
+    # fill a block's share exactly, and MLIR's static shared byte would then
+    # keep the second block off the SM
+    ((1568, 512, 4608), "64x64x64/1 warpgroups/6 stages"),
 ])
 def test_wgmma_ring_depth_follows_k_and_shared_memory(shape, chosen):
     tile, candidates = _wgmma_tiles(*shape)

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_LOWERING_DIR = Path(__file__).resolve().parents[3] / "lowering"
+# MLIR's lowering of gpu.dynamic_shared_memory declares a one-byte .shared
+# array, 16-byte aligned, which ptxas counts as static shared memory: a
+# ring sized to fill a block's share exactly then keeps a second block off
+# the SM (H100 v66: a 64x64 tile at 7 stages, 115,713 bytes, ran one block an SM).
+DYNAMIC_SHARED_SYMBOL_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,7 @@ class GpuTarget:
     shared_bytes_per_block: int
     static_shared_bytes: int
     reserved_shared_bytes: int
+    shared_allocation_bytes: int           # the unit a block's shared memory is allocated in
     copy_bandwidth: float                  # bytes/s, read + written
     sm_bandwidth: float                    # bytes/s one SM's blocks move, read + written
     launch_seconds: float                  # the least time of a kernel: its launch and ramp
@@ -38,6 +44,21 @@ class GpuTarget:
     dynamic_matmul_rows: int = 4096        # the M a matmul of run-time M is tiled for ([dynamic] matmul-rows)
     dynamic_matmul_bucket_bounds: tuple[int, ...] = ()  # where its range of M may split ([dynamic] matmul-bucket-bounds)
     dynamic_bucket_gain: float = 0.1       # the share of the estimate a further bucket must cut
+
+    def shared_room(self, blocks: int) -> int:
+        """The most dynamic shared memory a block may ask for so that
+        `blocks` such blocks fit on one SM: the SM's share less the driver's
+        reserve, in whole allocation units, less the static array MLIR
+        declares for dynamic shared memory (ptxas counts it as static)."""
+        share = self.shared_bytes_per_sm // blocks - self.reserved_shared_bytes
+        whole = share // self.shared_allocation_bytes * self.shared_allocation_bytes
+        return min(whole, self.shared_bytes_per_block) - DYNAMIC_SHARED_SYMBOL_BYTES
+
+    def blocks_fitting(self, dynamic_shared_bytes: int) -> int:
+        """How many blocks asking for this much dynamic shared memory one SM holds."""
+        static = DYNAMIC_SHARED_SYMBOL_BYTES + dynamic_shared_bytes
+        allocated = -(-static // self.shared_allocation_bytes) * self.shared_allocation_bytes
+        return self.shared_bytes_per_sm // (allocated + self.reserved_shared_bytes)
 
     def has(self, feature: str, arch: str) -> bool:
         """Does `arch` (sm_90a, sm_80, ...) have `feature` (wgmma, cp.async, tma, clusters, mma.sync)?"""

@@ -177,9 +177,8 @@ def ring_depth(tile: WgmmaTileConfig, operands: list[MatmulOperands], size: int,
     stage = tile.stage_bytes(size)
     smallest = min(MIN_REFILLED_STAGES, k_steps) * stage + ATOM_BYTES  # + the ring's alignment
     one_wave = -(-tile_blocks(operands, tile) // target.sm_count)  # blocks per SM
-    sharing = max(1, min(one_wave, target.shared_bytes_per_sm // (smallest + target.reserved_shared_bytes)))
-    budget = min(target.shared_bytes_per_sm // sharing - target.reserved_shared_bytes, target.shared_bytes_per_block)
-    stages = min(tile.stages, k_steps, (budget - ATOM_BYTES) // stage)
+    sharing = max(1, min(one_wave, target.blocks_fitting(smallest)))
+    stages = min(tile.stages, k_steps, (target.shared_room(sharing) - ATOM_BYTES) // stage)
     return replace(tile, stages=stages if stages >= k_steps else max(stages, MIN_REFILLED_STAGES))
 
 
