@@ -132,3 +132,15 @@ def test_tuning_is_part_of_the_options_hash_and_the_pass_spec(tmp_path):
     variables = PipelineVariables(target="gpu", tuning_cache=cache_path, tuning_variant=2)
     spec, *_ = next(s for s in load_recipe("gpu", variables=variables).stages if s.name == "matmul-kernels").python_passes
     assert f"tuning_cache={cache_path.resolve()}" in spec and "tuning_variant=2" in spec
+
+
+def test_shared_room_counts_the_static_byte_and_allocation_units():
+    """Two blocks of 7 x 16 KiB + the 1 KiB alignment fill half an SM less
+    the driver's reserve exactly; MLIR's one static shared byte (rounded to
+    the 128-byte allocation unit) then leaves room for one."""
+    from twintrack.compiler.target import gpu_target
+    target = gpu_target()
+    seven_stages, six_stages = 7 * 16384 + 1024, 6 * 16384 + 1024
+    assert target.blocks_fitting(seven_stages) == 1 and target.blocks_fitting(six_stages) == 2
+    assert six_stages <= target.shared_room(2) < seven_stages
+    assert target.blocks_fitting(target.shared_room(2)) == 2 and target.blocks_fitting(target.shared_room(3)) == 3
