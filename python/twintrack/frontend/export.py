@@ -287,6 +287,7 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
     # a complex input is taken as its real pair (complex_pairs.complex_inputs_as_pairs)
     inputs = [pair if x.is_complex() else x for x, pair in zip(inputs, _input_values(program, len(inputs)))]
     orders = report.calling.storage_orders  # by argument: the state (unless frozen), then the inputs
+    result_orders = report.calling.result_storage_orders()
     first_input = 0 if freeze else len(state)
     return ExportedModel(
         program=program,
@@ -295,7 +296,7 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
                for position, (n, t) in enumerate(state.items())],
         inputs=[TensorSpec.of(f"input{i}", x, "input", names.shape(x), orders.get(first_input + i))
                 for i, x in enumerate(inputs)],
-        outputs=[_result_spec(i, y, names, report.calling.result_storage_orders().get(i))
+        outputs=[_result_spec(i, y, names, result_orders.get(i))
                  for i, y in enumerate(_output_values(program))],
         frozen=freeze,
         calling=report.calling,
