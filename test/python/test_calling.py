@@ -160,6 +160,7 @@ def test_a_loaded_artifact_returns_the_structure_and_mutates(cpu_artifact):
     (lambda m: m["arguments"][0].update(dtype="float64"), "not what the executable takes"),
     (lambda m: m["arguments"][0].update(shape=[4, -1]), "bad shape"),
     (lambda m: m["outputs"][0].update(dtype="complex64"), "unsupported dtype"),
+    (lambda m: m["arguments"][0].update(storage_order=[0, 3]), "storage order"),
     (lambda m: m["calling"]["leaves"].append({"kind": "result", "index": 9}), "outside the"),
     (lambda m: m.pop("manifest_version"), "manifest version"),
 ])

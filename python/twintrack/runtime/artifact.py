@@ -157,7 +157,14 @@ def _spec_problem(entry, kinds: tuple[str, ...]) -> str | None:
         return f"unsupported dtype {entry['dtype']!r}"
     if entry["kind"] not in kinds:
         return f"kind {entry['kind']!r}, expected one of {', '.join(kinds)}"
+    order = entry.get("storage_order")
+    if order is not None and not _dims_in_some_order(order, len(entry["shape"])):
+        return f"storage order {order!r} is no order of its {len(entry['shape'])} dims"
     return None
+
+
+def _dims_in_some_order(order, rank: int) -> bool:
+    return isinstance(order, list) and all(isinstance(d, int) for d in order) and sorted(order) == list(range(rank))
 
 
 def specs(manifest: dict, key: str) -> list[TensorSpec]:
