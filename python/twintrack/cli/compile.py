@@ -15,7 +15,7 @@ from ..locations import brief_source
 from ..frontend.model_spec import absolute_model_spec
 from ..phases import PhaseClock, phase, process_age, timing
 from ..runtime.artifact import fast_flop_share
-from ..compiler.options import PTXAS_FAST_COMPILE
+from ..compiler.options import FULL_FOR_SETMAXNREG, PTXAS_FAST_COMPILE
 from ..compiler.recipes import DEFAULT_ARCH, available_pipelines
 from . import cached
 from .common import CommandParser, add_debug_flag, progress, run_main
@@ -414,7 +414,7 @@ def _print_ptxas_notes(kernels: list[dict]) -> None:
         name = k["name"] + (f" ({len(same)} launches)" if len(same) > 1 else "")
         for note in k.get("ptxas_notes", []):
             print(f"ptxas on {name}: potential performance loss ({note})")
-        if k.get("ptxas_full_optimization"):
+        if k.get("ptxas_full_optimization") not in (None, FULL_FOR_SETMAXNREG):  # the latter: by design, no loss
             print(f"ptxas on {name}: assembled at full optimization ({k['ptxas_full_optimization']})")
 
 

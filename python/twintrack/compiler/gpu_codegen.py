@@ -24,6 +24,7 @@ from .host_plan import extract_plan
 from ..phases import phase
 from .reproducer import Reproducer
 from ..tooling import find_tool
+from .options import FULL_FOR_SETMAXNREG
 
 PTXAS_HINT = ("ptxas not found: install the CUDA toolkit (ptxas is in its bin/) or "
               "`pip install nvidia-cuda-nvcc`, or put ptxas on PATH")
@@ -50,12 +51,19 @@ def extract_ptx(module) -> dict[str, str]:
     return ptx
 
 
+SETMAXNREG = "setmaxnreg."  # a warpgroup's register count set in PTX (producer/consumer kernels)
+
+
 def assemble(name: str, ptx: str, arch: str, directory: Path, fast_compile: str = "0") -> Resources:
     """ptxas PTX -> cubin in `directory`, or the cubin of the same PTX from
     the compile cache; a failure raises with a reproducer. A kernel that
     ptxas's fast levels leave with a performance loss (the flash kernel's
     wgmmas serialized, C7509, at `mid`) or spilling is assembled again at
-    full optimization, and that cubin kept where it loses less."""
+    full optimization, and that cubin kept where it loses less. A kernel
+    that sets its warps' registers (setmaxnreg, which the fast levels
+    ignore: C7504) goes to full optimization at once."""
+    if fast_compile != "0" and SETMAXNREG in ptx:
+        return replace(_assemble_at(name, ptx, arch, directory, "0"), reassembled=FULL_FOR_SETMAXNREG)
     resources = _assemble_at(name, ptx, arch, directory, fast_compile)
     if fast_compile == "0" or not (resources.performance_notes or resources.spills):
         return resources

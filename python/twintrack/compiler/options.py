@@ -12,6 +12,8 @@ from .recipes import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 
 
 PTXAS_FAST_COMPILE = ("0", "min", "mid", "max")  # ptxas --Ofast-compile levels
+# Why a kernel is assembled at full optimization whatever the level asked for (no loss: by design).
+FULL_FOR_SETMAXNREG = "it sets warpgroups' registers (setmaxnreg), which the fast levels ignore"
 
 
 @dataclass(frozen=True)
