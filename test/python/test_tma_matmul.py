@@ -14,6 +14,8 @@ from dataclasses import replace
 from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
 from twintrack.compiler.kernels.tensor_maps import stored_layout, tma_layout_problem, tma_store_problem
 from twintrack.compiler.kernels.tma_matmul import tma_applies
+from twintrack.compiler.kernels.window_read import WindowRead
+from twintrack.compiler.options import FULL_FOR_SETMAXNREG
 from twintrack.compiler.target import DEFAULT_LOWERING_DIR as LOWERING_DIR, gpu_target
 from twintrack.runtime import validate_plan
 from twintrack.runtime.cuda_driver import CudaError, TensorMapParameter
@@ -50,6 +52,24 @@ def test_which_matmuls_the_tma_kernel_takes(operands, reason):
     assert got is None if reason is None else reason in got, got
     assert "has no TMA" in tma_applies([operands], gpu_target(), "sm_90")
     assert "one matmul a kernel" in tma_applies([operands, operands], gpu_target(), "sm_90a")
+
+
+_WINDOWS = WindowRead("memref<64x14x14x256xf16>", (64, 14, 14), (3, 3, 256))
+
+
+@pytest.mark.parametrize("m, n, reason", [
+    (64 * 14 * 14, 256, None),          # 98 tiles of 128 x 256
+    (64 * 7 * 7, 512, "fewer 128 x 256 tiles than 67% of the SMs"),  # 50
+    (64 * 28 * 28, 128, "fewer 128 x 256 tiles"),  # no 256 columns
+    (8 * 14 * 14, 256, "fewer 128 x 256 tiles"),
+])
+def test_a_convolutions_windows_take_the_tma_kernel_where_wide_tiles_fill_the_sms(m, n, reason):
+    """Its producer gathers A through the windows: only 128 x 256 tiles keep
+    the tensor cores busy, and only where they cover two thirds of the SMs
+    (bench/NOTES.md v67)."""
+    operands = replace(_operands(m, n, 9 * n, b_transposed=True), a_window=_WINDOWS)
+    got = tma_applies([operands], gpu_target(), "sm_90a")
+    assert got is None if reason is None else reason in got, got
 
 
 def test_a_broadcast_dim_cannot_be_a_tensor_map():
@@ -129,6 +149,7 @@ def test_large_matmuls_take_the_tma_kernel(artifact, model, dtype, flops, boxes)
     kernel = next(k for k in manifest["kernels"] if k["path"].startswith("tma-wgmma-matmul"))
     assert kernel["grid"] == [gpu_target().sm_count, 1, 1] and kernel["block"] == [384, 1, 1]
     assert kernel["spills"] == 0 and not kernel.get("ptxas_notes")
+    assert kernel["ptxas_full_optimization"] == FULL_FOR_SETMAXNREG  # at once, not after a fast try
     assert flops <= kernel["flops"] <= flops * 1.001  # and the epilogue's (bias, ReLU) over whole tiles
     assert kernel["path"].endswith("TMA stores") and kernel["bytes"] >= 2 * (4000 * 1032 + 1032 * 4104)
     ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
@@ -147,6 +168,31 @@ def test_large_matmuls_take_the_tma_kernel(artifact, model, dtype, flops, boxes)
     launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
     maps = [a["tensor_map"] for a in launch["args"] if "tensor_map" in a]
     assert [m["box"] for m in maps] == boxes and {m["swizzle"] for m in maps} == {128}
+
+
+@needs_ptxas
+def test_a_convolution_takes_the_tma_kernel_with_its_patches_gathered(artifact):
+    """A 3x3 convolution channels-last (ResNet's 14x14 stage at batch 64): no
+    tensor map describes its patches, so the producer warpgroup gathers A
+    through the windows with cp.async, zero-filled over the padding, and
+    each producer thread arrives on the stage's barrier when its copies
+    land; B (the weight) still comes by TMA. The producer keeps enough
+    registers for the windows' arithmetic, and nothing spills."""
+    outdir = artifact("python/twintrack/harness/at_scale.py:conv3x3?batch=64&channels=256&filters=256&size=14"
+                      "&channels_last=1", "--pipeline", "gpu", "--dtype", "float16", "--strict-kernels")
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    [kernel] = manifest["kernels"]
+    assert kernel["path"].startswith("tma-wgmma-matmul 128x256") and "implicit im2col" in kernel["path"]
+    assert kernel["spills"] == 0 and kernel["block"] == [384, 1, 1]
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2  # B's and C's maps, none for A
+    assert "cp.async.mbarrier.arrive.noinc.shared.b64" in ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+(\+-?\d+)?\], 16, %r\d+;", ptx)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+96;", ptx)
+    assert "fence.proxy.async.shared::cta" in ptx
+    plan = json.loads((outdir / "plan.json").read_text())
+    assert validate_plan(plan) == []
 
 
 def test_the_plan_checks_its_tensor_maps():

@@ -56,14 +56,15 @@ class BarrierRing:
     first: ir.Value
 
     @staticmethod
-    def initialized(w: KernelBuilder, first: ir.Value, stages: int, thread: ir.Value, consumers: int) -> BarrierRing:
+    def initialized(w: KernelBuilder, first: ir.Value, stages: int, thread: ir.Value, consumers: int,
+                    producers: int = 1) -> BarrierRing:
         """The ring's barriers at `first`, initialized by thread 0 (`full`
-        expecting the producer's one arrival, `empty` every consumer
-        thread's) before the whole block meets."""
+        expecting the arrivals of `producers` threads, `empty` every
+        consumer thread's) before the whole block meets."""
         ring = BarrierRing(w, stages, first)
         with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, thread, w.index(0))):
             for s in range(stages):
-                nvvm.MBarrierInitOp(ring._fixed(s), w.constant(1, "i32"))
+                nvvm.MBarrierInitOp(ring._fixed(s), w.constant(producers, "i32"))
                 nvvm.MBarrierInitOp(ring._fixed(stages + s), w.constant(consumers, "i32"))
             nvvm.FenceMbarrierInitOp()
         w.barrier()
@@ -99,6 +100,12 @@ class BarrierRing:
         full = self.full(stage)
         nvvm.MBarrierArriveExpectTxOp(None, full, self.w.constant(size, "i32"))
         return full
+
+    def arrive_when_copied(self, stage: ir.Value) -> None:
+        """This producer thread's arrival on full[stage], once the cp.async
+        copies it has issued so far have landed (noinc: the arrival is one
+        of those the barrier was set up to expect)."""
+        nvvm.CpAsyncMBarrierArriveOp(self.full(stage), noinc=True)
 
     def release(self, step: ir.Value) -> None:
         """This consumer thread is done with step `step`'s buffer."""

@@ -24,6 +24,13 @@ until the next block starts. Here:
   computes tiles i, i + G, ... (in bands of row tiles: `_tile_place`). The
   producer starts the next tile's copies while the consumers store this
   one's results (their epilogue).
+- **A gathered through a convolution's windows** (an implicit im2col,
+  window_read): no tensor map describes the patches, so the whole
+  producer warpgroup copies A's tile, 16 bytes a cp.async, zeros where a
+  window hangs over the image's edge, and each producer thread arrives on
+  `full[s]` once its copies have landed; one of them still copies B with
+  TMA. The consumers fence those copies to the async proxy the wgmmas
+  read through.
 - **TMA stores.** Where a tensor map can describe C, each consumer
   warpgroup writes its 64 rows of results (the epilogue applied) 128 bytes
   of columns at a time into one of two swizzled staging buffers of its
@@ -46,11 +53,21 @@ from mlir.dialects import arith, nvvm
 from .barrier_ring import BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
 from .matmul_common import KernelOperands, MatmulOperands
 from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, tensor_map, tma_layout_problem
-from .wgmma_matmul import N_ATOM_ELEMENTS, WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig
+from .wgmma_matmul import N_ATOM_ELEMENTS, WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig, StepCopies
 
 # Registers a producer thread keeps after setmaxnreg: it gives most of its
-# share to the consumers (`consumer_registers`).
+# share to the consumers (`consumer_registers`). One that computes where
+# each window's chunk of A comes from keeps more.
 PRODUCER_REGISTERS = 40
+GATHERING_PRODUCER_REGISTERS = 96
+# A gathered A (a convolution's windows) is copied by the producer's 128
+# threads, 16 bytes a copy: only tiles this wide give the tensor cores work
+# enough per gathered row, and only where their tiles cover this share of
+# the SMs (H100, 3x3 convolutions channels-last at batch 64: 14x14x256,
+# 98 tiles of 128 x 256, 0.036 ms against the wgmma kernel's best 0.041;
+# 128 x 128 tiles 0.062; 7x7x512, 50 tiles, 0.074 against 0.053).
+GATHERED_TILE_COLUMNS = 256
+GATHERED_SM_SHARE = 2 / 3
 
 
 @dataclass(frozen=True)
@@ -78,16 +95,22 @@ def tma_applies(operands, target, arch: str) -> str | None:
     if len(operands) != 1:
         return "one matmul a kernel (a horizontal kernel's matmuls keep their own ring)"
     ops: MatmulOperands = operands[0]
-    if ops.open_m or ops.a_window is not None:
-        return "its tensor maps need static operands read as stored"
+    if ops.open_m:
+        return "its tensor maps need static operands (M is known only at run time)"
     if ops.in_element == "f32" and not (ops.tf32 and ops.b_transposed):
         return "f32 only as tf32 with B read K-major (Bᵀ)"
     if ops.in_element not in TENSOR_MAP_ELEMENTS:
         return f"no tensor map for {ops.in_element}"
+    outputs = (ops.batch or 1) * ops.m * ops.n
+    if ops.a_window is not None:
+        if ops.n % GATHERED_TILE_COLUMNS or outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
+            return (f"a convolution's windows: fewer 128 x {GATHERED_TILE_COLUMNS} tiles than "
+                    f"{GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's smaller tiles spread over more)")
     # A persistent grid pays where the tiles outnumber the SMs: the largest tile, two waves.
-    if (ops.batch or 1) * ops.m * ops.n < 2 * target.sm_count * 128 * 256:
+    elif outputs < 2 * target.sm_count * 128 * 256:
         return "fewer than two waves of 128 x 256 tiles (the wgmma kernel's grid is as fast there)"
-    for name, memref_type in (("A", ops.a_type), ("B", ops.b_type)):
+    mapped = (("B", ops.b_type),) if ops.a_window is not None else (("A", ops.a_type), ("B", ops.b_type))
+    for name, memref_type in mapped:
         problem = tma_layout_problem(memref_type)
         if problem:
             return f"{name}: {problem}"
@@ -103,6 +126,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if not self.b_k_major and ops.in_element == "f32":
             raise ValueError("the TMA kernel takes tf32 only with B read K-major")
         self.b_k_major = ops.b_transposed
+        self.gathers_a = ops.a_window is not None  # the producer warpgroup copies A (module docstring)
+        self.producer_registers = GATHERING_PRODUCER_REGISTERS if self.gathers_a else PRODUCER_REGISTERS
         self.consumer_threads = WARPGROUP * config.warpgroups
         self.stage_bytes = self.stage_elements * self.element_bytes
         self.columns, self.rows, batch = super().grid()
@@ -119,12 +144,14 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
-        """The tensor maps of A and B (and C's: `WgmmaMatmulWriter.host_values`)."""
+        """The tensor maps of A (unless gathered) and B (and C's: `WgmmaMatmulWriter.host_values`)."""
         cfg, batch = self.cfg, self.ops.batch is not None
         unit = [1] if batch else []
         b_box = unit + ([cfg.bn, cfg.bk] if self.b_k_major else [cfg.bk, N_ATOM_ELEMENTS])
-        self.a_map = tensor_map(operands.a, unit + [cfg.bm, cfg.bk])
         self.b_map = tensor_map(operands.b, b_box)
+        if self.gathers_a:
+            return [self.b_map, *super().host_values(operands)]
+        self.a_map = tensor_map(operands.a, unit + [cfg.bm, cfg.bk])
         return [self.a_map, self.b_map, *super().host_values(operands)]
 
     # ------------------------------------------------------------ kernel
@@ -136,20 +163,24 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 as (consumers, producer):
             with consumers():
                 if self.cfg.warpgroups > 1:
-                    nvvm.SetMaxRegisterOp(consumer_registers(self.cfg.warpgroups, PRODUCER_REGISTERS),
+                    nvvm.SetMaxRegisterOp(consumer_registers(self.cfg.warpgroups, self.producer_registers),
                                           nvvm.SetMaxRegisterAction.increase)
                 self._tiles(self._consume)
                 self.drain_stores()
             with producer():
                 if self.cfg.warpgroups > 1:
-                    nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, nvvm.SetMaxRegisterAction.decrease)
-                with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(self.consumer_threads))):
+                    nvvm.SetMaxRegisterOp(self.producer_registers, nvvm.SetMaxRegisterAction.decrease)
+                if self.gathers_a:
                     self._tiles(self._produce)
+                else:
+                    with w.only_if(self._lead_producer()):
+                        self._tiles(self._produce)
 
     def _barriers(self) -> None:
         """The ring's barriers, after the ring and the staging buffers."""
         first = self.w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
-        self.ring_barriers = BarrierRing.initialized(self.w, first, self.cfg.stages, self.tid, self.consumer_threads)
+        self.ring_barriers = BarrierRing.initialized(self.w, first, self.cfg.stages, self.tid, self.consumer_threads,
+                                                     1 + (WARPGROUP if self.gathers_a else 0))
 
     def _tiles(self, body) -> None:
         """`body(first_step)` for each tile of this block, with the tile's
@@ -184,22 +215,49 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         return w.div(place, height), w.add(first_row, w.rem(place, height)), batch
 
     # ------------------------------------------------------------ producer
+    def _lead_producer(self) -> ir.Value:
+        """Is this thread the producer warpgroup's first, the one that issues its TMA copies?"""
+        return arith.cmpi(arith.CmpIPredicate.eq, self.tid, self.w.index(self.consumer_threads))
+
     def _produce(self, first_step: ir.Value) -> None:
         w, cfg, ring = self.w, self.cfg, self.ring_barriers
         with w.loop(0, self.k_steps, 1) as steps:
             stage = ring.wait_empty(w.add(first_step, steps.induction))
-            full = ring.expect(stage, self.stage_bytes)
-            origin = w.add(self.ring_address, w.mul(stage, self.stage_bytes))
             k = w.mul(steps.induction, cfg.bk)
-            self._load(self.a_map, origin, [k, self.m0], full)
-            b_origin = w.add(origin, self.a_elements * self.element_bytes)
-            if self.b_k_major:
-                self._load(self.b_map, b_origin, [k, self.n0], full)
-            else:  # N-major: one box per 64 columns, an atom column of BK rows each
-                for column in range(cfg.bn // N_ATOM_ELEMENTS):
-                    self._load(self.b_map, w.add(b_origin, column * cfg.bk * SWIZZLE_BYTES),
-                               [w.add(self.n0, column * N_ATOM_ELEMENTS), k], full)
+            if self.gathers_a:
+                self._gather_a(stage, k)
+                with w.only_if(self._lead_producer()):
+                    self._load_b(stage, k, ring.expect(stage, self.stage_bytes - self.a_elements * self.element_bytes))
+            else:
+                full = ring.expect(stage, self.stage_bytes)
+                self._load(self.a_map, self._stage_address(stage), [k, self.m0], full)
+                self._load_b(stage, k, full)
             steps.yield_([])
+
+    def _stage_address(self, stage: ir.Value) -> ir.Value:
+        return self.w.add(self.ring_address, self.w.mul(stage, self.stage_bytes))
+
+    def _load_b(self, stage: ir.Value, k: ir.Value, full: ir.Value) -> None:
+        """B's tile of the K step at `k` into ring stage `stage`, after A's."""
+        w, cfg = self.w, self.cfg
+        b_origin = w.add(self._stage_address(stage), self.a_elements * self.element_bytes)
+        if self.b_k_major:
+            self._load(self.b_map, b_origin, [k, self.n0], full)
+        else:  # N-major: one box per 64 columns, an atom column of BK rows each
+            for column in range(cfg.bn // N_ATOM_ELEMENTS):
+                self._load(self.b_map, w.add(b_origin, column * cfg.bk * SWIZZLE_BYTES),
+                           [w.add(self.n0, column * N_ATOM_ELEMENTS), k], full)
+
+    def _gather_a(self, stage: ir.Value, k: ir.Value) -> None:
+        """A's tile of the K step at `k`, read through the convolution's
+        windows by the producer warpgroup's cp.async copies (zeros over the
+        image's edges, past M and past K) into ring stage `stage`; each
+        thread arrives on the stage's `full` barrier once its copies land."""
+        w, cfg = self.w, self.cfg
+        copiers = (w.sub(self.tid, w.index(self.consumer_threads)), WARPGROUP)
+        self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), w.mul(stage, self.stage_elements),
+                        StepCopies(None, None), self.a_limits(), self.ops.a_window, copiers)
+        self.ring_barriers.arrive_when_copied(stage)
 
     def _load(self, tensor_map_: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
               barrier: ir.Value) -> None:
@@ -215,7 +273,10 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
             self.mark_useful_work(steps.op)
             step = w.add(first_step, steps.induction)
-            updated = self._multiply(ring.wait_full(step), steps.carried[0])
+            stage = ring.wait_full(step)
+            if self.gathers_a:  # cp.async wrote A through the generic proxy; the wgmmas read through the async one
+                nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+            updated = self._multiply(stage, steps.carried[0])
             nvvm.WgmmaWaitGroupSyncOp(1)
             # The wgmmas of the step before have finished reading their buffer.
             with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, steps.induction, w.index(0))):

@@ -252,7 +252,7 @@ class WgmmaTileConfig:
 
 
 @dataclass(frozen=True)
-class _StepCopies:
+class StepCopies:
     """Whether a K step's copies read (`inside`, i1; None: always) and
     their source size (`size`: the elements, or 0 past K; None: always all)."""
     inside: ir.Value | None
@@ -381,13 +381,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         is not (else the copies zero-fill and read nothing)."""
         w, cfg = self.w, self.cfg
         origin = w.mul(stage, self.stage_elements)
-        step = _StepCopies(inside, self._copy_size(self.chunk_elements, inside))
+        step = StepCopies(inside, self._copy_size(self.chunk_elements, inside))
         self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), origin, step, self.a_limits(), self.ops.a_window)
         b_origin = w.add(origin, w.index(self.a_elements))
         if self.ops.b_transposed:
             self._copy_tile(self.b, cfg.bn, cfg.bk, (self.n0, k), b_origin, step, self.b_limits())
         elif self.b_k_major:
-            self._copy_transposing(k, b_origin, _StepCopies(inside, self._copy_size(1, inside)))
+            self._copy_transposing(k, b_origin, StepCopies(inside, self._copy_size(1, inside)))
         else:
             self._copy_tile(self.b, cfg.bk, cfg.bn, (k, self.n0), b_origin, step, self.b_limits())
 
@@ -398,7 +398,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return arith.select(inside, self.w.index(elements), self.w.index(0))
 
     def _async_copy(self, source: ir.Value, at: tuple[ir.Value, ir.Value], target: ir.Value, elements: int,
-                    step: _StepCopies, limits: tuple[int | None, int | None], bypass_l1: bool,
+                    step: StepCopies, limits: tuple[int | None, int | None], bypass_l1: bool,
                     window: WindowRead | None = None) -> None:
         """cp.async `elements` of `source` at `at` to ring element `target`;
         zeros past K (`step`) or past a ragged edge of `limits` (the address
@@ -418,21 +418,24 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
                                 srcElements=size, bypassL1=True if bypass_l1 else None)
 
     def _copy_tile(self, source: ir.Value, rows: int, cols: int, at: tuple[ir.Value, ir.Value], origin: ir.Value,
-                   step: _StepCopies, limits: tuple[int | None, int | None], window: WindowRead | None = None) -> None:
+                   step: StepCopies, limits: tuple[int | None, int | None], window: WindowRead | None = None,
+                   copiers: tuple[ir.Value, int] | None = None) -> None:
         """rows x cols elements of `source` from `at`, 16 bytes per thread
         and copy (consecutive threads along a row: coalesced), into the
         swizzled tile at element `origin` of the ring. A row wider than 128
         bytes (an N-major B) continues in the next atom column, rows x 64
-        elements further."""
+        elements further. `copiers`: (this thread's place among them, how
+        many) where not the whole block copies."""
         w, chunk_elements = self.w, self.chunk_elements
+        thread, threads = copiers or (self.tid, self.threads)
         chunks = rows * cols // chunk_elements
-        for first in range(0, chunks, self.threads):
-            flat = w.add(self.tid, w.index(first)) if first else self.tid
+        for first in range(0, chunks, threads):
+            flat = w.add(thread, w.index(first)) if first else thread
             row, col, offset = swizzled_place(w, flat, rows, cols, self.element_bytes)
             self._async_copy(source, (w.add(at[0], row), w.add(at[1], col)), w.add(origin, offset), chunk_elements,
                              step, limits, bypass_l1=True, window=window)
 
-    def _copy_transposing(self, k: ir.Value, origin: ir.Value, step: _StepCopies) -> None:
+    def _copy_transposing(self, k: ir.Value, origin: ir.Value, step: StepCopies) -> None:
         """B's BK x BN tile at (k, n0), K x N in memory, into the K-major
         layout (row n, K along it), one element a copy. Warp-sized groups of
         copies each cover 4 K x 8 N: 8 N-rows of one chunk index, so 8
