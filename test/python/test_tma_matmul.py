@@ -70,6 +70,8 @@ def test_a_convolutions_windows_take_the_tma_kernel_where_wide_tiles_fill_the_sm
     operands = replace(_operands(m, n, 9 * n, b_transposed=True), a_window=_WINDOWS)
     got = tma_applies([operands], gpu_target(), "sm_90a")
     assert got is None if reason is None else reason in got, got
+    as_tf32 = replace(_operands(m, n, 9 * n, element="f32", b_transposed=True, tf32=True), a_window=_WINDOWS)
+    assert "only in 16-bit elements" in tma_applies([as_tf32], gpu_target(), "sm_90a")
 
 
 def test_a_broadcast_dim_cannot_be_a_tensor_map():

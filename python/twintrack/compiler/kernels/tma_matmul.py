@@ -103,6 +103,8 @@ def tma_applies(operands, target, arch: str) -> str | None:
         return f"no tensor map for {ops.in_element}"
     outputs = (ops.batch or 1) * ops.m * ops.n
     if ops.a_window is not None:
+        if ops.in_element == "f32":
+            return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
         if ops.n % GATHERED_TILE_COLUMNS or outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
             return (f"a convolution's windows: fewer 128 x {GATHERED_TILE_COLUMNS} tiles than "
                     f"{GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's smaller tiles spread over more)")
