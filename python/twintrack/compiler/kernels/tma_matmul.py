@@ -119,6 +119,12 @@ def tma_applies(operands, target, arch: str) -> str | None:
     return None
 
 
+def tma_takes_tile(tile: TmaWgmmaTileConfig, operands) -> bool:
+    """Does the TMA kernel take this tile for the matmuls? Any, except that
+    a convolution's windows (A gathered) take only the widest (module constants)."""
+    return tile.bn >= GATHERED_TILE_COLUMNS or not any(o.a_window for o in operands)
+
+
 class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     stages_over_ring = False
 

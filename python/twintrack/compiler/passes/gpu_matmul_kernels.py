@@ -49,7 +49,7 @@ from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ...errors import UsageError
 from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
 from ..kernels.transpose import TransposeCopy, build_transpose
-from ..kernels.tma_matmul import GATHERED_TILE_COLUMNS, TmaWgmmaMatmulWriter
+from ..kernels.tma_matmul import TmaWgmmaMatmulWriter, tma_takes_tile
 from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, GpuTarget, gpu_target
 from .generic_body import describe_body, indexing_maps, map_dims
@@ -143,7 +143,7 @@ def _generators(operands: list[MatmulOperands], tables: TileTables, arch: str, t
         elif generator.writer is TmaWgmmaMatmulWriter:  # a persistent grid: a block per SM
             size = element_bytes(operands[0].in_element)
             tiles = [(replace(t.for_element(size), persistent_blocks=target.sm_count), least) for t, least in tiles
-                     if t.bn >= GATHERED_TILE_COLUMNS or not any(o.a_window for o in operands)]
+                     if tma_takes_tile(t, operands)]
         yield generator.writer, generator.name, tiles
 
 
