@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
 from twintrack.compiler.kernels.tensor_maps import stored_layout, tma_layout_problem, tma_store_problem
-from twintrack.compiler.kernels.tma_matmul import tma_applies
+from twintrack.compiler.kernels.tma_matmul import TmaWgmmaTileConfig, tma_applies, tma_takes_tile
+from twintrack.compiler.kernels.window_geometry import Im2colGeometry
 from twintrack.compiler.kernels.window_read import WindowRead
 from twintrack.compiler.options import FULL_FOR_SETMAXNREG
 from twintrack.compiler.target import DEFAULT_LOWERING_DIR as LOWERING_DIR, gpu_target
@@ -54,7 +55,7 @@ def test_which_matmuls_the_tma_kernel_takes(operands, reason):
     assert "one matmul a kernel" in tma_applies([operands, operands], gpu_target(), "sm_90a")
 
 
-_WINDOWS = WindowRead("memref<64x14x14x256xf16>", (64, 14, 14), (3, 3, 256))
+_WINDOWS = WindowRead("memref<64x14x14x256xf16>", (64, 14, 14), (3, 3, 256))  # gathered: no im2col geometry
 
 
 @pytest.mark.parametrize("m, n, reason", [
@@ -72,6 +73,26 @@ def test_a_convolutions_windows_take_the_tma_kernel_where_wide_tiles_fill_the_sm
     assert got is None if reason is None else reason in got, got
     as_tf32 = replace(_operands(m, n, 9 * n, element="f32", b_transposed=True, tf32=True), a_window=_WINDOWS)
     assert "only in 16-bit elements" in tma_applies([as_tf32], gpu_target(), "sm_90a")
+
+
+@pytest.mark.parametrize("batch, size, channels, reason", [
+    (64, 14, 256, None),   # 196 tiles of 128 x 128
+    (64, 7, 512, None),    # 100
+    (64, 28, 128, None),   # 392 (no 256 columns)
+    (32, 7, 512, "fewer 128 x 128 tiles than 67% of the SMs"),  # 52
+])
+def test_windows_read_by_im2col_copies_take_the_tma_kernel_with_any_tile(batch, size, channels, reason):
+    """An im2col copy a K step costs the producer what a stored A's does:
+    the kernel takes any of its tiles, where 128 x 128 ones cover two
+    thirds of the SMs."""
+    geometry = Im2colGeometry(batch, channels, (size, size), (size, size), (3, 3), (1, 1), (1, 1), (1, 1))
+    windows = WindowRead(f"memref<{batch}x{size}x{size}x{channels}xf16>", (batch, size, size), (3, 3, channels),
+                         geometry=geometry)
+    operands = replace(_operands(batch * size * size, channels, 9 * channels, b_transposed=True), a_window=windows)
+    got = tma_applies([operands], gpu_target(), "sm_90a")
+    assert got is None if reason is None else reason in got, got
+    narrow = TmaWgmmaTileConfig(128, 128, 64, 2, 6)
+    assert tma_takes_tile(narrow, [operands]) and not tma_takes_tile(narrow, [replace(operands, a_window=_WINDOWS)])
 
 
 def test_a_broadcast_dim_cannot_be_a_tensor_map():
@@ -173,28 +194,32 @@ def test_large_matmuls_take_the_tma_kernel(artifact, model, dtype, flops, boxes)
 
 
 @needs_ptxas
-def test_a_convolution_takes_the_tma_kernel_with_its_patches_gathered(artifact):
-    """A 3x3 convolution channels-last (ResNet's 14x14 stage at batch 64): no
-    tensor map describes its patches, so the producer warpgroup gathers A
-    through the windows with cp.async, zero-filled over the padding, and
-    each producer thread arrives on the stage's barrier when its copies
-    land; B (the weight) still comes by TMA. The producer keeps enough
-    registers for the windows' arithmetic, and nothing spills."""
+def test_a_convolution_takes_the_tma_kernel_reading_its_windows_by_im2col_copies(artifact):
+    """A 3x3 convolution channels-last (ResNet's 14x14 stage at batch 64):
+    its windows' geometry becomes an im2col tensor map of the input (pixel
+    box corners at minus the padding, 128 pixels of 64 channels a copy), and
+    the producer's one thread loads A's tile with one im2col copy a K step,
+    as it loads a stored A: no cp.async, the producer's registers given to
+    the consumers."""
     outdir = artifact("python/twintrack/harness/at_scale.py:conv3x3?batch=64&channels=256&filters=256&size=14"
                       "&channels_last=1", "--pipeline", "gpu", "--dtype", "float16", "--strict-kernels")
     manifest = json.loads((outdir / "manifest.json").read_text())
     [kernel] = manifest["kernels"]
-    assert kernel["path"].startswith("tma-wgmma-matmul 128x256") and "implicit im2col" in kernel["path"]
+    assert kernel["path"].startswith("tma-wgmma-matmul") and "by TMA's im2col mode" in kernel["path"]
     assert kernel["spills"] == 0 and kernel["block"] == [384, 1, 1]
     ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
-    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2  # B's and C's maps, none for A
-    assert "cp.async.mbarrier.arrive.noinc.shared.b64" in ptx
-    assert re.search(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+(\+-?\d+)?\], 16, %r\d+;", ptx)
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+96;", ptx)
-    assert "fence.proxy.async.shared::cta" in ptx
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 3  # A's (im2col), B's and C's maps
+    assert re.search(r"cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx::bytes "
+                     r"\[%rd\d+\], \[%rd\d+, \{%r\d+, %r\d+, %r\d+, %r\d+\}\], \[%rd\d+\], \{%rs\d+, %rs\d+\};", ptx)
+    assert "cp.async.cg.shared.global" not in ptx and "cp.async.mbarrier.arrive" not in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     plan = json.loads((outdir / "plan.json").read_text())
     assert validate_plan(plan) == []
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
+    [image] = [a for a in launch["args"] if "im2col" in a.get("tensor_map", {})]
+    assert image["memref"]["sizes"] == [64, 14, 14, 256]
+    assert image["tensor_map"]["im2col"] == {"lower": [-1, -1], "upper": [-1, -1], "element_strides": [1, 1, 1, 1],
+                                             "channels": 64, "pixels": int(kernel["path"].split()[1].split("x")[0])}
 
 
 def test_the_plan_checks_its_tensor_maps():
@@ -209,6 +234,23 @@ def test_the_plan_checks_its_tensor_maps():
     assert len(problems) == 3, problems
     assert "box [64, 512]" in problems[0] and "1-d" not in problems[0] and "box [64] for a 2-d view" in problems[1]
     assert "swizzle 96" in problems[2]
+
+
+def test_the_plan_checks_its_im2col_maps():
+    """An im2col map's corners take one value a spatial dim, its traversal
+    strides 1 to 8 a dim, its copies 1 to 256 channels and pixels."""
+    view = {"buffer": "arg0", "offset": 0, "sizes": [2, 8, 8, 64], "strides": [4096, 512, 64, 1]}
+    good = {"lower": [-1, -1], "upper": [-1, -1], "element_strides": [1, 1, 1, 1], "channels": 64, "pixels": 128}
+    bad = [{**good, "lower": [-1]}, {**good, "element_strides": [1, 9, 9, 1]}, {**good, "pixels": 512}]
+    args = [{"memref": view, "tensor_map": {"box": [1, 1, 1, 64], "swizzle": 128, "dtype": "float16", "im2col": im2col}}
+            for im2col in [good, *bad]]
+    plan = {"version": 1, "arguments": [{"name": "x", "kind": "input", "shape": [2, 8, 8, 64], "dtype": "float16"}],
+            "steps": [{"op": "launch", "module": "k", "kernel": "k", "grid": [1, 1, 1], "block": [128, 1, 1],
+                       "dynamic_shared_bytes": 0, "args": args}]}
+    problems = validate_plan(plan)
+    assert len(problems) == 3, problems
+    assert "args[1]: im2col corners" in problems[0] and "args[2]: im2col element strides" in problems[1]
+    assert "args[3]: im2col copies of 64 channels x 512 pixels" in problems[2]
 
 
 def test_the_runtime_gives_the_driver_the_view_innermost_first():

@@ -27,6 +27,7 @@ from ..locations import short_location
 from .passes.ir_helpers import kernel_ref
 from .resource_blobs import blob_array, resource_blobs, resource_key
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
+from .kernels.tensor_maps import IM2COL_ATTRIBUTE
 
 PLAN_VERSION = 1
 DYNAMIC_PLAN_VERSION = 2
@@ -57,6 +58,13 @@ class Plan:
 
     def write(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def _im2col_spec(attribute) -> dict:
+    """The im2col part of a tensor map (kernels/tensor_maps.im2col_tensor_map), outermost first."""
+    return {"lower": _integers(attribute["lower"]), "upper": _integers(attribute["upper"]),
+            "element_strides": _integers(attribute["element_strides"]),
+            "channels": attribute["channels"].value, "pixels": attribute["pixels"].value}
 
 
 def dtype_name(element_type) -> str:
@@ -310,11 +318,12 @@ class _PlanBuilder:
         view, with this box (innermost last, as the view's sizes) and swizzle."""
         described = op.operands[0]
         swizzle = re.search(r"swizzle = swizzle_(\d+)b", str(op.results[0].type))
-        self.tensor_maps[self._key(op.results[0])] = {
-            "memref": self.views[self._key(described)],
-            "tensor_map": {"box": [self._scalar(v) for v in list(op.operands)[1:]],
-                           "swizzle": int(swizzle.group(1)) if swizzle else 0,
-                           "dtype": dtype_name(described.type.element_type)}}
+        spec = {"box": [self._scalar(v) for v in list(op.operands)[1:]],
+                "swizzle": int(swizzle.group(1)) if swizzle else 0,
+                "dtype": dtype_name(described.type.element_type)}
+        if IM2COL_ATTRIBUTE in op.attributes:
+            spec["im2col"] = _im2col_spec(op.attributes[IM2COL_ATTRIBUTE])
+        self.tensor_maps[self._key(op.results[0])] = {"memref": self.views[self._key(described)], "tensor_map": spec}
 
     def _new_buffer(self) -> str:
         self.buffer_count += 1

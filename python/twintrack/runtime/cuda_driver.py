@@ -110,15 +110,21 @@ class TensorMapParameter:
         element = TENSOR_MAP_ELEMENTS[self.spec["dtype"]][0]
         swizzle = TENSOR_MAP_SWIZZLES[self.spec["swizzle"]]
         u64, u32 = driver.cuuint64_t, driver.cuuint32_t
-        return check(driver.cuTensorMapEncodeTiled(
-            getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{element}"), len(dims), start,
-            [u64(d) for d in dims], [u64(s) for s in strides], [u32(b) for b in box], [u32(1)] * len(dims),
-            driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
-            driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-            f"{self.what}: encoding the tensor map of {self.buffer} (sizes {self.view['sizes']}, "
-            f"box {self.spec['box']})")
+        head = (getattr(driver.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{element}"), len(dims), start,
+                [u64(d) for d in dims], [u64(s) for s in strides])
+        tail = (driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+                driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        im2col = self.spec.get("im2col")
+        if im2col is None:
+            encoded = driver.cuTensorMapEncodeTiled(*head, [u32(b) for b in box], [u32(1)] * len(dims), *tail)
+        else:  # one copy: `pixels` windows' corners at one tap, `channels` each; the driver's order is innermost first
+            encoded = driver.cuTensorMapEncodeIm2col(
+                *head, list(reversed(im2col["lower"])), list(reversed(im2col["upper"])), u32(im2col["channels"]),
+                u32(im2col["pixels"]), [u32(s) for s in reversed(im2col["element_strides"])], *tail)
+        return check(encoded, f"{self.what}: encoding the {'im2col ' if im2col else ''}tensor map of {self.buffer} "
+                              f"(sizes {self.view['sizes']}, box {self.spec['box']}{', ' + str(im2col) if im2col else ''})")
 
 
 class LaunchParameters:

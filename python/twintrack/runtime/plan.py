@@ -325,6 +325,19 @@ def _tensor_map_problems(where: str, arg: dict) -> list[str]:
         return [f"{where}: tensor map box {box} for a {len(view['sizes'])}-d view"]
     if spec.get("dtype") not in TENSOR_MAP_ELEMENTS or spec.get("swizzle") not in TENSOR_MAP_SWIZZLES:
         return [f"{where}: tensor map of {spec.get('dtype')} with swizzle {spec.get('swizzle')}"]
+    return _im2col_problems(where, spec["im2col"], len(view["sizes"])) if "im2col" in spec else []
+
+
+def _im2col_problems(where: str, im2col: dict, rank: int) -> list[str]:
+    """What is wrong with an im2col map's part (kernels/tensor_maps.im2col_tensor_map) of a `rank`-d view."""
+    corners = [im2col.get("lower"), im2col.get("upper")]
+    if not 3 <= rank <= 5 or any(not isinstance(c, list) or len(c) != rank - 2 for c in corners):
+        return [f"{where}: im2col corners {corners} for a {rank}-d view"]
+    strides, counts = im2col.get("element_strides"), [im2col.get("channels"), im2col.get("pixels")]
+    if not isinstance(strides, list) or len(strides) != rank or not all(_is_number(s) and 1 <= s <= 8 for s in strides):
+        return [f"{where}: im2col element strides {strides} for a {rank}-d view"]
+    if not all(_is_number(c) and 1 <= c <= TENSOR_MAP_MAX_BOX for c in counts):
+        return [f"{where}: im2col copies of {counts[0]} channels x {counts[1]} pixels"]
     return []
 
 

@@ -72,22 +72,24 @@ func.func @padded(%x: memref<2x8x8x64xf16>, %w: memref<64x576xf16>, %c: memref<1
   return
 }
 
-// The same windows over ResNet's 14x14 stage at batch 64 (256 channels:
-// 98 tiles of 128 x 256): the TMA kernel takes the matmul. No tensor map describes the
-// patches, so its producer warpgroup gathers A's tile with cp.async (each
-// thread arrives on the stage's barrier once its copies land, `noinc`),
-// one producer thread copies B's with TMA, and the consumers fence the
-// gathered tile to the async proxy before their wgmmas read it.
+// The same windows over ResNet's 14x14 stage at batch 64 (256 channels):
+// the TMA kernel takes the matmul and reads A by TMA's im2col mode. The
+// windows' geometry (stride 1, dilation 1, padding 1, read off the gather)
+// becomes an im2col tensor map of X: pixel box corners (-1, -1) and
+// (-1, -1), 128 pixels of 64 channels a copy. Its producer issues one copy
+// of A a K step: the first window's corner and the step's tap as offsets.
+// No cp.async, no fence: TMA writes through the async proxy.
 // CHECK-LABEL: func.func @padded_persistent(
 // CHECK-SAME:    %[[X:.*]]: memref<64x14x14x256xf16>
 // CHECK-NOT:     memref.alloc
+// CHECK:         nvgpu.tma.create.descriptor %{{.*}} box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {twintrack.im2col = {channels = 64 : i64, element_strides = array<i64: 1, 1, 1, 1>, lower = array<i64: -1, -1>, pixels = 128 : i64, upper = array<i64: -1, -1>}} : memref<*xf16>
 // CHECK:         gpu.launch
-// CHECK:           nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NOT:       nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>
+// CHECK-NOT:       nvgpu.device_async_copy
 // CHECK:           nvvm.wgmma.mma_async
-// CHECK:           nvgpu.device_async_copy %[[X]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8, %{{.*}} {bypassL1} : memref<64x14x14x256xf16>
-// CHECK:           nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
-// CHECK:           nvvm.cp.async.bulk.tensor.shared.cluster.global
-// CHECK:         } {twintrack.kernel_path = "tma-wgmma-matmul 128x256x64/{{.*}}/persistent implicit im2col TMA stores"}
+// CHECK:           nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] im2col[%{{.*}}, %{{.*}}] {mode = #nvvm.tma_load_mode<im2col>}
+// CHECK:           nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %{{.*}}, %{{.*}}, box[%{{.*}}, %{{.*}}] :
+// CHECK:         } {twintrack.kernel_path = "tma-wgmma-matmul {{.*}}/persistent implicit im2col by TMA's im2col mode TMA stores"}
 // CHECK-NOT:     memref.dealloc
 
 func.func @padded_persistent(%x: memref<64x14x14x256xf16>, %w: memref<256x2304xf16>, %c: memref<12544x256xf16>) {
@@ -124,6 +126,60 @@ func.func @padded_persistent(%x: memref<64x14x14x256xf16>, %w: memref<256x2304xf
   linalg.fill ins(%zero : f16) outs(%c : memref<12544x256xf16>)
   linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<12544x2304xf16>, memref<256x2304xf16>) outs(%c : memref<12544x256xf16>)
   memref.dealloc %patches : memref<64x14x14x3x3x256xf16>
+  return
+}
+
+// 32 channels a pixel: a 64-channel K step would straddle two taps, so no
+// im2col copy reads the windows. With 128 x 256 tiles enough (28x28 at
+// batch 64, 256 filters) the TMA kernel's producer warpgroup gathers A's
+// tile with cp.async (each thread arrives on the stage's barrier once its
+// copies land, `noinc`), one producer thread copies B's with TMA, and the
+// consumers fence the gathered tile to the async proxy before their wgmmas
+// read it.
+// CHECK-LABEL: func.func @gathered_persistent(
+// CHECK-SAME:    %[[X:.*]]: memref<64x28x28x32xf16>
+// CHECK-NOT:     twintrack.im2col
+// CHECK:         gpu.launch
+// CHECK:           nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK:           nvvm.wgmma.mma_async
+// CHECK:           nvgpu.device_async_copy %[[X]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8, %{{.*}} {bypassL1} : memref<64x28x28x32xf16>
+// CHECK:           nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK:           nvvm.cp.async.bulk.tensor.shared.cluster.global
+// CHECK:         } {twintrack.kernel_path = "tma-wgmma-matmul 128x256x64/{{.*}}/persistent implicit im2col TMA stores"}
+func.func @gathered_persistent(%x: memref<64x28x28x32xf16>, %w: memref<256x288xf16>, %c: memref<50176x256xf16>) {
+  %zero = arith.constant 0.0 : f16
+  %c0 = arith.constant 0 : index
+  %c27 = arith.constant 27 : index
+  %patches = memref.alloc() : memref<64x28x28x3x3x32xf16>
+  linalg.generic {indexing_maps = [#id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} outs(%patches : memref<64x28x28x3x3x32xf16>) {
+  ^bb0(%o: f16):
+    %n = linalg.index 0 : index
+    %oh = linalg.index 1 : index
+    %ow = linalg.index 2 : index
+    %kh = linalg.index 3 : index
+    %kw = linalg.index 4 : index
+    %ch = linalg.index 5 : index
+    %h = affine.apply #shifted()[%oh, %kh]
+    %h0 = arith.cmpi sge, %h, %c0 : index
+    %h1 = arith.cmpi sle, %h, %c27 : index
+    %hin = arith.andi %h0, %h1 : i1
+    %hlo = arith.maxsi %h, %c0 : index
+    %hc = arith.minsi %hlo, %c27 : index
+    %v = affine.apply #shifted()[%ow, %kw]
+    %v0 = arith.cmpi sge, %v, %c0 : index
+    %v1 = arith.cmpi sle, %v, %c27 : index
+    %vin = arith.andi %v0, %v1 : i1
+    %in = arith.andi %hin, %vin : i1
+    %vlo = arith.maxsi %v, %c0 : index
+    %vc = arith.minsi %vlo, %c27 : index
+    %e = memref.load %x[%n, %hc, %vc, %ch] : memref<64x28x28x32xf16>
+    %s = arith.select %in, %e, %zero : f16
+    linalg.yield %s : f16
+  }
+  %a = memref.collapse_shape %patches [[0, 1, 2], [3, 4, 5]] : memref<64x28x28x3x3x32xf16> into memref<50176x288xf16>
+  linalg.fill ins(%zero : f16) outs(%c : memref<50176x256xf16>)
+  linalg.matmul indexing_maps = [#lhs, #rhs, #out] ins(%a, %w : memref<50176x288xf16>, memref<256x288xf16>) outs(%c : memref<50176x256xf16>)
+  memref.dealloc %patches : memref<64x28x28x3x3x32xf16>
   return
 }
 

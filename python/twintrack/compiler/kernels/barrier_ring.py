@@ -128,10 +128,14 @@ class BarrierRing:
 
 
 def tma_load(w: KernelBuilder, tensor_map: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
-             barrier: ir.Value) -> None:
+             barrier: ir.Value, im2col_offsets: list[ir.Value] | None = None) -> None:
     """One TMA copy of the box at `coordinates` (innermost first) into
-    `shared_address`, completing on `barrier`."""
-    i32 = ir.IntegerType.get_signless(32)
+    `shared_address`, completing on `barrier`. With `im2col_offsets` (a
+    filter tap, innermost first) the map is an im2col one and the
+    coordinates those of the first window's corner."""
+    i32, i16 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(16)
     destination = llvm.addrspacecast(llvm.PointerType.get(7), shared_pointer(w, shared_address))
-    nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(destination, tensor_map,
-                                                  [arith.index_cast(i32, c) for c in coordinates], barrier, [])
+    offsets = [arith.index_cast(i16, o) for o in im2col_offsets or []]
+    nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
+        destination, tensor_map, [arith.index_cast(i32, c) for c in coordinates], barrier, offsets,
+        mode=nvvm.TMALoadMode.IM2COL if im2col_offsets is not None else None)

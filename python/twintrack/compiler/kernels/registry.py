@@ -114,5 +114,6 @@ def generator_sources() -> list[Path]:
     """The files whose code a tuned tile was measured on: every generator's
     module and the modules they all build on."""
     shared = [Path(__file__).with_name(name)
-              for name in ("matmul_common.py", "builder.py", "epilogue.py", "window_read.py")]
+              for name in ("matmul_common.py", "builder.py", "epilogue.py", "window_read.py", "window_geometry.py",
+                           "tensor_maps.py", "barrier_ring.py")]
     return sorted({g.source for g in MATMUL_GENERATORS} | set(shared))

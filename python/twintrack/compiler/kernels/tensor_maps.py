@@ -182,6 +182,27 @@ def tensor_map(operand: ir.Value, box: list[int]) -> ir.Value:
     return builtin.unrealized_conversion_cast([llvm.PointerType.get()], [descriptor])
 
 
+IM2COL_ATTRIBUTE = "twintrack.im2col"  # on a descriptor: the host encodes an im2col map (host_plan)
+
+
+def im2col_tensor_map(image: ir.Value, geometry, pixels: int, channels: int) -> ir.Value:
+    """The host side of an im2col tensor map of a channels-last `image`
+    (window_geometry.Im2colGeometry): a copy through it loads `pixels`
+    output pixels' windows at one tap, `channels` channels each, with the
+    128-byte swizzle and zeros where a window reads padding. nvgpu's
+    descriptor knows only tiled maps: its box is one pixel's channels and
+    the im2col part travels as an attribute the host plan reads."""
+    rank = ir.MemRefType(image.type).rank
+    pointer = tensor_map(image, [1] * (rank - 1) + [channels])
+    spec = geometry.as_spec(pixels, channels)
+    array = ir.DenseI64ArrayAttr.get
+    pointer.owner.operands[0].owner.attributes[IM2COL_ATTRIBUTE] = ir.DictAttr.get(
+        {"lower": array(spec["lower"]), "upper": array(spec["upper"]), "element_strides": array(spec["element_strides"]),
+         "channels": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), channels),
+         "pixels": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pixels)})
+    return pointer
+
+
 def makes_tensor_map(op: ir.Operation) -> bool:
     """Is `op` a host op of `tensor_map`: the descriptor, or its cast to the kernel's pointer?"""
     if op.name == "nvgpu.tma.create.descriptor":

@@ -24,13 +24,16 @@ until the next block starts. Here:
   computes tiles i, i + G, ... (in bands of row tiles: `_tile_place`). The
   producer starts the next tile's copies while the consumers store this
   one's results (their epilogue).
-- **A gathered through a convolution's windows** (an implicit im2col,
-  window_read): no tensor map describes the patches, so the whole
-  producer warpgroup copies A's tile, 16 bytes a cp.async, zeros where a
-  window hangs over the image's edge, and each producer thread arrives on
-  `full[s]` once its copies have landed; one of them still copies B with
-  TMA. The consumers fence those copies to the async proxy the wgmmas
-  read through.
+- **A read through a convolution's windows** (an implicit im2col,
+  window_read). Where the windows are a channels-last convolution's
+  (window_geometry), an im2col tensor map of its input describes them: one
+  copy a K step loads the step's filter tap for the tile's 128 output
+  pixels, 64 channels each, zeros where a window hangs over the edge, as a
+  stored A's tile is loaded. Otherwise no tensor map describes the
+  patches, so the whole producer warpgroup copies A's tile, 16 bytes a
+  cp.async, and each producer thread arrives on `full[s]` once its copies
+  have landed; one of them still copies B with TMA. The consumers fence
+  those copies to the async proxy the wgmmas read through.
 - **TMA stores.** Where a tensor map can describe C, each consumer
   warpgroup writes its 64 rows of results (the epilogue applied) 128 bytes
   of columns at a time into one of two swizzled staging buffers of its
@@ -51,8 +54,9 @@ from mlir import ir
 from mlir.dialects import arith, nvvm
 
 from .barrier_ring import BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
-from .matmul_common import KernelOperands, MatmulOperands
-from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, tensor_map, tma_layout_problem
+from .matmul_common import KernelOperands, MatmulOperands, element_bytes
+from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, im2col_tensor_map, tensor_map, tma_layout_problem
+from .window_geometry import Im2colGeometry
 from .wgmma_matmul import N_ATOM_ELEMENTS, WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig, StepCopies
 
 # Registers a producer thread keeps after setmaxnreg: it gives most of its
@@ -68,6 +72,10 @@ GATHERING_PRODUCER_REGISTERS = 96
 # 128 x 128 tiles 0.062; 7x7x512, 50 tiles, 0.074 against 0.053).
 GATHERED_TILE_COLUMNS = 256
 GATHERED_SM_SHARE = 2 / 3
+# Windows TMA's im2col mode reads (window_geometry) cost the producer one
+# copy a step, as a stored A: any tile, where 128 x 128 ones cover this
+# share of the SMs.
+IM2COL_SM_SHARE = 2 / 3
 
 
 @dataclass(frozen=True)
@@ -105,13 +113,20 @@ def tma_applies(operands, target, arch: str) -> str | None:
     if ops.a_window is not None:
         if ops.in_element == "f32":
             return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
-        if ops.n % GATHERED_TILE_COLUMNS or outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
-            return (f"a convolution's windows: fewer 128 x {GATHERED_TILE_COLUMNS} tiles than "
-                    f"{GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's smaller tiles spread over more)")
+        if reads_im2col(ops):
+            if outputs < IM2COL_SM_SHARE * target.sm_count * 128 * 128:
+                return (f"a convolution's windows: fewer 128 x 128 tiles than {IM2COL_SM_SHARE:.0%} of the SMs "
+                        "(the wgmma kernel's smaller tiles spread over more)")
+        elif ops.n % GATHERED_TILE_COLUMNS or \
+                outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
+            return (f"a convolution's windows, gathered ({ops.a_window.geometry}): fewer 128 x "
+                    f"{GATHERED_TILE_COLUMNS} tiles than {GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's "
+                    "smaller tiles spread over more)")
     # A persistent grid pays where the tiles outnumber the SMs: the largest tile, two waves.
     elif outputs < 2 * target.sm_count * 128 * 256:
         return "fewer than two waves of 128 x 256 tiles (the wgmma kernel's grid is as fast there)"
-    mapped = (("B", ops.b_type),) if ops.a_window is not None else (("A", ops.a_type), ("B", ops.b_type))
+    mapped = (("B", ops.b_type),) if ops.a_window is not None and not reads_im2col(ops) else \
+        (("A", ops.a_window.source_type if ops.a_window is not None else ops.a_type), ("B", ops.b_type))
     for name, memref_type in mapped:
         problem = tma_layout_problem(memref_type)
         if problem:
@@ -119,10 +134,17 @@ def tma_applies(operands, target, arch: str) -> str | None:
     return None
 
 
+def reads_im2col(ops: MatmulOperands, pixels: int = 128) -> bool:
+    """Are A's windows read by TMA's im2col mode, `pixels` a copy (else gathered by cp.async)?"""
+    geometry = ops.a_window.geometry if ops.a_window is not None else None
+    channels = SWIZZLE_BYTES // element_bytes(ops.in_element)
+    return isinstance(geometry, Im2colGeometry) and geometry.problem(pixels, channels) is None
+
+
 def tma_takes_tile(tile: TmaWgmmaTileConfig, operands) -> bool:
     """Does the TMA kernel take this tile for the matmuls? Any, except that
-    a convolution's windows (A gathered) take only the widest (module constants)."""
-    return tile.bn >= GATHERED_TILE_COLUMNS or not any(o.a_window for o in operands)
+    a convolution's windows gathered by cp.async take only the widest (module constants)."""
+    return tile.bn >= GATHERED_TILE_COLUMNS or all(o.a_window is None or reads_im2col(o, tile.bm) for o in operands)
 
 
 class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
@@ -134,7 +156,10 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if not self.b_k_major and ops.in_element == "f32":
             raise ValueError("the TMA kernel takes tf32 only with B read K-major")
         self.b_k_major = ops.b_transposed
-        self.gathers_a = ops.a_window is not None  # the producer warpgroup copies A (module docstring)
+        self.im2col = reads_im2col(ops, config.bm)  # one TMA copy a step reads A's windows
+        self.gathers_a = ops.a_window is not None and not self.im2col  # the producer warpgroup copies A (module docstring)
+        if self.im2col:
+            self.path = self.path.replace("implicit im2col", "implicit im2col by TMA's im2col mode", 1)
         self.producer_registers = GATHERING_PRODUCER_REGISTERS if self.gathers_a else PRODUCER_REGISTERS
         self.consumer_threads = WARPGROUP * config.warpgroups
         self.stage_bytes = self.stage_elements * self.element_bytes
@@ -159,7 +184,10 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         self.b_map = tensor_map(operands.b, b_box)
         if self.gathers_a:
             return [self.b_map, *super().host_values(operands)]
-        self.a_map = tensor_map(operands.a, unit + [cfg.bm, cfg.bk])
+        if self.im2col:
+            self.a_map = im2col_tensor_map(operands.a, self.ops.a_window.geometry, cfg.bm, cfg.bk)
+        else:
+            self.a_map = tensor_map(operands.a, unit + [cfg.bm, cfg.bk])
         return [self.a_map, self.b_map, *super().host_values(operands)]
 
     # ------------------------------------------------------------ kernel
@@ -238,7 +266,10 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                     self._load_b(stage, k, ring.expect(stage, self.stage_bytes - self.a_elements * self.element_bytes))
             else:
                 full = ring.expect(stage, self.stage_bytes)
-                self._load(self.a_map, self._stage_address(stage), [k, self.m0], full)
+                if self.im2col:
+                    self._load_windows(stage, k, full)
+                else:
+                    self._load(self.a_map, self._stage_address(stage), [k, self.m0], full)
                 self._load_b(stage, k, full)
             steps.yield_([])
 
@@ -266,6 +297,18 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         self._copy_tile(self.a, cfg.bm, cfg.bk, (self.m0, k), w.mul(stage, self.stage_elements),
                         StepCopies(None, None), self.a_limits(), self.ops.a_window, copiers)
         self.ring_barriers.arrive_when_copied(stage)
+
+    def _load_windows(self, stage: ir.Value, k: ir.Value, full: ir.Value) -> None:
+        """A's tile of the K step at `k` with one im2col TMA copy: the
+        windows of output pixels m0.. at the step's filter tap, its 64
+        channels each (a step never straddles two taps: C is a multiple)."""
+        w, g = self.w, self.ops.a_window.geometry
+        tap = w.delinearize(w.div(k, g.channels), list(g.taps))
+        pixel = w.delinearize(self.m0, [g.batch, *g.out])
+        corners = [w.sub(w.mul(o, stride), padding) for o, stride, padding in zip(pixel[1:], g.stride, g.padding)]
+        offsets = [w.mul(t, dilation) for t, dilation in zip(tap, g.dilation)]
+        coordinates = [w.rem(k, g.channels), *reversed(corners), pixel[0]]
+        tma_load(w, self.a_map, self._stage_address(stage), coordinates, full, list(reversed(offsets)))
 
     def _load(self, tensor_map_: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
               barrier: ir.Value) -> None:

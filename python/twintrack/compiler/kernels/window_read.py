@@ -28,7 +28,10 @@ class WindowRead:
     of sizes `row_sizes`, k into `col_sizes` (the windows op's loops, in
     order). X's indices are `index_map` of the loops (a strided read, no
     padding), or body refs `indices` of `ops` (a gather through padding)
-    with `inside` (an i1 ref) false where the element is padding, a zero."""
+    with `inside` (an i1 ref) false where the element is padding, a zero.
+    `geometry`: the convolution's strides, dilations and padding where TMA's
+    im2col mode can read the windows (window_geometry.Im2colGeometry),
+    else why it cannot (a str)."""
     source_type: str
     row_sizes: tuple[int, ...]
     col_sizes: tuple[int, ...]
@@ -36,6 +39,7 @@ class WindowRead:
     ops: tuple[BodyOp, ...] = ()
     indices: tuple[Ref, ...] = ()
     inside: Ref | None = None
+    geometry: object = "not read"
 
     def address(self, w: KernelBuilder, row: ir.Value, col: ir.Value) -> tuple[list[ir.Value], ir.Value | None]:
         """X's indices of A's element (row, col), and whether it is inside X (None: always)."""
