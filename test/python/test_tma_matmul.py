@@ -79,12 +79,13 @@ def test_a_convolutions_windows_take_the_tma_kernel_where_wide_tiles_fill_the_sm
     (64, 14, 256, None),   # 196 tiles of 128 x 128
     (64, 7, 512, None),    # 100
     (64, 28, 128, None),   # 392 (no 256 columns)
-    (32, 7, 512, "fewer 128 x 128 tiles than 67% of the SMs"),  # 52
+    (32, 7, 512, None),    # 52, or 104 of 128 x 64
+    (16, 7, 512, "fewer 128 x 64 tiles than 67% of the SMs"),  # 56 of 128 x 64
 ])
 def test_windows_read_by_im2col_copies_take_the_tma_kernel_with_any_tile(batch, size, channels, reason):
     """An im2col copy a K step costs the producer what a stored A's does:
-    the kernel takes any of its tiles, where 128 x 128 ones cover two
-    thirds of the SMs."""
+    the kernel takes any of its tiles, where its narrowest (128 x 64) cover
+    two thirds of the SMs."""
     geometry = Im2colGeometry(batch, channels, (size, size), (size, size), (3, 3), (1, 1), (1, 1), (1, 1))
     windows = WindowRead(f"memref<{batch}x{size}x{size}x{channels}xf16>", (batch, size, size), (3, 3, channels),
                          geometry=geometry)

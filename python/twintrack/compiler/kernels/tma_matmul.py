@@ -54,6 +54,7 @@ from mlir import ir
 from mlir.dialects import arith, nvvm
 
 from .barrier_ring import BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
+from .builder import BLOCKS_PER_SM_ATTR
 from .matmul_common import KernelOperands, MatmulOperands, element_bytes
 from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, im2col_tensor_map, tensor_map, tma_layout_problem
 from .window_geometry import Im2colGeometry
@@ -73,9 +74,10 @@ GATHERING_PRODUCER_REGISTERS = 96
 GATHERED_TILE_COLUMNS = 256
 GATHERED_SM_SHARE = 2 / 3
 # Windows TMA's im2col mode reads (window_geometry) cost the producer one
-# copy a step, as a stored A: any tile, where 128 x 128 ones cover this
-# share of the SMs.
+# copy a step, as a stored A: any tile, where the narrowest (128 x 64)
+# cover this share of the SMs.
 IM2COL_SM_SHARE = 2 / 3
+IM2COL_TILE = (128, 64)
 
 
 @dataclass(frozen=True)
@@ -114,8 +116,9 @@ def tma_applies(operands, target, arch: str) -> str | None:
         if ops.in_element == "f32":
             return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
         if reads_im2col(ops):
-            if outputs < IM2COL_SM_SHARE * target.sm_count * 128 * 128:
-                return (f"a convolution's windows: fewer 128 x 128 tiles than {IM2COL_SM_SHARE:.0%} of the SMs "
+            if outputs < IM2COL_SM_SHARE * target.sm_count * IM2COL_TILE[0] * IM2COL_TILE[1]:
+                return (f"a convolution's windows: fewer {IM2COL_TILE[0]} x {IM2COL_TILE[1]} tiles than "
+                        f"{IM2COL_SM_SHARE:.0%} of the SMs "
                         "(the wgmma kernel's smaller tiles spread over more)")
         elif ops.n % GATHERED_TILE_COLUMNS or \
                 outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
@@ -323,6 +326,9 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         w, ring = self.w, self.ring_barriers
         with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
             self.mark_useful_work(steps.op)
+            # One block an SM: ptxas then knows the registers at entry, and honours
+            # setmaxnreg where the kernel's own count stays under the share (128 x 64 tiles).
+            steps.op.attributes[BLOCKS_PER_SM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
             step = w.add(first_step, steps.induction)
             stage = ring.wait_full(step)
             if self.gathers_a:  # cp.async wrote A through the generic proxy; the wgmmas read through the async one
