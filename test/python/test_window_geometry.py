@@ -84,6 +84,7 @@ def _geometry(text: str):
     (12, 3, 1, 2, 2),   # dilated
     (9, 5, 1, 1, 2),    # 5x5
     (10, 3, 1, 1, 0),   # no padding
+    (224, 7, 2, 1, 3),  # a stem's 7x7 at 112x112 outputs: checked at the edges and a stride through the rest
 ])
 def test_the_geometry_is_read_off_the_windows_gather(size, taps, stride, dilation, padding):
     geometry = _geometry(_windows(size, 64, taps, stride, dilation, padding))

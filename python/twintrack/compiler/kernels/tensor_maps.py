@@ -13,6 +13,7 @@ from mlir.dialects import arith, builtin, llvm, memref, nvgpu
 
 from .builder import KernelBuilder
 from .matmul_common import MatmulOperands, element_bytes
+from .window_geometry import Im2colGeometry
 
 TENSOR_MAP_ELEMENTS = ("f16", "bf16", "f32")
 SWIZZLE_BYTES = 128  # the swizzle every map here takes: a box row of 128 bytes
@@ -185,7 +186,7 @@ def tensor_map(operand: ir.Value, box: list[int]) -> ir.Value:
 IM2COL_ATTRIBUTE = "twintrack.im2col"  # on a descriptor: the host encodes an im2col map (host_plan)
 
 
-def im2col_tensor_map(image: ir.Value, geometry, pixels: int, channels: int) -> ir.Value:
+def im2col_tensor_map(image: ir.Value, geometry: Im2colGeometry, pixels: int, channels: int) -> ir.Value:
     """The host side of an im2col tensor map of a channels-last `image`
     (window_geometry.Im2colGeometry): a copy through it loads `pixels`
     output pixels' windows at one tap, `channels` channels each, with the

@@ -122,7 +122,7 @@ def tma_applies(operands, target, arch: str) -> str | None:
                         "(the wgmma kernel's smaller tiles spread over more)")
         elif ops.n % GATHERED_TILE_COLUMNS or \
                 outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
-            return (f"a convolution's windows, gathered ({ops.a_window.geometry}): fewer 128 x "
+            return (f"a convolution's windows, gathered (no im2col copy: {im2col_problem(ops)}): fewer 128 x "
                     f"{GATHERED_TILE_COLUMNS} tiles than {GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's "
                     "smaller tiles spread over more)")
     # A persistent grid pays where the tiles outnumber the SMs: the largest tile, two waves.
@@ -137,11 +137,18 @@ def tma_applies(operands, target, arch: str) -> str | None:
     return None
 
 
+def im2col_problem(ops: MatmulOperands, pixels: int = 128) -> str | None:
+    """Why TMA's im2col mode cannot read A's windows, `pixels` and one K
+    step of channels a copy (None: it can)."""
+    geometry = ops.a_window.geometry
+    if not isinstance(geometry, Im2colGeometry):
+        return geometry
+    return geometry.problem(pixels, SWIZZLE_BYTES // element_bytes(ops.in_element))
+
+
 def reads_im2col(ops: MatmulOperands, pixels: int = 128) -> bool:
-    """Are A's windows read by TMA's im2col mode, `pixels` a copy (else gathered by cp.async)?"""
-    geometry = ops.a_window.geometry if ops.a_window is not None else None
-    channels = SWIZZLE_BYTES // element_bytes(ops.in_element)
-    return isinstance(geometry, Im2colGeometry) and geometry.problem(pixels, channels) is None
+    """Are A's windows read by TMA's im2col mode (else gathered by cp.async)?"""
+    return ops.a_window is not None and im2col_problem(ops, pixels) is None
 
 
 def tma_takes_tile(tile: TmaWgmmaTileConfig, operands) -> bool:

@@ -6,10 +6,11 @@ gather computes an address per 16 bytes.
 
 The WindowRead describes A's element (m, k) by ops (a gather through
 padding) or an index map (a strided read). Rather than match their form,
-the geometry is fitted from the address they compute at a few output
-pixels, then checked against it at every output pixel and tap (numpy, one
-evaluation of the body over all of them): any window the model does not
-reproduce exactly keeps the gather."""
+the geometry is fitted from the address they compute, then checked
+against it at every tap of every output position (of the edges and a
+stride through the interior of a large output: `_loop_grid`) in one numpy
+evaluation of the body: any window the model does not reproduce exactly
+keeps the gather."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ from .window_read import WindowRead
 CORNER_BITS = 16
 MAX_TRAVERSAL_STRIDE = 8
 MAX_BOX = 256
+
+# Output positions the geometry is checked at, per dim (`_loop_grid`).
+EVERY_POSITION = 64
+EDGE_POSITIONS = 24
+INTERIOR_STEP = 7
 
 
 @dataclass(frozen=True)
@@ -103,12 +109,20 @@ def im2col_geometry(read: WindowRead) -> Im2colGeometry | str:
 
 
 def _loop_grid(sizes: tuple[int, ...]) -> list[np.ndarray]:
-    """Every loop's value at each point of a grid: batch and channel at
-    their ends (they only index X's outer and inner dims), every output
-    pixel and tap. Arrays of the grid's shape (loops in order)."""
-    axes = [np.array(sorted({0, sizes[0] - 1}))] + [np.arange(s) for s in sizes[1:-1]] + \
-        [np.array(sorted({0, sizes[-1] - 1}))]
-    return np.meshgrid(*axes, indexing="ij")
+    """Every loop's value at each point of a grid (arrays of the grid's
+    shape, loops in order): batch and channel at their ends and middle
+    (they only index X's outer and inner dims), every tap, and every output
+    position of a dim up to EVERY_POSITION of them, else its first and
+    last EDGE_POSITIONS (where windows cross the padding) and a stride
+    through the rest: a 112x112 output with 7x7 taps stays under a million
+    points."""
+    def positions(size: int) -> np.ndarray:
+        if size <= EVERY_POSITION:
+            return np.arange(size)
+        middle = np.arange(EDGE_POSITIONS, size - EDGE_POSITIONS, INTERIOR_STEP)
+        return np.unique(np.concatenate([np.arange(EDGE_POSITIONS), middle, np.arange(size - EDGE_POSITIONS, size)]))
+    ends = [np.array(sorted({0, s // 2, s - 1})) for s in (sizes[0], sizes[-1])]
+    return np.meshgrid(ends[0], *(positions(s) for s in sizes[1:-1]), ends[1], indexing="ij")
 
 
 def _fitted(read: WindowRead, shape: list[int], grid, indices, inside) -> Im2colGeometry | str:
@@ -119,12 +133,12 @@ def _fitted(read: WindowRead, shape: list[int], grid, indices, inside) -> Im2col
     if not inside.any():
         return "no window lies inside the input"
     spatial = len(shape) - 2
-    first = tuple(np.argwhere(inside)[0])
+    first = np.unravel_index(np.argmax(inside), inside.shape)
     stride, dilation, padding = [], [], []
     for s in range(spatial):
         index, tap = indices[1 + s], _tap(grid, spatial, s)
-        stride.append(_step(index, inside, 1 + s))
-        dilation.append(1 if tap is None else _step(index, inside, 1 + spatial + s))
+        stride.append(_step(index, grid[1 + s], inside, 1 + s))
+        dilation.append(1 if tap is None else _step(index, tap, inside, 1 + spatial + s))
         at_tap = 0 if tap is None else int(tap[first])
         padding.append(int(grid[1 + s][first]) * stride[-1] + at_tap * dilation[-1] - int(index[first]))
     taps = tuple(read.col_sizes[:-1]) or (1,) * spatial
@@ -137,12 +151,12 @@ def _tap(grid, spatial: int, s: int) -> np.ndarray | None:
     return grid[1 + spatial + s] if len(grid) == 2 * spatial + 2 else None
 
 
-def _step(index: np.ndarray, inside: np.ndarray, axis: int) -> int:
-    """How far `index` moves between neighbours along grid `axis`, both
-    inside (1 where none are: a loop of one, or checked afterwards)."""
+def _step(index: np.ndarray, loop: np.ndarray, inside: np.ndarray, axis: int) -> int:
+    """How far `index` moves a step of `loop` between neighbours along grid
+    `axis`, both inside (1 where none are: a loop of one, or checked afterwards)."""
     both = np.logical_and(np.delete(inside, 0, axis), np.delete(inside, -1, axis))
-    steps = np.diff(index, axis=axis)[both]
-    return int(steps[0]) if steps.size else 1
+    moved, apart = np.diff(index, axis=axis)[both], np.diff(loop, axis=axis)[both]
+    return int(moved[0] // apart[0]) if moved.size else 1
 
 
 def _reproduces(g: Im2colGeometry, loops, indices, inside) -> bool:
