@@ -55,14 +55,21 @@ def test_which_matmuls_the_tma_kernel_takes(operands, reason):
     assert "one matmul a kernel" in tma_applies([operands, operands], gpu_target(), "sm_90a")
 
 
-_WINDOWS = WindowRead("memref<64x14x14x256xf16>", (64, 14, 14), (3, 3, 256))  # gathered: no im2col geometry
+def _windows(read: WindowRead, geometry) -> WindowRead:
+    """`read` with the geometry its windows op would give (read from the op when first asked)."""
+    read.__dict__["geometry"] = geometry
+    return read
+
+
+_WINDOWS = _windows(WindowRead("memref<64x14x14x256xf16>", (64, 14, 14), (3, 3, 256)),
+                    "an NCHW input's windows")  # gathered: no im2col copy reads them
 
 
 @pytest.mark.parametrize("m, n, reason", [
     (64 * 14 * 14, 256, None),          # 98 tiles of 128 x 256
     (64 * 7 * 7, 512, "fewer 128 x 256 tiles than 67% of the SMs"),  # 50
     (64 * 28 * 28, 128, "fewer 128 x 256 tiles"),  # no 256 columns
-    (8 * 14 * 14, 256, "fewer 128 x 256 tiles"),
+    (8 * 14 * 14, 256, "fewer 128 x 64 tiles"),  # too few for any window
 ])
 def test_a_convolutions_windows_take_the_tma_kernel_where_wide_tiles_fill_the_sms(m, n, reason):
     """Its producer gathers A through the windows: only 128 x 256 tiles keep
@@ -87,8 +94,8 @@ def test_windows_read_by_im2col_copies_take_the_tma_kernel_with_any_tile(batch, 
     the kernel takes any of its tiles, where its narrowest (128 x 64) cover
     two thirds of the SMs."""
     geometry = Im2colGeometry(batch, channels, (size, size), (size, size), (3, 3), (1, 1), (1, 1), (1, 1))
-    windows = WindowRead(f"memref<{batch}x{size}x{size}x{channels}xf16>", (batch, size, size), (3, 3, channels),
-                         geometry=geometry)
+    windows = _windows(WindowRead(f"memref<{batch}x{size}x{size}x{channels}xf16>", (batch, size, size),
+                                  (3, 3, channels)), geometry)
     operands = replace(_operands(batch * size * size, channels, 9 * channels, b_transposed=True), a_window=windows)
     got = tma_applies([operands], gpu_target(), "sm_90a")
     assert got is None if reason is None else reason in got, got

@@ -115,13 +115,12 @@ def tma_applies(operands, target, arch: str) -> str | None:
     if ops.a_window is not None:
         if ops.in_element == "f32":
             return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
-        if reads_im2col(ops):
-            if outputs < IM2COL_SM_SHARE * target.sm_count * IM2COL_TILE[0] * IM2COL_TILE[1]:
-                return (f"a convolution's windows: fewer {IM2COL_TILE[0]} x {IM2COL_TILE[1]} tiles than "
-                        f"{IM2COL_SM_SHARE:.0%} of the SMs "
-                        "(the wgmma kernel's smaller tiles spread over more)")
-        elif ops.n % GATHERED_TILE_COLUMNS or \
-                outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS:
+        if outputs < IM2COL_SM_SHARE * target.sm_count * IM2COL_TILE[0] * IM2COL_TILE[1]:  # any window's least
+            return (f"a convolution's windows: fewer {IM2COL_TILE[0]} x {IM2COL_TILE[1]} tiles than "
+                    f"{IM2COL_SM_SHARE:.0%} of the SMs (the wgmma kernel's smaller tiles spread over more)")
+        gathered = not reads_im2col(ops)
+        if gathered and (ops.n % GATHERED_TILE_COLUMNS or
+                         outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS):
             return (f"a convolution's windows, gathered (no im2col copy: {im2col_problem(ops)}): fewer 128 x "
                     f"{GATHERED_TILE_COLUMNS} tiles than {GATHERED_SM_SHARE:.0%} of the SMs (the wgmma kernel's "
                     "smaller tiles spread over more)")
@@ -140,10 +139,11 @@ def tma_applies(operands, target, arch: str) -> str | None:
 def im2col_problem(ops: MatmulOperands, pixels: int = 128) -> str | None:
     """Why TMA's im2col mode cannot read A's windows, `pixels` and one K
     step of channels a copy (None: it can)."""
+    step = SWIZZLE_BYTES // element_bytes(ops.in_element)
+    if ops.a_window.col_sizes[-1] % step:  # (before the geometry is read: it evaluates the windows)
+        return f"{ops.a_window.col_sizes[-1]} channels are no multiple of a {step}-channel step"
     geometry = ops.a_window.geometry
-    if not isinstance(geometry, Im2colGeometry):
-        return geometry
-    return geometry.problem(pixels, SWIZZLE_BYTES // element_bytes(ops.in_element))
+    return geometry if isinstance(geometry, str) else geometry.problem(pixels, step)
 
 
 def reads_im2col(ops: MatmulOperands, pixels: int = 128) -> bool:

@@ -133,12 +133,12 @@ def _fitted(read: WindowRead, shape: list[int], grid, indices, inside) -> Im2col
     if not inside.any():
         return "no window lies inside the input"
     spatial = len(shape) - 2
-    first = np.unravel_index(np.argmax(inside), inside.shape)
+    first = tuple(int(i) for i in np.unravel_index(np.argmax(inside), inside.shape))
     stride, dilation, padding = [], [], []
     for s in range(spatial):
         index, tap = indices[1 + s], _tap(grid, spatial, s)
-        stride.append(_step(index, grid[1 + s], inside, 1 + s))
-        dilation.append(1 if tap is None else _step(index, tap, inside, 1 + spatial + s))
+        stride.append(_step(index, grid[1 + s], inside, 1 + s, first))
+        dilation.append(1 if tap is None else _step(index, tap, inside, 1 + spatial + s, first))
         at_tap = 0 if tap is None else int(tap[first])
         padding.append(int(grid[1 + s][first]) * stride[-1] + at_tap * dilation[-1] - int(index[first]))
     taps = tuple(read.col_sizes[:-1]) or (1,) * spatial
@@ -151,11 +151,18 @@ def _tap(grid, spatial: int, s: int) -> np.ndarray | None:
     return grid[1 + spatial + s] if len(grid) == 2 * spatial + 2 else None
 
 
-def _step(index: np.ndarray, loop: np.ndarray, inside: np.ndarray, axis: int) -> int:
+def _step(index: np.ndarray, loop: np.ndarray, inside: np.ndarray, axis: int, first: tuple) -> int:
     """How far `index` moves a step of `loop` between neighbours along grid
-    `axis`, both inside (1 where none are: a loop of one, or checked afterwards)."""
-    both = np.logical_and(np.delete(inside, 0, axis), np.delete(inside, -1, axis))
-    moved, apart = np.diff(index, axis=axis)[both], np.diff(loop, axis=axis)[both]
+    `axis`, both inside: `first` and its next neighbour where that is inside,
+    else the first such pair (1 where none is: a loop of one, or checked afterwards)."""
+    if first[axis] + 1 < inside.shape[axis]:
+        neighbour = first[:axis] + (first[axis] + 1,) + first[axis + 1:]
+        if inside[neighbour]:
+            return int((index[neighbour] - index[first]) // (loop[neighbour] - loop[first]))
+    lower = tuple(slice(None, -1) if a == axis else slice(None) for a in range(inside.ndim))
+    upper = tuple(slice(1, None) if a == axis else slice(None) for a in range(inside.ndim))
+    both = inside[lower] & inside[upper]
+    moved, apart = (index[upper] - index[lower])[both], (loop[upper] - loop[lower])[both]
     return int(moved[0] // apart[0]) if moved.size else 1
 
 

@@ -13,6 +13,7 @@ that (twintrack.compiler.passes.window_operands)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from mlir import ir
@@ -29,9 +30,9 @@ class WindowRead:
     order). X's indices are `index_map` of the loops (a strided read, no
     padding), or body refs `indices` of `ops` (a gather through padding)
     with `inside` (an i1 ref) false where the element is padding, a zero.
-    `geometry`: the convolution's strides, dilations and padding where TMA's
-    im2col mode can read the windows (window_geometry.Im2colGeometry),
-    else why it cannot (a str)."""
+    `geometry` (read when first asked): the convolution's strides,
+    dilations and padding where TMA's im2col mode can read the windows
+    (window_geometry.Im2colGeometry), else why it cannot (a str)."""
     source_type: str
     row_sizes: tuple[int, ...]
     col_sizes: tuple[int, ...]
@@ -39,7 +40,11 @@ class WindowRead:
     ops: tuple[BodyOp, ...] = ()
     indices: tuple[Ref, ...] = ()
     inside: Ref | None = None
-    geometry: object = "not read"
+
+    @functools.cached_property
+    def geometry(self):
+        from .window_geometry import im2col_geometry  # (it reads WindowReads)
+        return im2col_geometry(self)
 
     def address(self, w: KernelBuilder, row: ir.Value, col: ir.Value) -> tuple[list[ir.Value], ir.Value | None]:
         """X's indices of A's element (row, col), and whether it is inside X (None: always)."""

@@ -14,13 +14,12 @@ guarded where the window reads padding (fold-patch-padding's form):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from mlir import ir
 
 from ..kernels.epilogue import BodyOp, Ref, uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
-from ..kernels.window_geometry import im2col_geometry
 from ..kernels.window_read import WindowRead
 from .generic_body import describe_body, indexing_maps
 from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, is_zero_constant, nested_ops,
@@ -176,7 +175,7 @@ def _described(windows: ir.Operation, patches: ir.Value, rows: int) -> tuple[Win
     element = ir.MemRefType(source.type).element_type
     if element != ir.MemRefType(patches.type).element_type or not _chunks_contiguous(read, source, element):
         return None
-    return replace(read, geometry=im2col_geometry(read)), source
+    return read, source
 
 
 def _gather(ops: tuple[BodyOp, ...], result: Ref) -> tuple[tuple[Ref, ...], Ref | None] | None:
