@@ -110,3 +110,5 @@ def test_what_tma_cannot_copy_is_named():
     assert "outside [-128, 127]" in wide.problem(128, 64)
     strided = Im2colGeometry(1, 64, (64, 64), (4, 4), (1, 1), (16, 16), (1, 1), (0, 0))
     assert "strides (16, 16)" in strided.problem(128, 64)
+    volume = Im2colGeometry(1, 64, (8, 8, 8), (8, 8, 8), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1))
+    assert "3-d windows" in volume.problem(128, 64)

@@ -65,6 +65,8 @@ class Im2colGeometry:
 
     def problem(self, pixels: int, channels: int) -> str | None:
         """Why TMA cannot copy `pixels` x `channels` boxes of these windows (None: it can)."""
+        if len(self.size) != 2:
+            return f"{len(self.size)}-d windows (only 2-d ones have run through im2col copies)"
         if self.channels % channels:
             return f"{self.channels} channels are no multiple of a {channels}-channel step"
         if pixels > MAX_BOX:
