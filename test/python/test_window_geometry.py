@@ -7,7 +7,8 @@ import pytest
 from mlir import ir
 
 from twintrack.bindings import new_context
-from twintrack.compiler.kernels.window_geometry import Im2colGeometry
+from twintrack.compiler.kernels.window_geometry import Im2colGeometry, im2col_geometry
+from twintrack.compiler.kernels.window_read import WindowRead
 from twintrack.compiler.passes.window_operands import window_operand
 
 
@@ -111,3 +112,11 @@ def test_what_tma_cannot_copy_is_named():
     assert "strides (16, 16)" in strided.problem(128, 64)
     volume = Im2colGeometry(1, 64, (8, 8, 8), (8, 8, 8), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1))
     assert "3-d windows" in volume.problem(128, 64)
+
+
+def test_windows_too_many_to_check_are_refused_before_they_are_evaluated():
+    """A 3-d window's grid (64^3 outputs, 3x3x3 taps) would hold tens of
+    millions of points: it is refused by its count, not evaluated."""
+    read = WindowRead("memref<4x64x64x64x64xf16>", (4, 64, 64, 64), (3, 3, 3, 64))
+    with new_context("mlir"):
+        assert "windows' elements to check" in im2col_geometry(read)

@@ -164,7 +164,7 @@ def tma_store_problem(ops: MatmulOperands) -> str | None:
     return layout if isinstance(layout, str) else None
 
 
-def tensor_map(operand: ir.Value, box: list[int]) -> ir.Value:
+def tensor_map(operand: ir.Value, box: list[int], attributes: dict[str, ir.Attribute] | None = None) -> ir.Value:
     """The host side of a tensor map (built at the
     current insertion point, outside the launch) of memref `operand`: nvgpu's descriptor of
     `box` (outermost first) with the 128-byte swizzle and zeros out of
@@ -179,8 +179,10 @@ def tensor_map(operand: ir.Value, box: list[int]) -> ir.Value:
         "oob = zero, interleave = none>")
     index = ir.IndexType.get()
     sizes = [arith.constant(index, size) for size in box]
-    descriptor = nvgpu.TmaCreateDescriptorOp(descriptor_type, unranked, sizes).result
-    return builtin.unrealized_conversion_cast([llvm.PointerType.get()], [descriptor])
+    descriptor = nvgpu.TmaCreateDescriptorOp(descriptor_type, unranked, sizes)
+    for name, value in (attributes or {}).items():
+        descriptor.attributes[name] = value
+    return builtin.unrealized_conversion_cast([llvm.PointerType.get()], [descriptor.result])
 
 
 IM2COL_ATTRIBUTE = "twintrack.im2col"  # on a descriptor: the host encodes an im2col map (host_plan)
@@ -194,14 +196,11 @@ def im2col_tensor_map(image: ir.Value, geometry: Im2colGeometry, pixels: int, ch
     descriptor knows only tiled maps: its box is one pixel's channels and
     the im2col part travels as an attribute the host plan reads."""
     rank = ir.MemRefType(image.type).rank
-    pointer = tensor_map(image, [1] * (rank - 1) + [channels])
-    spec = geometry.as_spec(pixels, channels)
-    array = ir.DenseI64ArrayAttr.get
-    pointer.owner.operands[0].owner.attributes[IM2COL_ATTRIBUTE] = ir.DictAttr.get(
-        {"lower": array(spec["lower"]), "upper": array(spec["upper"]), "element_strides": array(spec["element_strides"]),
-         "channels": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), channels),
-         "pixels": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pixels)})
-    return pointer
+    array, i64 = ir.DenseI64ArrayAttr.get, ir.IntegerType.get_signless(64)
+    im2col = ir.DictAttr.get({"lower": array(geometry.lower_corner), "upper": array(geometry.upper_corner),
+                              "element_strides": array([1, *geometry.stride, 1]),
+                              "channels": ir.IntegerAttr.get(i64, channels), "pixels": ir.IntegerAttr.get(i64, pixels)})
+    return tensor_map(image, [1] * (rank - 1) + [channels], {IM2COL_ATTRIBUTE: im2col})
 
 
 def makes_tensor_map(op: ir.Operation) -> bool:

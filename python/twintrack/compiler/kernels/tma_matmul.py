@@ -112,6 +112,7 @@ def tma_applies(operands, target, arch: str) -> str | None:
     if ops.in_element not in TENSOR_MAP_ELEMENTS:
         return f"no tensor map for {ops.in_element}"
     outputs = (ops.batch or 1) * ops.m * ops.n
+    gathered = False  # A's windows copied by the producer's cp.async, no tensor map describing them
     if ops.a_window is not None:
         if ops.in_element == "f32":
             return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
@@ -127,7 +128,7 @@ def tma_applies(operands, target, arch: str) -> str | None:
     # A persistent grid pays where the tiles outnumber the SMs: the largest tile, two waves.
     elif outputs < 2 * target.sm_count * 128 * 256:
         return "fewer than two waves of 128 x 256 tiles (the wgmma kernel's grid is as fast there)"
-    mapped = (("B", ops.b_type),) if ops.a_window is not None and not reads_im2col(ops) else \
+    mapped = (("B", ops.b_type),) if gathered else \
         (("A", ops.a_window.source_type if ops.a_window is not None else ops.a_type), ("B", ops.b_type))
     for name, memref_type in mapped:
         problem = tma_layout_problem(memref_type)

@@ -8,12 +8,13 @@ The WindowRead describes A's element (m, k) by ops (a gather through
 padding) or an index map (a strided read). Rather than match their form,
 the geometry is fitted from the address they compute, then checked
 against it at every tap of every output position (of the edges and a
-stride through the interior of a large output: `_loop_grid`) in one numpy
+stride through the interior of a large output: `_grid_axes`) in one numpy
 evaluation of the body: any window the model does not reproduce exactly
 keeps the gather."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +30,13 @@ CORNER_BITS = 16
 MAX_TRAVERSAL_STRIDE = 8
 MAX_BOX = 256
 
-# Output positions the geometry is checked at, per dim (`_loop_grid`).
+# Output positions the geometry is checked at, per dim (`_grid_axes`).
 EVERY_POSITION = 64
 EDGE_POSITIONS = 24
 INTERIOR_STEP = 7
+# The most points checked (a 3-d window's grid can reach tens of millions:
+# gigabytes of numpy arrays). A 112x112 2-d output with 7x7 taps is 1.5 million.
+MAX_CHECKED_POINTS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,6 @@ class Im2colGeometry:
             return f"tap offsets past {bits} bits"
         return None
 
-    def as_spec(self, pixels: int, channels: int) -> dict:
-        """The host plan's im2col part of a tensor map (outermost first, as the view's sizes)."""
-        return {"lower": self.lower_corner, "upper": self.upper_corner, "channels": channels,
-                "pixels": pixels, "element_strides": [1, *self.stride, 1]}
-
 
 def im2col_geometry(read: WindowRead) -> Im2colGeometry | str:
     """The geometry of `read`'s windows, or why TMA's im2col mode cannot
@@ -98,7 +97,11 @@ def im2col_geometry(read: WindowRead) -> Im2colGeometry | str:
         return "not a channels-last 1-, 2- or 3-d convolution's windows"
     if read.row_sizes[0] != shape[0] or read.col_sizes[-1] != shape[-1]:
         return "the windows' rows or columns do not follow the input's batch and channels"
-    grid = _loop_grid(read.row_sizes + read.col_sizes)
+    axes = _grid_axes(read.row_sizes + read.col_sizes)
+    points = math.prod(len(axis) for axis in axes)
+    if points > MAX_CHECKED_POINTS:
+        return f"{points} windows' elements to check (at most {MAX_CHECKED_POINTS})"
+    grid = np.meshgrid(*axes, indexing="ij")  # every loop's value at each point, loops in order
     try:
         indices, inside = _evaluated(read, grid)
     except _Unsupported as unsupported:
@@ -110,21 +113,19 @@ def im2col_geometry(read: WindowRead) -> Im2colGeometry | str:
         "the windows' address is no strided, dilated, zero-padded convolution's"
 
 
-def _loop_grid(sizes: tuple[int, ...]) -> list[np.ndarray]:
-    """Every loop's value at each point of a grid (arrays of the grid's
-    shape, loops in order): batch and channel at their ends and middle
-    (they only index X's outer and inner dims), every tap, and every output
-    position of a dim up to EVERY_POSITION of them, else its first and
-    last EDGE_POSITIONS (where windows cross the padding) and a stride
-    through the rest: a 112x112 output with 7x7 taps stays under a million
-    points."""
+def _grid_axes(sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """The values of each loop the windows are checked at: batch and
+    channel at their ends and middle (they only index X's outer and inner
+    dims), every tap, and every output position of a dim up to
+    EVERY_POSITION of them, else its first and last EDGE_POSITIONS (where
+    windows cross the padding) and a stride through the rest."""
     def positions(size: int) -> np.ndarray:
         if size <= EVERY_POSITION:
             return np.arange(size)
         middle = np.arange(EDGE_POSITIONS, size - EDGE_POSITIONS, INTERIOR_STEP)
         return np.unique(np.concatenate([np.arange(EDGE_POSITIONS), middle, np.arange(size - EDGE_POSITIONS, size)]))
     ends = [np.array(sorted({0, s // 2, s - 1})) for s in (sizes[0], sizes[-1])]
-    return np.meshgrid(ends[0], *(positions(s) for s in sizes[1:-1]), ends[1], indexing="ij")
+    return [ends[0], *(positions(s) for s in sizes[1:-1]), ends[1]]
 
 
 def _fitted(read: WindowRead, shape: list[int], grid, indices, inside) -> Im2colGeometry | str:
