@@ -352,3 +352,54 @@ def test_a_persistent_kernel_storing_from_registers_keeps_its_barriers_inside_it
     offsets = [int(n) for n in re.findall(r"mbarrier\.init\.shared\.b64\s+\[%rd\d+\+(\d+)\]", ptx)]
     assert offsets and max(offsets) < ring + 2 * 4 * 8  # 4 full and 4 empty barriers after the ring
     assert launch["dynamic_shared_bytes"] >= ring + 1024 + 2 * 4 * 8
+
+
+@needs_ptxas
+@pytest.mark.parametrize("model, dtype, box", [
+    ("zoo:gemm?m=4096&k=4096&n=4096", "float16", [64, 64]),  # plain B: two of the four 64-column boxes a block
+    ("zoo:mlp?batch=4096&features=1024&hidden=4096&out=1024", "bfloat16", [128, 64]),  # Wᵀ: half of its 256 rows
+])
+def test_clusters_of_two_share_b_by_multicast_copies(artifact, tmp_path_factory, model, dtype, box):
+    """With `cluster_rows = 2` the kernel runs in clusters of two blocks
+    (`.reqnctapercluster`), each a row tile of one column tile: each block
+    copies its own A and its half of B to both blocks' shared memory, and
+    a buffer is refilled once each block's consumer warps have released it
+    (a remote mbarrier arrival a warp)."""
+    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(LOWERING_DIR, lowering)
+    table = lowering / "tuning" / "matmul.toml"
+    table.write_text(table.read_text().replace("[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ncluster_rows = 2\n"))
+    outdir = artifact(model, "--pipeline", "gpu", "--dtype", dtype, "--strict-kernels", "--lowering-dir", lowering)
+    kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+                  if k["path"].startswith("tma-wgmma-matmul"))
+    assert "clusters of 2 sharing B" in kernel["path"] and kernel["spills"] == 0
+    assert kernel["grid"][0] % 2 == 0
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    assert re.search(r"\.reqnctapercluster 2, 1, 1", ptx)
+    multicast = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes"
+                           r"\.multicast::cluster \[%rd\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%rd\d+\], %rs\d+;", ptx)
+    assert multicast  # B's share; A's copy stays the block's own
+    assert re.search(r"mapa\.shared::cluster\.u32 at, %r\d+, %r\d+; "
+                     r"mbarrier\.arrive\.release\.cluster\.shared::cluster\.b64 _, \[at\];", ptx)
+    assert ptx.count("barrier.cluster.wait") == 2  # after the barriers' setup, and before a block exits
+    plan = json.loads((outdir / "plan.json").read_text())
+    assert validate_plan(plan) == []
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
+    boxes = [a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a]
+    assert boxes[2] == box  # C's, A's, B's
+
+
+@needs_ptxas
+def test_clusters_only_where_the_row_tiles_pair_up(artifact, tmp_path_factory):
+    """31 row tiles of 128 cannot pair up: the kernel keeps one block a cluster, and says nothing of clusters."""
+    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
+    shutil.copytree(LOWERING_DIR, lowering)
+    table = lowering / "tuning" / "matmul.toml"
+    table.write_text(table.read_text().replace("[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ncluster_rows = 2\n"))
+    outdir = artifact("zoo:gemm?m=3968&k=4096&n=4096", "--pipeline", "gpu", "--dtype", "float16", "--strict-kernels",
+                      "--lowering-dir", lowering)
+    kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+                  if k["path"].startswith("tma-wgmma-matmul"))
+    assert "clusters" not in kernel["path"] and kernel["grid"] == [gpu_target().sm_count, 1, 1]
+    ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
+    assert "reqnctapercluster" not in ptx and "multicast" not in ptx and "barrier.cluster" not in ptx

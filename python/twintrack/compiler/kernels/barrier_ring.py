@@ -8,7 +8,13 @@ have landed (the producer arrives on it expecting the tile's bytes),
 (counted over everything the block copies) uses buffer step % stages in
 round step / stages; a wait for the round's parity (round % 2) returns once
 that round's phase has completed. The producer's first wait on each
-`empty[s]` asks for parity 1, which a fresh barrier reports complete."""
+`empty[s]` asks for parity 1, which a fresh barrier reports complete.
+
+In a cluster whose blocks share their copies (TMA multicast: a copy
+lands at the same offset of each block's shared memory and completes on
+each block's `full[s]`), a producer may refill buffer s only once every
+block's consumers are done with it: `empty[s]` then counts the releases
+of the whole cluster, one a consumer warp from each block."""
 
 from __future__ import annotations
 
@@ -29,6 +35,10 @@ GEP_DYNAMIC_INDEX = -2**31  # llvm.getelementptr's marker of an index taken from
 
 REGISTERS_PER_SM = 65_536
 WARPGROUP_THREADS = 128
+WARP_THREADS = 32
+# An arrival on the mbarrier at shared address $0 of the cluster's block $1.
+REMOTE_ARRIVE = ("{ .reg .b32 at; mapa.shared::cluster.u32 at, $0, $1; "
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [at]; }")
 
 
 def consumer_registers(consumers: int, producer_registers: int, blocks_per_sm: int = 1) -> int:
@@ -48,26 +58,42 @@ def ring_barrier_bytes(stages: int) -> int:
 
 
 @dataclass(frozen=True)
+class ClusterPeers:
+    """The `size` blocks of a cluster that share their copies;
+    `warp_leader` (i1): whether this thread releases buffers for its warp."""
+    size: int
+    warp_leader: ir.Value
+
+
+@dataclass(frozen=True)
 class BarrierRing:
     """The mbarriers of a `stages`-buffer ring: full[0..stages), then
-    empty[0..stages), 8 bytes apart from the shared address `first`."""
+    empty[0..stages), 8 bytes apart from the shared address `first`;
+    `peers`: the cluster whose consumers release each buffer (None: this
+    block's alone)."""
     w: KernelBuilder
     stages: int
     first: ir.Value
+    peers: ClusterPeers | None = None
 
     @staticmethod
     def initialized(w: KernelBuilder, first: ir.Value, stages: int, thread: ir.Value, consumers: int,
-                    producers: int = 1) -> BarrierRing:
+                    producers: int = 1, peers: ClusterPeers | None = None) -> BarrierRing:
         """The ring's barriers at `first`, initialized by thread 0 (`full`
         expecting the arrivals of `producers` threads, `empty` every
-        consumer thread's) before the whole block meets."""
-        ring = BarrierRing(w, stages, first)
+        consumer thread's, or with `peers` each consumer warp's of every
+        block of the cluster) before the whole block (cluster) meets."""
+        ring = BarrierRing(w, stages, first, peers)
+        releases = consumers if peers is None else peers.size * (consumers // WARP_THREADS)
         with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, thread, w.index(0))):
             for s in range(stages):
                 nvvm.MBarrierInitOp(ring._fixed(s), w.constant(producers, "i32"))
-                nvvm.MBarrierInitOp(ring._fixed(stages + s), w.constant(consumers, "i32"))
+                nvvm.MBarrierInitOp(ring._fixed(stages + s), w.constant(releases, "i32"))
             nvvm.FenceMbarrierInitOp()
-        w.barrier()
+        if peers is None:
+            w.barrier()
+        else:  # a peer's copies and releases reach these barriers: they must be initialized first
+            cluster_barrier()
         return ring
 
     def slot(self, step: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -108,9 +134,18 @@ class BarrierRing:
         nvvm.CpAsyncMBarrierArriveOp(self.full(stage), noinc=True)
 
     def release(self, step: ir.Value) -> None:
-        """This consumer thread is done with step `step`'s buffer."""
+        """This consumer thread is done with step `step`'s buffer (in a
+        cluster: its warp is, each block's barrier told by the warp's first thread)."""
         stage, _ = self.slot(step)
-        nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), self.empty(stage))
+        empty = self.empty(stage)
+        if self.peers is None:
+            nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), empty)
+            return
+        with self.w.only_if(self.peers.warp_leader):
+            address = llvm.ptrtoint(ir.IntegerType.get_signless(32), empty)
+            for rank in range(self.peers.size):
+                llvm.inline_asm(None, [address, self.w.constant(rank, "i32")], REMOTE_ARRIVE, "r,r",
+                                has_side_effects=True)
 
     def _wait(self, barrier: ir.Value, parity: ir.Value) -> None:
         nvvm.MBarrierTryWaitParityOp(barrier, parity, self.w.constant(WAIT_HINT_NS, "i32"))
@@ -127,15 +162,26 @@ class BarrierRing:
                                   ir.IntegerType.get_signless(8), llvm.GEPNoWrapFlags.none)
 
 
+def cluster_barrier() -> None:
+    """Every thread of the cluster meets (release, then acquire: what each
+    block wrote to its shared memory before is seen by the others)."""
+    nvvm.ClusterArriveOp()
+    nvvm.ClusterWaitOp()
+
+
 def tma_load(w: KernelBuilder, tensor_map: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
-             barrier: ir.Value, im2col_offsets: list[ir.Value] | None = None) -> None:
+             barrier: ir.Value, im2col_offsets: list[ir.Value] | None = None, multicast_blocks: int = 0) -> None:
     """One TMA copy of the box at `coordinates` (innermost first) into
     `shared_address`, completing on `barrier`. With `im2col_offsets` (a
     filter tap, innermost first) the map is an im2col one and the
-    coordinates those of the first window's corner."""
+    coordinates those of the first window's corner. With
+    `multicast_blocks` (a mask of cluster ranks) the box lands at the same
+    address of each of those blocks and completes on each one's barrier
+    at `barrier`'s address."""
     i32, i16 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(16)
     destination = llvm.addrspacecast(llvm.PointerType.get(7), shared_pointer(w, shared_address))
     offsets = [arith.index_cast(i16, o) for o in im2col_offsets or []]
     nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
         destination, tensor_map, [arith.index_cast(i32, c) for c in coordinates], barrier, offsets,
+        multicastMask=w.constant(multicast_blocks, "i16") if multicast_blocks else None,
         mode=nvvm.TMALoadMode.IM2COL if im2col_offsets is not None else None)

@@ -31,6 +31,7 @@ USEFUL_ATTR = "twintrack.useful_fraction"  # the share of a loop's work inside t
 THEN_SHARE_ATTR = "twintrack.then_share"  # the share of the threads that take an scf.if's then side (the rest: else)
 WGMMA_SHAPE_ATTR = "twintrack.wgmma_shape"  # on a wgmma written as PTX (A in registers): its m x n x k
 BLOCKS_PER_SM_ATTR = "twintrack.blocks_per_sm"  # on an op of a kernel's body: the resident blocks it is built for
+CLUSTER_BLOCKS_ATTR = "twintrack.cluster_blocks"  # on an op of a kernel's body: the blocks of its 1-d clusters
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,

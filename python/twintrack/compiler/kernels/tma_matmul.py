@@ -34,6 +34,12 @@ until the next block starts. Here:
   cp.async, and each producer thread arrives on `full[s]` once its copies
   have landed; one of them still copies B with TMA. The consumers fence
   those copies to the async proxy the wgmmas read through.
+- **Clusters sharing B** (`cluster_rows`). Two blocks of a cluster take
+  adjacent row tiles of one column tile: each copies its own A and half
+  of the B tile they share, multicast to both, so each block reads 32 of
+  its 48 KiB a step from L2 (cuBLAS's 4096³ fp16 kernel runs clusters of
+  2). Both walk the same tiles in step; a buffer is refilled once both
+  blocks' consumers are done with it (barrier_ring).
 - **TMA stores.** Where a tensor map can describe C, each consumer
   warpgroup writes its 64 rows of results (the epilogue applied) 128 bytes
   of columns at a time into one of two swizzled staging buffers of its
@@ -53,8 +59,9 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, nvvm
 
-from .barrier_ring import BarrierRing, consumer_registers, ring_barrier_bytes, tma_load
-from .builder import BLOCKS_PER_SM_ATTR
+from .barrier_ring import (WARP_THREADS, BarrierRing, ClusterPeers, cluster_barrier, consumer_registers,
+                           ring_barrier_bytes, tma_load)
+from .builder import BLOCKS_PER_SM_ATTR, CLUSTER_BLOCKS_ATTR
 from .matmul_common import KernelOperands, MatmulOperands, element_bytes
 from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, im2col_tensor_map, tensor_map, tma_layout_problem
 from .window_geometry import Im2colGeometry
@@ -85,10 +92,13 @@ class TmaWgmmaTileConfig(WgmmaTileConfig):
     """A wgmma tile, `warpgroups` consumer warpgroups and one producer;
     `persistent_blocks`: the grid's blocks, at most one per SM (the
     target's SM count, filled in where the tile is chosen); `group_rows`:
-    the row tiles a band of the tile order spans (`tile_place`)."""
+    the row tiles a band of the tile order spans (`tile_place`);
+    `cluster_rows`: the blocks of a cluster, each a row tile of one column
+    tile, sharing B's tile (1: no clusters)."""
     persistent_blocks: int = 0
     group_rows: int = 16
     tma_stores: bool = True
+    cluster_rows: int = 1
 
     @property
     def threads(self) -> int:
@@ -176,8 +186,20 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         self.stage_bytes = self.stage_elements * self.element_bytes
         self.columns, self.rows, batch = super().grid()
         self.tiles = self.columns * self.rows * batch
+        self.cluster = self._cluster_size()
+        if self.cluster > 1:
+            self.path += f" clusters of {self.cluster} sharing B"
         blocks = config.persistent_blocks or self.tiles
-        self.blocks = min(self.tiles, blocks)
+        self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
+
+    def _cluster_size(self) -> int:
+        """The tile's clusters, where B's tile splits into halves of whole
+        swizzle atoms, the row tiles pair up and A is copied by TMA (a
+        gathered A keeps one block a cluster)."""
+        size = self.cfg.cluster_rows
+        b_rows = self.cfg.bn if self.b_k_major else self.cfg.bn // N_ATOM_ELEMENTS
+        parts = b_rows // (8 if self.b_k_major else 1)
+        return size if size > 1 and not self.gathers_a and self.rows % size == 0 and parts % size == 0 else 1
 
     def grid(self) -> tuple[int, int, int]:
         return (self.blocks, 1, 1)
@@ -191,7 +213,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         """The tensor maps of A (unless gathered) and B (and C's: `WgmmaMatmulWriter.host_values`)."""
         cfg, batch = self.cfg, self.ops.batch is not None
         unit = [1] if batch else []
-        b_box = unit + ([cfg.bn, cfg.bk] if self.b_k_major else [cfg.bk, N_ATOM_ELEMENTS])
+        b_box = unit + ([cfg.bn // self.cluster, cfg.bk] if self.b_k_major else [cfg.bk, N_ATOM_ELEMENTS])
         self.b_map = tensor_map(operands.b, b_box)
         if self.gathers_a:
             return [self.b_map, *super().host_values(operands)]
@@ -222,41 +244,55 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 else:
                     with w.only_if(self._lead_producer()):
                         self._tiles(self._produce)
+        if self.cluster > 1:  # a block's barriers and buffers stay until its peers are done with them
+            cluster_barrier()
 
     def _barriers(self) -> None:
         """The ring's barriers, after the ring and the staging buffers."""
-        first = self.w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
-        self.ring_barriers = BarrierRing.initialized(self.w, first, self.cfg.stages, self.tid, self.consumer_threads,
-                                                     1 + (WARPGROUP if self.gathers_a else 0))
+        w = self.w
+        first = w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
+        peers = None
+        self.cluster_rank = w.rem(self.block_n, self.cluster)  # the launch's block_x: clusters are 1-d
+        if self.cluster > 1:
+            peers = ClusterPeers(self.cluster, arith.cmpi(arith.CmpIPredicate.eq, w.rem(self.tid, WARP_THREADS),
+                                                          w.index(0)))
+        self.ring_barriers = BarrierRing.initialized(w, first, self.cfg.stages, self.tid, self.consumer_threads,
+                                                     1 + (WARPGROUP if self.gathers_a else 0), peers)
 
     def _tiles(self, body) -> None:
         """`body(first_step)` for each tile of this block, with the tile's
         block ids bound (block_n, block_m, batch, m0, n0) and `first_step`
-        its first K step counted over the block's tiles."""
-        w = self.w
-        block = self.block_n  # the launch's block_x: the persistent grid is 1-D
-        with w.loop(block, self.tiles, self.blocks) as tiles:
-            w.mean_trips(tiles.op, self.tiles / self.blocks)
-            tile = tiles.induction
-            self.block_n, self.block_m, self.batch = self._tile_place(tile)
+        its first K step counted over the block's tiles. A cluster walks
+        units of `cluster` row tiles, each block its rank's tile of each."""
+        w, size = self.w, self.cluster
+        block = self.block_n  # the launch's block_x: the persistent grid (and its clusters) 1-D
+        first, units, clusters = w.div(block, size), self.tiles // size, self.blocks // size
+        with w.loop(first, units, clusters) as tiles:
+            w.mean_trips(tiles.op, units / clusters)
+            if size > 1:  # kernel-occupancy makes it the kernel's cluster shape
+                tiles.op.attributes[CLUSTER_BLOCKS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size)
+            unit = tiles.induction
+            self.block_n, row_unit, self.batch = self._tile_place(unit, self.rows // size)
+            self.block_m = w.add(w.mul(row_unit, size), self.cluster_rank) if size > 1 else row_unit
             self.m0, self.n0 = w.mul(self.block_m, self.cfg.bm), w.mul(self.block_n, self.cfg.bn)
-            body(w.mul(w.div(w.sub(tile, block), self.blocks), self.k_steps))
+            body(w.mul(w.div(w.sub(unit, first), clusters), self.k_steps))
             tiles.yield_([])
         self.block_n = block
 
-    def _tile_place(self, tile: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(column tile, row tile, batch) of tile number `tile`. The tiles
+    def _tile_place(self, tile: ir.Value, rows: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(column tile, row tile, batch) of tile number `tile` of a grid of
+        `rows` row tiles (units of a cluster's row tiles). The tiles
         run in bands of `group_rows` row tiles, row tiles fastest within a
         band: the blocks at work at one time cover a near-square patch of
         C, so they read fewer rows of A and columns of B from memory than a
         few whole rows of tiles would (L2 keeps what they share)."""
-        w, group = self.w, min(self.cfg.group_rows, self.rows)
-        per_batch = self.columns * self.rows
+        w, group = self.w, min(self.cfg.group_rows, rows)
+        per_batch = self.columns * rows
         batch, within = w.div(tile, per_batch), w.rem(tile, per_batch)
         band, place = w.div(within, group * self.columns), w.rem(within, group * self.columns)
         first_row = w.mul(band, group)
-        if self.rows % group:  # the last band is shorter
-            height = arith.minui(w.index(group), w.sub(w.index(self.rows), first_row))
+        if rows % group:  # the last band is shorter
+            height = arith.minui(w.index(group), w.sub(w.index(rows), first_row))
         else:
             height = w.index(group)
         return w.div(place, height), w.add(first_row, w.rem(place, height)), batch
@@ -288,15 +324,23 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         return self.w.add(self.ring_address, self.w.mul(stage, self.stage_bytes))
 
     def _load_b(self, stage: ir.Value, k: ir.Value, full: ir.Value) -> None:
-        """B's tile of the K step at `k` into ring stage `stage`, after A's."""
-        w, cfg = self.w, self.cfg
+        """B's tile of the K step at `k` into ring stage `stage`, after A's;
+        in a cluster, this block's share of it, multicast to every block."""
+        w, cfg, size = self.w, self.cfg, self.cluster
         b_origin = w.add(self._stage_address(stage), self.a_elements * self.element_bytes)
-        if self.b_k_major:
-            self._load(self.b_map, b_origin, [k, self.n0], full)
+        multicast = (1 << size) - 1 if size > 1 else 0
+        share = self.cluster_rank
+        if self.b_k_major:  # bn rows of 128 bytes
+            rows = cfg.bn // size
+            first = w.mul(share, rows)
+            self._load(self.b_map, w.add(b_origin, w.mul(first, SWIZZLE_BYTES)), [k, w.add(self.n0, first)], full,
+                       multicast)
         else:  # N-major: one box per 64 columns, an atom column of BK rows each
-            for column in range(cfg.bn // N_ATOM_ELEMENTS):
-                self._load(self.b_map, w.add(b_origin, column * cfg.bk * SWIZZLE_BYTES),
-                           [w.add(self.n0, column * N_ATOM_ELEMENTS), k], full)
+            boxes = cfg.bn // N_ATOM_ELEMENTS // size
+            for box in range(boxes):
+                column = w.add(w.mul(share, boxes), box)
+                self._load(self.b_map, w.add(b_origin, w.mul(column, cfg.bk * SWIZZLE_BYTES)),
+                           [w.add(self.n0, w.mul(column, N_ATOM_ELEMENTS)), k], full, multicast)
 
     def _gather_a(self, stage: ir.Value, k: ir.Value) -> None:
         """A's tile of the K step at `k`, read through the convolution's
@@ -322,12 +366,13 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         tma_load(w, self.a_map, self._stage_address(stage), coordinates, full, list(reversed(offsets)))
 
     def _load(self, tensor_map_: ir.Value, shared_address: ir.Value, coordinates: list[ir.Value],
-              barrier: ir.Value) -> None:
+              barrier: ir.Value, multicast_blocks: int = 0) -> None:
         """One TMA copy of a box at `coordinates` (innermost first; the
-        batch appended) to `shared_address`, completing on `barrier`."""
+        batch appended) to `shared_address`, completing on `barrier`
+        (multicast: tma_load)."""
         if self.ops.batch is not None:
             coordinates = coordinates + [self.batch]
-        tma_load(self.w, tensor_map_, shared_address, coordinates, barrier)
+        tma_load(self.w, tensor_map_, shared_address, coordinates, barrier, multicast_blocks=multicast_blocks)
 
     # ------------------------------------------------------------ consumers
     def _consume(self, first_step: ir.Value) -> None:
