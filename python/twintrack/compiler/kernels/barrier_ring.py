@@ -36,9 +36,10 @@ GEP_DYNAMIC_INDEX = -2**31  # llvm.getelementptr's marker of an index taken from
 REGISTERS_PER_SM = 65_536
 WARPGROUP_THREADS = 128
 WARP_THREADS = 32
-# An arrival on the mbarrier at shared address $0 of the cluster's block $1.
+# An arrival on the mbarrier at shared address $0 of the cluster's block $1 (release at the
+# CTA scope: a cluster-scope release fences every arrival, and the wgmmas wrote nothing to order).
 REMOTE_ARRIVE = ("{ .reg .b32 at; mapa.shared::cluster.u32 at, $0, $1; "
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [at]; }")
+                 "mbarrier.arrive.shared::cluster.b64 _, [at]; }")
 
 
 def consumer_registers(consumers: int, producer_registers: int, blocks_per_sm: int = 1) -> int:

@@ -34,12 +34,12 @@ until the next block starts. Here:
   cp.async, and each producer thread arrives on `full[s]` once its copies
   have landed; one of them still copies B with TMA. The consumers fence
   those copies to the async proxy the wgmmas read through.
-- **Clusters sharing B** (`cluster_rows`). Two blocks of a cluster take
-  adjacent row tiles of one column tile: each copies its own A and half
-  of the B tile they share, multicast to both, so each block reads 32 of
-  its 48 KiB a step from L2 (cuBLAS's 4096³ fp16 kernel runs clusters of
-  2). Both walk the same tiles in step; a buffer is refilled once both
-  blocks' consumers are done with it (barrier_ring).
+- **Clusters sharing B** (`cluster_rows`, a K-major B). Two blocks of a
+  cluster take adjacent row tiles of one column tile: each copies its own
+  A and half of the B tile they share, multicast to both, so each block
+  reads 32 of its 48 KiB a step from L2 (cuBLAS's 4096³ fp16 kernel runs
+  clusters of 2). Both walk the same tiles in step; a buffer is refilled
+  once both blocks' consumers are done with it (barrier_ring).
 - **TMA stores.** Where a tensor map can describe C, each consumer
   warpgroup writes its 64 rows of results (the epilogue applied) 128 bytes
   of columns at a time into one of two swizzled staging buffers of its
@@ -124,12 +124,13 @@ def tma_applies(operands, target, arch: str) -> str | None:
     outputs = (ops.batch or 1) * ops.m * ops.n
     gathered = False  # A's windows copied by the producer's cp.async, no tensor map describing them
     if ops.a_window is not None:
-        if ops.in_element == "f32":
-            return "a convolution's windows as tf32: gathered only in 16-bit elements so far (wgmma_matmul takes them)"
         if outputs < IM2COL_SM_SHARE * target.sm_count * IM2COL_TILE[0] * IM2COL_TILE[1]:  # any window's least
             return (f"a convolution's windows: fewer {IM2COL_TILE[0]} x {IM2COL_TILE[1]} tiles than "
                     f"{IM2COL_SM_SHARE:.0%} of the SMs (the wgmma kernel's smaller tiles spread over more)")
         gathered = not reads_im2col(ops)
+        if gathered and ops.in_element == "f32":
+            return (f"a convolution's windows as tf32, gathered (no im2col copy: {im2col_problem(ops)}): the "
+                    "producer gathers only 16-bit elements (wgmma_matmul takes them)")
         if gathered and (ops.n % GATHERED_TILE_COLUMNS or
                          outputs < GATHERED_SM_SHARE * target.sm_count * 128 * GATHERED_TILE_COLUMNS):
             return (f"a convolution's windows, gathered (no im2col copy: {im2col_problem(ops)}): fewer 128 x "
@@ -193,13 +194,15 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
 
     def _cluster_size(self) -> int:
-        """The tile's clusters, where B's tile splits into halves of whole
-        swizzle atoms, the row tiles pair up and A is copied by TMA (a
-        gathered A keeps one block a cluster)."""
+        """The tile's clusters, where B is read K-major and its tile splits
+        into shares of whole swizzle atoms, the row tiles pair up and A is
+        copied by TMA (a gathered A keeps one block a cluster). A B read
+        N-major (its 64-column boxes shared out) left output tiles unwritten
+        on the H200 (bench/NOTES.md v69): not yet understood, so refused."""
         size = self.cfg.cluster_rows
-        b_rows = self.cfg.bn if self.b_k_major else self.cfg.bn // N_ATOM_ELEMENTS
-        parts = b_rows // (8 if self.b_k_major else 1)
-        return size if size > 1 and not self.gathers_a and self.rows % size == 0 and parts % size == 0 else 1
+        atoms = self.cfg.bn // 8  # 8 rows of 128 bytes
+        return size if (size > 1 and self.b_k_major and not self.gathers_a and self.rows % size == 0
+                        and atoms % size == 0) else 1
 
     def grid(self) -> tuple[int, int, int]:
         return (self.blocks, 1, 1)
@@ -329,18 +332,15 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         w, cfg, size = self.w, self.cfg, self.cluster
         b_origin = w.add(self._stage_address(stage), self.a_elements * self.element_bytes)
         multicast = (1 << size) - 1 if size > 1 else 0
-        share = self.cluster_rank
         if self.b_k_major:  # bn rows of 128 bytes
             rows = cfg.bn // size
-            first = w.mul(share, rows)
+            first = w.mul(self.cluster_rank, rows)
             self._load(self.b_map, w.add(b_origin, w.mul(first, SWIZZLE_BYTES)), [k, w.add(self.n0, first)], full,
                        multicast)
-        else:  # N-major: one box per 64 columns, an atom column of BK rows each
-            boxes = cfg.bn // N_ATOM_ELEMENTS // size
-            for box in range(boxes):
-                column = w.add(w.mul(share, boxes), box)
-                self._load(self.b_map, w.add(b_origin, w.mul(column, cfg.bk * SWIZZLE_BYTES)),
-                           [w.add(self.n0, w.mul(column, N_ATOM_ELEMENTS)), k], full, multicast)
+        else:  # N-major: one box per 64 columns, an atom column of BK rows each (never shared: _cluster_size)
+            for column in range(cfg.bn // N_ATOM_ELEMENTS):
+                self._load(self.b_map, w.add(b_origin, column * cfg.bk * SWIZZLE_BYTES),
+                           [w.add(self.n0, column * N_ATOM_ELEMENTS), k], full)
 
     def _gather_a(self, stage: ir.Value, k: ir.Value) -> None:
         """A's tile of the K step at `k`, read through the convolution's
