@@ -130,3 +130,19 @@ def test_gpu_check_goes_on_in_a_fresh_process_after_an_unusable_context(tmp_path
     assert [r["artifact"] for r in rows] == ["first", "an illegal instruction", "last"]
     assert all(not r["ok"] and "no manifest.json" in r["error"] for r in rows)
     assert "an illegal instruction left the CUDA context unusable" in capfd.readouterr().err
+
+
+def test_gpu_check_table_puts_eagers_error_beside_the_artifacts():
+    """A tolerance miss reads against eager's own error on the same inputs
+    (tf32's truncation in the tensor cores against torch's rounding); a
+    model eager cannot run on the GPU shows a dash."""
+    from twintrack.cli.gpu_check import markdown
+    row = {"artifact": "r50_tf32", "dtype": "float32", "kernels": 56, "compile_seconds": 16.1,
+           "rel_error": 1.96e-2, "eager_rel_error": 1.2e-3, "ok": False, "twintrack_ms": 2.5,
+           "twintrack_graph_ms": 2.5, "eager_ms": 4.3, "ratio_vs_eager": 0.58, "graph_ratio_vs_eager": 0.58,
+           "kernels_total_ms": 2.2, "eager_kernels_ms": 4.0, "kernel_ratio_vs_eager": 0.55,
+           "peak_bytes_twintrack": 2**20, "peak_bytes_eager": 2**21}
+    no_eager = {**row, "artifact": "exported", "eager_rel_error": None, "ok": True, "rel_error": 1e-3}
+    lines = markdown([row, no_eager], "a GPU").splitlines()
+    assert "| rel. error (tt / eager) |" in lines[2]
+    assert "| 1.96e-02 FAIL / 1.20e-03 |" in lines[4] and "| 1.00e-03 / — |" in lines[5]

@@ -23,8 +23,9 @@ GPU but no MLIR: put python/ on PYTHONPATH there.
 
 EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
-with NaN first), the same for its CUDA-graph replay on other inputs and on
-new parameter tensors, the median time of twintrack (plain, and replayed as one
+with NaN first; eager PyTorch's own error on the same inputs beside it,
+tf32 where the artifact allowed it), the same for its CUDA-graph replay on
+other inputs and on new parameter tensors, the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
 runs after warm-up: the host's time up to each launch counts), each kernel's
 median device time (CUPTI through torch.profiler, L2 flushed) and eager's
@@ -67,21 +68,21 @@ def check_one(outdir: Path) -> dict:
     moved_result = moved.check(run.reseeded(REPLAY_SEED + 1))  # and new parameter tensors
     replay = graphed.executable.replay_summary()
     graph_ms = run.time(graphed)
-    eager_ms, eager_peak, eager_kernels_ms = _eager(run, artifact.allow_tf32)
+    eager = _eager(run, artifact)
     kernels_ms = sum(k["ms"] for k in kernels)
     return {
         "artifact": outdir.name, "model": portable_model_spec(manifest["model"]),
         "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"),
-        "rel_error": checked.result.rel_error,
+        "rel_error": checked.result.rel_error, "eager_rel_error": eager.rel_error,
         "ok": checked.result.ok and graph_result.ok and moved_result.ok, "twintrack_ms": twintrack_ms,
         "graph_replay": replay,
-        "twintrack_graph_ms": graph_ms, "eager_ms": eager_ms,
-        "ratio_vs_eager": twintrack_ms / eager_ms if eager_ms else None,
-        "graph_ratio_vs_eager": graph_ms / eager_ms if eager_ms else None,
-        "kernel_times": kernels, "kernels_total_ms": kernels_ms, "eager_kernels_ms": eager_kernels_ms,
-        "kernel_ratio_vs_eager": kernels_ms / eager_kernels_ms if eager_kernels_ms else None,
-        "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager_peak,
+        "twintrack_graph_ms": graph_ms, "eager_ms": eager.ms,
+        "ratio_vs_eager": twintrack_ms / eager.ms if eager.ms else None,
+        "graph_ratio_vs_eager": graph_ms / eager.ms if eager.ms else None,
+        "kernel_times": kernels, "kernels_total_ms": kernels_ms, "eager_kernels_ms": eager.kernels_ms,
+        "kernel_ratio_vs_eager": kernels_ms / eager.kernels_ms if eager.kernels_ms else None,
+        "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager.peak_bytes,
     }
 
 
@@ -107,35 +108,48 @@ def _kernel_figures(artifact: ArtifactTrack, run: CheckedRun) -> list[dict]:
     return kernels
 
 
-def _eager(run: CheckedRun, allow_tf32: bool) -> tuple[float | None, int | None, float | None]:
-    """Eager PyTorch's median time, peak memory and device time of its
-    kernels (cuBLAS's, cuDNN's: each launch site's median, added up) on the
-    GPU; Nones where the model cannot run there (a torch.export graph names
-    the device it was traced on in its factory ops)."""
+@dataclasses.dataclass(frozen=True)
+class EagerFigures:
+    """Eager PyTorch on the GPU, on the run's inputs: its median time, peak
+    memory, the device time of its kernels (cuBLAS's, cuDNN's: each launch
+    site's median, added up), and its own error against the float64
+    reference (what a tolerance miss of the artifact is judged beside).
+    Nones where the model cannot run there."""
+    ms: float | None = None
+    peak_bytes: int | None = None
+    kernels_ms: float | None = None
+    rel_error: float | None = None
+
+
+def _eager(run: CheckedRun, artifact: ArtifactTrack) -> EagerFigures:
+    """Eager's figures, f32 matmuls as tf32 where the artifact allowed them
+    (a torch.export graph names the device it was traced on in its factory
+    ops, and may not run on this one)."""
     from ..harness.checked_run import eager_track
     from ..harness.numerics import float32_matmuls
 
     try:
         eager = eager_track(run.source, "cuda")
-        with float32_matmuls(allow_tf32):
+        with float32_matmuls(artifact.allow_tf32):
+            rel_error = run.check(eager, artifact.output_specs, artifact.allow_tf32).rel_error
             milliseconds, peak = _time_and_peak_memory(run, eager)
             kernels_ms = sum(site.median_ms for site in run.profile_kernels(eager, []))
-        return milliseconds, peak, kernels_ms
+        return EagerFigures(milliseconds, peak, kernels_ms, rel_error)
     except RuntimeError as e:
         progress(f"eager PyTorch cannot run this model on the GPU: {' '.join(str(e).split())[:120]}")
-        return None, None, None
+        return EagerFigures()
 
 
 def markdown(rows: list[dict], device: str) -> str:
     lines = [f"# GPU check, {date.today().isoformat()}, {device}", "",
-             "| model | dtype | kernels | compile s | rel. error | twintrack ms | +CUDA graph ms | eager ms "
+             "| model | dtype | kernels | compile s | rel. error (tt / eager) | twintrack ms | +CUDA graph ms | eager ms "
              "| twintrack/eager | graph/eager | kernels ms (tt / eager) | kernels tt/eager | peak MiB (tt / eager) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['artifact']} | | | | ERROR: {r['error']} | | | | | | | | |")
             continue
-        lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} "
+        lines.append(f"| {r['artifact']} | {r['dtype']} | {r['kernels']} | {r['compile_seconds']} | {r['rel_error']:.2e}{'' if r['ok'] else ' FAIL'} / {_error(r.get('eager_rel_error'))} "
                      f"| {r['twintrack_ms']:.3f} | {r['twintrack_graph_ms']:.3f} | {_number(r['eager_ms'], 3)} "
                      f"| {_number(r['ratio_vs_eager'], 2)} | {_number(r['graph_ratio_vs_eager'], 2)} "
                      f"| {r['kernels_total_ms']:.3f} / {_number(r['eager_kernels_ms'], 3)} "
@@ -146,6 +160,10 @@ def markdown(rows: list[dict], device: str) -> str:
 
 def _number(value: float | None, digits: int) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _error(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2e}"
 
 
 def slowest_kernels(rows: list[dict], count: int = 3) -> str:
