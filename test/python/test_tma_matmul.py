@@ -294,11 +294,7 @@ def test_a_one_tile_wgmma_kernel_stages_its_stores_where_its_tile_asks(artifact,
     columns a store; the block waits for its stores before it exits."""
     model = "zoo:gemm?m=2048&k=2048&n=2048"
     flags = ("--pipeline", "gpu", "--dtype", "float32", "--allow-tf32", "--strict-kernels")
-    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
-    shutil.copytree(LOWERING_DIR, lowering)
-    table = lowering / "tuning" / "matmul.toml"
-    assert "[[wgmma_matmul]]\ntma_stores = true\n" in table.read_text()
-    table.write_text(table.read_text().replace("[[wgmma_matmul]]\ntma_stores = true\n", "[[wgmma_matmul]]\n"))
+    lowering = _lowering_with_tiles(tmp_path_factory, "[[wgmma_matmul]]\ntma_stores = true\n", "[[wgmma_matmul]]\n")
     registers = artifact(model, *flags, "--lowering-dir", lowering)
     kernel = next(k for k in json.loads((registers / "manifest.json").read_text())["kernels"]
                   if k["path"].startswith("wgmma-matmul"))
@@ -346,10 +342,8 @@ def test_a_persistent_kernel_storing_from_registers_keeps_its_barriers_inside_it
     """Where the TMA tile stores from registers (`tma_stores = false`), no
     staging buffers follow the ring: the mbarriers sit right after it,
     inside the shared memory the launch asks for."""
-    lowering = tmp_path_factory.mktemp("lowering") / "lowering"
-    shutil.copytree(LOWERING_DIR, lowering)
-    table = lowering / "tuning" / "matmul.toml"
-    table.write_text(table.read_text().replace("[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ntma_stores = false\n"))
+    lowering = _lowering_with_tiles(tmp_path_factory, "[[tma_wgmma_matmul]]\n",
+                                    "[[tma_wgmma_matmul]]\ntma_stores = false\n")
     outdir = artifact("zoo:gemm?m=4096&k=4096&n=4096", "--pipeline", "gpu", "--dtype", "float16",
                       "--strict-kernels", "--lowering-dir", lowering)
     kernel = next(k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
@@ -364,13 +358,19 @@ def test_a_persistent_kernel_storing_from_registers_keeps_its_barriers_inside_it
     assert launch["dynamic_shared_bytes"] >= ring + 1024 + 2 * 4 * 8
 
 
-def _clustered_lowering(tmp_path_factory) -> Path:
-    """The lowering recipes with every TMA tile asking for clusters of two."""
+def _lowering_with_tiles(tmp_path_factory, entry: str, changed: str) -> Path:
+    """A copy of the lowering recipes whose matmul table has every `entry` (its text) replaced by `changed`."""
     lowering = tmp_path_factory.mktemp("lowering") / "lowering"
     shutil.copytree(LOWERING_DIR, lowering)
     table = lowering / "tuning" / "matmul.toml"
-    table.write_text(table.read_text().replace("[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ncluster_rows = 2\n"))
+    assert entry in table.read_text()
+    table.write_text(table.read_text().replace(entry, changed))
     return lowering
+
+
+def _clustered_lowering(tmp_path_factory) -> Path:
+    """The lowering recipes with every TMA tile asking for clusters of two."""
+    return _lowering_with_tiles(tmp_path_factory, "[[tma_wgmma_matmul]]\n", "[[tma_wgmma_matmul]]\ncluster_rows = 2\n")
 
 
 @needs_ptxas

@@ -229,6 +229,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     # ------------------------------------------------------------ kernel
     def kernel_body(self) -> None:
         w = self.w
+        self.cluster_rank = w.rem(self.block_n, self.cluster)  # the launch's block_x: clusters are 1-d
         self._ring()
         self._barriers()
         with w.either(w.less(self.tid, self.consumer_threads), self.cfg.warpgroups / (self.cfg.warpgroups + 1)) \
@@ -255,7 +256,6 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         w = self.w
         first = w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
         peers = None
-        self.cluster_rank = w.rem(self.block_n, self.cluster)  # the launch's block_x: clusters are 1-d
         if self.cluster > 1:
             peers = ClusterPeers(self.cluster, arith.cmpi(arith.CmpIPredicate.eq, w.rem(self.tid, WARP_THREADS),
                                                           w.index(0)))
