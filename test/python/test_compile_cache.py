@@ -205,3 +205,22 @@ def test_the_compilers_identity_holds_its_cpp(monkeypatch, tmp_path):
     compile_cache.portable_fingerprint.cache_clear()
     assert compile_cache.portable_fingerprint() != first
     compile_cache.portable_fingerprint.cache_clear()
+
+
+def test_in_process_compile_leaves_the_garbage_collector_as_it_was(tmp_path, monkeypatch):
+    """The compile command pauses Python's cyclic collector (its full passes
+    over torch's objects are a seventh of a small compile) and restores it,
+    enabled or not, for a caller that compiles in its own process."""
+    import gc
+    seen = []
+    real_main = compile_cli.main
+    monkeypatch.setattr(compile_cli, "main", lambda args: seen.append(gc.isenabled()) or real_main(args))
+    was_enabled = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            assert compile_cli.entry(["zoo:gemm", "-o", str(tmp_path / f"o{enabled}"), "-q"]) == 0
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was_enabled else gc.disable()
+    assert seen == [False, False]

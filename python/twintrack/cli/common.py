@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -66,6 +67,22 @@ def run_main(main: Callable[[argparse.Namespace], int], parser: argparse.Argumen
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off for a one-shot command, as it
+    was before afterwards. Its full passes over the millions of objects that
+    importing torch and Dynamo creates cost 0.5 s of a 3.7 s compile of a
+    transformer block (+1 to 6% peak memory without them, measured up to
+    ViT-Base); reference counting still frees everything acyclic."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def exit_without_teardown(code: int) -> None:

@@ -18,7 +18,7 @@ from ..runtime.artifact import fast_flop_share
 from ..compiler.options import FULL_FOR_SETMAXNREG, PTXAS_FAST_COMPILE
 from ..compiler.recipes import DEFAULT_ARCH, available_pipelines
 from . import cached
-from .common import CommandParser, add_debug_flag, progress, run_main
+from .common import CommandParser, add_debug_flag, collector_paused, progress, run_main
 
 EPILOG = """\
 MODEL is one of:
@@ -465,7 +465,8 @@ def _flop_text(flops: float) -> str:
 
 
 def entry(argv=None) -> int:
-    return run_main(main, build_parser(), argv)
+    with collector_paused():
+        return run_main(main, build_parser(), argv)
 
 
 if __name__ == "__main__":
