@@ -87,6 +87,24 @@ def test_an_input_updated_in_place_is_updated_in_its_own_layout():
     assert got.stride() == want.stride()
 
 
+class _UpperFactors(nn.Module):
+    """Cholesky's error check is an effect token among the outputs; its upper
+    factor is the transposed lower one, returned stored permuted."""
+    def forward(self, a):
+        return torch.linalg.cholesky(a, upper=True), torch.linalg.inv(a).mT * 2
+
+
+def test_a_result_stored_permuted_after_an_effect_token_keeps_its_order():
+    x = torch.randn(5, 5, dtype=torch.float64)
+    a = (x @ x.mT + 5 * torch.eye(5, dtype=torch.float64)).float()
+    compiled = twintrack.compile(_UpperFactors(), (a,))
+    assert set(compiled.exported.exported.calling.result_storage_orders().values()) == {(1, 0)}
+    got, want = compiled(a), _UpperFactors()(a)
+    for mine, theirs in zip(got, want):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    assert got[0].stride() == want[0].stride()  # the factor as eager stores it (column-major, as LAPACK)
+
+
 def test_convention_with_storage_orders_survives_json_and_refuses_a_bad_one():
     model, (x,) = at_scale.conv3x3(batch=1, channels=4, filters=4, size=4, channels_last=1)
     calling = twintrack.compile(model, (x,)).exported.exported.calling

@@ -33,7 +33,7 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     `storage_orders` with their dims in memory order, and the outputs at
     `result_orders` are returned in memory order (fx_passes/storage_order.py)."""
     lengths = lengths or {}
-    signature = _without_effect_tokens(program, where)
+    signature, original = _without_effect_tokens(program, where)
     arguments = signature.user_inputs
     output_node = program.graph.output_node()
     values = list(output_node.args[0])
@@ -52,10 +52,10 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
                                  f"which a frozen compile cannot write back; compile without --freeze")
         elif spec.kind != OutputKind.USER_OUTPUT:
             raise ModelLoadError(f"{where}: unsupported output kind {spec.kind.name} of torch.export")
+    positions = [original[p] for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
     leaves = [_leaf(value, arguments, written, result_of, where, position in complex_outputs)
-              for position, (spec, value) in enumerate(zip(signature.output_specs, values))
-              if spec.kind == OutputKind.USER_OUTPUT]
-    positions = [p for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+              for position, value in zip(positions, (v for spec, v in zip(signature.output_specs, values)
+                                                     if spec.kind == OutputKind.USER_OUTPUT))]
     leaves = [dataclasses.replace(leaf, length=result_of(lengths[p])) if p in lengths else leaf
               for p, leaf in zip(positions, leaves)]
     leaves = [dataclasses.replace(leaf, storage_order=tuple(result_orders[p])) if p in (result_orders or {}) else leaf
@@ -70,25 +70,28 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
     return functional, CallingConvention(out_spec, leaves, mutations, guards, complex_positions, orders)
 
 
-def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) -> ExportGraphSignature:
+def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) -> tuple[ExportGraphSignature, list[int]]:
     """Remove torch.export's effect tokens from the graph (in place): the
     TOKEN input and output and each `with_effects` node threading it; the
     signature without them. Tokens order ops with
     side effects; the ones export makes here are error checks
     (aten._linalg_check_errors after linalg.inv, cholesky, lu_factor) whose
     only result is the token, so dropping them drops the check and nothing
-    else. An effectful op whose own results are used is refused."""
+    else. An effectful op whose own results are used is refused. Also
+    returns each kept output's position among the original outputs: the
+    positions the passes before this one recorded (complex, bounded and
+    permuted results)."""
     graph = program.graph
+    specs = program.graph_signature.output_specs
     effects = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.with_effects]
-    if not effects and all(s.kind != OutputKind.TOKEN for s in program.graph_signature.output_specs):
-        return program.graph_signature
+    if not effects and all(s.kind != OutputKind.TOKEN for s in specs):
+        return program.graph_signature, list(range(len(specs)))
     for node in effects:
         if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
             raise ModelLoadError(f"{where}: side-effect op {node.args[1]} whose results are used is not supported")
     output_node = graph.output_node()
-    specs = program.graph_signature.output_specs
-    kept = [(s, v) for s, v in zip(specs, output_node.args[0]) if s.kind != OutputKind.TOKEN]
-    output_node.args = (tuple(v for _, v in kept),)
+    kept = [(p, s, v) for p, (s, v) in enumerate(zip(specs, output_node.args[0])) if s.kind != OutputKind.TOKEN]
+    output_node.args = (tuple(v for _, _, v in kept),)
     for node in reversed(effects):
         for user in list(node.users):
             graph.erase_node(user)
@@ -99,7 +102,7 @@ def _without_effect_tokens(program: torch.export.ExportedProgram, where: str) ->
             raise ModelLoadError(f"{where}: effect token used outside with_effects is not supported")
         graph.erase_node(node)
     inputs = [s for s in program.graph_signature.input_specs if s.kind != InputKind.TOKEN]
-    return ExportGraphSignature(inputs, [s for s, _ in kept])
+    return ExportGraphSignature(inputs, [s for _, s, _ in kept]), [p for p, _, _ in kept]
 
 
 SCALAR_READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
