@@ -218,6 +218,7 @@ def _watch(worker: subprocess.Popen, results: Path, timeout: float) -> str:
     tail = collections.deque(maxlen=64)
     reader = threading.Thread(target=lambda: tail.extend(worker.stderr), daemon=True)
     reader.start()
+
     def size_now() -> int:
         return results.stat().st_size if results.exists() else 0
 

@@ -52,10 +52,11 @@ def functional_results(program: torch.export.ExportedProgram, where: str, violat
                                  f"which a frozen compile cannot write back; compile without --freeze")
         elif spec.kind != OutputKind.USER_OUTPUT:
             raise ModelLoadError(f"{where}: unsupported output kind {spec.kind.name} of torch.export")
-    positions = [original[p] for p, spec in enumerate(signature.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+    user_outputs = [(original[p], value) for p, (spec, value) in enumerate(zip(signature.output_specs, values))
+                    if spec.kind == OutputKind.USER_OUTPUT]  # by their positions before the tokens went
+    positions = [position for position, _ in user_outputs]
     leaves = [_leaf(value, arguments, written, result_of, where, position in complex_outputs)
-              for position, value in zip(positions, (v for spec, v in zip(signature.output_specs, values)
-                                                     if spec.kind == OutputKind.USER_OUTPUT))]
+              for position, value in user_outputs]
     leaves = [dataclasses.replace(leaf, length=result_of(lengths[p])) if p in lengths else leaf
               for p, leaf in zip(positions, leaves)]
     leaves = [dataclasses.replace(leaf, storage_order=tuple(result_orders[p])) if p in (result_orders or {}) else leaf
