@@ -209,7 +209,7 @@ def test_the_compilers_identity_holds_its_cpp(monkeypatch, tmp_path):
 
 def test_in_process_compile_leaves_the_garbage_collector_as_it_was(tmp_path, monkeypatch):
     """The compile command pauses Python's cyclic collector (its full passes
-    over torch's objects are a seventh of a small compile) and restores it,
+    over torch's objects are 7% of a small compile) and restores it,
     enabled or not, for a caller that compiles in its own process."""
     import gc
     seen = []
