@@ -45,7 +45,7 @@ def _seeded_module(module: nn.Module, seed: int) -> nn.Module:
     with torch.no_grad():
         for parameter in module.parameters():
             fan_in = parameter.shape[-1] if parameter.dim() > 1 else parameter.numel()
-            parameter.normal_(0.0, 1.0 / math.sqrt(fan_in), generator=g)  # in place: a LLaMA layer's 0.2 G in 1 s, not 3.6
+            parameter.normal_(0.0, 1.0 / math.sqrt(fan_in), generator=g)  # in place: no temporaries (0.2 G parameters in 1 s)
     return module.eval()
 
 
