@@ -1,6 +1,7 @@
 """Frontend inputs and the staged Python API."""
 
 import json
+import re
 
 import torch
 
@@ -70,11 +71,23 @@ def _attention_program(dtype, **sdpa_options):
     return export_model(ModelSource("<attention>", Attention(), inputs)).program, inputs, Attention()
 
 
-def test_plain_fp16_attention_stays_fp16_and_matches_eager():
-    """PyTorch's decomposition would compute it in f32 (and materialise f32 scores)."""
+def _attention_matmuls(dtype, **sdpa_options) -> list[tuple[str, str, str]]:
+    """(A, B, C) element types of each batch matmul of the attention, once legalized."""
+    model = _attention_program(dtype, **sdpa_options)[2]
+    inputs = tuple(torch.randn(2, 4, 16, 8).to(dtype) for _ in range(3))
+    text = twintrack.export(model, inputs).lower(to="legalize").as_text()
+    return re.findall(r"linalg\.batch_matmul ins\(.*: tensor<[0-9x]*x(\w+)>, tensor<[0-9x]*x(\w+)>\) "
+                      r"outs\(.*: tensor<[0-9x]*x(\w+)>\)", text)
+
+
+def test_plain_fp16_attention_reads_fp16_keeps_f32_scores_and_matches_eager():
+    """PyTorch's decomposition would widen Q, K and V (f32 matmuls); its
+    kernels read fp16 and keep the scores f32: so does this one (Q·Kᵀ f16
+    in, f32 out; P rounded to f16 for P·V)."""
+    assert _attention_matmuls(torch.float16, is_causal=True) == [("f16", "f16", "f32"), ("f16", "f16", "f32")]
     program, inputs, model = _attention_program(torch.float16, is_causal=True)
-    matmuls = [n for n in program.graph.nodes if n.target is torch.ops.aten.bmm.default]
-    assert len(matmuls) == 2 and all(n.meta["val"].dtype == torch.float16 for n in matmuls)
+    scores = next(n for n in program.graph.nodes if n.target is torch.ops.aten.bmm.default)
+    assert scores.meta["val"].dtype == torch.float32
     wide = [x.double() for x in inputs]
     reference = model(*wide)
     assert relative_error(program.module()(*inputs)[0], reference) < 1e-2
@@ -83,14 +96,16 @@ def test_plain_fp16_attention_stays_fp16_and_matches_eager():
 
 
 def test_masked_attention_decomposes_in_its_dtype_and_layout():
-    """Boolean and additive masks, fp16 too: two bmms in the inputs' dtype,
-    and the view traced after the attention still applies (GPT-2's case)."""
+    """Boolean and additive masks, fp16 too: two bmms reading the inputs'
+    dtype, and the view traced after the attention still applies (GPT-2's case)."""
     mask = torch.rand(16, 16) > 0.3
     for dtype, tolerance in ((torch.float32, 1e-5), (torch.float16, 1e-2)):
         for attn_mask in (mask, torch.randn(16, 16).to(dtype)):
             program, inputs, model = _attention_program(dtype, attn_mask=attn_mask)
             matmuls = [n for n in program.graph.nodes if n.target is torch.ops.aten.bmm.default]
-            assert len(matmuls) == 2 and all(n.meta["val"].dtype == dtype for n in matmuls)
+            read = str(dtype).removeprefix("torch.").replace("float", "f")
+            assert len(matmuls) == 2 and \
+                _attention_matmuls(dtype, attn_mask=attn_mask) == [(read, read, "f32")] * 2
             wide = [x.double() for x in inputs]
             reference = torch.nn.functional.scaled_dot_product_attention(
                 *wide, attn_mask=attn_mask if attn_mask.dtype == torch.bool else attn_mask.double())

@@ -378,3 +378,77 @@ def _walk(op_or_region):
 def _reads(op, memref_type_end: str) -> bool:
     """Is `op` a load from a memref whose type ends so (its last size and element)?"""
     return op.name in ("memref.load", "vector.load") and str(op.operands[0].type).endswith(memref_type_end)
+
+
+SCORE_BODIES = {  # a score epilogue's body: acc, then (where read) a bool mask or an additive one
+    "scale": "%s = arith.mulf %acc, %c : f32\n linalg.yield %s : f32",
+    "scale then hide": "%s = arith.mulf %acc, %c : f32\n %h = arith.select %keep, %s, %ninf : f32\n"
+                       " %n = arith.truncf %h : f32 to f16\n linalg.yield %n : f16",
+    "scale then add": "%s = arith.mulf %acc, %c : f32\n %a = arith.addf %s, %add : f32\n linalg.yield %a : f32",
+    "negative scale": "%s = arith.mulf %acc, %neg : f32\n linalg.yield %s : f32",
+    "hide by the score": "%s = arith.mulf %acc, %c : f32\n %p = arith.cmpf ogt, %s, %add : f32\n"
+                         " %h = arith.select %p, %s, %ninf : f32\n linalg.yield %h : f32",
+}
+
+
+@pytest.mark.parametrize("body, peeled", [("scale", (None, 0.125)), ("scale then hide", ("kept", 0.125)),
+                                          ("scale then add", ("kept", None)), ("negative scale", ("kept", None)),
+                                          ("hide by the score", ("kept", None))])
+def test_the_softmax_scale_leaves_the_score_epilogue_only_where_it_commutes(body, peeled):
+    """softmax(c·s) = exp2((s - max s)·c·log2 e) for c > 0, so the flash
+    kernel folds c into its exponent; only where the rest of the epilogue
+    would give the same scaled before or after it (masks of -inf, the
+    narrowing the kernel drops), and c > 0."""
+    from mlir import ir
+
+    from twintrack.compiler.kernels.epilogue import Epilogue, EpilogueInput
+    from twintrack.compiler.kernels.softmax_scale import peel_softmax_scale
+    from twintrack.compiler.passes.generic_body import describe_body
+
+    out = "f16" if "truncf" in SCORE_BODIES[body] else "f32"
+    source = f"""
+    #id = affine_map<(d0) -> (d0)>
+    func.func @f(%scores: tensor<4xf32>, %keeps: tensor<4xi1>, %adds: tensor<4xf32>, %init: tensor<4x{out}>)
+        -> tensor<4x{out}> {{
+      %c = arith.constant 0.125 : f32
+      %neg = arith.constant -0.125 : f32
+      %ninf = arith.constant 0xFF800000 : f32
+      %r = linalg.generic {{indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel"]}}
+          ins(%scores, %keeps, %adds : tensor<4xf32>, tensor<4xi1>, tensor<4xf32>) outs(%init : tensor<4x{out}>) {{
+      ^bb0(%acc: f32, %keep: i1, %add: f32, %o: {out}):
+        {SCORE_BODIES[body]}
+      }} -> tensor<4x{out}>
+      return %r : tensor<4x{out}>
+    }}"""
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(source)
+        generic = next(op for op in module.body.operations[0].regions[0].blocks[0].operations
+                       if op.operation.name == "linalg.generic").operation
+        ops, result = describe_body(generic)
+        epilogue = Epilogue((EpilogueInput(None), EpilogueInput("memref<4xi1>", (0,)),
+                             EpilogueInput("memref<4xf32>", (0,))), ops, result)
+        remaining, scale = peel_softmax_scale(epilogue)
+        expected_epilogue, expected_scale = peeled
+        assert scale == expected_scale
+        if expected_epilogue is None:
+            assert remaining is None
+        elif scale is None:
+            assert remaining is epilogue
+        else:
+            assert [op.name for op in remaining.ops] == ["arith.select", "arith.truncf"]
+            assert remaining.ops[0].operands[1] == ("arg", 0)  # the select now hides the unscaled score
+
+
+def test_a_head_dim_of_128_folds_its_softmax_scale_into_the_exponent(artifact):
+    """1/√128 is no power of two: PyTorch scales the f32 scores, and so does
+    the flash kernel, in the factor of its exp2 (log2 e/√128) rather than a
+    multiplication per score or a rounded copy of Q."""
+    outdir = _gpu_artifact(artifact, "python/twintrack/harness/at_scale.py:attention?batch=1&heads=2&seq=1024"
+                                     "&head_dim=128&causal=1", "float16")
+    kernels = _kernels(outdir)
+    assert [k["path"].split()[0] for k in kernels] == ["flash-attention-tma-wgmma"], kernels
+    assert kernels[0]["flops"] < 0.6 * 2 * 2 * 2 * 1024 * 1024 * 128  # the causal tiles skipped: its own mask
+    text = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
+    factor = re.findall(r"arith\.constant (-?[0-9.e+-]+) : f32", text)
+    assert any(abs(float(v) - 1.4426950408889634 / 128 ** 0.5) < 1e-6 for v in factor), sorted(set(factor))
+    assert not any(abs(abs(float(v)) - 128 ** -0.5) < 1e-6 for v in factor)

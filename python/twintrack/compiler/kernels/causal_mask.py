@@ -129,9 +129,9 @@ def final_select(epilogue: Epilogue):
     if result[0] != "op" or ops[result[1]].name != "arith.select":
         return None
     condition, when_true, when_false = ops[result[1]].operands
-    if _negative_infinity(uncast(ops, when_true)):
+    if negative_infinity(uncast(ops, when_true)):
         return condition, True, when_false
-    if _negative_infinity(uncast(ops, when_false)):
+    if negative_infinity(uncast(ops, when_false)):
         return condition, False, when_true
     return None
 
@@ -240,7 +240,7 @@ def _negate(condition):
     return (condition[0], _NEGATED[condition[1]]) if _is_condition(condition) else None
 
 
-def _negative_infinity(ref) -> bool:
+def negative_infinity(ref) -> bool:
     """Is `ref` a floating-point constant -inf?"""
     if ref[0] != "const":
         return False

@@ -11,7 +11,7 @@ is carried over unchanged."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 from mlir.dialects import llvm, memref
@@ -79,6 +79,17 @@ class Epilogue:
     def tensor_inputs(self) -> list[tuple[int, EpilogueInput]]:
         """(position, input) of each input read from memory (not the accumulator)."""
         return [(k, inp) for k, inp in enumerate(self.inputs) if inp.memref_type is not None]
+
+    def without_op(self, index: int, replacement: Ref) -> Epilogue:
+        """The epilogue with op `index` taken out, its readers (and the
+        result, if it was that op) reading `replacement` instead."""
+        def renumbered(ref: Ref) -> Ref:
+            if ref == ("op", index):
+                return replacement
+            return ("op", ref[1] - 1) if ref[0] == "op" and ref[1] > index else ref
+        ops = tuple(replace(op, operands=tuple(map(renumbered, op.operands)))
+                    for i, op in enumerate(self.ops) if i != index)
+        return replace(self, ops=ops, result=renumbered(self.result))
 
     def signature(self) -> tuple:
         """The epilogue as a kernel built from it depends on, whichever site it is read off."""

@@ -162,6 +162,7 @@ class AttentionOperands:
     slices: tuple[OperandSlice, OperandSlice, OperandSlice]  # how Q, K and V are read
     max_op: str = "arith.maximumf"       # the softmax's max (how it treats NaN)
     q_scale: float | None = None         # Q times this, in its element type, as it is staged
+    score_scale: float | None = None     # the scores times this before the softmax (softmax_scale.py)
     copies_read_through: int = 0         # of Q, K, V: permuted copies the kernel reads the sources of
     output_vectors: bool = False         # O's layout takes 16-byte vectors along the head dim
 
@@ -461,12 +462,7 @@ def _scores_in_f32(epilogue: Epilogue | None, stored: str) -> tuple[Epilogue | N
     if narrowing.name != "arith.truncf" or narrowing.operand_types[0] != "f32" or \
             any(epilogue.result in op.operands for op in epilogue.ops):
         return epilogue, stored
-
-    def renumbered(ref):  # the ops after the narrowing move up by one
-        return ("op", ref[1] - 1) if ref[0] == "op" and ref[1] > index else ref
-    ops = tuple(replace(op, operands=tuple(map(renumbered, op.operands)))
-                for i, op in enumerate(epilogue.ops) if i != index)
-    return replace(epilogue, ops=ops, result=renumbered(narrowing.operands[0])), "f32"
+    return epilogue.without_op(index, narrowing.operands[0]), "f32"
 
 
 def _mma_shared_bytes(bm: int, keys: int, d: int, stages: int) -> int:
@@ -740,8 +736,12 @@ class FlashAttentionWriter(TiledMatmulWriter):
         return m_new, alpha, l_new, probabilities
 
     def exponentials(self, values: list[ir.Value], base: ir.Value) -> list[ir.Value]:
-        """exp(value - base) of each value."""
-        return [mlir_math.exp(arith.subf(value, base)) for value in values]
+        """exp((value - base)·c) of each value, c the softmax's scale."""
+        differences = [arith.subf(value, base) for value in values]
+        if self.attention.score_scale is not None:
+            scale = self.w.constant(self.attention.score_scale, "f32")
+            differences = [arith.mulf(d, scale) for d in differences]
+        return [mlir_math.exp(d) for d in differences]
 
     def row_total(self, partial: ir.Value, lanes: int) -> ir.Value:
         return self.lane_reduce(partial, "arith.addf", lanes)
@@ -1247,10 +1247,12 @@ class MmaFlashWriter(FlashAttentionWriter):
         return b_fragments(self.w, buffer, transposed, k, n, count)
 
     def exponentials(self, values: list[ir.Value], base: ir.Value) -> list[ir.Value]:
-        """exp(value - base) as exp2(value·log2(e) - base·log2(e)): one FMA
-        each (the row shares base·log2(e)) and ex2, as FlashAttention does."""
+        """exp((value - base)·c) as exp2(value·c·log2(e) - base·c·log2(e)),
+        c the softmax's scale: one FMA each (the row shares base·c·log2(e))
+        and ex2, as FlashAttention does."""
         w, f32 = self.w, ir.F32Type.get()
-        shift, log2_e = arith.mulf(base, w.constant(-LOG2_E, "f32")), w.constant(LOG2_E, "f32")
+        factor = LOG2_E * (self.attention.score_scale or 1.0)
+        shift, log2_e = arith.mulf(base, w.constant(-factor, "f32")), w.constant(factor, "f32")
 
         def exp2(value: ir.Value) -> ir.Value:
             scaled = mlir_math.fma(value, log2_e, shift)

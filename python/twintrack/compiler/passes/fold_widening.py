@@ -5,6 +5,10 @@ torch-mlir writes a half-precision linear layer as extf(x), extf(w), then an
 f32 matmul. linalg.matmul widens its operands itself, so reading the f16
 tensors directly computes the same thing, and the GPU kernels can then read
 f16 and use tensor cores instead of reading widened f32 copies.
+
+The widening may sit behind reshapes and transposes (attention widens K,
+then transposes and collapses it for a batch matmul): those views are
+rebuilt on the narrow tensor, since widening commutes with moving elements.
 """
 
 from __future__ import annotations
@@ -13,16 +17,16 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import PythonPass, nested_ops
+from .ir_helpers import PythonPass, defining_op, nested_ops
 
 CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
+_MOVES = ("tensor.collapse_shape", "tensor.expand_shape", "linalg.transpose")
 
 
 def _widened_source(value: ir.Value) -> ir.Value | None:
     """X if `value` is an elementwise linalg.generic computing extf(X), else None."""
-    owner = value.owner
-    owner = owner.operation if isinstance(owner, ir.OpView) else owner
-    if not isinstance(owner, ir.Operation) or owner.name != "linalg.generic" or len(owner.operands) != 2:
+    owner = defining_op(value)
+    if owner is None or owner.name != "linalg.generic" or len(owner.operands) != 2:
         return None
     body = [o.operation.name for o in owner.regions[0].blocks[0].operations]
     maps = [ir.AffineMapAttr(m).value for m in owner.attributes["indexing_maps"]]
@@ -31,23 +35,64 @@ def _widened_source(value: ir.Value) -> ir.Value | None:
     return owner.operands[0]
 
 
+def _moves_of_widening(value: ir.Value) -> list[ir.Operation] | None:
+    """The reshapes and transposes (outermost first) between `value` and a
+    widening, if `value` is one of those behind nothing else; else None."""
+    moves = []
+    while (owner := defining_op(value)) is not None and owner.name in _MOVES:
+        moves.append(owner)
+        value = owner.operands[0]
+    return moves if _widened_source(value) is not None else None
+
+
+def _narrow(value: ir.Value, moves: list[ir.Operation]) -> ir.Value:
+    """`value`'s elements unwidened: its moves rebuilt, innermost first, on the widening's source."""
+    from mlir.dialects import linalg, tensor
+    narrow = _widened_source(moves[-1].operands[0] if moves else value)
+    for move in reversed(moves):
+        shape = ir.RankedTensorType(move.results[0].type).shape
+        element = ir.RankedTensorType(narrow.type).element_type
+        if move.name == "linalg.transpose":
+            narrow = linalg.transpose(narrow, outs=[tensor.empty(shape, element)],
+                                      permutation=move.attributes["permutation"]).results[0]
+        else:
+            build = tensor.collapse_shape if move.name == "tensor.collapse_shape" else tensor.expand_shape
+            narrow = build(ir.RankedTensorType.get(shape, element), narrow, move.attributes["reassociation"],
+                           **_expand_sizes(move))
+    return narrow
+
+
+def _expand_sizes(move: ir.Operation) -> dict:
+    """expand_shape's output sizes (static here), as its builder takes them."""
+    if move.name != "tensor.expand_shape":
+        return {}
+    return {"output_shape": [], "static_output_shape": move.attributes["static_output_shape"]}
+
+
 def _read_unwidened_operands(op: ir.Operation) -> None:
     """Rebuild the contraction on the narrow tensors if an operand is a widening."""
     a, b, init = op.operands
-    narrow = [_widened_source(a), _widened_source(b)]
-    if all(source is None for source in narrow):
+    moves = [_moves_of_widening(a), _moves_of_widening(b)]
+    if all(m is None for m in moves):
         return
     from mlir.dialects import linalg  # 40 ms to import: only when a contraction is rebuilt
     build = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
-    widenings = [v.owner for v, source in zip((a, b), narrow) if source is not None]
     with op.location, ir.InsertionPoint(op):
-        rebuilt = build(*(source if source is not None else wide for source, wide in zip(narrow, (a, b))),
-                        outs=[init])
+        operands = [wide if m is None else _narrow(wide, m) for wide, m in zip((a, b), moves)]
+        rebuilt = build(*operands, outs=[init])
     op.results[0].replace_all_uses_with(rebuilt)
     op.erase()
-    for widening in widenings:
-        if not list(widening.results[0].uses):
-            widening.erase()
+    for wide, m in zip((a, b), moves):
+        if m is not None:
+            _erase_unused([*m, defining_op(m[-1].operands[0] if m else wide)])
+
+
+def _erase_unused(ops: list[ir.Operation]) -> None:
+    """The old views and widening, outermost first, where nothing else reads them."""
+    for op in ops:
+        if list(op.results[0].uses):
+            return
+        op.erase()
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ from ..kernels.flash_attention import (
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 from ..kernels.epilogue import uncast
+from ..kernels.softmax_scale import peel_softmax_scale
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from .generic_body import describe_body, indexing_maps, map_dims, permute_loops
 from .gpu_matmul_kernels import MatmulSite, erase_site
@@ -178,8 +179,9 @@ def _find_chain(op: ir.Operation, search: _Search) -> _Chain | None:
         return None
     scores_operands = replace(scores_operands, b_transposed=scores_operands.b_transposed != reads[1].swapped)
     values_operands = replace(values_operands, b_transposed=values_operands.b_transposed != reads[2].swapped)
-    attention = AttentionOperands(scores_operands, values_operands, scores.epilogue, values.epilogue,
-                                  tuple(r.slice for r in reads), softmax.max_op, reads[0].scale,
+    score_epilogue, score_scale = peel_softmax_scale(scores.epilogue)
+    attention = AttentionOperands(scores_operands, values_operands, score_epilogue, values.epilogue,
+                                  tuple(r.slice for r in reads), softmax.max_op, reads[0].scale, score_scale,
                                   sum(r.producer is not None for r in reads),
                                   _tile_contiguous(ir.MemRefType(values.output.type), -1))
     config = choose_flash_tile(attention, search.arch, search.tiles)

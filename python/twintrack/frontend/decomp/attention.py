@@ -1,6 +1,6 @@
-"""Attention in its own dtype, for the programs where that is safe
+"""Attention reading its own dtype, for the programs where that is safe
 (`entry_for`): PyTorch's own decomposition of scaled_dot_product_attention
-computes half precision in float32."""
+widens half-precision Q, K and V to float32 first."""
 
 from __future__ import annotations
 
@@ -39,15 +39,17 @@ def _attention_layout(program: torch.export.ExportedProgram) -> tuple[int, ...] 
 
 def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                             enable_gqa=False):
-    """scaled_dot_product_attention (no dropout) as two matmuls and a softmax
-    in the inputs' dtype, its result in `layout` (the memory order PyTorch's
-    kernel returned when the model was traced). PyTorch's own decomposition
-    (its CPU math path) computes half-precision attention in float32: the
-    score matrix, the largest tensor of a transformer, would take twice the
-    memory, and the matmuls could not use fp16 tensor cores. The matmul
-    kernels accumulate in f32, and the softmax computes in f32 internally
-    (torch-mlir widens it). A boolean mask keeps the scores where it is
-    true; another is added to them. A row the mask takes every score from
+    """scaled_dot_product_attention (no dropout) as two matmuls and a softmax,
+    its result in `layout` (the memory order PyTorch's kernel returned when
+    the model was traced). Half precision is computed as PyTorch's kernels
+    (flash, and the CPU's) compute it: the scores f32 (Q·Kᵀ of the inputs
+    widened, which fold-matmul-widening turns back into an f16 matmul with
+    an f32 result), scaled and soft-maxed in f32, the probabilities rounded
+    to the inputs' dtype for P·V. PyTorch's own decomposition (its math
+    path) widens V too, so P·V could not use fp16 tensor cores; scores
+    rounded to fp16 would lose up to 2^-11 of their magnitude before the
+    exp. A boolean mask keeps the scores where it is true; another is added
+    to them. A row the mask takes every score from
     is zeros, as eager's safe softmax makes it (not the NaN of a softmax of
     -infs). With grouped heads (enable_gqa) each key/value head serves
     query heads / key heads consecutive query heads."""
@@ -57,7 +59,8 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
         value = value.repeat_interleave(query.shape[-3] // value.shape[-3], dim=-3)
     # before the scores: nothing may sit between the two matmuls of the attention kernel's chain
     attends = _attends(attn_mask) if attn_mask is not None and not is_causal else None
-    scores = (query * scale) @ key.transpose(-2, -1)
+    wide = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    scores = (query.to(wide) @ key.to(wide).transpose(-2, -1)) * scale
     if is_causal:
         rows, cols = scores.shape[-2], scores.shape[-1]
         attn_mask = torch.ones(rows, cols, dtype=torch.bool, device=scores.device).tril()
@@ -65,7 +68,7 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
         scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
     elif attn_mask is not None:
         scores = scores + attn_mask
-    output = torch.softmax(scores, dim=-1) @ value
+    output = torch.softmax(scores, dim=-1).to(value.dtype) @ value
     if attends is not None:
         output = torch.where(attends, output, 0)
     inverse = sorted(range(len(layout)), key=lambda d: layout[d])
