@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import twintrack
+from twintrack.errors import UsageError
 
 from case_table import Case, CaseTable, by_dtype
 from function_module import FunctionModule
@@ -116,9 +117,20 @@ def test_the_sign_bit_over_a_dynamic_dim():
 
 
 def test_a_view_to_another_width_is_refused_at_its_line():
-    with pytest.raises(twintrack.errors.UsageError,
+    with pytest.raises(UsageError,
                        match=r"views to a dtype of another width .* are not supported: aten.view at test_opinfo_fixes.py"):
         twintrack.compile(FunctionModule(lambda x: x.view(torch.uint8)), (torch.randn(8),))
+
+
+@pytest.mark.parametrize("function, op, dtype", [
+    (lambda x: torch.hash_tensor(x), "hash_tensor", "uint64"),
+    (lambda x: (x * 4).to(torch.uint16), "_to_copy", "uint16")])
+def test_unsigned_types_torch_mlir_cannot_import_are_refused_at_their_line(function, op, dtype):
+    """torch-mlir's importer has no uint16 or uint64 (a KeyError, a compiler
+    failure before): refused as unsupported, naming the op and its line."""
+    with pytest.raises(UsageError,
+                       match=rf"{dtype} tensors are not supported: aten.{op} at test_opinfo_fixes.py"):
+        twintrack.compile(FunctionModule(function), (torch.rand(4, 4),))
 
 
 def test_effect_tokens_dropped():

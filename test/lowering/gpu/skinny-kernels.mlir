@@ -63,3 +63,40 @@ func.func @linear_row(%x: memref<1x4096xf16>, %w: memref<4096x4096xf16>, %bias: 
   memref.dealloc %t : memref<1x4096xf32>
   return
 }
+
+// Bᵀ in bf16 with 8 rows of A: tensor cores, A and B swapped. 16 columns of
+// C a block (256 blocks), its 8 warps along K; each lane loads 16 bytes of
+// two rows of Bᵀ and of A's row, for two m16n8k16 MMAs. K = 11008 is 43
+// units of 256: 21 trips of two, then one trip of one. The warps' sums meet
+// in shared memory ([warp, column, row]) and each thread finishes one element.
+// CHECK-LABEL: func.func @linear_rows_on_tensor_cores(
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c256{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@forward_skinny_matmul_{{[0-9]+}}) {{.*}}workgroup(%{{.*}} : memref<8x16x8xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for %{{.*}} = %c0 to %c10752 step %c512 iter_args(%{{.*}} = %{{.*}}) -> (vector<2x2xf32>)
+// CHECK-COUNT-4:     vector.load %{{.*}} : memref<4096x11008xbf16>, vector<8xbf16>
+// CHECK-COUNT-2:     vector.load %{{.*}} : memref<8x11008xbf16>, vector<8xbf16>
+// CHECK-COUNT-4:     nvvm.mma.sync {{.*}}multiplicandAPtxType = #nvvm.mma_type<bf16>
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul Bt mma 8 warps x2 vectors, 1 splits"}
+// CHECK:           scf.for %{{.*}} = %c10752 to %c11008 step %c256
+// CHECK-COUNT-2:     nvvm.mma.sync
+// CHECK:           }
+// CHECK-COUNT-2:   vector.store %{{.*}} : memref<8x16x8xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:           gpu.barrier
+// CHECK-COUNT-8:   memref.load %{{.*}} : memref<8x16x8xf32, #gpu.address_space<workgroup>>
+// CHECK:           arith.truncf %{{.*}} : f32 to bf16
+// CHECK:           vector.store %{{.*}} : memref<8x4096xbf16>, vector<1xbf16>
+// CHECK-NOT:     linalg.matmul
+#id2 = affine_map<(m, n) -> (m, n)>
+func.func @linear_rows_on_tensor_cores(%x: memref<8x11008xbf16>, %w: memref<4096x11008xbf16>, %y: memref<8x4096xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  %t = memref.alloc() : memref<8x4096xf32>
+  linalg.fill ins(%zero : f32) outs(%t : memref<8x4096xf32>)
+  linalg.matmul indexing_maps = [#a, #bt, #c] ins(%x, %w : memref<8x11008xbf16>, memref<4096x11008xbf16>) outs(%t : memref<8x4096xf32>)
+  linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%t : memref<8x4096xf32>) outs(%y : memref<8x4096xbf16>) {
+  ^bb0(%s: f32, %o: bf16):
+    %narrow = arith.truncf %s : f32 to bf16
+    linalg.yield %narrow : bf16
+  }
+  memref.dealloc %t : memref<8x4096xf32>
+  return
+}

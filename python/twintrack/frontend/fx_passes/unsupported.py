@@ -12,6 +12,8 @@ aten = torch.ops.aten
 
 
 COMPLEX_DTYPES = (torch.complex32, torch.complex64, torch.complex128)
+# torch-mlir's importer has no type for these (uint32 it imports; uint8 is ui8)
+UNIMPORTED_DTYPES = (torch.uint16, torch.uint64)
 
 
 def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
@@ -21,6 +23,8 @@ def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
     - complex numbers: torch-mlir imports complex tensors, but no stage
       after it lowers them (MLIR asserts in Type::getIntOrFloatBitWidth and
       the process aborts at 'fusion');
+    - uint16 and uint64 tensors (hash_tensor's result): torch-mlir's
+      importer has no type for them;
     - shapes that depend on the data (nonzero, masked_select): the static
       pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
     - a reshaping view of a zero-size tensor: torch-mlir divides by the
@@ -43,6 +47,9 @@ def _unsupported(node) -> str | None:
     values = [n.meta.get("val") for n in [node, *node.all_input_nodes]]
     if any(holds_complex(v) for v in values):
         return "complex dtypes"
+    unimported = sorted({str(d).removeprefix("torch.") for v in values for d in _dtypes(v) if d in UNIMPORTED_DTYPES})
+    if unimported:
+        return f"{' and '.join(unimported)} tensors"
     if any(data_dependent(v) for v in values):
         return "shapes that depend on the data"
     if node.target in RESHAPING_VIEWS and any(isinstance(v, torch.Tensor) and v.numel() == 0 for v in values):
@@ -68,6 +75,11 @@ def data_dependent(value) -> bool:
 
 def holds_complex(value) -> bool:
     """Whether an FX node's value (a tensor, or a tuple/list of them) is complex."""
+    return any(d in COMPLEX_DTYPES for d in _dtypes(value))
+
+
+def _dtypes(value) -> list[torch.dtype]:
+    """The dtypes of an FX node's value: a tensor's, or those of a tuple/list of them."""
     if isinstance(value, (tuple, list)):
-        return any(holds_complex(v) for v in value)
-    return isinstance(value, torch.Tensor) and value.dtype in COMPLEX_DTYPES
+        return [d for v in value for d in _dtypes(v)]
+    return [value.dtype] if isinstance(value, torch.Tensor) else []
