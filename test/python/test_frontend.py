@@ -95,6 +95,26 @@ def test_plain_fp16_attention_reads_fp16_keeps_f32_scores_and_matches_eager():
     assert relative_error(program32.module()(*inputs32)[0], model(*[x.double() for x in inputs32])) < 1e-5
 
 
+def test_half_attention_over_a_run_time_sequence_reads_fp16_through_its_views():
+    """The widened K is transposed over a run-time length: the fold rebuilds
+    the transpose (its size read off the tensor) on the f16 tensor; one
+    compile serves each length."""
+    class Causal(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    inputs = tuple(torch.randn(2, 4, 16, 8).half() for _ in range(3))
+    dynamic = ",".join(f"{name}:2=s[2,64]" for name in "qkv")
+    lowered = twintrack.export(Causal(), inputs, dynamic=dynamic).lower(to=None)
+    assert re.search(r"linalg\.batch_matmul ins\(.*: tensor<\d+x\?x8xf16>, tensor<\d+x8x\?xf16>\)",
+                     lowered.as_text("legalize"))
+    compiled = lowered.compile("cpu")
+    for length in (5, 33):
+        fresh = tuple(torch.randn(2, 4, length, 8).half() for _ in range(3))
+        reference = Causal()(*(x.double() for x in fresh))
+        assert relative_error(compiled(*fresh), reference) < 1e-2
+
+
 def test_masked_attention_decomposes_in_its_dtype_and_layout():
     """Boolean and additive masks, fp16 too: two bmms reading the inputs'
     dtype, and the view traced after the attention still applies (GPT-2's case)."""

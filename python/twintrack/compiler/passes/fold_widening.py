@@ -53,8 +53,11 @@ def _narrow(value: ir.Value, moves: list[ir.Operation]) -> ir.Value:
         shape = ir.RankedTensorType(move.results[0].type).shape
         element = ir.RankedTensorType(narrow.type).element_type
         if move.name == "linalg.transpose":
-            narrow = linalg.transpose(narrow, outs=[tensor.empty(shape, element)],
-                                      permutation=move.attributes["permutation"]).results[0]
+            permutation = list(ir.DenseI64ArrayAttr(move.attributes["permutation"]))
+            sizes = [tensor.dim(narrow, _index(source)) if ir.ShapedType.is_dynamic_size(size) else size
+                     for size, source in zip(shape, permutation)]
+            narrow = linalg.transpose(narrow, outs=[tensor.empty(sizes, element)],
+                                      permutation=permutation).results[0]
         else:
             build = tensor.collapse_shape if move.name == "tensor.collapse_shape" else tensor.expand_shape
             narrow = build(ir.RankedTensorType.get(shape, element), narrow, move.attributes["reassociation"],
@@ -63,10 +66,15 @@ def _narrow(value: ir.Value, moves: list[ir.Operation]) -> ir.Value:
 
 
 def _expand_sizes(move: ir.Operation) -> dict:
-    """expand_shape's output sizes (static here), as its builder takes them."""
+    """expand_shape's output sizes (its run-time ones as it reads them), as its builder takes them."""
     if move.name != "tensor.expand_shape":
         return {}
-    return {"output_shape": [], "static_output_shape": move.attributes["static_output_shape"]}
+    return {"output_shape": list(move.operands[1:]), "static_output_shape": move.attributes["static_output_shape"]}
+
+
+def _index(dim: int) -> ir.Value:
+    from mlir.dialects import arith
+    return arith.constant(ir.IndexType.get(), dim)
 
 
 def _read_unwidened_operands(op: ir.Operation) -> None:
