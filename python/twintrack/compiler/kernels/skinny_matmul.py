@@ -93,8 +93,8 @@ class SkinnySchedule:
         slice_k = ops.k // self.splits
         if ops.open_m and self.splits > 1:
             return False  # the slices' reducing kernel stores rows as given: an open M's are masked in one slice only
-        if self.tensor_cores and (not self.b_transposed or ops.in_element not in MMA_ELEMENTS):
-            return False
+        if self.tensor_cores and (not self.b_transposed or ops.in_element not in MMA_ELEMENTS or ops.open_m):
+            return False  # an M known at run time stays on the CUDA cores: this one is checked on a GPU at fixed M only
         return ops.batch is None and ops.b_transposed == self.b_transposed and self.min_rows <= ops.m <= self.max_rows \
             and ops.n % self.columns(ops) == 0 and ops.k % self.splits == 0 and slice_k % self.k_unit(ops) == 0 \
             and (self.splits == 1 or ops.n % REDUCE_WIDTH == 0)
