@@ -213,19 +213,20 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 
     # ------------------------------------------------------------ Bᵀ on tensor cores
     def _mma_body(self) -> None:
-        w, s = self.w, self.schedule
+        """Bᵀ's rows against A's, on m16n8k16 MMAs with the operands swapped (module docstring)."""
+        w, s, width = self.w, self.schedule, self.vector_width
         group, quad = w.div(self.lane, 4), w.rem(self.lane, 4)  # an MMA fragment's row, and pair
         column0 = w.mul(self.block_n, MMA_M)
         b_rows = [w.add(column0, w.add(group, w.index(half * 8))) for half in range(2)]
         a_rows = [arith.minui(w.add(group, w.index(tile * MMA_N)), self._a_row(self.rows - 1))
                   for tile in range(self._a_tiles())]  # rows past M read the last (never stored)
-        first = w.add(w.mul(self.batch, self.slice_k), w.add(w.mul(self.warp, MMA_SPAN), w.mul(quad, 8)))
+        first = w.add(w.mul(self.batch, self.slice_k), w.add(w.mul(self.warp, MMA_SPAN), w.mul(quad, width)))
         unit = MMA_SPAN * s.warps
 
         def step(trip: ir.Value, vectors: int, sums: list[ir.Value]) -> list[ir.Value]:
             ks = [w.add(w.add(first, trip), u * unit) for u in range(vectors)]
             b_vectors = self._load_b([[row, k] for k in ks for row in b_rows], widen=False)
-            a_vectors = [w.load(8, self.element, self.a, [row, k], VECTOR_BYTES) for k in ks for row in a_rows]
+            a_vectors = [w.load(width, self.element, self.a, [row, k], VECTOR_BYTES) for k in ks for row in a_rows]
             for u in range(vectors):
                 upper, lower = b_vectors[2 * u:2 * u + 2]
                 tiles = a_vectors[u * len(a_rows):(u + 1) * len(a_rows)]
