@@ -35,21 +35,29 @@ def _widened_source(value: ir.Value) -> ir.Value | None:
     return owner.operands[0]
 
 
-def _moves_of_widening(value: ir.Value) -> list[ir.Operation] | None:
-    """The reshapes and transposes (outermost first) between `value` and a
-    widening, if `value` is one of those behind nothing else; else None."""
+@dataclass(frozen=True)
+class _WidenedRead:
+    """A matmul operand that is a widening of `source`, behind `moves`
+    (reshapes and transposes, outermost first)."""
+    moves: list[ir.Operation]
+    widening: ir.Operation
+    source: ir.Value
+
+
+def _widened_read(value: ir.Value) -> _WidenedRead | None:
     moves = []
     while (owner := defining_op(value)) is not None and owner.name in _MOVES:
         moves.append(owner)
         value = owner.operands[0]
-    return moves if _widened_source(value) is not None else None
+    source = _widened_source(value)
+    return None if source is None else _WidenedRead(moves, defining_op(value), source)
 
 
-def _narrow(value: ir.Value, moves: list[ir.Operation]) -> ir.Value:
-    """`value`'s elements unwidened: its moves rebuilt, innermost first, on the widening's source."""
+def _narrow(read: _WidenedRead) -> ir.Value:
+    """The operand's elements unwidened: its moves rebuilt, innermost first, on the widening's source."""
     from mlir.dialects import linalg, tensor
-    narrow = _widened_source(moves[-1].operands[0] if moves else value)
-    for move in reversed(moves):
+    narrow = read.source
+    for move in reversed(read.moves):
         shape = ir.RankedTensorType(move.results[0].type).shape
         element = ir.RankedTensorType(narrow.type).element_type
         if move.name == "linalg.transpose":
@@ -80,19 +88,19 @@ def _index(dim: int) -> ir.Value:
 def _read_unwidened_operands(op: ir.Operation) -> None:
     """Rebuild the contraction on the narrow tensors if an operand is a widening."""
     a, b, init = op.operands
-    moves = [_moves_of_widening(a), _moves_of_widening(b)]
-    if all(m is None for m in moves):
+    reads = [_widened_read(a), _widened_read(b)]
+    if all(read is None for read in reads):
         return
     from mlir.dialects import linalg  # 40 ms to import: only when a contraction is rebuilt
     build = linalg.matmul if op.name == "linalg.matmul" else linalg.batch_matmul
     with op.location, ir.InsertionPoint(op):
-        operands = [wide if m is None else _narrow(wide, m) for wide, m in zip((a, b), moves)]
+        operands = [wide if read is None else _narrow(read) for wide, read in zip((a, b), reads)]
         rebuilt = build(*operands, outs=[init])
     op.results[0].replace_all_uses_with(rebuilt)
     op.erase()
-    for wide, m in zip((a, b), moves):
-        if m is not None:
-            _erase_unused([*m, defining_op(m[-1].operands[0] if m else wide)])
+    for read in reads:
+        if read is not None:
+            _erase_unused([*read.moves, read.widening])
 
 
 def _erase_unused(ops: list[ir.Operation]) -> None:

@@ -9,6 +9,8 @@ import math
 
 import torch
 
+from .dtypes import HALF_DTYPES
+
 
 def entry_for(program: torch.export.ExportedProgram) -> dict:
     """The attention entry for this program: {} where its attention calls
@@ -59,7 +61,7 @@ def _attention_in_its_dtype(layout, query, key, value, attn_mask=None, dropout_p
         value = value.repeat_interleave(query.shape[-3] // value.shape[-3], dim=-3)
     # before the scores: nothing may sit between the two matmuls of the attention kernel's chain
     attends = _attends(attn_mask) if attn_mask is not None and not is_causal else None
-    wide = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    wide = torch.float32 if query.dtype in HALF_DTYPES else query.dtype
     scores = (query.to(wide) @ key.to(wide).transpose(-2, -1)) * scale
     if is_causal:
         rows, cols = scores.shape[-2], scores.shape[-1]
