@@ -180,22 +180,25 @@ def test_float32_matmuls_take_tf32_only_when_allowed(run_tool, tmp_path, flags, 
 
 
 @pytest.mark.parametrize("model, paths", [
-    ("zoo:gemm?m=512&k=512&n=512", ["transpose", "wgmma-matmul"]),
-    ("zoo:gemm?m=200&k=196&n=100", ["simt-matmul"]),  # no wgmma tile: B read as it is
+    ("zoo:gemm?m=512&k=512&n=512", ["row-wise", "transpose", "wgmma-matmul"]),
+    ("zoo:gemm?m=200&k=196&n=100", ["simt-matmul"]),  # no wgmma tile: B read as it is, exact f32
 ])
 def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model, paths):
     """wgmma reads tf32 operands K-major only: a plain B (K x N) is copied
     transposed by a kernel of its own (64 x 64 tiles through shared memory,
     16-byte loads and stores) and the matmul reads that Bᵀ in 16-byte
-    copies, not one element a copy."""
+    copies, not one element a copy. The copy rounds B to tf32 on its way;
+    A, an input too, is rounded by a pass of its own (round-tf32-operands)."""
     result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
     assert result.returncode == 0, result.stderr
     kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
     assert [k["path"].split()[0] for k in kernels] == paths
+    ptx = {f.stem: f.read_text() for f in (tmp_path / "m" / "kernels").glob("*.ptx")}
+    rounds = [bool(re.search(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx[k["name"]])) for k in kernels]
+    assert rounds == [path in ("row-wise", "transpose") for path in paths]
     if "transpose" not in paths:
         return
-    ptx = {f.stem: f.read_text() for f in (tmp_path / "m" / "kernels").glob("*.ptx")}
-    copy, matmul = (ptx[k["name"]] for k in kernels)
+    copy, matmul = (ptx[k["name"]] for k in kernels[1:])
     assert copy.count("ld.global.v4.b32") == copy.count("st.global.v4.b32") == 4  # 64 x 64 floats, 256 threads
     copies = re.findall(r"cp\.async\.(\w+)\.shared\.global \[[^]]*\], \[[^]]*\], (\d+)", matmul)
     assert copies and set(copies) == {("cg", "16")}, set(copies)

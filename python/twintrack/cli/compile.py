@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "another arch takes the mma.sync matmul kernels)")
     parser.add_argument("--allow-tf32", action=argparse.BooleanOptionalAction, default=None,
                         help="GPU: let f32 matmuls run as tf32 on tensor cores (10 mantissa bits, ~1e-3 relative "
-                             "error; wgmma, sm_90a only); --no-allow-tf32 keeps them exact f32 on CUDA cores "
+                             "error; wgmma, sm_90a only; operands rounded to nearest, as cuBLAS); --no-allow-tf32 keeps them exact f32 on CUDA cores "
                              "(default: as torch.backends.cuda.matmul.allow_tf32, which is off unless "
                              "torch.set_float32_matmul_precision('high') turned it on)")
     parser.add_argument("--emulate-precision-casts", action="store_true",

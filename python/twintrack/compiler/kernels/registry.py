@@ -108,6 +108,8 @@ MATMUL_GENERATORS: tuple[KernelGenerator, ...] = (
     KernelGenerator("simt_matmul", SimtMatmulWriter, TileConfig, _stored_a(_simt_applies)),
 )
 GENERATORS_BY_NAME = {g.name: g for g in MATMUL_GENERATORS}
+# The generators whose tensor cores read f32 operands as tf32 (by truncation: wgmma).
+TF32_GENERATORS = frozenset({"split_k_wgmma_matmul", "tma_wgmma_matmul", "wgmma_matmul"})
 
 
 def generator_sources() -> list[Path]:

@@ -20,6 +20,7 @@ from mlir.dialects import arith, memref, vector
 
 from .builder import KernelBuilder, LaunchIds, build_launch, vector_of, workgroup_memref
 from .matmul_common import element_bytes
+from .tf32_rounding import round_to_tf32
 
 TILE = 64
 _THREADS = 256
@@ -33,6 +34,7 @@ class TransposeCopy:
     rows: int
     cols: int
     element: str
+    round_tf32: bool = False  # f32 elements rounded to tf32 on the way (a tf32 matmul's B, `tf32_rounding`)
 
     @property
     def width(self) -> int:
@@ -86,6 +88,8 @@ class _TransposeWriter:
             with w.only_if(self._inside(w.add(self.row0, row), w.add(self.col0, col), self.copy.rows, self.copy.cols)):
                 values = w.load(width, self.copy.element, self.source,
                                 [*self.batch, w.add(self.row0, row), w.add(self.col0, col)], 16)
+                if self.copy.round_tf32:
+                    values = round_to_tf32(values)
                 for i in range(width):
                     memref.store(vector.extract(values, [], [i]), self.tile, [w.add(col, w.index(i)), row])
         w.barrier()

@@ -55,6 +55,7 @@ PASSES = {
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),
     "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),
+    "round-tf32-operands": ("round_tf32", "RoundTf32Operands"),
     "reuse-dead-inputs": ("reuse_dead_inputs", "ReuseDeadInputs"),
     "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),
     "serial-small-loops": ("serial_small_loops", "SerialSmallLoops"),

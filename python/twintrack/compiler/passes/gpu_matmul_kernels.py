@@ -48,6 +48,7 @@ from ..kernels.matmul_common import (
 from ..dispatch_kinds import DispatchKind, dispatch_kind
 from ...errors import UsageError
 from ..kernels.registry import GENERATORS_BY_NAME, MATMUL_GENERATORS, KernelGenerator
+from ..kernels.tf32_rounding import is_tf32_rounding
 from ..kernels.transpose import TransposeCopy, build_transpose
 from ..kernels.tma_matmul import TmaWgmmaMatmulWriter, tma_takes_tile
 from ..kernels.wgmma_matmul import ATOM_BYTES, WgmmaMatmulWriter, WgmmaTileConfig
@@ -70,6 +71,7 @@ from .ir_helpers import (
     row_major,
     users_of,
     vectors_fit,
+    written_between,
     written_buffers,
 )
 
@@ -669,6 +671,14 @@ def kernel_takes(batch: int | None, m: int, n: int, k: int, in_element: str, out
     """Would a generator take a contiguous matmul of these sizes, B read
     transposed (a linear layer's weight)? For a pass that makes matmuls
     only where a kernel will take them (conv-as-matmul)."""
+    return chosen_generator(batch, m, n, k, in_element, out_element, arch, tf32, lowering_dir) is not None
+
+
+def chosen_generator(batch: int | None, m: int, n: int, k: int, in_element: str, out_element: str, arch: str,
+                     tf32: bool, lowering_dir: Path = DEFAULT_LOWERING_DIR) -> str | None:
+    """The generator that would take a contiguous matmul of these sizes, B
+    read transposed, or None (the generic pipeline's), for the passes that
+    act ahead of this one on what it will do."""
     batched = [batch] if batch else []
 
     def memref(*sizes: int, element: str) -> str:
@@ -677,8 +687,8 @@ def kernel_takes(batch: int | None, m: int, n: int, k: int, in_element: str, out
     operands = MatmulOperands(memref(m, k, element=in_element), memref(n, k, element=in_element),
                               memref(m, n, element=out_element), batch, m, n, k, in_element, out_element,
                               b_transposed=True, tf32=tf32 and in_element == "f32", c_vectors=c_vectors)
-    return choose_kernel([operands], _cached_tables(str(lowering_dir)), arch,
-                         gpu_target(Path(lowering_dir))) is not None
+    chosen = choose_kernel([operands], _cached_tables(str(lowering_dir)), arch, gpu_target(Path(lowering_dir)))
+    return None if chosen is None else chosen[2]
 
 
 @functools.lru_cache(maxsize=4)
@@ -746,7 +756,10 @@ def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str
         writer.build(site.op, kernel, kernel_operands, reuse)
         erase_site(site)
         return
-    copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b", b_copy, kernel_operands.b)
+    rounding = _b_rounding(kernel_operands.b, site.op)
+    source = rounding.operands[0] if rounding else kernel_operands.b
+    copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b",
+                                              replace(b_copy, round_tf32=rounding is not None), source)
     try:
         writer.build(site.op, kernel, replace(kernel_operands, b=transposed))
     except Exception:
@@ -756,6 +769,33 @@ def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str
     with ir.InsertionPoint(site.op), site.op.location:
         memref.DeallocOp(transposed)
     erase_site(site)
+    if rounding is not None:
+        _erase_with_its_buffer(rounding)
+
+
+def _b_rounding(b: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
+    """The tf32 rounding (round-tf32-operands) that alone writes B, a buffer
+    of its own only this matmul reads, where B's transposing copy can round
+    instead and the rounding's pass over B go; None elsewhere."""
+    if defining_op(b) is None or defining_op(b).name != "memref.alloc":
+        return None
+    users = users_of(b)
+    roundings = [u for u in users if is_tf32_rounding(u) and u.operands[1] == b]
+    if len(roundings) != 1 or any(u not in (roundings[0], matmul) and u.name != "memref.dealloc" for u in users):
+        return None
+    rounding = roundings[0]
+    return None if written_between(rounding, matmul, buffer_root(rounding.operands[0])) else rounding
+
+
+def _erase_with_its_buffer(op: ir.Operation) -> None:
+    """Erase `op`, and the buffer it wrote if nothing but deallocations use it now."""
+    buffer = op.operands[-1]
+    op.erase()
+    users = users_of(buffer)
+    if all(u.name == "memref.dealloc" for u in users):
+        for dealloc in users:
+            dealloc.erase()
+        defining_op(buffer).erase()
 
 
 def _reading_transposed(operands: MatmulOperands, b_copy: TransposeCopy) -> MatmulOperands:

@@ -246,6 +246,21 @@ def ops_between(first: ir.Operation, last: ir.Operation) -> list[ir.Operation]:
     return between
 
 
+def written_between(first: ir.Operation, last: ir.Operation, root: ir.Value) -> bool:
+    """Might an op between `first` and `last` (same block) write the buffer
+    `root`? An op with regions (a kernel built before) counts as writing
+    every buffer used inside it."""
+    if first.block != last.block:
+        return True
+    return any(buffer_root(v) == root for op in ops_between(first, last) for v in _maybe_written(op))
+
+
+def _maybe_written(op: ir.Operation) -> list[ir.Value]:
+    if not op.regions:
+        return [v for v in written_buffers(op) if isinstance(v.type, ir.MemRefType)]
+    return [v for nested in nested_ops(op) for v in nested.operands if isinstance(v.type, ir.MemRefType)]
+
+
 def kernel_ref(launch: ir.Operation) -> tuple[str, str]:
     """(gpu.module name, function name) of the kernel a gpu.launch_func calls (its `@module::@func`)."""
     module_name, kernel_name = (part.strip("@") for part in str(launch.attributes["kernel"]).split("::"))
@@ -283,6 +298,24 @@ def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda
 
     root.walk(visit, order)
     return found
+
+
+def elementwise_map(value: ir.Value, body: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """A linalg.generic applying `body` to each element of the tensor `value`
+    (its open sizes read with tensor.dim), built at the current insertion point."""
+    from mlir.dialects import linalg, tensor
+    shaped = ir.RankedTensorType(value.type)
+    sizes = [tensor.dim(value, arith.constant(ir.IndexType.get(), d)) if shaped.is_dynamic_dim(d) else size
+             for d, size in enumerate(shaped.shape)]
+    empty = tensor.empty(sizes, shaped.element_type)
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(shaped.rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    generic = linalg.GenericOp([shaped], [value], [empty], ir.ArrayAttr.get([identity, identity]),
+                               ir.ArrayAttr.get([parallel] * shaped.rank))
+    block = generic.regions[0].blocks.append(shaped.element_type, shaped.element_type)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(block.arguments[0])])
+    return generic.results[0]
 
 
 def shaped_bytes(t: ir.ShapedType) -> int:

@@ -23,7 +23,7 @@ from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from ..kernels.window_read import WindowRead
 from .generic_body import describe_body, indexing_maps
 from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, is_zero_constant, nested_ops,
-                         reassociation, reshape_aliases, users_of, vectors_fit, written_buffers)
+                         reassociation, reshape_aliases, users_of, vectors_fit, written_between)
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def window_operand(matmul: ir.Operation) -> FoundWindow | None:
     if windows is None or windows.name != "linalg.generic" or not _overwrites(after, patches):
         return None
     found = _described(windows, patches, rows)
-    if found is None or _written_between(windows, matmul, buffer_root(found[1])):
+    if found is None or written_between(windows, matmul, buffer_root(found[1])):
         return None
     absorbed = [windows]
     reader = matmul
@@ -235,20 +235,3 @@ def _uses_dim(expr: ir.AffineExpr, dim: int) -> bool:
     if isinstance(expr, ir.AffineBinaryExpr):
         return _uses_dim(expr.lhs, dim) or _uses_dim(expr.rhs, dim)
     return False
-
-
-def _written_between(first: ir.Operation, last: ir.Operation, root: ir.Value) -> bool:
-    """Might an op between `first` and `last` (same block) write the buffer
-    `root`? An op with regions (a kernel built before) counts as writing
-    every buffer used inside it."""
-    if first.block != last.block:
-        return True
-    block_ops = [o.operation for o in first.block.operations]
-    between = block_ops[block_ops.index(first) + 1:block_ops.index(last)]
-    return any(buffer_root(v) == root for op in between for v in _maybe_written(op))
-
-
-def _maybe_written(op: ir.Operation) -> list[ir.Value]:
-    if not op.regions:
-        return [v for v in written_buffers(op) if isinstance(v.type, ir.MemRefType)]
-    return [v for nested in nested_ops(op) for v in nested.operands if isinstance(v.type, ir.MemRefType)]
