@@ -33,6 +33,7 @@ from ..phases import phase
 from .decomp import program_table
 from .dynamic import ShapeNames, export_dims, mark_dynamic_entry
 from .fx_passes import FxReport, run_pipeline
+from .fx_passes.aliasing_prims import prims_views_as_aten
 from .fx_passes.storage_order import shape_in_module_order
 
 
@@ -324,6 +325,7 @@ def _export(target: torch.nn.Module, args: tuple, spec: str, dynamic_shapes=None
     """torch.export, then the frontend's decompositions. A failure of the
     first is the model's; of the second, twintrack's, and named so."""
     traced = _trace(target, args, spec, dynamic_shapes, first_input)
+    prims_views_as_aten(traced.graph_module)  # run_decompositions refuses them
     with phase("decompositions"), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         try:
