@@ -504,3 +504,19 @@ def test_zero_size_values_fold_to_zeros():
                 *torch.max(x, 2), *torch.nn.functional.max_pool2d(images, 2, return_indices=True))
     compiled_matches_eager(function, (torch.randn(0, 8, 8, 8, 8), torch.randn(0, 0), torch.randn(0, 2, 4, 4),
                                       torch.randn(2, 0, 3)))
+
+
+class _ConvTbc(torch.nn.Module):
+    def forward(self, x, weight, bias):
+        return torch.conv_tbc(x, weight, bias, 1)
+
+
+def test_conv_tbc_has_eagers_time_batch_channels_layout():
+    """torch-mlir's decomposition of conv_tbc ordered its result's dims
+    otherwise (the 'torch' stage refused the return type)."""
+    generator = torch.Generator().manual_seed(0)
+    x, weight, bias = (torch.randn(shape, generator=generator) for shape in ((9, 4, 5), (3, 5, 6), (6,)))
+    got = twintrack.compile(_ConvTbc(), (x, weight, bias))(x, weight, bias)
+    expected = _ConvTbc()(x.double(), weight.double(), bias.double())
+    assert got.shape == (9, 4, 6)
+    assert torch.allclose(got.double(), expected, rtol=1e-5, atol=1e-5)

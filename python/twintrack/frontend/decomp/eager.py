@@ -50,6 +50,10 @@ Where the lowering departs, and why each fix is general:
 * Adaptive max pooling: torch-mlir rewrites it as max_pool2d, right only
   for windows of one length and batched inputs; here it gathers its
   windows of unequal lengths (with eager's indices at ties and NaN).
+* conv_tbc (time, batch, channels): torch-mlir's decomposition returns
+  its result's dims in another order than eager's (the 'torch' stage
+  reports the return type); here it is a conv1d on the input and weight
+  permuted to (batch, channels, time), permuted back.
 * Complex dtypes have no lowering (an MLIR assertion aborts the process at
   'fusion'): fx_passes/unsupported.py says so before any MLIR pass runs.
 """
@@ -772,6 +776,14 @@ FLOOR_DIVISIONS = {aten.floor_divide.default: _floor_division, aten.floor_divide
                    aten.fmod.Tensor: _float_fmod}
 
 
+# ---------------------------------------------------------------- conv_tbc
+
+def _conv_tbc(input, weight, bias, pad=0):
+    """conv_tbc: input (time, batch, in), weight (width, in, out), as a conv1d over (batch, in, time)."""
+    out = torch.conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)
+
+
 # ---------------------------------------------------------------- the table
 
 # Each entry returns NotImplemented where torch-mlir's own lowering is right
@@ -795,6 +807,7 @@ FAMILY = Family("eager", {
     aten._to_copy.default: _narrow_integer_cast,
     aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
     aten.pow.Scalar: _power_scalar,
+    aten.conv_tbc.default: _conv_tbc,
 })
 for op in BYTE_COMPUTATIONS:
     FAMILY.add(op, _in_wide_integers(op))
