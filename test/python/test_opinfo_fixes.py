@@ -88,6 +88,13 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
     "view-dtype": (lambda x: x.view(torch.int32), (SIGNED_SPECIALS,)),
     "view-dtype-half": (lambda x: x.view(torch.int16), (SIGNED_SPECIALS.half(),)),
     "view-dtype-back": (lambda i: (i + 1).view(torch.float32), (torch.arange(1065353216, 1065353224, dtype=torch.int32),)),
+    # to another width: each element's bytes, least significant first, or runs of them joined
+    "view-dtype-bytes": (lambda x: x.view(torch.uint8), (SIGNED_SPECIALS.reshape(2, 4),)),
+    "view-dtype-halves": (lambda x: x.view(torch.float16), (torch.randn(3, 4, generator=G),)),
+    "view-dtype-double-to-shorts": (lambda x: x.view(torch.int16), (torch.randn(2, 3, dtype=torch.float64, generator=G),)),
+    "view-dtype-bytes-to-float": (lambda x: x.view(torch.float32),
+                                  (torch.randint(-128, 128, (3, 8), generator=G, dtype=torch.int8),)),
+    "view-dtype-bfloat16-to-long": (lambda x: x.view(torch.int64), (torch.randn(2, 8, generator=G).bfloat16(),)),
     "copysign": (lambda x, y: torch.copysign(x, y),
                  (torch.randn(6, generator=G), torch.tensor([-1.0, -0.0, 0.0, 2.0, -3.0, 1.0]))),
     "fmod-scalar": (lambda x: torch.fmod(x, 3), (torch.randn(5, 5, generator=G) * 10,)),
@@ -116,10 +123,10 @@ def test_the_sign_bit_over_a_dynamic_dim():
         assert torch.equal(copied, torch.copysign(torch.ones_like(x), x))
 
 
-def test_a_view_to_another_width_is_refused_at_its_line():
+def test_a_bool_view_to_another_width_is_refused_at_its_line():
     with pytest.raises(UsageError,
                        match=r"views to a dtype of another width .* are not supported: aten.view at test_opinfo_fixes.py"):
-        twintrack.compile(FunctionModule(lambda x: x.view(torch.uint8)), (torch.randn(8),))
+        twintrack.compile(FunctionModule(lambda x: x.view(torch.bool)), (torch.arange(8, dtype=torch.int16),))
 
 
 @pytest.mark.parametrize("function, op, dtype", [

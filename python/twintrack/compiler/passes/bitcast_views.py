@@ -11,7 +11,7 @@ conversion leaves illegal (the user saw "failed to legalize
     %r = torch_c.from_builtin_tensor %c    : !torch.vtensor<[..],si32>
 
 which the linalg stage carries through. A view to a dtype of another width (it changes the last
-dim's size) is refused at the user's line by the frontend's checks.
+dim's size) reaches it as same-width views, shifts and masks (frontend/decomp/views.py).
 """
 
 from __future__ import annotations

@@ -100,7 +100,42 @@ def _unbind_copy(input, dim=0):
     return [input.select(dim, index).clone() for index in range(input.shape[dim])]
 
 
+# ---------------------------------------------------------------- views to a dtype of another width
+
+SIGNED_OF_WIDTH = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _as_bits(x: torch.Tensor) -> torch.Tensor:
+    """x's elements as signed integers of their width (a same-width view: bitcast-views lowers it)."""
+    signed = SIGNED_OF_WIDTH[x.dtype.itemsize]
+    return x if x.dtype == signed else x.view(signed)
+
+
+def _view_dtype(input, dtype):
+    """x.view(dtype) to a dtype of another width, as eager reinterprets the
+    bytes (little-endian): each element split into its narrower pieces,
+    least significant first, along the last dim, or each run of pieces
+    along the last dim joined into one wider element. Shifts and masks on
+    same-width integer views, which torch-mlir lowers. Declines for equal
+    widths (bitcast-views), bool and 0-d tensors (eager refuses those)."""
+    source, target = input.dtype.itemsize, dtype.itemsize
+    if source == target or torch.bool in (input.dtype, dtype) or input.dim() == 0 \
+            or input.dtype.is_complex or dtype.is_complex:
+        return NotImplemented
+    bits = _as_bits(input)
+    if source > target:
+        mask = (1 << (8 * target)) - 1
+        pieces = [(bits >> (8 * target * k)) & mask for k in range(source // target)]
+        joined = torch.stack(pieces, dim=-1).to(SIGNED_OF_WIDTH[target]).flatten(-2)
+    else:
+        count, wide = target // source, SIGNED_OF_WIDTH[target]
+        runs = bits.unflatten(-1, (bits.shape[-1] // count, count)).to(wide) & ((1 << (8 * source)) - 1)
+        joined = sum(runs[..., k] << (8 * source * k) for k in range(count))
+    return joined if joined.dtype == dtype else joined.view(dtype)
+
+
 FAMILY = Family("views", {
+    aten.view.dtype: _view_dtype,
     aten.as_strided_copy.default: _as_strided_copy,
     aten.as_strided.default: _as_strided_of_no_dims,
     aten.as_strided_scatter.default: _as_strided_scatter,

@@ -29,8 +29,8 @@ def refuse_unsupported(program: torch.export.ExportedProgram) -> None:
       pipeline has no size to give them (a segfault at 'torch' for a 0-d one);
     - a reshaping view of a zero-size tensor: torch-mlir divides by the
       zero extent (SIGFPE at 'linalg');
-    - a view to a dtype of another width (its last dim changes size): only
-      same-width views are lowered (bitcast-views)."""
+    - a view between bool and a dtype of another width (its last dim
+      changes size): decomp/views.py takes the other dtypes' views."""
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
