@@ -251,6 +251,31 @@ def test_integer_case_compiles_and_matches_eager(name, compile_cache):
     case_matches_eager(INTEGER_CASES, compile_cache, name)
 
 
+def _amounts(dtype, width):
+    """Shift amounts from -2 to past the width, every one of them."""
+    return torch.arange(-2, width + 3).to(dtype)
+
+
+SHIFT_AMOUNTS = {d: _amounts(d, d.itemsize * 8) for d in (torch.int8, torch.uint8, torch.int32, torch.int64)}
+SHIFT_AMOUNTS[torch.uint8] = torch.arange(0, 12, dtype=torch.uint8)  # no negative bytes
+SHIFTS = {
+    # x << y of tensors, shifts by and of a number failed to legalize; amounts out of the width were poison
+    **{f"{name}_{str(d)[6:]}": (function, (torch.full_like(y, -77 if d.is_signed else 177), y))
+       for d, y in SHIFT_AMOUNTS.items()
+       for name, function in (("left_shift", lambda x, y: x << y), ("right_shift", lambda x, y: x >> y))},
+    "left_shift_by_number": (lambda x: torch.bitwise_left_shift(x, 3), (I8(6),)),
+    "right_shift_past_width": (lambda x: torch.bitwise_right_shift(x, 40), (torch.tensor([-5, 5, -1 << 30]),)),
+    "number_shifted": (lambda y: 5 << y, (SHIFT_AMOUNTS[torch.int32],)),
+    "number_shifted_right": (lambda y: torch.bitwise_right_shift(-300, y), (SHIFT_AMOUNTS[torch.int64],)),
+}
+SHIFT_CASES = table("shifts", SHIFTS)
+
+
+@pytest.mark.parametrize("name", list(SHIFTS))
+def test_shifts_by_any_amount_as_eager(name, compile_cache):
+    case_matches_eager(SHIFT_CASES, compile_cache, name)
+
+
 BOOLS = torch.tensor([True, False, True, False, False, True])
 TRUTHS = torch.tensor([True, True, False, True, True, False])
 REPEATS = torch.tensor([0, 0, 1, 3, 3, 5])  # repeated targets: two Trues add to True

@@ -31,6 +31,7 @@ PASSES = {
     "drop-runtime-asserts": ("drop_asserts", "DropRuntimeAsserts"),
     "fold-matmul-widening": ("fold_widening", "FoldMatmulWidening"),
     "fold-patch-padding": ("patch_padding", "FoldPatchPadding"),
+    "eager-shifts": ("eager_shifts", "EagerShifts"),
     "f32-intermediates": ("half_precision", "F32Intermediates"),
     "forward-init-fills": ("forward_init_fills", "ForwardInitFills"),
     "gpu-attention-kernels": ("gpu_attention_kernels", "GpuAttentionKernels"),

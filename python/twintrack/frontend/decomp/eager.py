@@ -50,6 +50,12 @@ Where the lowering departs, and why each fix is general:
 * Adaptive max pooling: torch-mlir rewrites it as max_pool2d, right only
   for windows of one length and batched inputs; here it gathers its
   windows of unequal lengths (with eager's indices at ties and NaN).
+* Shifts. torch-mlir lowers bitwise_left_shift / bitwise_right_shift of
+  two tensors only: `x << y` of tensors (__lshift__.Tensor), a shift by a
+  number (Tensor_Scalar) and a number shifted (Scalar_Tensor) failed to
+  legalize. They become the two-tensor op, the number a 0-d tensor of the
+  result's dtype; compiler/passes/eager_shifts.py gives shifts by amounts
+  outside the width eager's results.
 * conv_tbc (time, batch, channels): torch-mlir's decomposition returns
   its result's dims in another order than eager's (the 'torch' stage
   reports the return type); here it is a conv1d on the input and weight
@@ -776,6 +782,29 @@ FLOOR_DIVISIONS = {aten.floor_divide.default: _floor_division, aten.floor_divide
                    aten.fmod.Tensor: _float_fmod}
 
 
+# ---------------------------------------------------------------- shifts
+
+def _shift_of_tensors(shift):
+    """`shift` (the two-tensor overload) of a tensor and a number, or a number and a tensor:
+    the number as a 0-d tensor of the tensor's dtype, which is the result's."""
+    def decomposition(x, y):
+        if not isinstance(x, torch.Tensor):
+            x = torch.scalar_tensor(x, dtype=y.dtype, device=y.device)
+        if not isinstance(y, torch.Tensor):
+            y = torch.scalar_tensor(y, dtype=x.dtype, device=x.device)
+        return shift(x, y)
+    return decomposition
+
+
+SHIFTS = {
+    op: _shift_of_tensors(shift)
+    for shift, ops in ((aten.bitwise_left_shift.Tensor, (aten.__lshift__.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
+                                                         aten.bitwise_left_shift.Scalar_Tensor)),
+                       (aten.bitwise_right_shift.Tensor, (aten.__rshift__.Tensor, aten.bitwise_right_shift.Tensor_Scalar,
+                                                          aten.bitwise_right_shift.Scalar_Tensor)))
+    for op in ops}
+
+
 # ---------------------------------------------------------------- conv_tbc
 
 def _conv_tbc(input, weight, bias, pad=0):
@@ -808,6 +837,7 @@ FAMILY = Family("eager", {
     aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
     aten.pow.Scalar: _power_scalar,
     aten.conv_tbc.default: _conv_tbc,
+    **SHIFTS,
 })
 for op in BYTE_COMPUTATIONS:
     FAMILY.add(op, _in_wide_integers(op))
