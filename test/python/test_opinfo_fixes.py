@@ -99,6 +99,8 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
                  (torch.randn(6, generator=G), torch.tensor([-1.0, -0.0, 0.0, 2.0, -3.0, 1.0]))),
     "fmod-scalar": (lambda x: torch.fmod(x, 3), (torch.randn(5, 5, generator=G) * 10,)),
     "fmod-int": (lambda x: torch.fmod(x, -3), (torch.arange(-10, 10),)),
+    "remainder-of-number": (lambda x: 7 % x, (torch.tensor([-3, -2, 1, 2, 5, 9]),)),
+    "remainder-of-float-number": (lambda x: -7.5 % x, (torch.tensor([-3, -2, 1, 2, 5, 9]),)),
     "fftshift": (lambda x: torch.fft.fftshift(x), (torch.randn(5, 4, generator=G),)),
     # torch-mlir's pipeline died with SIGSEGV on an as_strided of no sizes
     "as_strided-0d": (lambda x: torch.as_strided(x, (), (), 3), (torch.randn(5, generator=G),)),

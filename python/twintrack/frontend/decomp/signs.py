@@ -1,7 +1,8 @@
 """Sign and remainder ops whose torch-mlir lowering is missing for one
 overload: signbit reads the sign bit through a same-width integer view
 (compiler/passes/bitcast_views.py lowers it), copysign uses that signbit,
-and fmod.Scalar becomes fmod.Tensor.
+fmod.Scalar becomes fmod.Tensor, and a number's remainder by a tensor
+(remainder.Scalar_Tensor: `7 % x`) remainder.Tensor.
 """
 
 from __future__ import annotations
@@ -42,9 +43,16 @@ def _fmod_scalar(input, other):
     return aten.fmod.Tensor(input.to(dtype), torch.scalar_tensor(other, dtype=dtype, device=input.device))
 
 
+def _number_remainder(number, other):
+    """remainder.Scalar_Tensor (`7 % x`) as remainder.Tensor, the number a 0-d tensor of the promoted dtype."""
+    dtype = torch.result_type(number, other)
+    return aten.remainder.Tensor(torch.scalar_tensor(number, dtype=dtype, device=other.device), other.to(dtype))
+
+
 FAMILY = Family("signs", {
     aten.signbit.default: _signbit,
     aten.copysign.Tensor: _copysign,
     aten.copysign.Scalar: _copysign,
     aten.fmod.Scalar: _fmod_scalar,
+    aten.remainder.Scalar_Tensor: _number_remainder,
 })
