@@ -101,6 +101,16 @@ WITHOUT_LINALG_LOWERING = _table("without a linalg lowering", {
     "fmod-int": (lambda x: torch.fmod(x, -3), (torch.arange(-10, 10),)),
     "remainder-of-number": (lambda x: 7 % x, (torch.tensor([-3, -2, 1, 2, 5, 9]),)),
     "remainder-of-float-number": (lambda x: -7.5 % x, (torch.tensor([-3, -2, 1, 2, 5, 9]),)),
+    # a number first: the overloads torch-mlir does not lower, as their two-tensor ones
+    **{f"bitwise_{name}-of-number": (lambda x, op=getattr(torch.ops.aten, f"bitwise_{name}").Scalar_Tensor: op(6, x),
+                                     (torch.arange(-4, 8, dtype=torch.int32),))
+       for name in ("and", "or", "xor")},
+    "xlogy-of-number": (lambda x: torch.xlogy(2.0, x), (torch.tensor([0.0, 0.5, 3.0, float("nan"), float("inf")]),)),
+    "xlog1py-of-number": (lambda x: torch.special.xlog1py(0.0, x), (torch.tensor([0.5, 3.0, float("nan"), -1.0]),)),
+    "xlog1py-by-number": (lambda x: torch.special.xlog1py(x, 2.0), (torch.tensor([0.0, 0.5, -3.0, float("nan")]),)),
+    # int32 index tensors: torch-mlir compared them with i64 sizes
+    "index-int32": (lambda x, i: (x[i, 1:], x[:, i[:2]]), (torch.randn(6, 5, generator=G),
+                                                   torch.tensor([0, 2, 5, -1], dtype=torch.int32))),
     "fftshift": (lambda x: torch.fft.fftshift(x), (torch.randn(5, 4, generator=G),)),
     # torch-mlir's pipeline died with SIGSEGV on an as_strided of no sizes
     "as_strided-0d": (lambda x: torch.as_strided(x, (), (), 3), (torch.randn(5, generator=G),)),

@@ -17,3 +17,16 @@ def is_nan(value):
     if isinstance(value, torch.Tensor):
         return value != value
     return isinstance(value, float) and math.isnan(value)
+
+
+def numbers_as_tensors(tensor_op):
+    """A decomposition of an overload taking Python numbers (a Scalar,
+    Scalar_Tensor, Tensor_Scalar overload, which torch-mlir lowers for few
+    ops) as `tensor_op`, the overload of two tensors: each number a 0-d
+    tensor and each operand converted to the dtype eager promotes them to."""
+    def decomposition(*operands):
+        dtype = torch.result_type(*operands)
+        device = next(o.device for o in operands if isinstance(o, torch.Tensor))
+        return tensor_op(*(o.to(dtype) if isinstance(o, torch.Tensor)
+                           else torch.scalar_tensor(o, dtype=dtype, device=device) for o in operands))
+    return decomposition

@@ -75,7 +75,7 @@ from torch._prims_common import canonicalize_dim
 import torch.utils._pytree as pytree
 from torch._meta_registrations import pooling_output_shape
 
-from .dtypes import HALF_DTYPES, is_nan
+from .dtypes import HALF_DTYPES, is_nan, numbers_as_tensors
 from .loops import elementwise_while
 from .registry import Family
 
@@ -784,20 +784,8 @@ FLOOR_DIVISIONS = {aten.floor_divide.default: _floor_division, aten.floor_divide
 
 # ---------------------------------------------------------------- shifts
 
-def _shift_of_tensors(shift):
-    """`shift` (the two-tensor overload) of a tensor and a number, or a number and a tensor:
-    the number as a 0-d tensor of the tensor's dtype, which is the result's."""
-    def decomposition(x, y):
-        if not isinstance(x, torch.Tensor):
-            x = torch.scalar_tensor(x, dtype=y.dtype, device=y.device)
-        if not isinstance(y, torch.Tensor):
-            y = torch.scalar_tensor(y, dtype=x.dtype, device=x.device)
-        return shift(x, y)
-    return decomposition
-
-
 SHIFTS = {
-    op: _shift_of_tensors(shift)
+    op: numbers_as_tensors(shift)
     for shift, ops in ((aten.bitwise_left_shift.Tensor, (aten.__lshift__.Tensor, aten.bitwise_left_shift.Tensor_Scalar,
                                                          aten.bitwise_left_shift.Scalar_Tensor)),
                        (aten.bitwise_right_shift.Tensor, (aten.__rshift__.Tensor, aten.bitwise_right_shift.Tensor_Scalar,

@@ -45,6 +45,10 @@ branches on a tensor's values, so every shape is static:
 * embedding_bag: each index's bag from a cumsum of marks at the offsets,
   the weight rows gathered, index_add (sum, mean) or scatter_reduce (max).
 
+* index by int32 tensors: torch-mlir's lowering bounds-checks them
+  against i64 sizes (the 'linalg' stage stopped at an arith.cmpi of two
+  types); they are widened to int64 first.
+
 Where eager takes floats only (histc, cdist, pdist, segment_reduce) other
 dtypes are declined; the table's earlier entry, if any, stays.
 """
@@ -528,7 +532,16 @@ def _repeat_interleave_of_counts(repeats, *, output_size=None):
     return (positions.unsqueeze(1) >= ends.unsqueeze(0)).sum(1).to(repeats.dtype)
 
 
+def _index_by_wide_integers(input, indices):
+    """aten.index with its int32 index tensors widened to int64 (declines where none is int32)."""
+    if not any(index is not None and index.dtype == torch.int32 for index in indices):
+        return NotImplemented
+    return aten.index.Tensor(input, [index.to(torch.int64) if index is not None and index.dtype == torch.int32
+                                     else index for index in indices])
+
+
 FAMILY = Family("indexing", {
+    aten.index.Tensor: _index_by_wide_integers,
     aten.repeat_interleave.Tensor: _repeat_interleave_of_counts,
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,

@@ -1,14 +1,17 @@
 """Sign and remainder ops whose torch-mlir lowering is missing for one
 overload: signbit reads the sign bit through a same-width integer view
 (compiler/passes/bitcast_views.py lowers it), copysign uses that signbit,
-fmod.Scalar becomes fmod.Tensor, and a number's remainder by a tensor
-(remainder.Scalar_Tensor: `7 % x`) remainder.Tensor.
+and the overloads taking a number that torch-mlir does not lower become
+their two-tensor overload, the number a 0-d tensor (fmod.Scalar, a
+number's remainder by a tensor `7 % x`, bitwise and/or/xor of a number
+and a tensor, xlogy and xlog1py of a number).
 """
 
 from __future__ import annotations
 
 import torch
 
+from .dtypes import numbers_as_tensors
 from .registry import Family
 
 aten = torch.ops.aten
@@ -37,22 +40,16 @@ def _copysign(input, other):
     return torch.where(_signbit(sign), -magnitude, magnitude)
 
 
-def _fmod_scalar(input, other):
-    """fmod.Scalar as fmod.Tensor with a 0-d tensor (only the latter is lowered)."""
-    dtype = torch.result_type(input, other)
-    return aten.fmod.Tensor(input.to(dtype), torch.scalar_tensor(other, dtype=dtype, device=input.device))
-
-
-def _number_remainder(number, other):
-    """remainder.Scalar_Tensor (`7 % x`) as remainder.Tensor, the number a 0-d tensor of the promoted dtype."""
-    dtype = torch.result_type(number, other)
-    return aten.remainder.Tensor(torch.scalar_tensor(number, dtype=dtype, device=other.device), other.to(dtype))
-
-
 FAMILY = Family("signs", {
     aten.signbit.default: _signbit,
     aten.copysign.Tensor: _copysign,
     aten.copysign.Scalar: _copysign,
-    aten.fmod.Scalar: _fmod_scalar,
-    aten.remainder.Scalar_Tensor: _number_remainder,
+    aten.fmod.Scalar: numbers_as_tensors(aten.fmod.Tensor),
+    aten.remainder.Scalar_Tensor: numbers_as_tensors(aten.remainder.Tensor),
+    **{getattr(aten, f"bitwise_{name}").Scalar_Tensor: numbers_as_tensors(getattr(aten, f"bitwise_{name}").Tensor)
+       for name in ("and", "or", "xor")},
+    aten.xlogy.Scalar_Self: numbers_as_tensors(aten.xlogy.Tensor),
+    aten.xlogy.Scalar_Other: numbers_as_tensors(aten.xlogy.Tensor),
+    aten.special_xlog1py.self_scalar: numbers_as_tensors(aten.special_xlog1py.default),
+    aten.special_xlog1py.other_scalar: numbers_as_tensors(aten.special_xlog1py.default),
 })
