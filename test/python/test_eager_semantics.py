@@ -545,3 +545,19 @@ def test_conv_tbc_has_eagers_time_batch_channels_layout():
     expected = _ConvTbc()(x.double(), weight.double(), bias.double())
     assert got.shape == (9, 4, 6)
     assert torch.allclose(got.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_with_max_norm_renormalizes_its_rows_as_eager():
+    """An Embedding with max_norm scales the rows it looks up in place
+    (aten.embedding_renorm, which torch-mlir does not lower): the output
+    and the module's weight after the call are eager's."""
+    torch.manual_seed(0)
+    eager, compiled_module = torch.nn.Embedding(10, 3, max_norm=1.0), torch.nn.Embedding(10, 3, max_norm=1.0)
+    compiled_module.load_state_dict(eager.state_dict())
+    ids = torch.tensor([[1, 2, 4], [4, 7, 1]])
+    with torch.no_grad():
+        expected = eager(ids)
+        got = twintrack.compile(compiled_module, (ids,))(ids)
+    assert torch.allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert torch.allclose(compiled_module.weight, eager.weight, rtol=1e-6, atol=1e-6)
+    assert (compiled_module.weight[[1, 2, 4, 7]].norm(dim=1) <= 1.0 + 1e-6).all()

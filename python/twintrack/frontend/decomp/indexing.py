@@ -45,6 +45,10 @@ branches on a tensor's values, so every shape is static:
 * embedding_bag: each index's bag from a cumsum of marks at the offsets,
   the weight rows gathered, index_add (sum, mean) or scatter_reduce (max).
 
+* embedding_renorm (an Embedding with max_norm renormalizes the rows it
+  looks up, in place): each looked-up row scaled by max_norm / (its norm
+  + 1e-7) where its norm exceeds max_norm, as eager's, and put back with
+  index_put (a row looked up twice gets the same value twice).
 * index by int32 tensors: torch-mlir's lowering bounds-checks them
   against i64 sizes (the 'linalg' stage stopped at an arith.cmpi of two
   types); they are widened to int64 first.
@@ -532,6 +536,15 @@ def _repeat_interleave_of_counts(repeats, *, output_size=None):
     return (positions.unsqueeze(1) >= ends.unsqueeze(0)).sum(1).to(repeats.dtype)
 
 
+def _embedding_renorm(weight, indices, max_norm, norm_type):
+    """The weight with each row `indices` names scaled down to `max_norm` where its norm exceeds it."""
+    rows = indices.reshape(-1).to(torch.int64)
+    looked_up = weight[rows]
+    norms = torch.linalg.vector_norm(looked_up, norm_type, dim=1, keepdim=True)
+    scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
+    return weight.index_put((rows,), looked_up * scale)
+
+
 def _index_by_wide_integers(input, indices):
     """aten.index with its int32 index tensors widened to int64 (declines where none is int32)."""
     if not any(index is not None and index.dtype == torch.int32 for index in indices):
@@ -542,6 +555,7 @@ def _index_by_wide_integers(input, indices):
 
 FAMILY = Family("indexing", {
     aten.index.Tensor: _index_by_wide_integers,
+    aten.embedding_renorm.default: _embedding_renorm,
     aten.repeat_interleave.Tensor: _repeat_interleave_of_counts,
     aten.index_reduce.default: _index_reduce,
     aten.put.default: _put,
