@@ -52,6 +52,7 @@ PASSES = {
     "nested-linalg-loops": ("nested_linalg_loops", "NestedLinalgLoops"),
     "open-expands": ("shape_buffers", "OpenExpands"),
     "outline-kernels": ("outline_kernels", "OutlineKernels"),
+    "outline-loop-nests": ("outline_loop_nests", "OutlineLoopNests"),
     "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),
