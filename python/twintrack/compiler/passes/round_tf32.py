@@ -47,7 +47,7 @@ def _view_source(op: ir.Operation) -> tuple[ir.Operation, int] | None:
     if op.name in _VIEWS:
         return op, 0
     if op.name == "tensor.pad":
-        yielded = op.regions[0].blocks[0].operations[0].operands[0]
+        yielded = list(op.regions[0].blocks[0].operations)[-1].operands[0]  # the padding value
         return (op, 0) if is_zero_constant(defining_op(yielded)) else None
     if op.name == "linalg.generic" and len(op.results) == 1 and \
             all("parallel" in str(i) for i in op.attributes["iterator_types"]):

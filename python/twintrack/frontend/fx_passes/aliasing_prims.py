@@ -18,23 +18,29 @@ aten, prims = torch.ops.aten, torch.ops.prims
 fx = torch.fx
 
 
+def _arguments(node: fx.Node) -> list:
+    """The node's arguments by position, those it was given by name included."""
+    named = [node.kwargs[a.name] for a in node.target._schema.arguments[len(node.args):] if a.name in node.kwargs]
+    return [*node.args, *named]
+
+
 def _same_args(op):
-    return lambda build, node: build(op, *node.args)
+    return lambda build, node: build(op, *_arguments(node))
 
 
 def _split_dim(build, node):
-    source, dim, outer = node.args
+    source, dim, outer = _arguments(node)
     return build(aten.unflatten.int, source, dim, [outer, -1])
 
 
 def _collapse_view(build, node):
-    source, start, end = node.args  # collapses dims start to end, both included
+    source, start, end = _arguments(node)  # collapses dims start to end, both included
     return build(aten.flatten.using_ints, source, start, end)
 
 
 def _broadcast_in_dim(build, node):
     """Unit dims where `broadcast_dimensions` leaves a gap, then an expand to `shape`."""
-    source, shape, kept = node.args
+    source, shape, kept = _arguments(node)
     value = source
     for dim in range(len(shape)):
         if dim not in kept:
