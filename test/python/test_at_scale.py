@@ -20,6 +20,7 @@ SMALL = {
     "attention grouped KV heads": ("attention", {"kv_heads": 2}),
     "llama layer": ("llama_layer", {}),
     "bert layer": ("bert_layer", {}),
+    "gpt2 mlp": ("gpt2_mlp", {}),
     **{f"rows: {name}": ("rows", {"op": op}) for op, name in enumerate(at_scale.Rows.OPS)},
     "conv3x3": ("conv3x3", {}),
     "conv3x3 channels-last": ("conv3x3", {"channels_last": 1}),

@@ -154,6 +154,23 @@ def test_decode_linears_take_the_skinny_kernel(run_tool, tmp_path, dtype, rows):
     assert not [step for step in plan["steps"] if step["op"] == "copy"]
 
 
+@pytest.mark.parametrize("dtype, rows, width", [("float16", 4, 768), ("bfloat16", 16, 1600)])
+def test_decode_with_weights_as_stored_takes_tensor_cores(run_tool, tmp_path, dtype, rows, width):
+    """GPT-2's MLP (Conv1D: x @ W + b with W stored [in, out]) on a few
+    rows: both layers take the skinny kernel's tensor-core flavour for B as
+    stored, bias and GELU folded in (GPT-2 XL's 1600 is no whole number of
+    the block's 256 of K: its last warps sit the last trip out)."""
+    model = f"python/twintrack/harness/at_scale.py:gpt2_mlp?batch={rows}&dim={width}"
+    result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", dtype, "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    matmuls = [k for k in manifest["kernels"] if not k["name"].endswith("_reduce")]
+    assert [k["path"].split(" splits")[0].rsplit(",", 1)[0] for k in matmuls] == \
+        ["skinny-matmul B mma 8 warps x2 vectors"] * 2, matmuls
+    assert all(k["spills"] == 0 for k in manifest["kernels"]), manifest["kernels"]
+    assert "movmatrix.sync.aligned.m8n8.trans.b16" in (tmp_path / "m" / "kernels" / f"{matmuls[0]['name']}.ptx").read_text()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_one_element_half_matmul_compiles(run_tool, tmp_path, dtype):
     """(1x2)(2x1) in half precision: the narrowing after it reads the 1x1

@@ -13,6 +13,9 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
   `llama_decode_step`: one decode step of it, with a KV cache (dynamic
   shapes: one compile serves every cache length).
 - `bert_layer`: a BERT encoder layer (post-norm, GELU MLP).
+- `gpt2_mlp`: Hugging Face's GPT-2 MLP on a few tokens (decode): its
+  Conv1D layers keep their weights [in, out], so both matmuls read B as
+  stored.
 - `rows`: one row-wise op over rows × cols (`op=0..4`: layer norm, RMSNorm,
   softmax, GELU, row sum).
 - `conv3x3`: one 3×3 convolution with padding 1 (ResNet-50's shapes).
@@ -175,6 +178,16 @@ class BertLayer(nn.Module):
 def bert_layer(batch: int = 2, seq: int = 32, dim: int = 64, heads: int = 4, ffn: int = 256, seed: int = 0):
     model = _seeded_module(BertLayer(dim, heads, ffn), seed)
     return model, (torch.randn(batch, seq, dim, generator=_generator(seed)),)
+
+
+def gpt2_mlp(batch: int = 2, dim: int = 64, seed: int = 0):
+    """GPT-2's MLP (Hugging Face's GPT2MLP: Conv1D dim -> 4 dim -> dim, tanh GELU), its own init, on batch x dim."""
+    import transformers
+    from transformers.models.gpt2.modeling_gpt2 import GPT2MLP
+
+    torch.manual_seed(seed)
+    model = GPT2MLP(4 * dim, transformers.GPT2Config(n_embd=dim)).eval()
+    return model, (torch.randn(batch, dim, generator=_generator(seed)),)
 
 
 class Rows(nn.Module):

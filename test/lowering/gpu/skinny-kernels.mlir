@@ -100,3 +100,37 @@ func.func @linear_rows_on_tensor_cores(%x: memref<8x11008xbf16>, %w: memref<4096
   memref.dealloc %t : memref<8x4096xf32>
   return
 }
+
+// B as stored in f16 with 4 rows of A (GPT-2 XL's Conv1D, 1600 -> 6400):
+// tensor cores, A's rows the MMA's, B's 16-byte rows its n8 tiles through
+// movmatrix (an 8x8 transpose across the warp). 32 columns of C a block:
+// 200 blocks are too few, so K splits 2 ways; each slice of 800 is 3 units
+// of 256 (one trip of two, one of one) and 32 more, which only the first
+// warp's span covers (an scf.if on its offset). The warps' sums meet in
+// shared memory ([warp, row, column]) and split-K's kernel finishes C.
+// CHECK-LABEL: func.func @stored_rows_on_tensor_cores(
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c200{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c2{{.*}}) threads({{.*}}) in (%{{.*}} = %c256{{.*}}module(@forward_skinny_matmul_{{[0-9]+}}) {{.*}}workgroup(%{{.*}} : memref<8x16x32xf32, #gpu.address_space<workgroup>>)
+// CHECK:           scf.for %{{.*}} = %c0 to %c512 step %c512
+// CHECK-COUNT-8:     vector.load %{{.*}} : memref<1600x6400xf16>, vector<8xf16>
+// CHECK-COUNT-4:     vector.load %{{.*}} : memref<4x1600xf16>, vector<8xf16>
+// CHECK-COUNT-32:    llvm.inline_asm "movmatrix.sync.aligned.m8n8.trans.b16
+// CHECK:           } {twintrack.kernel_path = "skinny-matmul B mma 8 warps x2 vectors, 2 splits"}
+// CHECK:           scf.for %{{.*}} = %c512 to %c768 step %c256
+// CHECK-COUNT-4:     vector.load %{{.*}} : memref<1600x6400xf16>, vector<8xf16>
+// CHECK-COUNT-16:    llvm.inline_asm "movmatrix
+// CHECK:           arith.cmpi ult, %{{.*}}, %c32
+// CHECK:           scf.if %{{.*}} -> (vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>, vector<2x2xf32>)
+// CHECK-COUNT-4:     vector.load %{{.*}} : memref<1600x6400xf16>, vector<8xf16>
+// CHECK:           } else {
+// CHECK-COUNT-8:   vector.store %{{.*}} : memref<8x16x32xf32, #gpu.address_space<workgroup>>, vector<2xf32>
+// CHECK:           gpu.barrier
+// CHECK-COUNT-8:   memref.load %{{.*}} : memref<8x16x32xf32, #gpu.address_space<workgroup>>
+// CHECK:         module(@forward_skinny_matmul_{{[0-9]+}}_reduce)
+// CHECK:           arith.truncf %{{.*}} : vector<4xf32> to vector<4xf16>
+// CHECK-NOT:     linalg.matmul
+func.func @stored_rows_on_tensor_cores(%x: memref<4x1600xf16>, %w: memref<1600x6400xf16>, %y: memref<4x6400xf16>) {
+  %zero = arith.constant 0.0 : f16
+  linalg.fill ins(%zero : f16) outs(%y : memref<4x6400xf16>)
+  linalg.matmul ins(%x, %w : memref<4x1600xf16>, memref<1600x6400xf16>) outs(%y : memref<4x6400xf16>)
+  return
+}

@@ -35,15 +35,16 @@ func.func @long_k(%a: memref<512x16384xf16>, %b: memref<16384x512xf16>, %c: memr
   return
 }
 
-// Decode-like: 16 rows. wgmma's tiles take 64, so on sm_90a too the
-// mma.sync split-K kernel (16 x 64 tiles, one warp per 16 rows) takes it.
+// Decode-like: 32 rows (16 and fewer take the skinny kernel). wgmma's
+// tiles take 64, so on sm_90a too the mma.sync split-K kernel (16 x 64
+// tiles, one warp per 16 rows) takes it.
 // CHECK-LABEL: func.func @decode(
-// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c64, %{{.*}} = %c1, %{{.*}} = %c4) {{.*}} module(@forward_split_k_matmul_{{[0-9]+}})
+// CHECK:         gpu.launch blocks({{.*}}) in (%{{.*}} = %c64, %{{.*}} = %c2, %{{.*}} = %c4) {{.*}} module(@forward_split_k_matmul_{{[0-9]+}})
 // CHECK:           } {twintrack.kernel_path = "split-k-matmul 16x64x32/1x2 warps/4 splits"}
-func.func @decode(%a: memref<16x4096xf16>, %b: memref<4096x4096xf16>, %c: memref<16x4096xf16>) {
+func.func @decode(%a: memref<32x4096xf16>, %b: memref<4096x4096xf16>, %c: memref<32x4096xf16>) {
   %zero = arith.constant 0.0 : f16
-  linalg.fill ins(%zero : f16) outs(%c : memref<16x4096xf16>)
-  linalg.matmul ins(%a, %b : memref<16x4096xf16>, memref<4096x4096xf16>) outs(%c : memref<16x4096xf16>)
+  linalg.fill ins(%zero : f16) outs(%c : memref<32x4096xf16>)
+  linalg.matmul ins(%a, %b : memref<32x4096xf16>, memref<4096x4096xf16>) outs(%c : memref<32x4096xf16>)
   return
 }
 

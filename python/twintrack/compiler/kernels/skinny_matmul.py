@@ -19,6 +19,14 @@ accumulating in f32. Two layouts:
   is its fragments' pairs, with no shuffles or shared memory. The block's
   warps take turns along K; their sums meet in shared memory. With 8 rows
   of A a lane keeps 4 sums, where the CUDA-core kernel keeps 64.
+- B as stored in f16/bf16 on tensor cores: A's rows (up to 16) are the
+  MMA's, and B's 16-byte rows its n8 tiles. A lane's vector holds 8
+  columns at one K where a fragment wants 2 K at one column, so each of
+  its 32-bit pairs goes through `movmatrix` (an 8x8 transpose across the
+  warp): pair r of the lanes' vectors is an 8x8 matrix whose transpose is
+  the fragment of the tile of columns {8p + 2r, 8p + 2r + 1 : p < 4}.
+  C's columns come out in pairs, as they are stored. K is permuted as in
+  the transposed kernel, so A's vectors are its fragments as they stand.
 
 Where the columns give too few blocks, K splits over the grid's z: each
 slice's f32 sums go to a workspace, and split-K's reducing kernel adds the
@@ -31,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, memref, vector
+from mlir.dialects import arith, llvm, memref, vector
 
 from ..target import GpuTarget
 from .builder import vector_of, workgroup_memref
@@ -45,8 +53,10 @@ WARP = 32
 ELEMENTS = ("f16", "bf16", "f32")
 MMA_ELEMENTS = ("f16", "bf16")
 MAX_ROWS = 8  # each lane keeps a vector of sums per row of A: 8 rows of 8 lanes are 64 registers
-MAX_MMA_ROWS = 2 * MMA_N  # two tiles of A's rows: 8 sums a lane
+MAX_MMA_ROWS = 2 * MMA_N  # Bᵀ: two tiles of A's rows, 8 sums a lane; B as stored: an MMA's 16 rows
 MMA_SPAN = 32  # K one warp's two MMAs cover: 4 lanes of a row x 8 elements
+STORED_MMA_COLUMNS = 32  # B as stored: columns of C a block computes, 4 lanes of a row x 8 elements
+MOVMATRIX = "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;"
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ class SkinnySchedule:
     warps: int
     unroll: int
     splits: int
-    tensor_cores: bool = False  # Bᵀ, f16/bf16: A and B swapped on m16n8k16 MMAs
+    tensor_cores: bool = False  # f16/bf16 on m16n8k16 MMAs (Bᵀ: A and B swapped; B as stored: movmatrix)
     min_rows: int = 1           # the fewest rows of A it takes
 
     def label(self) -> str:
@@ -80,20 +90,22 @@ class SkinnySchedule:
     def columns(self, ops: MatmulOperands) -> int:
         """Columns of C a block computes."""
         if self.tensor_cores:
-            return MMA_M
+            return MMA_M if self.b_transposed else STORED_MMA_COLUMNS
         return self.warps if self.b_transposed else WARP * self.width(ops)
 
     def k_unit(self, ops: MatmulOperands) -> int:
-        """Elements of K one vector a lane covers: a slice is whole units (the unroll takes as many as it can)."""
+        """Elements of K a slice is whole units of: what one vector a lane
+        covers (the unroll takes as many as it can), or on tensor cores one
+        warp's span (the last trip's warps past the slice's end sit it out)."""
         if self.tensor_cores:
-            return MMA_SPAN * self.warps
+            return MMA_SPAN
         return WARP * self.width(ops) if self.b_transposed else self.warps
 
     def divides(self, ops: MatmulOperands) -> bool:
         slice_k = ops.k // self.splits
         if ops.open_m and self.splits > 1:
             return False  # the slices' reducing kernel stores rows as given: an open M's are masked in one slice only
-        if self.tensor_cores and (not self.b_transposed or ops.in_element not in MMA_ELEMENTS or ops.open_m):
+        if self.tensor_cores and (ops.in_element not in MMA_ELEMENTS or ops.open_m):
             return False  # an M known at run time stays on the CUDA cores: this one is checked on a GPU at fixed M only
         return ops.batch is None and ops.b_transposed == self.b_transposed and self.min_rows <= ops.m <= self.max_rows \
             and ops.n % self.columns(ops) == 0 and ops.k % self.splits == 0 and slice_k % self.k_unit(ops) == 0 \
@@ -147,16 +159,20 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 
     def workgroup_types(self) -> list[ir.MemRefType]:
         s = self.schedule
+        if s.tensor_cores and s.b_transposed:
+            return [workgroup_memref([s.warps, MMA_M, self._a_tiles() * MMA_N], "f32")]  # [warp, column, row]
         if s.tensor_cores:
-            return [workgroup_memref([s.warps, MMA_M, self._a_tiles() * MMA_N], "f32")]
+            return [workgroup_memref([s.warps, MMA_M, STORED_MMA_COLUMNS], "f32")]  # [warp, row, column]
         return [] if s.b_transposed else [workgroup_memref([s.warps, self.bn], "f32")]
 
     def kernel_body(self) -> None:
         w = self.w
         self.warp, self.lane = w.div(self.tid, WARP), w.rem(self.tid, WARP)
         self.slice_k = self.ops.k // self.schedule.splits
-        if self.schedule.tensor_cores:
+        if self.schedule.tensor_cores and self.schedule.b_transposed:
             self._mma_body()
+        elif self.schedule.tensor_cores:
+            self._stored_mma_body()
         elif self.schedule.b_transposed:
             self._transposed_body()
         else:
@@ -241,26 +257,78 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 
         zero = w.constant(0.0, accumulator_type())
         sums = self._k_loop(self.slice_k, unit, step, [zero] * len(a_rows))
-        self._sum_warps(sums, group, quad, column0)
+        pairs = []  # a fragment's rows group and group + 8 are columns of C, its pair two rows
+        for tile, total in enumerate(sums):
+            row = w.add(w.mul(quad, 2), w.index(tile * MMA_N))
+            pairs += [(vector.extract(total, [], [half]), [w.add(group, w.index(half * 8)), row]) for half in range(2)]
+        self._sum_warps(pairs, column0, MMA_M, lambda column, row: [column, row])
 
     def _a_tiles(self) -> int:
         return -(-self.rows // MMA_N)
 
-    def _sum_warps(self, sums: list[ir.Value], group: ir.Value, quad: ir.Value, column0: ir.Value) -> None:
-        """The warps' MMA sums meet in shared memory ([warp, column, row]);
-        then a thread per element of the block's C adds them up and finishes it."""
-        w, s, shared = self.w, self.schedule, self.shared[0]
+    # ------------------------------------------------------------ B as stored on tensor cores
+    def _stored_mma_body(self) -> None:
+        """A's rows against B's as stored, on m16n8k16 MMAs, B's pairs
+        transposed by movmatrix (module docstring). Within a warp's 32 of K,
+        element e of the vector of the lane with pair index `quad` is K
+        8·quad + e, and MMA j takes elements 4j.. of each (as `_mma_body`);
+        B's rows follow: row `group` of a movmatrix for MMA j and half h
+        (the fragment's K 2·(group // 2) + group % 2, plus 8h) is K
+        8·(group // 2) + 4j + 2h + group % 2."""
+        w, s, width = self.w, self.schedule, self.vector_width
+        group, quad = w.div(self.lane, 4), w.rem(self.lane, 4)
+        column0 = w.mul(self.block_n, STORED_MMA_COLUMNS)
+        b_column = w.add(column0, w.mul(quad, width))
+        a_rows = [arith.minui(w.add(group, w.index(half * 8)), self._a_row(self.rows - 1))
+                  for half in range(2)]  # rows past M read the last (never stored)
+        pair_row = w.add(w.mul(w.div(group, 2), 8), w.rem(group, 2))
+        b_ks = [w.add(pair_row, w.index(4 * j + 2 * half)) for j in range(2) for half in range(2)]
+        first = w.add(w.mul(self.batch, self.slice_k), w.mul(self.warp, MMA_SPAN))
+        a_k = w.mul(quad, width)
+        unit = MMA_SPAN * s.warps
+
+        def step(trip: ir.Value, vectors: int, sums: list[ir.Value]) -> list[ir.Value]:
+            bases = [w.add(w.add(first, trip), u * unit) for u in range(vectors)]
+            b_vectors = self._load_b([[w.add(base, k), b_column] for base in bases for k in b_ks], widen=False)
+            a_vectors = [w.load(width, self.element, self.a, [row, w.add(base, a_k)], VECTOR_BYTES)
+                         for base in bases for row in a_rows]
+            for u in range(vectors):
+                upper, lower = a_vectors[2 * u:2 * u + 2]
+                for j in range(2):
+                    mma_a = _pairs(w, upper, lower, [4 * j, 4 * j + 1, 8 + 4 * j, 9 + 4 * j,
+                                                     4 * j + 2, 4 * j + 3, 10 + 4 * j, 11 + 4 * j])
+                    halves = b_vectors[4 * u + 2 * j:4 * u + 2 * j + 2]
+                    for tile in range(len(sums)):
+                        mma_b = _fragment(w, [_transposed_pair(w, half, tile) for half in halves])
+                        sums[tile] = mma(w, self.element, mma_a, mma_b, sums[tile])
+            return sums
+
+        zero = w.constant(0.0, accumulator_type())
+        sums = self._k_loop(self.slice_k, unit, step, [zero] * (width // 2))
+        pairs = []  # tile r's pair at the fragment's column 2·quad is C's columns 8·quad + 2r, + 1
         for tile, total in enumerate(sums):
-            for half in range(2):  # the fragment's rows group and group + 8: columns of C
-                row = w.add(w.mul(quad, 2), w.index(tile * MMA_N))
-                w.store(vector.extract(total, [], [half]), shared, [self.warp, w.add(group, w.index(half * 8)), row], 8)
+            column = w.add(w.mul(quad, width), w.index(2 * tile))
+            pairs += [(vector.extract(total, [], [half]), [w.add(group, w.index(half * 8)), column])
+                      for half in range(2)]
+        self._sum_warps(pairs, column0, STORED_MMA_COLUMNS, lambda column, row: [row, column])
+
+    def _sum_warps(self, pairs: list[tuple[ir.Value, list[ir.Value]]], column0: ir.Value, columns: int,
+                   place_of) -> None:
+        """The warps' MMA sums meet in shared memory: each (pair, index) of
+        `pairs` is stored at [warp, *index]; then a thread per element of the
+        block's C (`columns` of them a row) adds the warps' values at [warp,
+        *place_of(column, row)] and finishes it."""
+        w, s, shared = self.w, self.schedule, self.shared[0]
+        for pair, index in pairs:
+            w.store(pair, shared, [self.warp, *index], 8)
         w.barrier()
-        outputs = MMA_M * self.rows
+        outputs = columns * self.rows
         for base in range(0, outputs, s.threads):
             place = w.add(self.tid, w.index(base))
             with w.only_if(self.thread_guard(place, 0, outputs)):
-                column, row = w.rem(place, MMA_M), w.div(place, MMA_M)
-                total = w.tree([memref.load(shared, [w.index(g), column, row]) for g in range(s.warps)], arith.addf)
+                column, row = w.rem(place, columns), w.div(place, columns)
+                total = w.tree([memref.load(shared, [w.index(g), *place_of(column, row)]) for g in range(s.warps)],
+                               arith.addf)
                 self._finish(total, row, w.add(column0, column))
 
     # ------------------------------------------------------------ shared
@@ -276,17 +344,23 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
         `sums` (default: one f32 vector per row of A): `body(trip, vectors,
         sums)` reads `vectors` consecutive units from `trip`, the schedule's
         unroll of them, then one at a time for the trips the unroll leaves
-        (K = 11008: 43 units of 256)."""
+        (K = 11008: 43 units of 256). On tensor cores a last part of a unit
+        is one more trip for the warps whose span starts inside it."""
         w, unroll = self.w, self.schedule.unroll
         if sums is None:
             sums = [w.constant(0.0, vector_of(self.vector_width, "f32"))] * self.rows
         unrolled = stop // (unit * unroll) * unit * unroll
-        for start, end, vectors in ((0, unrolled, unroll), (unrolled, stop, 1)):
+        whole = stop // unit * unit
+        for start, end, vectors in ((0, unrolled, unroll), (unrolled, whole, 1)):
             if start == end:
                 continue
             with w.loop(start, end, unit * vectors, sums) as loop:
                 loop.yield_(body(loop.induction, vectors, list(loop.carried)))
             sums = list(loop.results)
+        if whole < stop:
+            inside = w.less(w.mul(self.warp, MMA_SPAN), stop - whole)
+            sums = w.choose(inside, [v.type for v in sums], lambda: body(w.index(whole), 1, list(sums)),
+                            lambda: list(sums))
         return sums
 
     def _load_b(self, positions: list[list[ir.Value]], widen: bool = True) -> list[ir.Value]:
@@ -320,12 +394,27 @@ class _SkinnyPartialWriter(TiledMatmulWriter):
 def _pairs(w, first: ir.Value, second: ir.Value, elements: list[int]) -> ir.Value:
     """An MMA fragment, one pair a register: `elements` of the two vectors
     (numbered through both, as vector.shuffle does), two by two."""
-    element = ir.VectorType(first.type).element_type
-    fragment = w.constant(0.0, ir.VectorType.get([len(elements) // 2, 2], element))
-    for register in range(len(elements) // 2):
-        pair = vector.shuffle(first, second, elements[2 * register:2 * register + 2])
+    return _fragment(w, [vector.shuffle(first, second, elements[i:i + 2]) for i in range(0, len(elements), 2)])
+
+
+def _fragment(w, pairs: list[ir.Value]) -> ir.Value:
+    """An MMA fragment of `pairs` (vector<2xT> each), one a register."""
+    element = ir.VectorType(pairs[0].type).element_type
+    fragment = w.constant(0.0, ir.VectorType.get([len(pairs), 2], element))
+    for register, pair in enumerate(pairs):
         fragment = vector.insert(pair, fragment, [], [register])
     return fragment
+
+
+def _transposed_pair(w, row: ir.Value, register: int) -> ir.Value:
+    """Pair `register` of this lane's 8-element vector, moved by movmatrix:
+    the lanes' pairs as an 8x8 matrix (lane / 4 its row), transposed."""
+    element = ir.VectorType(row.type).element_type
+    pair = vector.shuffle(row, row, [2 * register, 2 * register + 1])
+    word = vector.extract(vector.bitcast(vector_of(1, "i32"), pair), [], [0])
+    i32 = ir.IntegerType.get_signless(32)
+    moved = llvm.inline_asm(i32, [word], MOVMATRIX, "=r,r")
+    return vector.bitcast(ir.VectorType.get([2], element), vector.from_elements(vector_of(1, "i32"), [moved]))
 
 
 class SkinnyMatmulWriter:
