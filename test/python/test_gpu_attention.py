@@ -156,8 +156,8 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
     # The rotary's loops were swapped with its output: each stores along its innermost loop (the head dim).
     after = next((outdir / "stages").glob("*-attention-kernels.mlir")).read_text()
     maps = dict(re.findall(r"^(#map\d*) = affine_map<(.*)>$", after, re.MULTILINE))
-    rotaries = [line for line in after.splitlines() if "linalg.generic" in line and "memref<256x64xf16>" in line]
-    assert len(rotaries) == 2, rotaries  # Q's and K's, each reading the cos and sin tables
+    rotaries = [line for line in after.splitlines() if "linalg.generic" in line and "memref<256x32xf16" in line]
+    assert len(rotaries) == 4, rotaries  # Q's and K's halves (elementwise-through-concat), each reading the tables'
     for line in rotaries:
         output_map = maps[re.search(r"indexing_maps = \[.*?(#map\d*)\]", line).group(1)]
         loops, stored = output_map.split(" -> ")
@@ -167,10 +167,11 @@ def test_a_rotary_embedding_writing_keys_transposed_writes_rows_instead(artifact
 def test_grouped_kv_heads_in_a_llama_layer_take_the_wgmma_kernel(artifact):
     """A LLaMA layer with grouped KV heads (8 query heads, 2 KV heads): the
     rotary embedding wrote Kᵀ repeated for each query head's group (kv
-    heads, group, 64, seq), and V was copied repeated. The rotary now writes
-    K's rows (its three outer dims the attention's batch), V is read where
-    the projection wrote it, at its group's head, and the flash kernel is
-    the wgmma one (it had fallen back to mma.sync: Kᵀ's keys run along a row)."""
+    heads, group, 64, seq), and V was copied repeated. The rotary's halves
+    now write K's rows for the 2 KV heads, and K and V are read where they
+    were written, at each query head's group's head (the repeating copies
+    read through); the flash kernel is the wgmma one (it had fallen back to
+    mma.sync: Kᵀ's keys run along a row)."""
     model = "python/twintrack/harness/at_scale.py:llama_layer?batch=1&seq=256&dim=512&heads=8&kv_heads=2&ffn=1024"
     outdir = _gpu_artifact(artifact, model, "float16")
     kernels = _kernels(outdir)
@@ -179,7 +180,7 @@ def test_grouped_kv_heads_in_a_llama_layer_take_the_wgmma_kernel(artifact):
     plan = json.loads((outdir / "plan.json").read_text())
     flash = next(s for s in plan["steps"] if s["op"] == "launch" and "attention" in s["module"])
     keys, values = (flash["args"][i]["memref"] for i in (1, 2))
-    assert keys["sizes"] == [8, 256, 64], keys  # K's rows, the repeated heads one batch dim
+    assert keys["sizes"] == [1, 2, 256, 64], keys  # K's rows for the 2 KV heads, not 8 copies
     assert values["sizes"] == [2, 256, 64], values  # the 2 KV heads where the projection wrote them, not 8 copies
 
 

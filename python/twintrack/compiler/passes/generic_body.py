@@ -14,6 +14,16 @@ def indexing_maps(generic: ir.Operation) -> list:
     return [ir.AffineMapAttr(m).value for m in generic.attributes["indexing_maps"]]
 
 
+def uses_dim(expr: ir.AffineExpr, dim: int) -> bool:
+    """Whether an affine expression reads loop `dim` (alone or inside a compound expression)."""
+    expr = expr.maybe_downcast()
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position == dim
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return uses_dim(expr.lhs, dim) or uses_dim(expr.rhs, dim)
+    return False
+
+
 def permute_loops(op: ir.Operation, order: list[int]) -> None:
     """Reorder a linalg.generic's loops in place: new loop k is old loop
     `order[k]`; its maps, iterator types and linalg.index ops follow."""

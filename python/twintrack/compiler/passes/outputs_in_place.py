@@ -43,7 +43,7 @@ def _copy_to_elide(block: ir.Block) -> tuple[ir.Operation, list[ir.Operation], i
         source, target = copy.operands[0], copy.operands[1]
         if not isinstance(target, ir.BlockArgument) or target.owner != block or len(users_of(target)) != 1:
             continue
-        chain = _reshapes_from_alloc(source)
+        chain = reshapes_from_alloc(source)
         if chain is None or str(source.type) != str(target.type):
             continue
         allocation = defining_op(chain[0].operands[0]) if chain else defining_op(source)
@@ -56,7 +56,7 @@ def _copy_to_elide(block: ir.Block) -> tuple[ir.Operation, list[ir.Operation], i
     return None
 
 
-def _reshapes_from_alloc(value: ir.Value) -> list[ir.Operation] | None:
+def reshapes_from_alloc(value: ir.Value) -> list[ir.Operation] | None:
     """The expand/collapse_shape ops from an allocation to `value`, in the
     order they apply; None where `value` is not an allocation seen through reshapes."""
     chain = []

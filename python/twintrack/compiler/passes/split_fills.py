@@ -15,8 +15,11 @@ input); so does a window kernel's (a depthwise convolution's batch norm
 would land in the buffer of the window's input). Each elementwise op on a
 matmul's or a reduction's result gets a destination of its own, and so
 does each fill (fills that differ only in their dispatch, which CSE cannot
-merge, would otherwise share one matmul accumulator). For other ops the
-shared buffer is free memory reuse.
+merge, would otherwise share one matmul accumulator). So does each
+elementwise op whose result is a concatenation's piece, which
+`concat-in-place` then writes into its slice (a buffer shared by two
+pieces would be copied twice). For other ops the shared buffer is free
+memory reuse.
 """
 
 from __future__ import annotations
@@ -40,6 +43,22 @@ def _reads_a_reduction(op: ir.Operation) -> bool:
     kernels fold in (the matmul and window kernels)."""
     op = op.operation if isinstance(op, ir.OpView) else op
     return op.name == "linalg.generic" and any(_is_reduction(defining_op(_through_reshapes(v))) for v in op.operands)
+
+
+def _feeds_a_concat(op: ir.Operation) -> bool:
+    """An elementwise op whose result (maybe reshaped) is a concatenation's piece."""
+    op = op.operation if isinstance(op, ir.OpView) else op
+    if op.name != "linalg.generic":
+        return False
+    pending = list(op.results)
+    while pending:
+        for use in pending.pop().uses:
+            user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+            if user.name == "tensor.concat":
+                return True
+            if user.name in _TENSOR_RESHAPES:
+                pending.append(user.results[0])
+    return False
 
 
 def _is_reduction(op: ir.Operation | None) -> bool:
@@ -75,8 +94,8 @@ class SplitFills(PythonPass):
             uses = [(use.owner, use.operand_number) for use in empty.results[0].uses]
             if len(uses) < 2:
                 continue
-            for consumer, operand in uses:  # right before it, for each fill and each epilogue of a matmul or reduction
-                if consumer.name == "linalg.fill" or _reads_a_reduction(consumer):
+            for consumer, operand in uses:  # right before it: each fill, epilogue of a matmul or reduction, piece
+                if consumer.name == "linalg.fill" or _reads_a_reduction(consumer) or _feeds_a_concat(consumer):
                     consumer.operands[operand] = empty.clone(ir.InsertionPoint(consumer)).results[0]
             if not list(empty.results[0].uses):
                 empty.erase()

@@ -21,7 +21,7 @@ from mlir import ir
 from ..kernels.epilogue import BodyOp, Ref, uncast
 from ..kernels.matmul_common import VECTOR_BYTES, element_bytes
 from ..kernels.window_read import WindowRead
-from .generic_body import describe_body, indexing_maps
+from .generic_body import describe_body, indexing_maps, uses_dim
 from .ir_helpers import (RESHAPE_OPS, block_positions, buffer_root, defining_op, is_zero_constant, nested_ops,
                          reassociation, reshape_aliases, users_of, vectors_fit, written_between)
 
@@ -205,7 +205,7 @@ def _chunks_contiguous(read: WindowRead, source: ir.Value, element: ir.Type) -> 
     if read.index_map is not None:
         *outer, last = read.index_map.results
         return last == ir.AffineDimExpr.get(innermost) and not any(
-            _uses_dim(e, innermost) for e in outer)
+            uses_dim(e, innermost) for e in outer)
     if read.indices[-1] != ("index", innermost) and not _is_loop(read, read.indices[-1], innermost):
         return False
     return not any(_depends_on(read.ops, ref, innermost) for ref in (*read.indices[:-1], read.inside) if ref)
@@ -225,13 +225,4 @@ def _depends_on(ops: tuple[BodyOp, ...], ref: Ref, dim: int) -> bool:
             return True
         if ref[0] == "op":
             pending += ops[ref[1]].operands
-    return False
-
-
-def _uses_dim(expr: ir.AffineExpr, dim: int) -> bool:
-    expr = expr.maybe_downcast()
-    if isinstance(expr, ir.AffineDimExpr):
-        return expr.position == dim
-    if isinstance(expr, ir.AffineBinaryExpr):
-        return _uses_dim(expr.lhs, dim) or _uses_dim(expr.rhs, dim)
     return False
