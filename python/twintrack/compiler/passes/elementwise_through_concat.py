@@ -11,18 +11,17 @@ results are concatenated (which `concat-in-place` then has their kernels
 write where they go). Likewise an elementwise op whose result is read
 only through slices computes each slice from slices of its operands, so
 each part fuses with its reader. The rotary embedding of a LLaMA layer,
-`x * cos + cat((-x2, x1)) * sin`, becomes two kernels, one per half, from
-a negation, two copies a piece and a kernel.
+`x * cos + cat((-x2, x1)) * sin`, becomes two kernels, one per half, where
+it was a negation kernel, a copy per piece and a kernel.
 
 Taken where the concatenation has one user, reached through reshapes that
 keep the concatenated dim whole, and that user is a linalg.generic of
 parallel loops reading it as an input whose concatenated dim is a loop of
 its own; every other operand has that loop as one plain dim or not at all,
-every result has it, the body computes something (a copy, a transpose or a
-repeat reads the concatenation, which its pieces' producers write in
-place: the attention kernels read through such copies), reads no output's
-old value and no index of that loop, and there are at most MAX_PIECES
-pieces (each part is a kernel).
+every result has it, the body computes something (`_moves_only`), reads
+no output's old value and no index of that loop, and there are at most
+MAX_PIECES pieces (each part is a kernel), none empty.
+
 A sliced op must be all parallel loops with one result that names each
 loop once, operands indexed by plain loops or constants, and every use of
 its result a static slice of unit strides.
@@ -84,10 +83,10 @@ def _plain_place(affine_map: ir.AffineMap, loop: int) -> tuple[bool, int | None]
     return True, (places[0] if places else None)
 
 
-def _site(concat: ir.Operation) -> _Site | None:
-    pieces = list(concat.operands)
-    if not 2 <= len(pieces) <= MAX_PIECES or not all(ir.RankedTensorType(p.type).has_static_shape for p in pieces):
-        return None
+def _reader(concat: ir.Operation) -> tuple[ir.Operation, int, list, list, int] | None:
+    """(the op reading the concatenation, its operand, the reshapes between,
+    the concatenated dim after each, that dim as the op reads it), where
+    the concatenation has one reader through reshapes keeping that dim whole."""
     dim = ir.IntegerAttr(concat.attributes["dim"]).value
     value, views, view_dims = concat.results[0], [], []
     while True:
@@ -96,21 +95,25 @@ def _site(concat: ir.Operation) -> _Site | None:
             return None
         user = _operation(uses[0].owner)
         if user.name not in RESHAPES:
-            break
+            return user, uses[0].operand_number, views, view_dims, dim
         dim = _dim_through(user, dim)
         if dim is None or not ir.RankedTensorType(user.results[0].type).has_static_shape:
             return None
         views.append(user)
         view_dims.append(dim)
         value = user.results[0]
-    operand = uses[0].operand_number
-    if user.name != "linalg.generic" or any("parallel" not in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"])):
+
+
+def _splittable(generic: ir.Operation, operand: int, dim: int) -> list[int | None] | None:
+    """Each operand's dim indexed by the loop that reads `dim` of the
+    concatenation (None: not indexed by it), where the generic can be split
+    along that loop (module docstring); else None."""
+    if generic.name != "linalg.generic" \
+            or any("parallel" not in str(t) for t in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return None
-    inputs = len(user.operands) - len(user.results)
-    if operand >= inputs:
-        return None
-    maps = indexing_maps(user)
-    expr = maps[operand].results[dim].maybe_downcast()
+    inputs = len(generic.operands) - len(generic.results)
+    maps = indexing_maps(generic)
+    expr = maps[operand].results[dim].maybe_downcast() if operand < inputs else None
     if not isinstance(expr, ir.AffineDimExpr):
         return None
     loop = expr.position
@@ -120,20 +123,33 @@ def _site(concat: ir.Operation) -> _Site | None:
         if not usable:
             return None
         places.append(place)
-    if any(place is None for place in places[inputs:]):
-        return None  # a result the split loop does not index
-    body = user.regions[0].blocks[0]
-    if any(list(argument.uses) for argument in list(body.arguments)[inputs:]):
-        return None  # the body reads an output's old value
-    if _moves_only(body):
-        return None  # a copy (a transpose, a repeat): the pieces' producers write the concatenation, which it reads
-    if nested_ops(user, lambda op: op.name == "linalg.index" and ir.IntegerAttr(op.attributes["dim"]).value == loop):
+    body = generic.regions[0].blocks[0]
+    if any(place is None for place in places[inputs:]) \
+            or any(list(argument.uses) for argument in list(body.arguments)[inputs:]) \
+            or _moves_only(body) \
+            or nested_ops(generic, lambda op: op.name == "linalg.index"
+                          and ir.IntegerAttr(op.attributes["dim"]).value == loop):
         return None
-    return _Site(concat, views, view_dims, user, operand, places)
+    return places
+
+
+def _site(concat: ir.Operation) -> _Site | None:
+    pieces = [ir.RankedTensorType(p.type) for p in concat.operands]
+    dim = ir.IntegerAttr(concat.attributes["dim"]).value
+    if not 2 <= len(pieces) <= MAX_PIECES or not all(p.has_static_shape and p.shape[dim] > 0 for p in pieces):
+        return None
+    reader = _reader(concat)
+    if reader is None:
+        return None
+    generic, operand, views, view_dims, read_dim = reader
+    places = _splittable(generic, operand, read_dim)
+    return None if places is None else _Site(concat, views, view_dims, generic, operand, places)
 
 
 def _moves_only(body: ir.Block) -> bool:
-    """Whether a generic's body yields block arguments and computes nothing."""
+    """Whether a generic's body yields block arguments and computes nothing
+    (a copy, a transpose, a repeat: its concatenation is better written in
+    place by the pieces' producers, and the attention kernels read through it)."""
     ops = [op.operation for op in body.operations]
     return len(ops) == 1 and all(isinstance(v, ir.BlockArgument) for v in ops[0].operands)
 
