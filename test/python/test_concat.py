@@ -50,6 +50,8 @@ CASES = {
     "transposed reader": (
         Function(lambda a, b: (torch.cat((a.neg(), b), -1).transpose(0, 1) * 3).contiguous()),
         (torch.randn(5, 2), torch.randn(5, 3))),
+    "one-element pieces (fuzzing found: a 0-d view of a slice)": (
+        Function(lambda x: torch.cat((x.neg(), x.neg().neg()), 0)), (torch.randn(1),)),
     "six pieces (kept)": (
         Function(lambda *xs: torch.cat([x * i for i, x in enumerate(xs)], 1).tanh()),
         tuple(torch.randn(3, 2) for _ in range(6))),

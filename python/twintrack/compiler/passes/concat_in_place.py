@@ -21,7 +21,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from .ir_helpers import (RESHAPE_OPS, PythonPass, block_positions, buffer_root, defined_functions, defining_op,
-                         ops_between, reshape_aliases, users_of, written_buffers)
+                         identity_layout, ops_between, reshape_aliases, users_of, written_buffers)
 from .outputs_in_place import reshapes_from_alloc
 
 ELEMENTWISE_KIND = "elementwise"
@@ -114,7 +114,8 @@ def _groups(reshape: ir.Operation) -> list[list[int]]:
 def _reshaped_type(collapse: bool, groups: list[list[int]], source_type: ir.MemRefType,
                    result_shape: list[int]) -> ir.MemRefType | None:
     """The type of a strided `source_type` collapsed or expanded by `groups`
-    to `result_shape`; None where a group to collapse is not contiguous."""
+    to `result_shape`; None where a group to collapse is not contiguous, or
+    the result is 0-d."""
     strides, offset = source_type.get_strides_and_offset()
     shape, result_strides = list(source_type.shape), []
     for source_dim, group in enumerate(groups):
@@ -129,6 +130,10 @@ def _reshaped_type(collapse: bool, groups: list[list[int]], source_type: ir.MemR
             group_strides.insert(0, stride)
             stride *= result_shape[d]
         result_strides += group_strides
+    if identity_layout(source_type):  # a row-major source's reshape is row-major (MLIR's inference)
+        return ir.MemRefType.get(result_shape, source_type.element_type, None, source_type.memory_space)
+    if not result_shape:
+        return None  # a 0-d view of a slice: MLIR's layout for it is not the strided one (and one element is no copy)
     layout = ir.StridedLayoutAttr.get(offset, result_strides)
     return ir.MemRefType.get(result_shape, source_type.element_type, layout, source_type.memory_space)
 

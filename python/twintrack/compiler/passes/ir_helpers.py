@@ -49,7 +49,7 @@ def vectors_fit(memref_type: ir.MemRefType, width: int, inner: int = -1) -> bool
         return False
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
     inner %= len(strides)
-    if inner == len(strides) - 1 and _identity_layout(memref_type) and _static_multiple(memref_type.shape[-1], width):
+    if inner == len(strides) - 1 and identity_layout(memref_type) and _static_multiple(memref_type.shape[-1], width):
         return True  # row-major: every outer stride a multiple of the row, whatever sizes come at run time
     if offset == dynamic or dynamic in strides or strides[inner] != 1:
         return False
@@ -136,7 +136,8 @@ def reassociation(reshape: ir.Operation) -> list[list[int]]:
     return [[ir.IntegerAttr(d).value for d in group] for group in ir.ArrayAttr(reshape.attributes["reassociation"])]
 
 
-def _identity_layout(memref_type: ir.MemRefType) -> bool:
+def identity_layout(memref_type: ir.MemRefType) -> bool:
+    """Whether a memref type has the default (row-major, offset 0) layout."""
     layout = memref_type.layout
     return isinstance(layout, ir.AffineMapAttr) and layout.value == ir.AffineMap.get_identity(memref_type.rank)
 
