@@ -33,15 +33,47 @@ class TensorMapParams(PythonPass):
 
 
 def tensor_map_parameters(function: ir.Operation) -> set[int]:
-    """The positions of `function`'s parameters that a TMA op reads as its tensor map."""
+    """The positions of `function`'s parameters that a TMA op reads as its
+    tensor map, directly or through the block arguments branches pass (the
+    CFG's simplification merges a horizontal kernel's identical stores, each
+    matmul's map then reaching the one store as a block argument)."""
     entry = function.regions[0].blocks[0]
-    arguments = list(entry.arguments)
     positions = set()
     for op in nested_ops(function, lambda op: op.name in _READS_TENSOR_MAP):
         descriptor = op.operands[1] if op.name.endswith("global") else op.operands[0]
-        if isinstance(descriptor, ir.BlockArgument) and descriptor in arguments:
-            positions.add(descriptor.arg_number)
+        positions |= {source.arg_number for source in _sources(descriptor, entry)}
     return positions
+
+
+def _sources(value: ir.Value, entry: ir.Block, seen: list | None = None) -> list[ir.BlockArgument]:
+    """The entry block's arguments `value` may be: itself, or those that
+    branches pass to the block argument it is."""
+    if not isinstance(value, ir.BlockArgument):
+        return []
+    if value.owner == entry:
+        return [value]
+    seen = [] if seen is None else seen
+    if value in seen:
+        return []  # a loop's block argument, already followed
+    seen.append(value)
+    found = []
+    for predecessor in value.owner.predecessors:
+        terminator = list(predecessor.operations)[-1]
+        for passed in _passed_to(terminator.operation, value.owner):
+            found += _sources(passed[value.arg_number], entry, seen)
+    return found
+
+
+def _passed_to(branch: ir.Operation, block: ir.Block) -> list[list[ir.Value]]:
+    """The operand lists `branch` passes to `block` (once per edge to it)."""
+    operands = list(branch.operands)
+    if branch.name == "llvm.br":
+        return [operands]
+    if branch.name == "llvm.cond_br":
+        _, taken, _ = ir.DenseI32ArrayAttr(branch.attributes["operandSegmentSizes"])
+        edges = [operands[1:1 + taken], operands[1 + taken:]]
+        return [edge for successor, edge in zip(branch.successors, edges) if successor == block]
+    raise ValueError(f"tensor-map-params: a tensor map reaches a TMA op through {branch.name}")
 
 
 def mark_by_value(function: ir.Operation, positions: set[int]) -> None:
