@@ -23,3 +23,18 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// A map chosen by a select is marked too.
+// CHECK-LABEL: llvm.func @selected_map(
+// CHECK-SAME:    %arg0: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant},
+// CHECK-SAME:    %arg1: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant},
+// CHECK-SAME:    %arg2: !llvm.ptr<3>, %arg3: i1, %arg4: i32)
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    llvm.func @selected_map(%first: !llvm.ptr, %second: !llvm.ptr, %staged: !llvm.ptr<3>, %which: i1, %row: i32) attributes {nvvm.kernel} {
+      %map = llvm.select %which, %first, %second : i1, !llvm.ptr
+      nvvm.cp.async.bulk.tensor.global.shared.cta %map, %staged, box[%row, %row] : !llvm.ptr, <3>
+      llvm.return
+    }
+  }
+}

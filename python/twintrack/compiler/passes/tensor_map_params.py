@@ -34,9 +34,10 @@ class TensorMapParams(PythonPass):
 
 def tensor_map_parameters(function: ir.Operation) -> set[int]:
     """The positions of `function`'s parameters that a TMA op reads as its
-    tensor map, directly or through the block arguments branches pass (the
-    CFG's simplification merges a horizontal kernel's identical stores, each
-    matmul's map then reaching the one store as a block argument)."""
+    tensor map, directly or through the block arguments branches pass or a
+    select (the CFG's simplification merges a horizontal kernel's identical
+    stores, each matmul's map then reaching the one store as a block
+    argument)."""
     entry = function.regions[0].blocks[0]
     positions = set()
     for op in nested_ops(function, lambda op: op.name in _READS_TENSOR_MAP):
@@ -46,9 +47,13 @@ def tensor_map_parameters(function: ir.Operation) -> set[int]:
 
 
 def _sources(value: ir.Value, entry: ir.Block, seen: list | None = None) -> list[ir.BlockArgument]:
-    """The entry block's arguments `value` may be: itself, or those that
-    branches pass to the block argument it is."""
+    """The entry block's arguments `value` may be: itself, those that
+    branches pass to the block argument it is, or those an llvm.select
+    chooses between."""
     if not isinstance(value, ir.BlockArgument):
+        owner = value.owner.operation if isinstance(value.owner, ir.OpView) else value.owner
+        if owner.name == "llvm.select":
+            return _sources(owner.operands[1], entry, seen) + _sources(owner.operands[2], entry, seen)
         return []
     if value.owner == entry:
         return [value]
