@@ -152,36 +152,51 @@ def _inverse_view(reshape: ir.Operation, value: ir.Value) -> ir.Value | None:
     return memref.ExpandShapeOp(result_type, value, reassociation, [], source_shape).result
 
 
-def _write_in_place(piece: _Piece) -> bool:
-    """Rewrite the piece's allocation as its slice of the target; False (nothing changed) where the strides refuse."""
-    target_owner = defining_op(piece.target)
-    if target_owner is not None and target_owner.name == "memref.alloc":
-        if target_owner.operands:
-            return False
-        _, position = block_positions(piece.allocation.block)
-        if position[target_owner] > position[piece.allocation]:
-            target_owner.move_before(piece.allocation)
-    elif target_owner is not None:
+def _target_before(piece: _Piece) -> bool:
+    """Whether the target buffer is defined before the piece's allocation:
+    an argument, or an allocation (of static sizes) moved up there."""
+    owner = defining_op(piece.target)
+    if owner is None:
+        return True
+    if owner.name != "memref.alloc" or owner.operands:
         return False
+    _, position = block_positions(piece.allocation.block)
+    if position[owner] > position[piece.allocation]:
+        owner.move_before(piece.allocation)
+    return True
+
+
+def _slice_like_allocation(piece: _Piece) -> ir.Value | None:
+    """The piece's slice of the target, seen as its allocation (the target's
+    views, then the inverse of the allocation's reshapes), built before the
+    allocation; None (nothing built) where the strides do not allow it."""
+    built = []
     with ir.InsertionPoint(piece.allocation), piece.allocation.location:
         value = piece.target
-        built = []
         for view in piece.target_views:
-            clone = view.clone(ir.InsertionPoint(piece.allocation))
-            clone.operands[0] = value
-            value = clone.results[0]
-            built.append(clone)
+            built.append(view.clone(ir.InsertionPoint(piece.allocation)))
+            built[-1].operands[0] = value
+            value = built[-1].results[0]
         for reshape in reversed(piece.chain):
-            inverse = _inverse_view(reshape, value)
-            if inverse is None:
-                for op in reversed(built):
-                    op.erase()
-                return False
-            built.append(defining_op(inverse))
-            value = inverse
-    if str(ir.MemRefType(value.type).shape) != str(ir.MemRefType(piece.allocation.results[0].type).shape):
+            value = _inverse_view(reshape, value)
+            if value is None:
+                break
+            built.append(defining_op(value))
+    allocated = ir.MemRefType(piece.allocation.results[0].type).shape
+    if value is None or list(ir.MemRefType(value.type).shape) != list(allocated):
         for op in reversed(built):
             op.erase()
+        return None
+    return value
+
+
+def _write_in_place(piece: _Piece) -> bool:
+    """The piece's allocation replaced by its slice of the target, and the
+    copy gone; False (nothing changed but the target's place) where that cannot be."""
+    if not _target_before(piece):
+        return False
+    value = _slice_like_allocation(piece)
+    if value is None:
         return False
     for free in [u for u in users_of(piece.allocation.results[0]) if u.name == "memref.dealloc"]:
         free.erase()
@@ -201,12 +216,13 @@ class ConcatInPlace(PythonPass):
     def _run(self, module: ir.Operation, pass_) -> None:
         for func in defined_functions(module):
             block = func.regions[0].blocks[0]
-            refused = set()
-            while True:
-                ops, position = block_positions(block)
-                pieces = [p for op in ops if op.name == "memref.copy" and op not in refused
-                          for p in [_piece(op, position)] if p is not None]
-                if not pieces:
-                    break
-                if not _write_in_place(pieces[0]):
-                    refused.add(pieces[0].copy)
+            refused = []
+            while (piece := _next_piece(block, refused)) is not None:
+                if not _write_in_place(piece):
+                    refused.append(piece.copy)
+
+
+def _next_piece(block: ir.Block, refused: list[ir.Operation]) -> _Piece | None:
+    ops, position = block_positions(block)
+    candidates = (_piece(op, position) for op in ops if op.name == "memref.copy" and op not in refused)
+    return next((piece for piece in candidates if piece is not None), None)

@@ -182,7 +182,37 @@ def _reshaped(piece: ir.Value, site: _Site, size: int) -> ir.Value:
     return piece
 
 
+def _clone_with(generic: ir.Operation, operands: list[ir.Value], result_types: list[ir.Type],
+                before: ir.Operation) -> ir.Operation:
+    """The generic again, before `before`, on `operands`, its results of `result_types`."""
+    clone = generic.clone(ir.InsertionPoint(before))
+    for k, operand in enumerate(operands):
+        clone.operands[k] = operand
+    for result, result_type in zip(clone.results, result_types):
+        result.set_type(result_type)
+    return clone
+
+
+def _part(site: _Site, piece: ir.Value, offset: int, size: int) -> ir.Operation:
+    """The site's generic over the piece's part of the split loop, built before it."""
+    from mlir.dialects import tensor
+    generic = site.generic
+    inputs = len(generic.operands) - len(generic.results)
+    operands, result_types = list(generic.operands), []
+    for k, operand in enumerate(operands):
+        place = site.places[k]
+        if k == site.operand:
+            operands[k] = _reshaped(piece, site, size)
+        elif k >= inputs:
+            result_types.append(_with_size(operand.type, place, size))
+            operands[k] = tensor.empty(list(result_types[-1].shape), result_types[-1].element_type)
+        elif place is not None:
+            operands[k] = _sliced(operand, place, offset, size)
+    return _clone_with(generic, operands, result_types, generic)
+
+
 def _split(site: _Site) -> None:
+    """The site's generic computed per piece, its results concatenated (module docstring)."""
     from mlir.dialects import tensor
     generic, concat = site.generic, site.concat
     concat_dim = ir.IntegerAttr(concat.attributes["dim"]).value
@@ -191,22 +221,7 @@ def _split(site: _Site) -> None:
     with ir.InsertionPoint(generic), generic.location:
         for piece in concat.operands:
             size = ir.RankedTensorType(piece.type).shape[concat_dim]
-            operands, result_types = list(generic.operands), []
-            for k, operand in enumerate(operands):
-                place = site.places[k]
-                if k == site.operand:
-                    operands[k] = _reshaped(piece, site, size)
-                elif k >= inputs:
-                    result_types.append(_with_size(operand.type, place, size))
-                    operands[k] = tensor.empty(list(result_types[-1].shape), result_types[-1].element_type)
-                elif place is not None:
-                    operands[k] = _sliced(operand, place, offset, size)
-            part = generic.clone(ir.InsertionPoint(generic))
-            for k, operand in enumerate(operands):
-                part.operands[k] = operand
-            for result, result_type in zip(part.results, result_types):
-                result.set_type(result_type)
-            parts.append(part)
+            parts.append(_part(site, piece, offset, size))
             offset += size
         for r, result in enumerate(list(generic.results)):
             joined = tensor.concat(result.type, site.places[inputs + r], [part.results[r] for part in parts])
@@ -227,9 +242,9 @@ def _sliceable(generic: ir.Operation) -> list[ir.Operation] | None:
             or any("parallel" not in str(t) for t in ir.ArrayAttr(generic.attributes["iterator_types"])):
         return None
     maps = indexing_maps(generic)
-    output = maps[-1]
-    if sorted(_loop_of(e) for e in output.results) != list(range(output.n_dims)):
-        return None
+    output_loops = [_loop_of(e) for e in maps[-1].results]
+    if None in output_loops or sorted(output_loops) != list(range(maps[-1].n_dims)):
+        return None  # the result names each loop once (a permutation)
     if any(_loop_of(e) is None and not isinstance(e.maybe_downcast(), ir.AffineConstantExpr)
            for m in maps[:-1] for e in m.results):
         return None
@@ -285,10 +300,7 @@ def _slice_computed(generic: ir.Operation, slice_op: ir.Operation) -> None:
                                                  starts, lengths, [1] * len(lengths)))
         result_type = ir.RankedTensorType(slice_op.results[0].type)
         operands.append(tensor.empty(list(result_type.shape), result_type.element_type))
-        part = generic.clone(ir.InsertionPoint(slice_op))
-        for k, operand in enumerate(operands):
-            part.operands[k] = operand
-        part.results[0].set_type(result_type)
+    part = _clone_with(generic, operands, [result_type], slice_op)
     slice_op.results[0].replace_all_uses_with(part.results[0])
     slice_op.erase()
 
