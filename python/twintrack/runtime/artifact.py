@@ -120,7 +120,8 @@ def read_manifest(outdir: Path) -> dict:
 
 
 SPEC_KINDS = {"arguments": ("parameter", "buffer", "input"), "inputs": ("input",), "outputs": ("output",)}
-DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+          "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
 def validate_manifest(manifest: dict, outdir: Path) -> None:

@@ -35,6 +35,7 @@ CLUSTER_BLOCKS_ATTR = "twintrack.cluster_blocks"  # on an op of a kernel's body:
 
 _ELEMENT_TYPES: dict[str, Callable[[], ir.Type]] = {
     "f64": ir.F64Type.get, "f32": ir.F32Type.get, "f16": ir.F16Type.get, "bf16": ir.BF16Type.get,
+    "f8E4M3FN": ir.Float8E4M3FNType.get, "f8E5M2": ir.Float8E5M2Type.get,
     "index": ir.IndexType.get,
 }
 

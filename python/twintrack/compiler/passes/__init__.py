@@ -35,6 +35,7 @@ PASSES = {
     "eager-shifts": ("eager_shifts", "EagerShifts"),
     "elementwise-through-concat": ("elementwise_through_concat", "ElementwiseThroughConcat"),
     "f32-intermediates": ("half_precision", "F32Intermediates"),
+    "float8-conversions": ("float8_conversions", "Float8Conversions"),
     "forward-init-fills": ("forward_init_fills", "ForwardInitFills"),
     "gpu-attention-kernels": ("gpu_attention_kernels", "GpuAttentionKernels"),
     "gpu-coarsen": ("gpu_coarsen", "GpuCoarsen"),

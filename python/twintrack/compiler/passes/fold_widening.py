@@ -23,6 +23,9 @@ CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
 _MOVES = ("tensor.collapse_shape", "tensor.expand_shape", "linalg.transpose")
 
 
+FLOAT8 = ("f8E4M3FN", "f8E5M2")  # no matmul kernel reads these: float8-conversions widens them first
+
+
 def _widened_source(value: ir.Value) -> ir.Value | None:
     """X if `value` is an elementwise linalg.generic computing extf(X), else None."""
     owner = defining_op(value)
@@ -31,6 +34,8 @@ def _widened_source(value: ir.Value) -> ir.Value | None:
     body = [o.operation.name for o in owner.regions[0].blocks[0].operations]
     maps = [ir.AffineMapAttr(m).value for m in owner.attributes["indexing_maps"]]
     if body != ["arith.extf", "linalg.yield"] or any(m != ir.AffineMap.get_identity(m.n_dims) for m in maps):
+        return None
+    if str(ir.ShapedType(owner.operands[0].type).element_type) in FLOAT8:
         return None
     return owner.operands[0]
 

@@ -60,6 +60,12 @@ Where the lowering departs, and why each fix is general:
   its result's dims in another order than eager's (the 'torch' stage
   reports the return type); here it is a conv1d on the input and weight
   permuted to (batch, channels, time), permuted back.
+* _scaled_mm (float8 matmuls with f32 scales, one a tensor or one a row
+  and a column) has no lowering: it is the operands widened to f32, their
+  product scaled (and the bias added) in f32 and narrowed to the output
+  dtype, as eager's f32 accumulation; block scales (float8_e8m0fnu) and a
+  result scale keep the op (torch-mlir names it). The conversions to and
+  from float8 are compiler/passes/float8_conversions.py's.
 * Complex dtypes have no lowering (an MLIR assertion aborts the process at
   'fusion'): fx_passes/unsupported.py says so before any MLIR pass runs.
 """
@@ -801,6 +807,23 @@ def _conv_tbc(input, weight, bias, pad=0):
     return out.permute(2, 0, 1)
 
 
+# ---------------------------------------------------------------- _scaled_mm
+
+def _scaled_mm(input, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
+    """A float8 matmul with per-tensor or row-wise f32 scales, computed in
+    f32 (module docstring); NotImplemented for other scalings."""
+    rows, columns = input.shape[0], mat2.shape[1]
+    per_tensor = scale_a.numel() == 1 and scale_b.numel() == 1
+    row_wise = tuple(scale_a.shape) == (rows, 1) and tuple(scale_b.shape) == (1, columns)
+    if scale_result is not None or not (per_tensor or row_wise) \
+            or torch.float32 not in (scale_a.dtype, scale_b.dtype) or scale_a.dtype != scale_b.dtype:
+        return NotImplemented
+    product = torch.mm(input.to(torch.float32), mat2.to(torch.float32)) * scale_a * scale_b
+    if bias is not None:
+        product = product + bias.to(torch.float32)
+    return product.to(out_dtype if out_dtype is not None else input.dtype)
+
+
 # ---------------------------------------------------------------- the table
 
 # Each entry returns NotImplemented where torch-mlir's own lowering is right
@@ -825,6 +848,7 @@ FAMILY = Family("eager", {
     aten.pow.Tensor_Tensor: _power_tensor_tensor, aten.pow.Tensor_Scalar: _power_tensor_scalar,
     aten.pow.Scalar: _power_scalar,
     aten.conv_tbc.default: _conv_tbc,
+    aten._scaled_mm.default: _scaled_mm,
     **SHIFTS,
 })
 for op in BYTE_COMPUTATIONS:
