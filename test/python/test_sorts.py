@@ -275,7 +275,7 @@ GPU = CaseTable("sorts on the gpu", {name: Case(fn, (torch.randn(4, 37, generato
                                       for name, fn in GPU_CASES.items()}, build=gpu_lowered)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "sort" else n for n in GPU_CASES])
-def test_gpu_compiles(name, compile_cache):  # `sort` (11 s): argsort takes the last dim, sort.stable the sort's path
+@pytest.mark.parametrize("name", list(GPU_CASES))
+def test_gpu_compiles(name, compile_cache):
     """Compile-only: the networks lower through the GPU pipeline."""
     assert "tm_tensor" not in GPU.result(compile_cache, name).as_text()

@@ -12,8 +12,7 @@ import pytest
 from twintrack.harness.training import CASES, run_case
 
 
-# BERT's steps (10 s) in `make test-all`: LLaMA's cover a transformer's in `make test`.
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "bert" else n for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_training_steps_match_eager(name):
     row = run_case(CASES[name], steps=2, lr=1e-3, backends=("twintrack",))
     track = row["twintrack"]
