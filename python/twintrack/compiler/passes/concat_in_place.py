@@ -21,7 +21,8 @@ from mlir import ir
 from mlir.dialects import memref
 
 from .ir_helpers import (RESHAPE_OPS, PythonPass, block_positions, buffer_root, defined_functions, defining_op,
-                         identity_layout, ops_between, reshape_aliases, users_of, written_buffers)
+                         identity_layout, ops_between, reassociation, reshape_aliases, users_of,
+                         written_buffers)
 from .outputs_in_place import reshapes_from_alloc
 
 ELEMENTWISE_KIND = "elementwise"
@@ -107,10 +108,6 @@ def _target_untouched(piece: _Piece) -> bool:
     return True
 
 
-def _groups(reshape: ir.Operation) -> list[list[int]]:
-    return [[ir.IntegerAttr(d).value for d in g] for g in ir.ArrayAttr(reshape.attributes["reassociation"])]
-
-
 def _reshaped_type(collapse: bool, groups: list[list[int]], source_type: ir.MemRefType,
                    result_shape: list[int]) -> ir.MemRefType | None:
     """The type of a strided `source_type` collapsed or expanded by `groups`
@@ -143,13 +140,13 @@ def _inverse_view(reshape: ir.Operation, value: ir.Value) -> ir.Value | None:
     source's shape; None where its strides do not allow it."""
     source_shape = list(ir.MemRefType(reshape.operands[0].type).shape)
     collapse = reshape.name == "memref.expand_shape"  # an expansion is undone by a collapse
-    result_type = _reshaped_type(collapse, _groups(reshape), ir.MemRefType(value.type), source_shape)
+    result_type = _reshaped_type(collapse, reassociation(reshape), ir.MemRefType(value.type), source_shape)
     if result_type is None:
         return None
-    reassociation = reshape.attributes["reassociation"]
+    groups = reshape.attributes["reassociation"]
     if collapse:
-        return memref.CollapseShapeOp(result_type, value, reassociation).result
-    return memref.ExpandShapeOp(result_type, value, reassociation, [], source_shape).result
+        return memref.CollapseShapeOp(result_type, value, groups).result
+    return memref.ExpandShapeOp(result_type, value, groups, [], source_shape).result
 
 
 def _target_before(piece: _Piece) -> bool:

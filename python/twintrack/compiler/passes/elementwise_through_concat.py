@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .generic_body import indexing_maps, uses_dim
-from .ir_helpers import PythonPass, erase_if_unused, nested_ops, reassociation
+from .ir_helpers import PythonPass, defining_op, erase_if_unused, nested_ops, reassociation, users_of
 
 MAX_PIECES = 4
 RESHAPES = ("tensor.collapse_shape", "tensor.expand_shape")
@@ -48,13 +48,6 @@ class _Site:
     generic: ir.Operation
     operand: int                  # the generic's operand that reads the concatenation
     places: list[int | None]      # each operand's dim indexed by the split loop (None: not indexed by it)
-
-
-def _operation(owner) -> ir.Operation | None:
-    """The operation owning a use or defining a value (None for a block argument's block)."""
-    if isinstance(owner, ir.OpView):
-        return owner.operation
-    return owner if isinstance(owner, ir.Operation) else None
 
 
 def _dim_through(view: ir.Operation, dim: int) -> int | None:
@@ -93,7 +86,7 @@ def _reader(concat: ir.Operation) -> tuple[ir.Operation, int, list, list, int] |
         uses = list(value.uses)
         if len(uses) != 1:
             return None
-        user = _operation(uses[0].owner)
+        user = users_of(value)[0]
         if user.name not in RESHAPES:
             return user, uses[0].operand_number, views, view_dims, dim
         dim = _dim_through(user, dim)
@@ -232,7 +225,7 @@ def _split(site: _Site) -> None:
         view.erase()
     concat.erase()
     for output in old_outputs:
-        erase_if_unused(_operation(output.owner))
+        erase_if_unused(defining_op(output))
 
 
 def _sliceable(generic: ir.Operation) -> list[ir.Operation] | None:
@@ -251,7 +244,7 @@ def _sliceable(generic: ir.Operation) -> list[ir.Operation] | None:
     body = generic.regions[0].blocks[0]
     if list(list(body.arguments)[-1].uses) or nested_ops(generic, lambda op: op.name == "linalg.index"):
         return None
-    slices = [_operation(use.owner) for use in generic.results[0].uses]
+    slices = users_of(generic.results[0])
     if not slices or any(not _static_unit_slice(op) for op in slices) or _overlap(slices):
         return None
     return slices
@@ -315,7 +308,7 @@ def _slice_producers(module: ir.Operation) -> bool:
             _slice_computed(generic, slice_op)
         init = generic.operands[-1]
         generic.erase()
-        erase_if_unused(_operation(init.owner))
+        erase_if_unused(defining_op(init))
         return True
     return False
 

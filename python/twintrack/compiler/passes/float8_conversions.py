@@ -22,7 +22,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from .fold_widening import FLOAT8
-from .ir_helpers import PythonPass, nested_ops
+from .ir_helpers import PythonPass, constant, nested_ops
 
 E4M3FN, E5M2 = FLOAT8
 # c10's constants, as f32 bit patterns (and the f8 codes they give).
@@ -39,35 +39,13 @@ SIGN = 0x80000000
 
 
 def _f8(t: ir.Type) -> str | None:
-    element = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
-    name = str(element)
+    name = str(_element(t))
     return name if name in FLOAT8 else None
 
 
 def _like(t: ir.Type, element: ir.Type) -> ir.Type:
     """`t`'s shape (a vector's, or scalar) with `element`."""
     return ir.VectorType.get(ir.VectorType(t).shape, element) if isinstance(t, ir.VectorType) else element
-
-
-class _Bits:
-    """Integer constants and ops for values of one shape (scalar or vector)."""
-
-    def __init__(self, shape_of: ir.Type, width: int = 32):
-        self.shape_of = shape_of
-        self.type = _like(shape_of, ir.IntegerType.get_signless(width))
-
-    def const(self, value: int) -> ir.Value:
-        element = ir.IntegerType.get_signless(ir.IntegerType(_element(self.type)).width)
-        if isinstance(self.type, ir.VectorType):
-            return arith.constant(self.type, ir.DenseElementsAttr.get_splat(self.type, ir.IntegerAttr.get(element, value)))
-        return arith.constant(self.type, value)
-
-    def float_const(self, value: float) -> ir.Value:
-        f32 = ir.F32Type.get()
-        t = _like(self.shape_of, f32)
-        if isinstance(t, ir.VectorType):
-            return arith.constant(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(f32, value)))
-        return arith.constant(t, value)
 
 
 def _element(t: ir.Type) -> ir.Type:
@@ -77,51 +55,57 @@ def _element(t: ir.Type) -> ir.Type:
 def _from_f32(x: ir.Value, kind: str) -> ir.Value:
     """The f8 code (as i32) PyTorch gives for the f32 `x`."""
     e4m3 = kind == E4M3FN
-    c = _Bits(x.type)
-    f32 = x.type
-    bits = arith.bitcast(c.type, x)
-    sign = arith.andi(bits, c.const(SIGN))
+    f32, i32 = x.type, _like(x.type, ir.IntegerType.get_signless(32))
+
+    def c(value: int) -> ir.Value:
+        return constant(value, i32)
+
+    bits = arith.bitcast(i32, x)
+    sign = arith.andi(bits, c(SIGN))
     magnitude = arith.xori(bits, sign)
     # Subnormal results: the magnitude plus a power of two rounds (to even) into the low bits.
-    shift = c.const(E4M3FN_DENORMAL_SHIFT if e4m3 else E5M2_DENORMAL_SHIFT)
+    shift = c(E4M3FN_DENORMAL_SHIFT if e4m3 else E5M2_DENORMAL_SHIFT)
     shifted = arith.addf(arith.bitcast(f32, magnitude), arith.bitcast(f32, shift))
-    subnormal = arith.subi(arith.bitcast(c.type, shifted), shift)
+    subnormal = arith.subi(arith.bitcast(i32, shifted), shift)
     # Normal results: rebias the exponent and round the dropped mantissa bits to nearest even.
     dropped = 20 if e4m3 else 21
     rebias = ((7 if e4m3 else 15) - 127) << 23
-    odd = arith.andi(arith.shrui(magnitude, c.const(dropped)), c.const(1))
-    rounded = arith.addi(arith.addi(magnitude, c.const(rebias + (1 << (dropped - 1)) - 1)), odd)
-    normal = arith.shrui(rounded, c.const(dropped))
+    odd = arith.andi(arith.shrui(magnitude, c(dropped)), c(1))
+    rounded = arith.addi(arith.addi(magnitude, c(rebias + (1 << (dropped - 1)) - 1)), odd)
+    normal = arith.shrui(rounded, c(dropped))
     below = arith.CmpIPredicate.ult
-    finite = arith.select(arith.cmpi(below, magnitude, c.const(E4M3FN_NORMAL_FROM if e4m3 else E5M2_NORMAL_FROM)),
+    finite = arith.select(arith.cmpi(below, magnitude, c(E4M3FN_NORMAL_FROM if e4m3 else E5M2_NORMAL_FROM)),
                           subnormal, normal)
     if e4m3:  # what rounds up to 480 (e4m3fn's NaN code) saturates at 448
-        finite = arith.minui(finite, c.const(E4M3FN_MAX))
-    nan = arith.cmpi(arith.CmpIPredicate.ugt, magnitude, c.const(F32_INF))
-    overflow = arith.select(nan, c.const(E4M3FN_NAN if e4m3 else E5M2_NAN), c.const(E4M3FN_MAX if e4m3 else E5M2_INF))
-    code = arith.select(arith.cmpi(below, magnitude, c.const(E4M3FN_NAN_FROM if e4m3 else E5M2_INF_FROM)),
+        finite = arith.minui(finite, c(E4M3FN_MAX))
+    nan = arith.cmpi(arith.CmpIPredicate.ugt, magnitude, c(F32_INF))
+    overflow = arith.select(nan, c(E4M3FN_NAN if e4m3 else E5M2_NAN), c(E4M3FN_MAX if e4m3 else E5M2_INF))
+    code = arith.select(arith.cmpi(below, magnitude, c(E4M3FN_NAN_FROM if e4m3 else E5M2_INF_FROM)),
                         finite, overflow)
-    return arith.ori(code, arith.shrui(sign, c.const(24)))
+    return arith.ori(code, arith.shrui(sign, c(24)))
 
 
 def _to_f32(code: ir.Value, kind: str) -> ir.Value:
     """The f32 value of the f8 codes `code` (i32)."""
-    c = _Bits(code.type)
     f32_type = _like(code.type, ir.F32Type.get())
+
+    def c(value: int) -> ir.Value:
+        return constant(value, code.type)
+
     if kind == E5M2:  # e5m2 is an f16's upper byte
-        half = arith.trunci(_like(code.type, ir.IntegerType.get_signless(16)), arith.shli(code, c.const(8)))
+        half = arith.trunci(_like(code.type, ir.IntegerType.get_signless(16)), arith.shli(code, c(8)))
         return arith.extf(f32_type, arith.bitcast(_like(code.type, ir.F16Type.get()), half))
-    sign = arith.shli(arith.andi(code, c.const(0x80)), c.const(24))
-    exponent = arith.andi(arith.shrui(code, c.const(3)), c.const(0xF))
-    mantissa = arith.andi(code, c.const(7))
-    normal = arith.ori(sign, arith.ori(arith.shli(arith.addi(exponent, c.const(120)), c.const(23)),
-                                       arith.shli(mantissa, c.const(20))))
-    scaled = arith.mulf(arith.uitofp(f32_type, mantissa), c.float_const(2.0 ** -9))  # exact: 3 bits times 2^-9
-    subnormal = arith.ori(arith.bitcast(c.type, scaled), sign)
-    bits = arith.select(arith.cmpi(arith.CmpIPredicate.eq, exponent, c.const(0)), subnormal, normal)
+    sign = arith.shli(arith.andi(code, c(0x80)), c(24))
+    exponent = arith.andi(arith.shrui(code, c(3)), c(0xF))
+    mantissa = arith.andi(code, c(7))
+    normal = arith.ori(sign, arith.ori(arith.shli(arith.addi(exponent, c(120)), c(23)),
+                                       arith.shli(mantissa, c(20))))
+    scaled = arith.mulf(arith.uitofp(f32_type, mantissa), constant(2.0 ** -9, f32_type))  # exact: 3 bits times 2^-9
+    subnormal = arith.ori(arith.bitcast(code.type, scaled), sign)
+    bits = arith.select(arith.cmpi(arith.CmpIPredicate.eq, exponent, c(0)), subnormal, normal)
     value = arith.bitcast(f32_type, bits)
-    nan = arith.cmpi(arith.CmpIPredicate.eq, arith.andi(code, c.const(0x7F)), c.const(E4M3FN_NAN))
-    return arith.select(nan, c.float_const(float("nan")), value)
+    nan = arith.cmpi(arith.CmpIPredicate.eq, arith.andi(code, c(0x7F)), c(E4M3FN_NAN))
+    return arith.select(nan, constant(float("nan"), f32_type), value)
 
 
 def _truncated(op: ir.Operation) -> ir.Value:

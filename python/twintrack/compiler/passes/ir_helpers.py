@@ -165,6 +165,15 @@ def buffer_root(value: ir.Value) -> ir.Value:
     return value
 
 
+def constant(value: int | float, t: ir.Type) -> ir.Value:
+    """An arith.constant of `value`: a scalar of type `t`, or its splat where `t` is a vector."""
+    element = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    scalar = ir.IntegerAttr.get(element, int(value)) if isinstance(element, ir.IntegerType) \
+        else ir.FloatAttr.get(element, float(value))
+    attribute = ir.DenseElementsAttr.get_splat(t, scalar) if isinstance(t, ir.VectorType) else scalar
+    return arith.ConstantOp(t, attribute).result
+
+
 def is_zero_constant(op: ir.Operation | None) -> bool:
     """Is `op` an arith.constant of float zero?"""
     if op is None or op.name != "arith.constant":

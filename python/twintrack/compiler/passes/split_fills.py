@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, defining_op, nested_ops, users_of
 
 
 _MATMULS = ("linalg.matmul", "linalg.batch_matmul")
@@ -52,8 +52,7 @@ def _feeds_a_concat(op: ir.Operation) -> bool:
         return False
     pending = list(op.results)
     while pending:
-        for use in pending.pop().uses:
-            user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        for user in users_of(pending.pop()):
             if user.name == "tensor.concat":
                 return True
             if user.name in _TENSOR_RESHAPES:
