@@ -19,6 +19,7 @@ SMALL = {
     "attention boolean mask": ("attention", {"mask": 1}),
     "attention grouped KV heads": ("attention", {"kv_heads": 2}),
     "llama layer": ("llama_layer", {}),
+    "rotary": ("rotary", {}),
     "bert layer": ("bert_layer", {}),
     "gpt2 mlp": ("gpt2_mlp", {}),
     **{f"rows: {name}": ("rows", {"op": op}) for op, name in enumerate(at_scale.Rows.OPS)},

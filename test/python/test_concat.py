@@ -5,11 +5,14 @@ they are split (up to four pieces, read by elementwise ops) or kept; on the
 GPU the rotary embedding leaves no copy and no negation kernel."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from function_module import FunctionModule
 
 import twintrack
+from twintrack.harness import at_scale
 
 
 def _rotate_half(x):
@@ -30,35 +33,27 @@ class Rotary(torch.nn.Module):
         return q * self.cos + _rotate_half(q) * self.sin, k * self.cos + _rotate_half(k) * self.sin
 
 
-class Function(torch.nn.Module):
-    def __init__(self, function):
-        super().__init__()
-        self.function = function
-
-    def forward(self, *args):
-        return self.function(*args)
-
 
 CASES = {
     "rotary": (Rotary(), (torch.randn(2, 4, 8, 16), torch.randn(2, 4, 8, 16))),
     "broadcast along the concatenated dim": (
-        Function(lambda a, b, bias: torch.cat((a.relu(), b * 2), 0) + bias),
+        FunctionModule(lambda a, b, bias: torch.cat((a.relu(), b * 2), 0) + bias),
         (torch.randn(3, 5), torch.randn(4, 5), torch.randn(1, 5))),
     "three pieces, one a plain input": (
-        Function(lambda a, b: torch.sigmoid(torch.cat((a.exp(), b, a[:, :2] - 1), 1))),
+        FunctionModule(lambda a, b: torch.sigmoid(torch.cat((a.exp(), b, a[:, :2] - 1), 1))),
         (torch.randn(6, 3), torch.randn(6, 4))),
     "transposed reader": (
-        Function(lambda a, b: (torch.cat((a.neg(), b), -1).transpose(0, 1) * 3).contiguous()),
+        FunctionModule(lambda a, b: (torch.cat((a.neg(), b), -1).transpose(0, 1) * 3).contiguous()),
         (torch.randn(5, 2), torch.randn(5, 3))),
     "one-element pieces (fuzzing found: a 0-d view of a slice)": (
-        Function(lambda x: torch.cat((x.neg(), x.neg().neg()), 0)), (torch.randn(1),)),
+        FunctionModule(lambda x: torch.cat((x.neg(), x.neg().neg()), 0)), (torch.randn(1),)),
     "six pieces (kept)": (
-        Function(lambda *xs: torch.cat([x * i for i, x in enumerate(xs)], 1).tanh()),
+        FunctionModule(lambda *xs: torch.cat([x * i for i, x in enumerate(xs)], 1).tanh()),
         tuple(torch.randn(3, 2) for _ in range(6))),
     "read by a reduction (kept)": (
-        Function(lambda a, b: torch.cat((a.abs(), b), 1).sum(1)), (torch.randn(4, 3), torch.randn(4, 5))),
+        FunctionModule(lambda a, b: torch.cat((a.abs(), b), 1).sum(1)), (torch.randn(4, 3), torch.randn(4, 5))),
     "returned too (kept)": (
-        Function(lambda a, b: (torch.cat((a, b.exp()), 0), torch.cat((a, b.exp()), 0) * 2)),
+        FunctionModule(lambda a, b: (torch.cat((a, b.exp()), 0), torch.cat((a, b.exp()), 0) * 2)),
         (torch.randn(2, 3), torch.randn(3, 3))),
 }
 
@@ -75,6 +70,11 @@ def test_matches_float64(case):
         torch.testing.assert_close(g.double(), e, rtol=1e-5, atol=1e-5)
 
 
+def _line_of(text: str) -> int:
+    lines = Path(at_scale.__file__).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if text in line)
+
+
 def test_gpu_rotary_writes_its_halves_in_place(run_tool, tmp_path):
     """A LLaMA layer's rotary embeddings on the GPU: no copy steps in the
     plan and no kernel of a negation alone: each half of q and of k is one
@@ -86,6 +86,6 @@ def test_gpu_rotary_writes_its_halves_in_place(run_tool, tmp_path):
     assert not [step for step in plan["steps"] if step["op"] == "copy"]
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     rotary = [set(key.split(" @")[0] for key in k["source_keys"]) for k in manifest["kernels"]
-              if any("at_scale.py:117" in key for key in k["source_keys"])]  # q, k = _rotate(q, ...), _rotate(k, ...)
+              if any(f"at_scale.py:{_line_of('q, k = _rotate(q')}" in key for key in k["source_keys"])]
     assert len(rotary) == 4 and all({"aten.mul", "aten.add"} <= ops for ops in rotary), rotary
     assert sum("aten.neg" in ops for ops in rotary) == 2

@@ -12,6 +12,8 @@ file gives the real sizes. Weights and inputs come from a seeded generator.
   Q and K, causal attention with grouped KV heads, SwiGLU MLP;
   `llama_decode_step`: one decode step of it, with a KV cache (dynamic
   shapes: one compile serves every cache length).
+- `rotary`: the rotary embedding alone, on queries stored head-major
+  (batch, heads, seq, head_dim), as the LLaMA layer's attention reads them.
 - `bert_layer`: a BERT encoder layer (post-norm, GELU MLP).
 - `gpt2_mlp`: Hugging Face's GPT-2 MLP on a few tokens (decode): its
   Conv1D layers keep their weights [in, out], so both matmuls read B as
@@ -125,6 +127,23 @@ def llama_layer(batch: int = 1, seq: int = 32, dim: int = 64, heads: int = 4, kv
                 seed: int = 0):
     model = _seeded_module(LlamaLayer(dim, heads, kv_heads, ffn, seq), seed)
     return model, (torch.randn(batch, seq, dim, generator=_generator(seed)),)
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, seq: int):
+        super().__init__()
+        frequencies = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(seq).float(), frequencies)
+        self.register_buffer("cos", torch.cat((angles.cos(), angles.cos()), dim=-1))
+        self.register_buffer("sin", torch.cat((angles.sin(), angles.sin()), dim=-1))
+
+    def forward(self, q):
+        return _rotate(q, self.cos, self.sin)
+
+
+def rotary(batch: int = 1, seq: int = 32, heads: int = 4, head_dim: int = 16, seed: int = 0):
+    model = _seeded_module(Rotary(head_dim, seq), seed)
+    return model, (torch.randn(batch, heads, seq, head_dim, generator=_generator(seed)),)
 
 
 class LlamaDecodeStep(LlamaLayer):

@@ -106,7 +106,7 @@ class GpuExecutable:
         if not self._gpu_checked:
             require_gpu()
             self._gpu_checked = True
-        tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]  # the kernels index dense rows
+        tensors = [_dense_and_aligned(t) for t in tensors]
         return self._replay(tensors, sized) if self.cuda_graph else self._run(tensors, sized)
 
     def _replay(self, tensors, sized: SizedPlan) -> list[torch.Tensor]:
@@ -308,6 +308,17 @@ class GpuExecutable:
             self._modules[name] = KernelModule(name, (kernels / f"{name}.cubin").read_bytes(),
                                                ptx.read_bytes() if ptx.exists() else None)
         return self._modules[name]
+
+
+VECTOR_ALIGNMENT = 16  # bytes: the kernels load and store rows as 16-byte vectors
+
+
+def _dense_and_aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor as the kernels index it: dense rows from a 16-byte aligned
+    start (a contiguous view at an odd offset, x[1:], is copied too)."""
+    if tensor.is_contiguous() and tensor.data_ptr() % VECTOR_ALIGNMENT == 0:
+        return tensor
+    return tensor.clone(memory_format=torch.contiguous_format)
 
 
 def _dtype(name: str) -> torch.dtype:

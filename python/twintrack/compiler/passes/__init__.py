@@ -45,6 +45,7 @@ PASSES = {
     "gpu-row-kernels": ("gpu_row_kernels", "GpuRowKernels"),
     "gpu-window-kernels": ("gpu_window_kernels", "GpuWindowKernels"),
     "gpu-transpose-kernels": ("gpu_transpose_kernels", "GpuTransposeKernels"),
+    "gpu-vector-lanes": ("gpu_vector_lanes", "GpuVectorLanes"),
     "grouped-reshapes": ("grouped_reshapes", "GroupedReshapes"),
     "keep-while-loops": ("while_loops", "KeepWhileLoops"),
     "kernel-occupancy": ("kernel_occupancy", "KernelOccupancy"),
