@@ -27,7 +27,8 @@ from twintrack.frontend import export as frontend
 from twintrack.compiler.cpu_jit import CpuExecutable, executable_text
 from twintrack.compiler.host_plan import extract_plan
 from twintrack.compiler.options import CompileOptions
-from twintrack.compiler.recipes import PipelineVariables, load_recipe
+from twintrack.compiler.recipes import load_recipe
+from twintrack.harness.gpu_emulation import lowered_for_the_cpu
 from twintrack.runtime import validate_plan
 
 MODELS_FILE = Path(models.__file__)
@@ -146,8 +147,7 @@ def emulate(name: str, seed: int = 5):
     with module.context:
         _inline_single_thread_launches(module)
         module.operation.verify()
-    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    module = driver.run_stage(llvm_stage, module)
+    module = lowered_for_the_cpu(module)
     executable = CpuExecutable(executable_text(module, exported.arguments, exported.outputs), exported.arguments,
                                exported.outputs)
     inputs = numerics.random_inputs(exported.inputs, seed=seed)

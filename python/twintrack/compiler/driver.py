@@ -147,11 +147,6 @@ def readable_text(module) -> str:
         return module.operation.get_asm(large_elements_limit=16, assume_verified=True)
 
 
-def full_text(module) -> str:
-    """The complete module, constants included (what executables are built from)."""
-    return module.operation.get_asm()
-
-
 def generic_text(module) -> str:
     """The module as a reproducer's input: generic form, with locations."""
     return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)

@@ -53,10 +53,18 @@ def emulated_kernels(exported, lowering_dir: Path) -> tuple[CpuExecutable, objec
 
 
 def _on_the_cpu(module, exported) -> CpuExecutable:
-    """The GPU compile's module (scf.parallel loops, no launches left) through the CPU recipe's llvm stage."""
-    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    lowered = driver.run_stage(llvm_stage, module)
-    return CpuExecutable(str(lowered), exported.arguments, exported.outputs, dynamic=exported.dynamic)
+    """The GPU compile's module (scf.parallel loops, no launches left) as a CPU executable."""
+    return CpuExecutable(str(lowered_for_the_cpu(module)), exported.arguments, exported.outputs,
+                         dynamic=exported.dynamic)
+
+
+def lowered_for_the_cpu(module):
+    """A module of loops through the CPU recipe's last stages: its nests
+    outlined as functions, the entry given its C interface, LLVM."""
+    for stage in load_recipe("cpu", variables=PipelineVariables()).stages:
+        if stage.name in ("functions", "llvm"):
+            module = driver.run_stage(stage, module)
+    return module
 
 
 def emulated_model(exported):

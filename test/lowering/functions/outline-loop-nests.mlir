@@ -5,7 +5,8 @@
 // hundreds of nests apart, not as one function); the constants a nest reads
 // are cloned in, what else it reads is an argument; a nest equal to an
 // earlier one but for its buffers calls the earlier one's function; the
-// function that held them is inlined into its C-interface wrapper.
+// function that held them is inlined into its C-interface wrapper, which
+// public functions alone get (public-c-wrappers): nothing calls a nest's.
 
 // CHECK:       func.func private @forward_nest_0(%[[X:.*]]: memref<8xf32>, %[[S:.*]]: f32, %[[Y:.*]]: memref<8xf32>)
 // CHECK-SAME:      attributes {passthrough = ["noinline"]}
@@ -22,7 +23,7 @@
 // CHECK:         scf.for {{.*}} iter_args
 // CHECK:         return %{{.*}} : f32
 // CHECK-LABEL: func.func @forward(
-// CHECK-SAME:      attributes {passthrough = ["alwaysinline"]}
+// CHECK-SAME:      attributes {llvm.emit_c_interface, passthrough = ["alwaysinline"]}
 // CHECK:         %[[T:.*]] = memref.alloc()
 // CHECK:         call @forward_nest_0(%arg0, %arg2, %[[T]])
 // CHECK:         call @forward_nest_0(%[[T]], %arg2, %arg1)

@@ -85,3 +85,25 @@ func.func @left_alone(%x: memref<4x7xf16>, %out: memref<4x7xf16>, %sums: memref<
   }
   return
 }
+
+// A view whose innermost stride is known only at run time keeps per-lane
+// accesses, even where its provenance would prove it unit (vector.store
+// needs the unit stride in the type).
+// CHECK-LABEL: func.func @run_time_stride(
+// CHECK:         vector.load %arg0
+// CHECK-NOT:     vector.store
+// CHECK-COUNT-8: memref.store
+func.func @run_time_stride(%x: memref<4x64xf16>, %out: memref<4x64xf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %view = memref.cast %out : memref<4x64xf16> to memref<4x64xf16, strided<[?, ?], offset: ?>>
+  scf.parallel (%i, %j) = (%c0, %c0) to (%c4, %c64) step (%c1, %c1) {
+    %a = memref.load %x[%i, %j] : memref<4x64xf16>
+    %n = arith.negf %a : f16
+    memref.store %n, %view[%i, %j] : memref<4x64xf16, strided<[?, ?], offset: ?>>
+    scf.reduce
+  }
+  return
+}

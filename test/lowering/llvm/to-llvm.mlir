@@ -43,7 +43,8 @@
 // CHECK:         llvm.call @_mlir_memref_to_llvm_free(
 // CHECK:         llvm.return{{$}}
 
-// The C-interface wrapper takes one pointer per memref descriptor.
+// The C-interface wrapper (asked for by the functions stage) takes one
+// pointer per memref descriptor.
 // CHECK-LABEL: llvm.func @_mlir_ciface_forward(
 // CHECK-SAME:    %[[A:.*]]: !llvm.ptr, %[[B:.*]]: !llvm.ptr, %[[C:.*]]: !llvm.ptr)
 // CHECK-SAME:    attributes {llvm.emit_c_interface}
@@ -52,7 +53,7 @@
 // CHECK:         llvm.load %[[C]] : !llvm.ptr -> !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
 // CHECK:         llvm.call @forward(
 // CHECK:         llvm.return
-func.func @forward(%arg0: memref<4x16xf32>, %arg1: memref<16xf32>, %arg2: memref<4x16xf32>) {
+func.func @forward(%arg0: memref<4x16xf32>, %arg1: memref<16xf32>, %arg2: memref<4x16xf32>) attributes {llvm.emit_c_interface} {
   %0 = ub.poison : f32
   %cst = arith.constant dense<0.000000e+00> : vector<8xf32>
   %alloc = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
@@ -85,7 +86,7 @@ func.func @forward(%arg0: memref<4x16xf32>, %arg1: memref<16xf32>, %arg2: memref
 // CHECK-LABEL: llvm.func @_mlir_ciface_scalar_math(
 // CHECK-SAME:    %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr)
 // CHECK:         llvm.call @scalar_math(
-func.func @scalar_math(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
+func.func @scalar_math(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {llvm.emit_c_interface} {
   affine.for %i = 0 to 4 {
     %0 = affine.load %arg0[%i] : memref<4xf32>
     %1 = math.tanh %0 : f32
@@ -102,7 +103,7 @@ func.func @scalar_math(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
 // CHECK:         llvm.call @log1pf(%{{.*}}) : (f32) -> f32
 // CHECK-NOT:     llvm.intr.log
 // CHECK:         llvm.return
-func.func @tiny_logs(%arg0: memref<4xf32>, %arg1: memref<4xf32>) {
+func.func @tiny_logs(%arg0: memref<4xf32>, %arg1: memref<4xf32>) attributes {llvm.emit_c_interface} {
   affine.for %i = 0 to 4 {
     %0 = affine.load %arg0[%i] : memref<4xf32>
     %1 = math.log1p %0 : f32

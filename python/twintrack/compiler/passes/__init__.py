@@ -59,6 +59,7 @@ PASSES = {
     "outline-loop-nests": ("outline_loop_nests", "OutlineLoopNests"),
     "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
+    "public-c-wrappers": ("public_c_wrappers", "PublicCWrappers"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),
     "reductions-innermost": ("reductions_innermost", "ReductionsInnermost"),
     "round-tf32-operands": ("round_tf32", "RoundTf32Operands"),

@@ -124,8 +124,9 @@ def _match(loop: ir.Operation) -> _Nest | None:
 
 def _vectors_fit(memref: ir.Value, lanes: int) -> bool:
     memref_type = ir.MemRefType(memref.type)
-    if str(memref_type.element_type) == "i1":
-        return False
+    strides, _ = memref_type.get_strides_and_offset()
+    if str(memref_type.element_type) == "i1" or not strides or strides[-1] != 1:
+        return False  # vector.load and vector.store need a unit innermost stride in the type itself
     return vectors_fit(memref_type, lanes) or view_vectors_fit(memref, lanes)
 
 

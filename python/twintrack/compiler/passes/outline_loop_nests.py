@@ -87,8 +87,9 @@ def _outline(nest: ir.Operation, name: str, before: ir.Operation) -> tuple[ir.Op
 
 
 def _body_key(function: ir.Operation, name: str) -> str:
-    """The function's text but for its name: equal for the nests of a repeated layer."""
-    return str(function).replace(f"@{name}(", "@_(", 1)
+    """The function's text but for its name: equal for the nests of a repeated
+    layer. (Printed unverified: verifying first took 60% of the time.)"""
+    return function.get_asm(assume_verified=True).replace(f"@{name}(", "@_(", 1)
 
 
 @dataclass(frozen=True)
