@@ -15,7 +15,7 @@ from twintrack.compiler.cpu_jit import CpuExecutable
 from twintrack.errors import CompilerError
 from twintrack.compiler.kernels.simt_matmul import SimtMatmulWriter
 from twintrack.compiler.options import CompileOptions
-from twintrack.compiler.recipes import PipelineVariables, load_recipe
+from twintrack.harness.gpu_emulation import lowered_for_the_cpu
 
 GEMM = "zoo:gemm?m=256&k=64&n=128"
 
@@ -45,8 +45,7 @@ def test_invalid_kernel_falls_back_to_the_generic_path(monkeypatch, tmp_path):
     assert "linalg.matmul" in (repro / "input.mlir").read_text() and (repro / "command.sh").is_file()
 
     # The generic path computes the matmul: run the distributed loops on the CPU.
-    llvm_stage = next(s for s in load_recipe("cpu", variables=PipelineVariables()).stages if s.name == "llvm")
-    module = driver.run_stage(llvm_stage, compilation.module)
+    module = lowered_for_the_cpu(compilation.module)
     source = frontend.load_model(GEMM)
     executable = CpuExecutable(str(module), exported.arguments, exported.outputs)
     inputs = numerics.random_inputs(exported.inputs, seed=5)
