@@ -28,6 +28,7 @@ class GpuTarget:
     sm_count: int
     warp_size: int
     max_threads_per_block: int
+    max_blocks_per_sm: int
     registers_per_sm: int
     registers_per_thread: int
     shared_bytes_per_sm: int

@@ -83,6 +83,40 @@ func.func @row_sums(%x: memref<6x100xf32>, %out: memref<6xf32>) {
   return
 }
 
+// Many short rows (8192 rows of 60: 15 vectors, more rows than the GPU
+// holds blocks at once) pack 16 rows into a block of 256 threads, each row
+// a group of 16 lanes: row = block * 16 + thread / 16. Each group sums by
+// xor shuffles among its own 16 lanes (offsets 1 to 8), no block-wide
+// all_reduce, and its first lane stores the row's sum.
+// CHECK-LABEL: func.func @short_row_sums(
+// CHECK-SAME:    %[[IN:.*]]: memref<8192x60xf32>, %[[OUT:.*]]: memref<8192xf32>)
+// CHECK:         gpu.launch blocks(%[[BLOCK:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c512, %{{.*}} = %c1, %{{.*}} = %c1) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256,
+// CHECK:           %[[FIRST:.*]] = arith.muli %[[BLOCK]], %c16
+// CHECK:           %[[GROUP:.*]] = arith.divui %[[T]], %c16
+// CHECK:           %[[ROW:.*]] = arith.addi %[[FIRST]], %[[GROUP]]
+// CHECK:           %[[LANE:.*]] = arith.remui %[[T]], %c16
+// CHECK:           vector.load %[[IN]][%[[ROW]], %{{.*}}] {alignment = 16 : i64} : memref<8192x60xf32>, vector<4xf32>
+// CHECK-NOT:       gpu.all_reduce
+// CHECK:           gpu.shuffle xor %{{.*}}, %c1_i32, %c32_i32 : f32
+// CHECK:           gpu.shuffle xor %{{.*}}, %c2_i32, %c32_i32 : f32
+// CHECK:           gpu.shuffle xor %{{.*}}, %c4_i32, %c32_i32 : f32
+// CHECK:           gpu.shuffle xor %{{.*}}, %c8_i32, %c32_i32 : f32
+// CHECK-NOT:       gpu.shuffle
+// CHECK:           %[[LEADER:.*]] = arith.cmpi eq, %[[LANE]], %c0
+// CHECK:           scf.if %[[LEADER]]
+// CHECK-NEXT:        memref.store %{{.*}}, %[[OUT]][%[[ROW]]]
+func.func @short_row_sums(%x: memref<8192x60xf32>, %out: memref<8192xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} ins(%zero : f32) outs(%out : memref<8192xf32>)
+  linalg.generic {indexing_maps = [#row2, #row1], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8192x60xf32>) outs(%out : memref<8192xf32>) attrs = {twintrack.dispatch = "reduction_rows_1", twintrack.dispatch_kind = #twintrack.dispatch_kind<reduction_rows>} {
+  ^bb0(%v: f32, %s: f32):
+    %r = arith.addf %v, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
 // Without a fill in the group, a reduction folds its total into the
 // output's old value: loaded, combined, stored.
 // CHECK-LABEL: func.func @accumulates(

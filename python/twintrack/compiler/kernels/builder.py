@@ -359,18 +359,42 @@ def block_all_reduce(kind: str, partial: ir.Value) -> tuple[ir.Value, ir.Operati
     op). The shuffles it lowers to move 32-bit words (nvvm.shfl.sync takes
     nothing else): booleans travel as i32, f16 and bf16 as f32 (exact for
     max and min; a sum or product rounds once, at the end)."""
-    t = partial.type
-    if isinstance(t, ir.IntegerType) and t.width == 1:
-        wide = arith.extui(ir.IntegerType.get_signless(32), partial)
-    elif isinstance(t, ir.FloatType) and t.width < 32:
-        wide = arith.extf(ir.F32Type.get(), partial)
-    else:
-        wide = partial
+    wide = _as_word(partial)
     reduced = gpu.AllReduceOp(wide, op=ALL_REDUCE_OPS[kind], uniform=True)
-    if wide is partial:
-        return reduced.result, reduced.operation
-    narrow = arith.trunci(t, reduced.result) if isinstance(t, ir.IntegerType) else arith.truncf(t, reduced.result)
-    return narrow, reduced.operation
+    return _from_word(reduced.result, partial.type), reduced.operation
+
+
+def _as_word(value: ir.Value) -> ir.Value:
+    """A value as the 32-bit word a shuffle moves: a boolean as i32, f16 and bf16 as f32."""
+    t = value.type
+    if isinstance(t, ir.IntegerType) and t.width == 1:
+        return arith.extui(ir.IntegerType.get_signless(32), value)
+    if isinstance(t, ir.FloatType) and t.width < 32:
+        return arith.extf(ir.F32Type.get(), value)
+    return value
+
+
+def _from_word(word: ir.Value, t: ir.Type) -> ir.Value:
+    if word.type == t:
+        return word
+    return arith.trunci(t, word) if isinstance(t, ir.IntegerType) else arith.truncf(t, word)
+
+
+_COMBINE = {"add": (arith.addf, arith.addi), "mul": (arith.mulf, arith.muli),
+            "maximumf": (arith.maximumf, None), "minimumf": (arith.minimumf, None),
+            "maxnumf": (arith.maxnumf, None), "minnumf": (arith.minnumf, None),
+            "or": (None, arith.ori), "and": (None, arith.andi), "maxsi": (None, arith.maxsi),
+            "minsi": (None, arith.minsi)}
+
+
+def group_all_reduce(w: "KernelBuilder", kind: str, partial: ir.Value, lanes: int) -> ir.Value:
+    """The combination of `partial` over each aligned group of `lanes`
+    neighbouring threads (a power of two up to a warp), every thread of the
+    group getting it: xor shuffles of 32-bit words (`_as_word`)."""
+    wide = _as_word(partial)
+    float_combine, int_combine = _COMBINE[kind]
+    combine = float_combine if isinstance(wide.type, ir.FloatType) else int_combine
+    return _from_word(w.xor_reduce(wide, combine, lanes), partial.type)
 
 
 def _attribute(value: int | float, t: ir.Type) -> ir.Attribute:

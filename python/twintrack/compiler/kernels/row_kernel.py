@@ -44,12 +44,15 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, memref, vector
 
-from .builder import KernelBuilder, LaunchIds, block_all_reduce, build_launch, element_type, vector_of
+from .builder import (KernelBuilder, LaunchIds, block_all_reduce, build_launch, element_type, group_all_reduce,
+                      vector_of)
 from .epilogue import BodyOp, IRMapping, Ref, clone_body
 from .matmul_common import element_bytes
+from ..target import gpu_target
 
 MAX_CHUNKS = 8          # per-thread vectors of a row kept in registers
 MAX_THREADS = 1024
+SHORT_ROW_BLOCK = 256   # threads of a block that packs several short rows
 # Values a thread loads ahead of their use. Loads are issued together so
 # their latencies overlap: a load cannot move above an earlier store (the
 # kernel's buffers may alias, for all LLVM knows), so a step that loads and
@@ -100,11 +103,41 @@ class RowProgram:
 
     @property
     def threads(self) -> int:
+        """Threads per row: a warp or more; for a row of at most 32 vectors,
+        the power of two at or above their count (a share of a warp)."""
         lanes = -(-self.inner // self.vector_width)
+        if self.rows_per_block_for(lanes) > 1:
+            return 1 << (lanes - 1).bit_length()
         threads = min(256, 32 * -(-lanes // 32))
         if -(-lanes // threads) > MAX_CHUNKS:
             threads = min(MAX_THREADS, 32 * -(-lanes // (32 * MAX_CHUNKS)))
         return threads
+
+    def rows_per_block_for(self, lanes: int) -> int:
+        """Rows a block takes: one, unless a row is at most a warp's vectors
+        and there are more rows (known at compile time) than the GPU holds
+        blocks at once: a block of a short row's few threads would leave
+        the SMs' threads mostly idle. Then as many rows as make a block of
+        SHORT_ROW_BLOCK threads, halved until they divide the rows; each
+        row an aligned group of lanes within a warp."""
+        target = gpu_target()
+        if lanes > target.warp_size or self.open_rows:
+            return 1
+        total = math.prod(self.rows)
+        if total <= target.sm_count * target.max_blocks_per_sm:
+            return 1
+        per_block = SHORT_ROW_BLOCK // (1 << (lanes - 1).bit_length())
+        while per_block > 1 and total % per_block:
+            per_block //= 2
+        return per_block
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.rows_per_block_for(-(-self.inner // self.vector_width))
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads * self.rows_per_block
 
     @property
     def chunks(self) -> int:
@@ -118,7 +151,8 @@ class RowProgram:
         """The kernel's path in the kernel report (and its schedule, in errors);
         rows known only at run time (dynamic shapes) show as ?."""
         rows = "?" if self.open_rows else math.prod(self.rows)
-        return f"row-wise {rows}x{self.inner}/{self.threads}"
+        packed = f", {self.rows_per_block} rows a block" if self.rows_per_block > 1 else ""
+        return f"row-wise {rows}x{self.inner}/{self.threads}{packed}"
 
     @property
     def open_rows(self) -> bool:
@@ -171,11 +205,16 @@ class _RowKernelWriter:
         if p.open_rows:
             with ir.InsertionPoint(before), before.location:
                 rows = functools.reduce(arith.muli, p.extents(lambda n: arith.constant(ir.IndexType.get(), n))[:-1])
-        return build_launch(before, kernel, self.path, (rows, 1, 1), p.threads, self._body, self.path)
+        blocks = rows // p.rows_per_block if isinstance(rows, int) else rows
+        return build_launch(before, kernel, self.path, (blocks, 1, 1), p.block_threads, self._body, self.path)
 
     def _body(self, w: KernelBuilder, ids: LaunchIds) -> None:
         self.w, p = w, self.p
-        self.row = w.delinearize(ids.block_x, p.extents(w.index)[:-1] if p.open_rows else p.rows)
+        row, self.thread = ids.block_x, ids.thread
+        if p.rows_per_block > 1:  # row groups of p.threads lanes, aligned within a warp
+            row = w.add(w.mul(ids.block_x, p.rows_per_block), arith.divui(ids.thread, w.index(p.threads)))
+            self.thread = arith.remui(ids.thread, w.index(p.threads))
+        self.row = w.delinearize(row, p.extents(w.index)[:-1] if p.open_rows else p.rows)
         self.positions = [self._chunk_start(i) for i in range(p.chunks)]
         builders = {"reduce": self._reduce, "per-row": self._per_row_step, "elementwise": self._elementwise}
         self._prefetch_read_only()
@@ -190,7 +229,7 @@ class _RowKernelWriter:
         i1 'inside the row', or None when every chunk is)."""
         w, p = self.w, self.p
         v = p.vector_width
-        start = w.mul(w.add(w.thread, i * p.threads) if i else w.thread, v)
+        start = w.mul(w.add(self.thread, i * p.threads) if i else self.thread, v)
         if p.inner % (v * p.threads) == 0:
             return start, None
         inside = w.less(start, p.inner)
@@ -313,7 +352,13 @@ class _RowKernelWriter:
         self._store_row_value(index, step)
 
     def _all_reduce(self, kind: str, partial: ir.Value) -> ir.Value:
-        """The block's combination of every thread's `partial` (block_all_reduce), tagged with the path."""
+        """The row's combination of its threads' `partial`s, tagged with the
+        path: the block's (block_all_reduce), or, where a block holds several
+        rows, xor shuffles within each row's group of lanes."""
+        if self.p.rows_per_block > 1:
+            total = group_all_reduce(self.w, kind, partial, self.p.threads)
+            self.w.tag(total.owner)
+            return total
         total, reduced = block_all_reduce(kind, partial)
         self.w.tag(reduced)
         return total
@@ -327,7 +372,7 @@ class _RowKernelWriter:
         if not step.store:
             return
         w = self.w
-        with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, w.thread, w.index(0))):
+        with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.thread, w.index(0))):
             memref.StoreOp(self.row_values[index], self.p.buffers[step.output], self.row)
 
     def _alignment(self, element: str) -> int:
