@@ -53,10 +53,12 @@ demo: $(BUILT)
 lit: $(BUILT)
 	$(VENV)/bin/lit -q test
 
-# Two workers, one per core. Tests that share a file's session-cached
-# compiles stay on one worker (conftest.py groups them); a hung test fails
-# after pyproject.toml's timeout.
-PYTEST := $(PY) -m pytest -q --durations=15 -n 2 --dist loadgroup
+# Two workers, one per core, a file's tests on one worker, so the compiles
+# its tests share (conftest.py's compile_cache) are made once. (xdist's
+# loadgroup would spread a file finer, but its groups do not reach the
+# scheduler under pytest 9.2: each worker compiled the shared programs
+# again.) A hung test fails after pyproject.toml's timeout.
+PYTEST := $(PY) -m pytest -q --durations=15 -n 2 --dist loadfile
 
 # Every case of every case table (the README says how long).
 pytest: $(BUILT) chromium

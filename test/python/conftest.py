@@ -82,15 +82,6 @@ def artifact(compile_cache, run_tool, tmp_path_factory):
     return compiled
 
 
-def pytest_collection_modifyitems(items):
-    """With xdist's --dist loadgroup, the tests of a file that share session-
-    cached compiles run on one worker, so each is compiled once; the others
-    spread over the workers one by one."""
-    for item in items:
-        if {"compile_cache", "artifact"} & set(item.fixturenames):
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
-
-
 def copies_read_through(kernel_path: str) -> int:
     """How many permuted copies of Q, K or V a flash-attention kernel took
     over (its path says "(N copies read through)"; each was a kernel)."""
