@@ -90,6 +90,14 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def _register_rotary_tables(module: nn.Module, head_dim: int, seq: int) -> None:
+    """The rotary embedding's cos and sin per position (seq x head_dim), as buffers of `module`."""
+    frequencies = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.outer(torch.arange(seq).float(), frequencies)
+    module.register_buffer("cos", torch.cat((angles.cos(), angles.cos()), dim=-1))
+    module.register_buffer("sin", torch.cat((angles.sin(), angles.sin()), dim=-1))
+
+
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -106,10 +114,7 @@ class LlamaLayer(nn.Module):
         self.o = nn.Linear(dim, dim, bias=False)
         self.gate, self.up = nn.Linear(dim, ffn, bias=False), nn.Linear(dim, ffn, bias=False)
         self.down = nn.Linear(ffn, dim, bias=False)
-        frequencies = 1.0 / (10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
-        angles = torch.outer(torch.arange(seq).float(), frequencies)
-        self.register_buffer("cos", torch.cat((angles.cos(), angles.cos()), dim=-1))
-        self.register_buffer("sin", torch.cat((angles.sin(), angles.sin()), dim=-1))
+        _register_rotary_tables(self, self.head_dim, seq)
 
     def forward(self, x):
         batch, seq, dim = x.shape
@@ -132,10 +137,7 @@ def llama_layer(batch: int = 1, seq: int = 32, dim: int = 64, heads: int = 4, kv
 class Rotary(nn.Module):
     def __init__(self, head_dim: int, seq: int):
         super().__init__()
-        frequencies = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
-        angles = torch.outer(torch.arange(seq).float(), frequencies)
-        self.register_buffer("cos", torch.cat((angles.cos(), angles.cos()), dim=-1))
-        self.register_buffer("sin", torch.cat((angles.sin(), angles.sin()), dim=-1))
+        _register_rotary_tables(self, head_dim, seq)
 
     def forward(self, q):
         return _rotate(q, self.cos, self.sin)

@@ -102,18 +102,23 @@ class RowProgram:
         return 4 if self.inner % 4 == 0 else 1
 
     @property
+    def lanes(self) -> int:
+        """Vectors in a row."""
+        return -(-self.inner // self.vector_width)
+
+    @property
     def threads(self) -> int:
-        """Threads per row: a warp or more; for a row of at most 32 vectors,
-        the power of two at or above their count (a share of a warp)."""
-        lanes = -(-self.inner // self.vector_width)
-        if self.rows_per_block_for(lanes) > 1:
-            return 1 << (lanes - 1).bit_length()
-        threads = min(256, 32 * -(-lanes // 32))
-        if -(-lanes // threads) > MAX_CHUNKS:
-            threads = min(MAX_THREADS, 32 * -(-lanes // (32 * MAX_CHUNKS)))
+        """Threads per row: a warp or more; for short rows packed several to
+        a block, the power of two at or above their vectors (a share of a warp)."""
+        if self.rows_per_block > 1:
+            return 1 << (self.lanes - 1).bit_length()
+        threads = min(256, 32 * -(-self.lanes // 32))
+        if -(-self.lanes // threads) > MAX_CHUNKS:
+            threads = min(MAX_THREADS, 32 * -(-self.lanes // (32 * MAX_CHUNKS)))
         return threads
 
-    def rows_per_block_for(self, lanes: int) -> int:
+    @property
+    def rows_per_block(self) -> int:
         """Rows a block takes: one, unless a row is at most a warp's vectors
         and there are more rows (known at compile time) than the GPU holds
         blocks at once: a block of a short row's few threads would leave
@@ -121,19 +126,15 @@ class RowProgram:
         SHORT_ROW_BLOCK threads, halved until they divide the rows; each
         row an aligned group of lanes within a warp."""
         target = gpu_target()
-        if lanes > target.warp_size or self.open_rows:
+        if self.lanes > target.warp_size or self.open_rows:
             return 1
         total = math.prod(self.rows)
         if total <= target.sm_count * target.max_blocks_per_sm:
             return 1
-        per_block = SHORT_ROW_BLOCK // (1 << (lanes - 1).bit_length())
+        per_block = SHORT_ROW_BLOCK // (1 << (self.lanes - 1).bit_length())
         while per_block > 1 and total % per_block:
             per_block //= 2
         return per_block
-
-    @property
-    def rows_per_block(self) -> int:
-        return self.rows_per_block_for(-(-self.inner // self.vector_width))
 
     @property
     def block_threads(self) -> int:

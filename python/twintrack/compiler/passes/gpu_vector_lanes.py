@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, vector
 
+from ..kernels.matmul_common import element_bytes
 from .gpu_distribute import constant_int, index_constant, top_level_parallel_loops
 from .ir_helpers import PythonPass, defining_op, nested_ops, vectors_fit, view_vectors_fit
 
@@ -36,8 +37,7 @@ _LANE_DIALECTS = ("arith.", "math.")
 
 
 def _element_bytes(memref: ir.Value) -> int:
-    element = ir.MemRefType(memref.type).element_type
-    return max(1, element.width // 8) if hasattr(element, "width") else 8
+    return element_bytes(ir.MemRefType(memref.type).element_type)
 
 
 def _depends_on(body: ir.Block, index: ir.Value) -> set[ir.Operation]:
