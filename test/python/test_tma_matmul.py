@@ -6,13 +6,16 @@ Its numerics and speed on the GPU: tools/gpu_check.py (bench/NOTES.md v61)."""
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from dataclasses import replace
 
+from twintrack.compiler.kernels.epilogue import Epilogue, EpilogueInput
 from twintrack.compiler.kernels.matmul_common import MatmulOperands, OutputView
+from twintrack.compiler.kernels.staged_operand import staged_operand
 from twintrack.compiler.kernels.tensor_maps import stored_layout, tma_layout_problem, tma_store_problem
 from twintrack.compiler.kernels.tma_matmul import TmaWgmmaTileConfig, tma_applies, tma_takes_tile
 from twintrack.compiler.kernels.window_geometry import Im2colGeometry
@@ -313,6 +316,55 @@ def test_a_one_tile_wgmma_kernel_stages_its_stores_where_its_tile_asks(artifact,
     plan = json.loads((outdir / "plan.json").read_text())
     launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == kernel["name"])
     assert [a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a] == [[64, 32]]
+
+
+ACCUMULATOR = EpilogueInput(None)
+
+
+@pytest.mark.parametrize("inputs, staged", [
+    ((EpilogueInput("memref<4096x4096xf16>", (0, 1)), ACCUMULATOR), (0, 0)),  # a residual
+    ((ACCUMULATOR, EpilogueInput("memref<4096xf16>", (1,)), EpilogueInput("memref<4096x4096xf16>", (0, 1))),
+     (2, 1)),  # a bias (a row, not C's box), then a residual
+    ((EpilogueInput("memref<4096x4096xf32>", (0, 1)), ACCUMULATOR), None),  # f32: twice the staging buffer
+    ((EpilogueInput("memref<4096x4096xf16>", (1, 0)), ACCUMULATOR), None),  # read transposed
+    ((EpilogueInput("memref<4096x4096xf16, strided<[4100, 1]>>", (0, 1)), ACCUMULATOR), None),  # rows not 16 B
+    ((ACCUMULATOR,), None),  # no tensor
+])
+def test_which_epilogue_operand_the_tma_kernel_stages(inputs, staged):
+    """The TMA kernel copies an epilogue input into its staging buffers
+    where a box of C is a box of the input: C's loop indices, shape and
+    element, and a layout a tensor map describes."""
+    epilogue = Epilogue(inputs, (), ("arg", 0))
+    found = staged_operand(_operands(), epilogue, 64, 64)
+    assert (found and (found.position, found.tensor)) == staged or found is staged is None
+
+
+@needs_ptxas
+def test_a_swiglu_gemm_reads_its_other_projection_through_tma(artifact):
+    """LLaMA's MLP: `silu(gate(x)) * up(x)`. The projection computed first
+    stores its rounded f16 results (not f32: narrow-dispatch-results), and
+    the other's epilogue reads them box by box through a fourth tensor map
+    into its staging buffers, where each thread writes its results over
+    them; the warpgroup's storing thread waits for each box, and ptxas keeps
+    the wgmmas asynchronous (no C7520 note)."""
+    model = "test/python/projection_blocks.py:gated_mlp?batch=2&seq=2048&dim=512&hidden=2304"
+    outdir = artifact(model, "--pipeline", "gpu", "--dtype", "float16", "--strict-kernels")
+    kernels = [k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+               if k["path"].startswith("tma-wgmma-matmul")]
+    first, second = kernels
+    projection_bytes = 2 * (4096 * 512 + 2304 * 512 + 4096 * 2304)  # x, W, f16 results
+    assert first["bytes"] == projection_bytes and not first["path"].endswith("by TMA")
+    assert second["path"].endswith("TMA stores epilogue operand by TMA")
+    assert second["spills"] == 0 and not second.get("ptxas_notes")
+    ptx = (outdir / "kernels" / f"{second['name']}.ptx").read_text()
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 4  # A, B, C, the operand
+    # Copies by tensor map: the producer's A and B (8 K steps, unrolled), the operand's 4 parts of 64 columns.
+    maps = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier\S* \[%\w+\], \[(%\w+),", ptx)
+    assert sorted(Counter(maps).values()) == [4, 8, 8]
+    plan = json.loads((outdir / "plan.json").read_text())
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == second["name"])
+    boxes = sorted(a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a)
+    assert boxes == [[64, 64], [64, 64], [128, 64], [256, 64]]  # C's and the operand's; A's, B's
 
 
 def test_a_tensor_map_and_the_view_made_for_it_are_erased_together():

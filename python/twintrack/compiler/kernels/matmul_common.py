@@ -330,8 +330,9 @@ class TiledMatmulWriter:
         for index, (accumulators, width, row, col) in enumerate(results):
             inside_row, inside_col, _ = self.clamped(row, col, limits, width)
             first = self.loop_indices(inside_row, inside_col)
-            loaded = [self.epilogue.load_inputs(self._lane_indices(first, inside_row, inside_col, lane, width))
-                      for lane in range(width)]
+            staged = self.staged_inputs(row, col, width)
+            loaded = [self.epilogue.load_inputs(self._lane_indices(first, inside_row, inside_col, lane, width),
+                                                staged[lane]) for lane in range(width)]
             unmoved = inside_row is row and inside_col is col  # no edge to keep inside: the same indices
             batch.append((accumulators, width, row, col, first if unmoved else None, loaded))
             if sum(item[1] for item in batch) >= EPILOGUE_LOAD_BATCH or index == len(results) - 1:
@@ -341,6 +342,12 @@ class TiledMatmulWriter:
                         self.store_finished(self.finish(accumulators, width, row, col, loops, loaded),
                                             width, row, col, loops)
                 batch = []
+
+    def staged_inputs(self, row: ir.Value, col: ir.Value, width: int) -> list[dict[int, ir.Value]]:
+        """Per lane, the epilogue's tensor inputs at (row, col..col+width)
+        already in shared memory, by input position (`EpilogueWriter.load_inputs`'s
+        `known`); none here."""
+        return [{} for _ in range(width)]
 
     def store_finished(self, value: ir.Value, width: int, row: ir.Value, col: ir.Value,
                        loops: list[ir.Value]) -> None:

@@ -29,7 +29,7 @@ class _MemrefLayout:
 
 
 @functools.lru_cache(maxsize=4096)
-def _memref_layout(memref_type: str) -> _MemrefLayout | None:
+def memref_layout(memref_type: str) -> _MemrefLayout | None:
     """The shape, strides and offset of a memref type's text (None: no memref
     type), parsed once: a repeated layer asks about the same types again."""
     if not memref_type.startswith("memref<"):  # (the parser aborts on what is no type at all)
@@ -44,7 +44,7 @@ def tma_layout_problem(memref_type: str) -> str | None:
     """Why a tensor map cannot describe an operand of this type (None: it
     can): TMA needs the innermost stride 1, the others and the offset
     multiples of 16 bytes, and no broadcast (stride 0) dim."""
-    layout = _memref_layout(memref_type)
+    layout = memref_layout(memref_type)
     if layout is None:
         return f"not a memref type: {memref_type!r}"
     return _strides_problem(list(layout.strides), layout.offset, element_bytes(layout.element))
@@ -102,7 +102,7 @@ def stored_layout(ops: MatmulOperands, box_rows: int, box_columns: int) -> Store
     through, or why there is none: each box must stay inside one index of
     the outer splits, the innermost dim be contiguous, the rest a tensor map
     can describe (16-byte strides and offset, at most 5 dims)."""
-    output = _memref_layout(ops.c_type)
+    output = memref_layout(ops.c_type)
     if output is None:
         return f"C is no memref: {ops.c_type!r}"
     strides, offset = output.strides, output.offset

@@ -49,6 +49,11 @@ until the next block starts. Here:
   (a buffer is refilled once its store has read it). Stored from registers,
   two elements a store and half of each 32-byte sector, the epilogue took
   about 12% of a 4096³ fp16 GEMM's time with the tensor cores idle.
+- **An epilogue operand staged by TMA** (staged_operand): a tensor the
+  epilogue reads as C is indexed (SwiGLU's `up`, a residual) is copied
+  box by box into those staging buffers, the first two parts of a tile
+  while its K loop runs; each thread reads its operands where it then
+  writes its results.
 
 The ring's barriers and phases: barrier_ring."""
 
@@ -57,15 +62,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mlir import ir
-from mlir.dialects import arith, nvvm
+from mlir.dialects import arith, llvm, nvvm
 
 from .barrier_ring import (WARP_THREADS, BarrierRing, ClusterPeers, cluster_barrier, consumer_registers,
                            ring_barrier_bytes, tma_load)
 from .builder import BLOCKS_PER_SM_ATTR, CLUSTER_BLOCKS_ATTR
-from .matmul_common import KernelOperands, MatmulOperands, element_bytes
-from .tensor_maps import SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, im2col_tensor_map, tensor_map, tma_layout_problem
+from .matmul_common import KernelOperands, MatmulOperands, element_bytes, vector_type
+from .staged_operand import OperandBarriers, staged_operand
+from .tensor_maps import (SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, as_stored, im2col_tensor_map, tensor_map,
+                          tma_layout_problem)
 from .window_geometry import Im2colGeometry
-from .wgmma_matmul import N_ATOM_ELEMENTS, WARPGROUP, WgmmaMatmulWriter, WgmmaTileConfig, StepCopies
+from .wgmma_matmul import (N_ATOM_ELEMENTS, STORE_BUFFERS, WARPGROUP, WGMMA_M, WgmmaMatmulWriter, WgmmaTileConfig,
+                           StepCopies)
 
 # Registers a producer thread keeps after setmaxnreg: it gives most of its
 # share to the consumers (`consumer_registers`). One that computes where
@@ -192,6 +200,9 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self.path += f" clusters of {self.cluster} sharing B"
         blocks = config.persistent_blocks or self.tiles
         self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
+        self.staged = None if self.store_problem else staged_operand(ops, epilogue, WGMMA_M, self.store_columns)
+        if self.staged is not None:
+            self.path += " epilogue operand by TMA"
 
     def _cluster_size(self) -> int:
         """The tile's clusters, where B is read K-major and its tile splits
@@ -208,8 +219,12 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         return (self.blocks, 1, 1)
 
     def dynamic_shared_bytes(self) -> int:
-        """The ring, the staging buffers of the TMA stores, then the mbarriers."""
-        return super().dynamic_shared_bytes() + ring_barrier_bytes(self.cfg.stages)
+        """The ring, the staging buffers of the TMA stores, then the mbarriers
+        (the ring's, and the staged epilogue operand's)."""
+        return super().dynamic_shared_bytes() + ring_barrier_bytes(self.cfg.stages) + self._operand_barrier_bytes()
+
+    def _operand_barrier_bytes(self) -> int:
+        return OperandBarriers.bytes(self.cfg.warpgroups, STORE_BUFFERS) if self.staged else 0
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
@@ -224,7 +239,16 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self.a_map = im2col_tensor_map(operands.a, self.ops.a_window.geometry, cfg.bm, cfg.bk)
         else:
             self.a_map = tensor_map(operands.a, unit + [cfg.bm, cfg.bk])
-        return [self.a_map, self.b_map, *super().host_values(operands)]
+        return [self.a_map, self.b_map, *super().host_values(operands), *self._operand_map(operands)]
+
+    def _operand_map(self, operands: KernelOperands) -> list[ir.Value]:
+        """The staged epilogue operand's tensor map: C's boxes, in its own layout."""
+        if self.staged is None:
+            return []
+        layout = self.staged.layout
+        operand = as_stored(operands.epilogue[self.staged.tensor], layout)
+        self.operand_map = tensor_map(operand, layout.box(WGMMA_M, self.store_columns))
+        return [self.operand_map]
 
     # ------------------------------------------------------------ kernel
     def kernel_body(self) -> None:
@@ -255,6 +279,11 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         """The ring's barriers, after the ring and the staging buffers."""
         w = self.w
         first = w.add(self.ring_address, self.ring_bytes + self.staging_beside_ring())
+        if self.staged is not None:  # initialized before the block meets in BarrierRing.initialized
+            self.operand_barriers = OperandBarriers(w, w.add(first, ring_barrier_bytes(self.cfg.stages)),
+                                                    self.cfg.warpgroups, STORE_BUFFERS)
+            with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):
+                self.operand_barriers.initialize()
         peers = None
         if self.cluster > 1:
             peers = ClusterPeers(self.cluster, arith.cmpi(arith.CmpIPredicate.eq, w.rem(self.tid, WARP_THREADS),
@@ -377,6 +406,12 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     # ------------------------------------------------------------ consumers
     def _consume(self, first_step: ir.Value) -> None:
         w, ring = self.w, self.ring_barriers
+        self.tile_ordinal = w.div(first_step, self.k_steps)  # this block's how-manieth tile
+        if self.staged is not None:
+            with w.only_if(self._storing_thread()):
+                nvvm.CpAsyncBulkWaitGroupOp(0, read=True)  # the tile before's stores have read their buffers
+                for part in range(min(STORE_BUFFERS, self.parts)):
+                    self._load_operand(w.div(self.tid, WARPGROUP), part)
         with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
             self.mark_useful_work(steps.op)
             # One block an SM: ptxas then knows the registers at entry, and honours
@@ -395,3 +430,45 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         nvvm.WgmmaWaitGroupSyncOp(0)
         ring.release(w.add(first_step, self.k_steps - 1))
         self._store(steps.results[0])
+
+    # ------------------------------------------------------------ the staged epilogue operand
+    def _load_operand(self, warpgroup: ir.Value, part: int) -> None:
+        """The storing thread copies part `part` of the epilogue operand's
+        box of `warpgroup`'s rows into the part's staging buffer (free)."""
+        w = self.w
+        barrier = self.operand_barriers.of(warpgroup, part % STORE_BUFFERS)
+        self.operand_barriers.expect(barrier, WGMMA_M * SWIZZLE_BYTES)
+        row = w.add(self.m0, w.mul(warpgroup, WGMMA_M))
+        coordinates = self.staged.layout.coordinates(w, self.at(row, w.add(self.n0, part * self.store_columns)))
+        tma_load(w, self.operand_map, self._staging_buffer(warpgroup, part), coordinates, barrier)
+
+    def _claim_staging(self, warpgroup: ir.Value, part: int) -> None:
+        """With a staged operand: its part has landed in the buffer (copied
+        once the buffer's last store had read it). The storing thread waits
+        and the warpgroup meets: every thread's wait, a loop on a divergent
+        path with the accumulators live, made ptxas serialize the wgmmas (C7520)."""
+        if self.staged is None:
+            super()._claim_staging(warpgroup, part)
+            return
+        buffer = part % STORE_BUFFERS
+        uses = len(range(buffer, self.parts, STORE_BUFFERS))
+        with self.w.only_if(self._storing_thread()):
+            self.operand_barriers.wait(self.operand_barriers.of(warpgroup, buffer), self.tile_ordinal, uses,
+                                       part // STORE_BUFFERS)
+        self._warpgroup_barrier(warpgroup)
+
+    def _after_store(self, warpgroup: ir.Value, part: int) -> None:
+        """With a staged operand: the part two on is copied into this buffer once its store has read it."""
+        if self.staged is not None and part + STORE_BUFFERS < self.parts:
+            nvvm.CpAsyncBulkWaitGroupOp(0, read=True)
+            self._load_operand(warpgroup, part + STORE_BUFFERS)
+
+    def staged_inputs(self, row: ir.Value, col: ir.Value, width: int) -> list[dict[int, ir.Value]]:
+        """While staging with a staged operand: its `width` elements at
+        (row, col..), read where this thread writes their results."""
+        if self.staged is None or self._staging is None:
+            return super().staged_inputs(row, col, width)
+        size = element_bytes(self.ops.out_element)
+        pair = llvm.load(vector_type(width, self.ops.out_element), self._staged_place(row, col),
+                         alignment=width * size)
+        return [{self.staged.position: self.w.lane(pair, lane)} for lane in range(width)]

@@ -297,6 +297,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         self.lookahead = self.k_steps if self.whole_k else config.stages - 2
         self.ring_bytes = config.stages * self.stage_elements * self.element_bytes
         self.store_columns = store_columns(ops)
+        self.parts = config.bn // self.store_columns  # a warpgroup's TMA stores a tile
         self.staging_bytes = config.warpgroups * STORE_BUFFERS * WGMMA_M * SWIZZLE_BYTES
         self.store_problem = tma_store_problem(ops) or self._staging_problem()
         self.stored = None if self.store_problem else stored_layout(ops, WGMMA_M, self.store_columns)
@@ -555,13 +556,10 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         positions = self._positions()
         per_buffer = len(positions) * self.store_columns // self.cfg.bn
         self._before_staging()
-        for part in range(self.cfg.bn // self.store_columns):
-            buffer = w.add(w.mul(warpgroup, STORE_BUFFERS), part % STORE_BUFFERS)
-            self._staging = w.add(self._staging_start(), w.mul(buffer, WGMMA_M * SWIZZLE_BYTES))
+        for part in range(self.parts):
+            self._staging = self._staging_buffer(warpgroup, part)
             self._box = (box_row, w.add(self.n0, part * self.store_columns))
-            with w.only_if(self._storing_thread()):  # the store that read this buffer last has read it
-                nvvm.CpAsyncBulkWaitGroupOp(STORE_BUFFERS - 1, read=True)
-            self._warpgroup_barrier(warpgroup)
+            self._claim_staging(warpgroup, part)
             self.store_all(self._results(positions[part * per_buffer:(part + 1) * per_buffer], acc))
             nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
             self._warpgroup_barrier(warpgroup)
@@ -571,7 +569,23 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
                 nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(self.c_map, shared_pointer(w, self._staging),
                                                           [arith.index_cast(i32, c) for c in coordinates])
                 nvvm.CpAsyncBulkCommitGroupOp()
+                self._after_store(warpgroup, part)
         self._staging = None
+
+    def _staging_buffer(self, warpgroup: ir.Value, part: int) -> ir.Value:
+        """The shared address of the staging buffer that part `part` of `warpgroup`'s results leave from."""
+        w = self.w
+        buffer = w.add(w.mul(warpgroup, STORE_BUFFERS), part % STORE_BUFFERS)
+        return w.add(self._staging_start(), w.mul(buffer, WGMMA_M * SWIZZLE_BYTES))
+
+    def _claim_staging(self, warpgroup: ir.Value, part: int) -> None:
+        """Before part `part` is written to its buffer: the store that read the buffer last has read it."""
+        with self.w.only_if(self._storing_thread()):
+            nvvm.CpAsyncBulkWaitGroupOp(STORE_BUFFERS - 1, read=True)
+        self._warpgroup_barrier(warpgroup)
+
+    def _after_store(self, warpgroup: ir.Value, part: int) -> None:
+        """The storing thread, once it has issued part `part`'s store; nothing here."""
 
     def _staging_start(self) -> ir.Value:
         """The staging buffers' shared address: the ring's, or right after it."""
@@ -597,12 +611,16 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         if self._staging is None:
             super().store_finished(value, width, row, col, loops)
             return
+        llvm.store(value, self._staged_place(row, col), alignment=width * element_bytes(self.ops.out_element))
+
+    def _staged_place(self, row: ir.Value, col: ir.Value) -> ir.Value:
+        """Where C's element (row, col) sits in the staging buffer: a pointer."""
         w, size = self.w, element_bytes(self.ops.out_element)
         local_row = w.sub(row, self._box[0])
         byte = w.mul(w.sub(col, self._box[1]), size)
         chunk = arith.xori(w.div(byte, VECTOR_BYTES), w.rem(local_row, 8))
         offset = w.add(w.mul(local_row, SWIZZLE_BYTES), w.add(w.mul(chunk, VECTOR_BYTES), w.rem(byte, VECTOR_BYTES)))
-        llvm.store(value, shared_pointer(w, w.add(self._staging, offset)), alignment=width * size)
+        return shared_pointer(w, w.add(self._staging, offset))
 
     def _storing_thread(self) -> ir.Value:
         """Is this thread the one of its warpgroup that issues its TMA stores?"""

@@ -53,6 +53,7 @@ PASSES = {
     "half-opmath": ("half_precision", "HalfOpmath"),
     "largest-buffer": ("largest_buffer", "LargestBuffer"),
     "lower-scatters": ("lower_scatters", "LowerScatters"),
+    "narrow-dispatch-results": ("narrow_dispatch_results", "NarrowDispatchResults"),
     "nested-linalg-loops": ("nested_linalg_loops", "NestedLinalgLoops"),
     "open-expands": ("shape_buffers", "OpenExpands"),
     "outline-kernels": ("outline_kernels", "OutlineKernels"),
