@@ -21,6 +21,7 @@ from mlir import ir
 
 from ...locations import short_location
 from ...tooling import find_tool
+from ..opt_server import PipelineResult, pipeline_server
 from .ir_helpers import PythonPass, defined_functions, nested_ops
 
 _ACCESSES = {"affine.load": 1, "affine.store": 2, "affine.vector_load": 1, "affine.vector_store": 2}
@@ -115,6 +116,21 @@ def _globals_read(func: ir.Operation) -> list[ir.Operation]:
             and ir.StringAttr(op.operation.attributes["sym_name"]).value in names]
 
 
+def _in_child(pipeline: str, text: str) -> PipelineResult:
+    """`pipeline` on module `text` out of this process."""
+    server = pipeline_server(pipeline)
+    if server is not None:
+        return server.run(text)
+    binary = find_tool("mlir-opt")
+    if binary is None:
+        return PipelineResult(None, "mlir-opt not found")
+    child = subprocess.run([binary, f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo", "-"],
+                           input=text, capture_output=True, text=True)
+    if child.returncode != 0:
+        return PipelineResult(None, f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}")
+    return PipelineResult(child.stdout, None)
+
+
 @dataclass(frozen=True)
 class AffineVectorize(PythonPass):
     name = "affine-vectorize"
@@ -129,20 +145,16 @@ class AffineVectorize(PythonPass):
             func.attributes["twintrack.vectorize"] = ir.StringAttr.get(note, func.context)
 
     def _vectorize_in_child(self, func: ir.Operation) -> tuple[ir.Operation, str | None]:
-        """Vectorize `func` in a child mlir-opt; swap the result in on success."""
-        binary = find_tool("mlir-opt")
-        if binary is None:
-            return func, "mlir-opt not found"
+        """Vectorize `func` in a child process (the process's twintrack-opt
+        server, else an mlir-opt of its own); swap the result in on success."""
         pipeline = f"builtin.module(func.func(affine-super-vectorize{{virtual-vector-size={self.vector_size}}}), canonicalize)"
         parts = [g.get_asm(print_generic_op_form=True, enable_debug_info=True) for g in _globals_read(func)]
         parts.append(func.get_asm(print_generic_op_form=True, enable_debug_info=True))
         text = "module {\n" + "\n".join(parts) + "\n}"
-        child = subprocess.run([binary, f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo", "-"],
-                               input=text, capture_output=True, text=True)
-        if child.returncode != 0:
-            how = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
-            return func, f"affine-super-vectorize failed ({how})"
-        parsed = ir.Module.parse(child.stdout, func.context)  # keep alive while moving out of it
+        result = _in_child(pipeline, text)
+        if result.failure is not None:
+            return func, f"affine-super-vectorize failed ({result.failure})"
+        parsed = ir.Module.parse(result.text, func.context)  # keep alive while moving out of it
         vectorized = next(op.operation for op in parsed.body.operations if op.operation.name == "func.func")
         vectorized.move_before(func)
         func.erase()
