@@ -102,11 +102,14 @@ class TmaWgmmaTileConfig(WgmmaTileConfig):
     target's SM count, filled in where the tile is chosen); `group_rows`:
     the row tiles a band of the tile order spans (`tile_place`);
     `cluster_rows`: the blocks of a cluster, each a row tile of one column
-    tile, sharing B's tile (1: no clusters)."""
+    tile, sharing B's tile (1: no clusters); `staged_operand`: an epilogue
+    operand indexed as C is copied by TMA into the staging buffers
+    (staged_operand.py), else read from global memory by each thread."""
     persistent_blocks: int = 0
     group_rows: int = 16
     tma_stores: bool = True
     cluster_rows: int = 1
+    staged_operand: bool = True
 
     @property
     def threads(self) -> int:
@@ -200,7 +203,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self.path += f" clusters of {self.cluster} sharing B"
         blocks = config.persistent_blocks or self.tiles
         self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
-        self.staged = None if self.store_problem else staged_operand(ops, epilogue, WGMMA_M, self.store_columns)
+        self.staged = None if self.store_problem or not config.staged_operand else \
+            staged_operand(ops, epilogue, WGMMA_M, self.store_columns)
         if self.staged is not None:
             self.path += " epilogue operand by TMA"
 
