@@ -49,11 +49,11 @@ until the next block starts. Here:
   (a buffer is refilled once its store has read it). Stored from registers,
   two elements a store and half of each 32-byte sector, the epilogue took
   about 12% of a 4096³ fp16 GEMM's time with the tensor cores idle.
-- **An epilogue operand staged by TMA** (staged_operand): a tensor the
-  epilogue reads as C is indexed (SwiGLU's `up`, a residual) is copied
-  box by box into those staging buffers, the first two parts of a tile
-  while its K loop runs; each thread reads its operands where it then
-  writes its results.
+- **An epilogue operand staged by TMA** (staged_operand; where the tile
+  asks, `staged_operand`): a tensor the epilogue reads as C is indexed
+  (SwiGLU's `up`, a residual) is copied box by box into those staging
+  buffers, the first two parts of a tile while its K loop runs; each
+  thread reads its operands where it then writes its results.
 
 The ring's barriers and phases: barrier_ring."""
 
@@ -104,12 +104,13 @@ class TmaWgmmaTileConfig(WgmmaTileConfig):
     `cluster_rows`: the blocks of a cluster, each a row tile of one column
     tile, sharing B's tile (1: no clusters); `staged_operand`: an epilogue
     operand indexed as C is copied by TMA into the staging buffers
-    (staged_operand.py), else read from global memory by each thread."""
+    (staged_operand.py), else read from global memory by each thread. Off
+    until measured on the GPU (bench/NOTES.md v79: built, no device time)."""
     persistent_blocks: int = 0
     group_rows: int = 16
     tma_stores: bool = True
     cluster_rows: int = 1
-    staged_operand: bool = True
+    staged_operand: bool = False
 
     @property
     def threads(self) -> int:
