@@ -43,7 +43,10 @@ class OptServer:
                 child.stdin.write(b"%d\n" % len(data) + data)
                 child.stdin.flush()
                 status, _, size = child.stdout.readline().decode().partition(" ")
-                reply = child.stdout.read(int(size)).decode() if size else ""
+                reply = child.stdout.read(int(size)) if size else b""
+                if len(reply) != int(size or 0):  # the child died mid-reply
+                    status = ""
+                reply = reply.decode()
             except (BrokenPipeError, ValueError):
                 status = ""
             if status in ("ok", "error"):

@@ -73,16 +73,17 @@ def _widening(yielded: ir.Value) -> _Widening | None:
 
 def _generic_readers(value: ir.Value, found: list[tuple[ir.Operation, int]],
                      reshapes: list[ir.Operation]) -> bool:
-    """(generic, operand index) of each elementwise generic reading `value`
-    as an input, through reshapes (appended to `reshapes`); False if
-    anything else reads it."""
+    """(generic, operand index) of each linalg.generic reading `value` as
+    an input (elementwise or a reduction: either widens it in its body),
+    through reshapes (appended to `reshapes`); False if anything else reads
+    it (a named matmul, an init)."""
     for use in value.uses:
         user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         if user.name in RESHAPES:
             reshapes.append(user)
             if not _generic_readers(user.results[0], found, reshapes):
                 return False
-        elif _is_parallel_generic(user) and use.operand_number < len(user.operands) - len(user.results):
+        elif user.name == "linalg.generic" and use.operand_number < len(user.operands) - len(user.results):
             found.append((user, use.operand_number))
         else:
             return False
