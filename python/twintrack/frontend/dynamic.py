@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..calling import TensorSpec
+from ..compiler.passes.plan_workspace import SIZE_BOUNDS_ATTR
 from ..dynamic_shapes import DynamicDim, concrete_shape
 from ..errors import CompilerError, UsageError
 
@@ -71,7 +72,6 @@ class ShapeNames:
         return PythonPrinter().doprint(expression)
 
 
-SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"  # on the entry point: each argument's largest size per dim
 STRICT_SYMBOLIC_ATTR = "torch.assume_strict_symbolic_shapes"  # torch-mlir's: no run-time broadcast checks
 
 

@@ -153,9 +153,9 @@ def row_major(memref_type: ir.MemRefType) -> bool:
         layout = memref_type.layout
         return isinstance(layout, ir.AffineMapAttr) and \
             ir.AffineMapAttr(layout).value == ir.AffineMap.get_identity(memref_type.rank)
-    from ..cpu_jit import contiguous_strides
     strides, offset = memref_type.get_strides_and_offset()
-    return offset == 0 and strides == contiguous_strides(memref_type.shape)
+    shape = memref_type.shape
+    return offset == 0 and strides == [math.prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 def buffer_root(value: ir.Value) -> ir.Value:
