@@ -11,6 +11,9 @@ import functools
 
 from .errors import UsageError
 
+# Discardable attributes in the twintrack namespace that more than one layer reads or writes.
+SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"  # on a dynamic-shape entry point: each argument's largest size per dim
+
 
 @functools.cache
 def _extension():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..calling import TensorSpec
-from ..compiler.passes.plan_workspace import SIZE_BOUNDS_ATTR
+from ..dialect import SIZE_BOUNDS_ATTR
 from ..dynamic_shapes import DynamicDim, concrete_shape
 from ..errors import CompilerError, UsageError
 

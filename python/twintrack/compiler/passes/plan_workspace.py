@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, memref
 
+from ...dialect import SIZE_BOUNDS_ATTR
 from .ir_helpers import PythonPass, defining_op
 
 WORKSPACE = "twintrack_workspace"
 WORKSPACE_BYTES_ATTR = "twintrack.workspace_bytes"
-# On the entry point of a dynamic-shape import (frontend/dynamic.py): each argument's largest size per dim.
-SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"
 ALIGNMENT = 64
 MAX_WORKSPACE_BYTES = 1 << 28   # cpu_jit.CHECKED_BUFFER_BYTES: larger needs the memory check of a malloc'd buffer
 
