@@ -125,7 +125,7 @@ class BarrierRing:
     def expect(self, stage: ir.Value, size: int) -> ir.Value:
         """The producer's arrival on full[stage], expecting `size` bytes of copies; the barrier."""
         full = self.full(stage)
-        nvvm.MBarrierArriveExpectTxOp(None, full, self.w.constant(size, "i32"))
+        arrive_expecting(self.w, full, size)
         return full
 
     def arrive_when_copied(self, stage: ir.Value) -> None:
@@ -149,7 +149,7 @@ class BarrierRing:
                                 has_side_effects=True)
 
     def _wait(self, barrier: ir.Value, parity: ir.Value) -> None:
-        nvvm.MBarrierTryWaitParityOp(barrier, parity, self.w.constant(WAIT_HINT_NS, "i32"))
+        wait_parity(self.w, barrier, parity)
 
     def _fixed(self, n: int) -> ir.Value:
         return shared_pointer(self.w, self.w.add(self.first, n * BARRIER_BYTES))
@@ -161,6 +161,16 @@ class BarrierRing:
         base = self._fixed(first)
         return llvm.getelementptr(base.type, base, [offset], [GEP_DYNAMIC_INDEX],
                                   ir.IntegerType.get_signless(8), llvm.GEPNoWrapFlags.none)
+
+
+def arrive_expecting(w: KernelBuilder, barrier: ir.Value, size: int) -> None:
+    """This thread's arrival on mbarrier `barrier`, expecting `size` bytes of copies to complete on it."""
+    nvvm.MBarrierArriveExpectTxOp(None, barrier, w.constant(size, "i32"))
+
+
+def wait_parity(w: KernelBuilder, barrier: ir.Value, parity: ir.Value) -> None:
+    """Wait until mbarrier `barrier`'s phase of parity `parity` (i32) has completed."""
+    nvvm.MBarrierTryWaitParityOp(barrier, parity, w.constant(WAIT_HINT_NS, "i32"))
 
 
 def cluster_barrier() -> None:

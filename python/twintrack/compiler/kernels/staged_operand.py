@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, nvvm
 
-from .barrier_ring import BARRIER_BYTES, WAIT_HINT_NS
+from .barrier_ring import BARRIER_BYTES, wait_parity
 from .builder import KernelBuilder
 from .epilogue import Epilogue
 from .matmul_common import MatmulOperands
@@ -87,13 +87,9 @@ class OperandBarriers:
         slot = w.add(w.mul(warpgroup, self.buffers), buffer)
         return shared_pointer(w, w.add(self.first, w.mul(slot, BARRIER_BYTES)))
 
-    def expect(self, barrier: ir.Value, size: int) -> None:
-        nvvm.MBarrierArriveExpectTxOp(None, barrier, self.w.constant(size, "i32"))
-
     def wait(self, barrier: ir.Value, tile: ir.Value, uses_a_tile: int, use: int) -> None:
         """Wait for use `use` of the barrier in the block's tile number `tile`."""
         w = self.w
         phase = w.add(w.mul(tile, uses_a_tile), use) if uses_a_tile else w.index(use)
-        parity = arith.index_cast(ir.IntegerType.get_signless(32), w.rem(phase, 2))
-        nvvm.MBarrierTryWaitParityOp(barrier, parity, w.constant(WAIT_HINT_NS, "i32"))
+        wait_parity(w, barrier, arith.index_cast(ir.IntegerType.get_signless(32), w.rem(phase, 2)))
 

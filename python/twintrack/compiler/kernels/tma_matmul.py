@@ -64,8 +64,8 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm
 
-from .barrier_ring import (WARP_THREADS, BarrierRing, ClusterPeers, cluster_barrier, consumer_registers,
-                           ring_barrier_bytes, tma_load)
+from .barrier_ring import (WARP_THREADS, BarrierRing, ClusterPeers, arrive_expecting, cluster_barrier,
+                           consumer_registers, ring_barrier_bytes, tma_load)
 from .builder import BLOCKS_PER_SM_ATTR, CLUSTER_BLOCKS_ATTR
 from .matmul_common import KernelOperands, MatmulOperands, element_bytes, vector_type
 from .staged_operand import OperandBarriers, staged_operand
@@ -442,7 +442,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         box of `warpgroup`'s rows into the part's staging buffer (free)."""
         w = self.w
         barrier = self.operand_barriers.of(warpgroup, part % STORE_BUFFERS)
-        self.operand_barriers.expect(barrier, WGMMA_M * SWIZZLE_BYTES)
+        arrive_expecting(w, barrier, WGMMA_M * SWIZZLE_BYTES)
         row = w.add(self.m0, w.mul(warpgroup, WGMMA_M))
         coordinates = self.staged.layout.coordinates(w, self.at(row, w.add(self.n0, part * self.store_columns)))
         tma_load(w, self.operand_map, self._staging_buffer(warpgroup, part), coordinates, barrier)

@@ -21,24 +21,16 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith
 
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, defining_op, is_elementwise_generic, is_half, nested_ops
 
 # Conversions and constants keep their types: only arithmetic is widened.
 KEPT = {"arith.constant", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
         "arith.fptoui", "arith.bitcast"}
 
 
-def _is_half(t: ir.Type) -> bool:
-    return isinstance(t, (ir.F16Type, ir.BF16Type))
-
-
 def _computes_in_half(op: ir.Operation) -> bool:
     return (op.name.split(".")[0] in ("arith", "math") and op.name not in KEPT
-            and any(_is_half(v.type) for v in [*op.operands, *op.results]))
-
-
-def _is_elementwise(op: ir.Operation) -> bool:
-    return op.name == "linalg.generic" and all("parallel" in str(t) for t in op.attributes["iterator_types"])
+            and any(is_half(v.type) for v in [*op.operands, *op.results]))
 
 
 def _widen_body(generic: ir.Operation) -> None:
@@ -49,7 +41,7 @@ def _widen_body(generic: ir.Operation) -> None:
     rounded_here = []
 
     def widened_operand(v: ir.Value) -> ir.Value:
-        if _is_half(v.type) and v not in wide:
+        if is_half(v.type) and v not in wide:
             wide[v] = arith.extf(f32, v)
         return wide.get(v, v)
 
@@ -58,11 +50,11 @@ def _widen_body(generic: ir.Operation) -> None:
             continue
         with op.location, ir.InsertionPoint(op):
             operands = [widened_operand(v) for v in op.operands]
-            widened = ir.Operation.create(op.name, results=[f32 if _is_half(r.type) else r.type for r in op.results],
+            widened = ir.Operation.create(op.name, results=[f32 if is_half(r.type) else r.type for r in op.results],
                                           operands=operands,
                                           attributes={name: op.attributes[name] for name in op.attributes})
             for old, new in zip(op.results, widened.results):
-                if _is_half(old.type):
+                if is_half(old.type):
                     rounded = arith.truncf(old.type, new)
                     wide[rounded] = new
                     rounded_here.append(rounded)
@@ -78,7 +70,7 @@ def _drop_round_trips(generic: ir.Operation) -> None:
     """extf(truncf(v)) through a half type back to v's own type is v, inside the body."""
     for op in [o.operation for o in generic.regions[0].blocks[0].operations]:
         narrow = defining_op(op.operands[0]) if op.name == "arith.extf" else None
-        if narrow is None or narrow.name != "arith.truncf" or not _is_half(op.operands[0].type) \
+        if narrow is None or narrow.name != "arith.truncf" or not is_half(op.operands[0].type) \
                 or narrow.operands[0].type != op.results[0].type:
             continue
         op.results[0].replace_all_uses_with(narrow.operands[0])
@@ -92,7 +84,7 @@ class HalfOpmath(PythonPass):
     name = "half-opmath"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for generic in nested_ops(module, _is_elementwise):
+        for generic in nested_ops(module, is_elementwise_generic):
             _widen_body(generic)
 
 

@@ -349,6 +349,16 @@ def elementwise_flops(op: ir.Operation) -> int:
     return lanes * (2 if op.name.endswith(".fma") else 1)
 
 
+def is_half(t: ir.Type) -> bool:
+    """Is `t` a 16-bit float (f16 or bf16)?"""
+    return isinstance(t, (ir.F16Type, ir.BF16Type))
+
+
+def is_elementwise_generic(op: ir.Operation) -> bool:
+    """Is `op` a linalg.generic whose loops are all parallel?"""
+    return op.name == "linalg.generic" and all("parallel" in str(t) for t in op.attributes["iterator_types"])
+
+
 def _is_float(t: ir.Type) -> bool:
     return isinstance(t, (ir.F16Type, ir.BF16Type, ir.F32Type, ir.F64Type))
 

@@ -18,22 +18,14 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, tensor
 
-from .ir_helpers import PythonPass, defining_op, nested_ops
+from .ir_helpers import PythonPass, defining_op, is_elementwise_generic, is_half, nested_ops
 
 RESHAPES = ("tensor.expand_shape", "tensor.collapse_shape")
-
-
-def _is_half(t: ir.Type) -> bool:
-    return isinstance(t, (ir.F16Type, ir.BF16Type))
 
 
 def _with_element(t: ir.Type, element: ir.Type) -> ir.RankedTensorType:
     shaped = ir.RankedTensorType(t)
     return ir.RankedTensorType.get(shaped.shape, element, shaped.encoding)
-
-
-def _is_parallel_generic(op: ir.Operation) -> bool:
-    return op.name == "linalg.generic" and all("parallel" in str(t) for t in op.attributes["iterator_types"])
 
 
 @dataclass(frozen=True)
@@ -55,7 +47,7 @@ def _widening(yielded: ir.Value) -> _Widening | None:
         reshapes.append(owner)
         value = owner.operands[0]
     owner = defining_op(value)
-    if owner is None or not _is_parallel_generic(owner) or len(list(value.uses)) != 1:
+    if owner is None or not is_elementwise_generic(owner) or len(list(value.uses)) != 1:
         return None
     index = ir.OpResult(value).result_number
     body = owner.regions[0].blocks[0]
@@ -63,7 +55,7 @@ def _widening(yielded: ir.Value) -> _Widening | None:
     if list(body.arguments[inputs + index].uses):  # reads its init: not a pure write
         return None
     widen = defining_op(list(body.operations)[-1].operands[index])
-    if widen is None or widen.name != "arith.extf" or not _is_half(widen.operands[0].type):
+    if widen is None or widen.name != "arith.extf" or not is_half(widen.operands[0].type):
         return None
     init = defining_op(owner.operands[inputs + index])
     if init is None or init.name != "tensor.empty":
