@@ -3,8 +3,10 @@
 // `twintrack-opt --serve PIPELINE` runs one pass pipeline on module after
 // module sent on stdin, in one process: the compiler runs passes that may
 // abort (the affine super-vectorizer) out of its own process, and a start
-// costs ~45 ms where the pipeline takes a few. A request is a line holding
-// the text's size in bytes, then the text; a reply is "ok SIZE\n" and the
+// costs ~45 ms where the pipeline takes a few; the compiler also serializes
+// half of a model's kernels to PTX here while it serializes the other half.
+// A request is a line holding the module's size in bytes, then the module
+// (its text or its bytecode); a reply is "ok SIZE\n" and the
 // result (printed with its locations), or "error SIZE\n" and the diagnostics.
 // A pass that aborts ends the process: the caller starts another.
 //
@@ -19,6 +21,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  mlir::registerAllToLLVMIRTranslations(registry);  // gpu-module-to-binary translates kernels to LLVM IR
   registry.insert<mlir::twintrack::TwintrackDialect>();
   if (argc == 3 && llvm::StringRef(argv[1]) == "--serve")
     return serve(argv[2], registry);

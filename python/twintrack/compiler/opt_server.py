@@ -27,7 +27,7 @@ class PipelineResult:
 
 
 class OptServer:
-    """Runs `pipeline` on each module text given to `run`, in a child that stays."""
+    """Runs `pipeline` on each module given to `run` (or `start`), in a child that stays."""
 
     def __init__(self, binary: str, pipeline: str):
         self.binary, self.pipeline = binary, pipeline
@@ -35,24 +35,39 @@ class OptServer:
         self._owner = os.getpid()  # a forked process starts its own: the pipes are its parent's
         self._lock = threading.Lock()
 
-    def run(self, text: str) -> PipelineResult:
-        with self._lock:
+    def run(self, module: str | bytes) -> PipelineResult:
+        """The pipeline's result on one module (its text, or its bytecode)."""
+        return self.start(module).result()
+
+    def start(self, module: str | bytes) -> PendingResult:
+        """Sends one module and returns at once, while the server runs the
+        pipeline; the server is the caller's until it takes the result."""
+        self._lock.acquire()
+        data = module.encode() if isinstance(module, str) else module
+        try:
             child = self._started()
-            data = text.encode()
-            try:
-                child.stdin.write(b"%d\n" % len(data) + data)
-                child.stdin.flush()
-                status, _, size = child.stdout.readline().decode().partition(" ")
-                reply = child.stdout.read(int(size)) if size else b""
-                if len(reply) != int(size or 0):  # the child died mid-reply
-                    status = ""
-                reply = reply.decode()
-            except (BrokenPipeError, ValueError):
+            child.stdin.write(b"%d\n" % len(data) + data)
+            child.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            return PendingResult(self, None)
+        except BaseException:
+            self._lock.release()
+            raise
+        return PendingResult(self, child)
+
+    def _reply(self, child: subprocess.Popen | None) -> PipelineResult:
+        try:
+            status, _, size = child.stdout.readline().decode().partition(" ") if child else ("", "", "")
+            reply = child.stdout.read(int(size)) if size else b""
+            if len(reply) != int(size or 0):  # the child died mid-reply
                 status = ""
-            if status in ("ok", "error"):
-                return PipelineResult(reply, None) if status == "ok" else \
-                    PipelineResult(None, (reply.strip().splitlines() or ["error"])[0])
-            return PipelineResult(None, self._ended())
+            reply = reply.decode()
+        except ValueError:
+            status = ""
+        if status in ("ok", "error"):
+            return PipelineResult(reply, None) if status == "ok" else \
+                PipelineResult(None, (reply.strip().splitlines() or ["error"])[0])
+        return PipelineResult(None, self._ended())
 
     def close(self) -> None:
         if self._child is not None and self._owner == os.getpid() and self._child.poll() is None:
@@ -73,6 +88,19 @@ class OptServer:
         child, self._child = self._child, None
         code = child.wait()
         return f"signal {-code}" if code < 0 else f"exit {code}"
+
+
+class PendingResult:
+    """A module sent to a server: `result()` waits for the pipeline's result (once)."""
+
+    def __init__(self, server: OptServer, child: subprocess.Popen | None):
+        self._server, self._child = server, child
+
+    def result(self) -> PipelineResult:
+        try:
+            return self._server._reply(self._child)
+        finally:
+            self._server._lock.release()
 
 
 _SERVERS: dict[str, OptServer] = {}

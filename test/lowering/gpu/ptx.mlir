@@ -1,7 +1,8 @@
 // RUN: %stage-ptx %s | FileCheck %s
 // RUN: %stage-ptx %s | FileCheck %s --check-prefix=GONE
 
-// The ptx stage (gpu-module-to-binary{format=isa}) compiles each gpu.module
+// The ptx stage (serialize-kernels: upstream gpu-module-to-binary{format=isa},
+// part of the kernels in a twintrack-opt server) compiles each gpu.module
 // with the LLVM NVPTX back end and replaces it by a gpu.binary holding one
 // gpu.object whose `assembly` is the PTX text, printed as an escaped string
 // (\0A newlines, \09 tabs). ptxas turns it into a cubin after this stage.

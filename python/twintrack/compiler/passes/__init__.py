@@ -67,6 +67,7 @@ PASSES = {
     "reuse-dead-inputs": ("reuse_dead_inputs", "ReuseDeadInputs"),
     "scalarize-accumulators": ("scalarize_accumulators", "ScalarizeAccumulators"),
     "serial-small-loops": ("serial_small_loops", "SerialSmallLoops"),
+    "serialize-kernels": ("serialize_kernels", "SerializeKernels"),
     "sink-elementwise-loops": ("masked_loops", "SinkElementwiseLoops"),
     "shape-buffers": ("shape_buffers", "ShapeBuffers"),
     "share-kernel-modules": ("share_kernel_modules", "ShareKernelModules"),
