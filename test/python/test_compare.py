@@ -3,6 +3,9 @@ attribution, the compare table and the benchmark results' schema (CPU)."""
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -235,3 +238,11 @@ def test_compare_pairs_the_matmuls_of_a_hugging_face_llama():
             partners = [kinds["inductor"][i]["name"] for i in group["inductor"]]
             assert partners and all(p.startswith("extern_kernels.") or "dot_product" in p for p in partners), \
                 (kinds["twintrack"][index]["source_keys"], partners)
+
+
+def test_the_inductor_cache_a_process_makes_goes_with_it():
+    """Each comparing process compiles Inductor from a fresh cache of its
+    own (honest compile times); it leaves no directory behind when it exits."""
+    code = "from twintrack.harness.inductor.capture import _process_cache_dir; print(_process_cache_dir())"
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.basename(made).startswith("twintrack-inductor-") and not os.path.exists(made)

@@ -11,9 +11,11 @@ and their order; two small hooks give what the text lacks:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -169,13 +171,20 @@ def _process_cache_dir() -> str:
     """One fresh Inductor and Triton cache for this process: the first compile
     is cold (honest compile times) and the Triton files found there are this
     run's. Set once: Inductor's compile workers keep the directory they
-    started with, and a main process looking elsewhere recompiles everything."""
+    started with, and a main process looking elsewhere recompiles everything.
+    Removed when the process that made it exits."""
     global _CACHE_DIR
     if _CACHE_DIR is None:
         _CACHE_DIR = tempfile.mkdtemp(prefix="twintrack-inductor-")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = _CACHE_DIR
         os.environ["TRITON_CACHE_DIR"] = os.path.join(_CACHE_DIR, "triton")
+        atexit.register(_remove_cache_dir, _CACHE_DIR, os.getpid())
     return _CACHE_DIR
+
+
+def _remove_cache_dir(directory: str, owner: int) -> None:
+    if os.getpid() == owner:  # not in a forked worker that inherited the hook
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _kernels_of_wrapper(text: str, recorder: _Recorder) -> list[InductorKernel]:
