@@ -1,7 +1,8 @@
 """Sorting ops (frontend/decomp/sorts.py: bitonic networks) against eager, exactly.
 
-One compiled module per (op, dtype, shape) holds every option of the op; it
-runs on several fresh random draws: spread
+One compiled module per (dtype, shape) holds every option of every op the
+tests take there (each test checks its op's outputs); it runs on several
+fresh random draws: spread
 values, many ties, and (floats) NaNs, infinities and signed zeros.
 
 Eager's stable sort and median define the order of ties, and those are
@@ -202,22 +203,67 @@ def _compiled(op, dtype, shapes):
     return twintrack.compile(Ops(op, shapes), inputs)
 
 
-def _run_and_check(op, dtype, shapes):
-    compiled = _compiled(op, dtype, shapes)
-    problems = []
-    for seed, draw in enumerate(DRAWS):
-        generator = torch.Generator().manual_seed(seed)
-        xs = tuple(_draw(shape, dtype, draw, generator) for shape, _ in shapes)
+class EveryOp(torch.nn.Module):
+    """Every op the tests take at one dtype and shape, one after another, on
+    one input: one compile for them all (a compile's fixed cost is most of
+    a small network's)."""
+
+    def __init__(self, ops, case):
+        super().__init__()
+        self.ops = [Ops(op, [case]) for op in ops]
+
+    def forward(self, x):
+        return tuple(out for op in self.ops for out in op(x))
+
+
+def _ops_at(dtype, case) -> list[str]:
+    """The ops whose tests run at (dtype, case), in the order EveryOp computes them."""
+    return [op for op, (dtypes, nonempty) in OP_CASES.items() if (dtype, case) in _pairs(dtypes, nonempty)]
+
+
+def _pairs(dtypes, nonempty) -> list:
+    return [(dtype, case) for dtype in dtypes for case in _shapes(dtype, nonempty)]
+
+
+def _outputs_of(op, dtype, case, cache):
+    """`op`'s outputs at (dtype, case) on each of DRAWS's inputs, from the
+    module of every op there (compiled once per session); from a module of
+    its own where that one fails to build, so the failure is the op's."""
+    ops = _ops_at(dtype, case)
+    try:
+        compiled = cache.get(("sorts", dtype, case), lambda: twintrack.compile(
+            EveryOp(ops, case), (torch.zeros(case[0], dtype=dtype),)))
+    except Exception:
+        ops, compiled = [op], _compiled(op, dtype, [case])
+    results = []
+    for xs in _inputs(dtype, [case]):
         got = compiled(*xs)
         got = got if isinstance(got, tuple) else (got,)
+        before = sum(len(Ops(other, [case])(*xs)) for other in ops[:ops.index(op)])
+        results.append((xs, got[before:before + len(Ops(op, [case])(*xs))]))
+    return results
+
+
+def _inputs(dtype, shapes) -> list[tuple]:
+    """One input per shape for each of DRAWS, seeded by the draw's place."""
+    inputs = []
+    for seed, draw in enumerate(DRAWS):
+        generator = torch.Generator().manual_seed(seed)
+        inputs.append(tuple(_draw(shape, dtype, draw, generator) for shape, _ in shapes))
+    return inputs
+
+
+def _run_and_check(op, dtype, case, cache):
+    problems = []
+    for seed, (xs, got) in enumerate(_outputs_of(op, dtype, case, cache)):
+        (x,), (shape, dim) = xs, case
         at = 0
-        for x, (shape, dim) in zip(xs, shapes, strict=True):
-            for name, _, reference in _variants(op, shape, dim):
-                expected, how, stable = reference(x)
-                mine = tuple(got[at:at + len(expected)])
-                at += len(expected)
-                problems += [f"{p} (shape {shape} dim {dim}, {draw} draw, seed {seed})"
-                             for p in _check(name, x, dim, mine, expected, how, stable)]
+        for name, _, reference in _variants(op, shape, dim):
+            expected, how, stable = reference(x)
+            mine = tuple(got[at:at + len(expected)])
+            at += len(expected)
+            problems += [f"{p} (shape {shape} dim {dim}, {DRAWS[seed]} draw, seed {seed})"
+                         for p in _check(name, x, dim, mine, expected, how, stable)]
         assert at == len(got), f"{len(got)} outputs, {at} checked"
     assert not problems, "\n".join(problems[:20])
 
@@ -229,34 +275,45 @@ def _cases(dtypes, nonempty=False) -> list:
             for dtype in dtypes for case in _shapes(dtype, nonempty)]
 
 
-@pytest.mark.parametrize("dtype, case", _cases(DTYPES))
-def test_sort(dtype, case):
-    _run_and_check("sort", dtype, [case])
+# Each op's dtypes, and whether it needs a nonempty dim.
+OP_CASES = {
+    "sort": (DTYPES, False),
+    "argsort": (DTYPES, False),
+    "topk": (NO_BOOL, False),
+    "kthvalue": (NO_BOOL, True),
+    "median": (NO_BOOL, True),
+    "nanmedian": (FLOATS + [torch.int32], True),
+}
 
 
 @pytest.mark.parametrize("dtype, case", _cases(DTYPES))
-def test_argsort_msort(dtype, case):
-    _run_and_check("argsort", dtype, [case])
+def test_sort(dtype, case, compile_cache):
+    _run_and_check("sort", dtype, case, compile_cache)
+
+
+@pytest.mark.parametrize("dtype, case", _cases(DTYPES))
+def test_argsort_msort(dtype, case, compile_cache):
+    _run_and_check("argsort", dtype, case, compile_cache)
 
 
 @pytest.mark.parametrize("dtype, case", _cases(NO_BOOL))
-def test_topk(dtype, case):
-    _run_and_check("topk", dtype, [case])
+def test_topk(dtype, case, compile_cache):
+    _run_and_check("topk", dtype, case, compile_cache)
 
 
 @pytest.mark.parametrize("dtype, case", _cases(NO_BOOL, nonempty=True))
-def test_kthvalue(dtype, case):
-    _run_and_check("kthvalue", dtype, [case])
+def test_kthvalue(dtype, case, compile_cache):
+    _run_and_check("kthvalue", dtype, case, compile_cache)
 
 
 @pytest.mark.parametrize("dtype, case", _cases(NO_BOOL, nonempty=True))
-def test_median(dtype, case):
-    _run_and_check("median", dtype, [case])
+def test_median(dtype, case, compile_cache):
+    _run_and_check("median", dtype, case, compile_cache)
 
 
 @pytest.mark.parametrize("dtype, case", _cases(FLOATS + [torch.int32], nonempty=True))
-def test_nanmedian(dtype, case):
-    _run_and_check("nanmedian", dtype, [case])
+def test_nanmedian(dtype, case, compile_cache):
+    _run_and_check("nanmedian", dtype, case, compile_cache)
 
 
 GPU_CASES = {
