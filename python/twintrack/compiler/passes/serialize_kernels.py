@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from dataclasses import dataclass
 
 from mlir import ir, passmanager
@@ -43,18 +44,24 @@ class SerializeKernels(PythonPass):
         buffer = io.BytesIO()
         request.operation.write_bytecode(buffer)
         pending = server.start(buffer.getvalue())
-        _serialize(module)
-        result = pending.result()
+        try:
+            _serialize(module)
+        finally:  # the server is ours until its answer is taken
+            result = pending.result()
         if result.failure is None:
             reply = ir.Module.parse(result.text, module.context)
-            binaries = [op.operation for op in reply.body.operations if op.operation.name == "gpu.binary"]
-        else:  # translated here after all
-            binaries = [op.operation for op in request.body.operations]
-        for op in binaries:
-            body.append(op)
-        if result.failure is not None:
+            _append_all(body, [op.operation for op in reply.body.operations if op.operation.name == "gpu.binary"])
+        else:
+            warnings.warn(f"ptx: the twintrack-opt server failed ({result.failure}); its kernels were serialized "
+                          "in the compiling process", stacklevel=2)
+            _append_all(body, [op.operation for op in request.body.operations])
             _serialize(module)
         _restore_order(body, places)
+
+
+def _append_all(body: ir.Block, ops: list[ir.Operation]) -> None:
+    for op in ops:
+        body.append(op)
 
 
 def _cores() -> int:
