@@ -239,8 +239,10 @@ def _outputs_of(op, dtype, case, cache):
     for xs in _inputs(dtype, [case]):
         got = compiled(*xs)
         got = got if isinstance(got, tuple) else (got,)
-        before = sum(len(Ops(other, [case])(*xs)) for other in ops[:ops.index(op)])
-        results.append((xs, got[before:before + len(Ops(op, [case])(*xs))]))
+        counts = [len(Ops(other, [case])(*xs)) for other in ops]  # eager's, op by op
+        assert len(got) == sum(counts), f"{len(got)} outputs, eager {sum(counts)}"
+        at = ops.index(op)
+        results.append((xs, got[sum(counts[:at]):sum(counts[:at + 1])]))
     return results
 
 
