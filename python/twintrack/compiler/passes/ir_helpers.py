@@ -349,6 +349,11 @@ def elementwise_flops(op: ir.Operation) -> int:
     return lanes * (2 if op.name.endswith(".fma") else 1)
 
 
+def symbol_name(op: ir.Operation) -> str:
+    """The name `op` defines (its `sym_name`)."""
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
 def is_half(t: ir.Type) -> bool:
     """Is `t` a 16-bit float (f16 or bf16)?"""
     return isinstance(t, (ir.F16Type, ir.BF16Type))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from mlir import ir, passmanager
 
 from ..opt_server import pipeline_server
-from .ir_helpers import PythonPass
+from .ir_helpers import PythonPass, symbol_name
 
 PIPELINE = "builtin.module(gpu-module-to-binary{format=isa})"
 # The server's share weighs this much more than its kernels' ops: it also
@@ -77,10 +77,6 @@ def _serialize(module: ir.Operation) -> None:
     passes.run(module)
 
 
-def _symbol(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
-
-
 def _weight(kernel: ir.Operation) -> int:
     """The kernel's ops, about: those in the blocks of its functions (lowered to LLVM, their bodies are flat)."""
     return sum(len(block.operations) for op in kernel.regions[0].blocks[0].operations
@@ -117,8 +113,8 @@ def _places(body: ir.Block) -> list[tuple[str, ir.Operation | str | None]]:
     for op in body.operations:
         op = op.operation
         if op.name == "gpu.module":
-            places.append((_symbol(op), previous))
-            previous = _symbol(op)
+            places.append((symbol_name(op), previous))
+            previous = symbol_name(op)
         else:
             previous = op
     return places
@@ -126,7 +122,7 @@ def _places(body: ir.Block) -> list[tuple[str, ir.Operation | str | None]]:
 
 def _restore_order(body: ir.Block, places) -> None:
     """Each kernel's binary back where its gpu.module was."""
-    binaries = {_symbol(op.operation): op.operation for op in body.operations if op.operation.name == "gpu.binary"}
+    binaries = {symbol_name(op.operation): op.operation for op in body.operations if op.operation.name == "gpu.binary"}
     for name, previous in places:
         if previous is None:
             binaries[name].move_before(body.operations[0])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from .annotate_kernels import annotate_sources
-from .ir_helpers import PythonPass, gpu_functions, kernel_launches, kernel_ref
+from .ir_helpers import PythonPass, gpu_functions, kernel_launches, kernel_ref, symbol_name
 
 KERNEL_NAME_ATTR = "twintrack.kernel_name"  # on a gpu.launch_func: its own name, where it runs another's kernel
 # On a gpu.module compared with the others already. Each kernel stage (and
@@ -33,18 +33,14 @@ def renamed(text: str, name: str, new_name: str) -> str:
     return re.sub(rf"\b{re.escape(name)}(?![0-9A-Za-z])", new_name, text)
 
 
-def _symbol(op: ir.Operation) -> str:
-    return ir.StringAttr(op.attributes["sym_name"]).value
-
-
 def _text_but_names(module: ir.Operation) -> str:
     """The gpu.module's text with its own name and its functions' names
     neutral, so that two modules alike but for their names print alike:
     renamed in place for the printing (renaming the text afterwards took
     longer than printing it)."""
-    name = _symbol(module)
+    name = symbol_name(module)
     functions = [op.operation for op in module.regions[0].blocks[0].operations if "sym_name" in op.operation.attributes]
-    own = [(op, _symbol(op)) for op in functions]
+    own = [(op, symbol_name(op)) for op in functions]
     for op, symbol in [(module, name), *own]:
         op.attributes["sym_name"] = ir.StringAttr.get(renamed(symbol, name, _PLACEHOLDER))
     try:
@@ -63,7 +59,7 @@ class ShareKernelModules(PythonPass):
         for op in module.regions[0].blocks[0].operations:
             if op.operation.name != "gpu.module" or COMPARED_ATTR in op.operation.attributes:
                 continue  # compared when its stage ended: no later stage builds a kernel of its kind
-            name = _symbol(op.operation)
+            name = symbol_name(op.operation)
             first = first_with.setdefault(_text_but_names(op.operation), name)
             if first != name:
                 shared[name] = (first, op.operation)
