@@ -422,14 +422,15 @@ def print_kernel_report(kernels: list[dict]) -> None:
     paths = [k.get("path", "generic").split()[0] for k in kernels]
     name_width = max([22] + [len(k["name"]) for k in kernels]) + 2  # a long name never runs into its path
     path_width = max([14] + [len(p) for p in paths]) + 2
+    works = [[_counted(k["bytes"]), _counted(k["flops"])] for k in kernels]
+    bytes_width, flops_width = (max([9] + [len(w[i]) for w in works]) + 2 for i in range(2))  # never run together
     print(f"{'kernel':<{name_width}}{'path':<{path_width}}{'grid':>12}{'block':>6}{'regs':>5}{'spill':>6}{'smem':>8}"
-          f"{'bytes':>11}{'flops':>13}  source")
-    for k, path in zip(kernels, paths):
+          f"{'bytes':>{bytes_width}}{'flops':>{flops_width}}  source")
+    for k, path, work in zip(kernels, paths, works):
         source = ", ".join(_brief(s) for s in k["source_ops"][:2]) + (" ..." if len(k["source_ops"]) > 2 else "")
         grid = "x".join(_counted(g) for g in k["grid"]).removesuffix("x1").removesuffix("x1")
-        work = [_counted(k["bytes"]), _counted(k["flops"])]
-        print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}"
-              f"{k['registers']:>5}{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>11}{work[1]:>13}  {source}")
+        print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}{k['registers']:>5}"
+              f"{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>{bytes_width}}{work[1]:>{flops_width}}  {source}")
     _print_bucket_decisions(kernels)
     _print_ptxas_notes(kernels)
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
