@@ -221,6 +221,26 @@ def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model
     assert copies and set(copies) == {("cg", "16")}, set(copies)
 
 
+def test_the_tma_kernel_rounds_a_tf32_in_registers(run_tool, tmp_path):
+    """At 4096³ the TMA kernel takes a tf32 matmul: its consumers load A's
+    fragments from the ring (ldmatrix), round them to nearest and issue
+    the wgmmas with A from registers (k8, four registers), so A's rounding
+    pass goes; B's transposing copy still rounds B. Two register sets
+    alternate over the K steps: ptxas serializes no wgmma."""
+    result = run_tool("compile", "zoo:gemm?m=4096&k=4096&n=4096", "--pipeline", "gpu", "--allow-tf32",
+                      "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
+    assert [k["path"].split()[0] for k in kernels] == ["transpose", "tma-wgmma-matmul"]
+    matmul = kernels[1]
+    assert "A rounded in registers" in matmul["path"] and "ptxas_notes" not in matmul and matmul["spills"] == 0
+    ptx = (tmp_path / "m" / matmul["ptx"]).read_text()
+    from_registers = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, "
+                                r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
+    assert len(from_registers) == ptx.count("wgmma.mma_async") == ptx.count("ldmatrix.sync.aligned.m8n8.x4") > 0
+    assert len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx)) == 4 * len(from_registers)
+
+
 def test_tf32_widens_only_float32_tolerances():
     assert numerics.tolerance("float32") == 1e-5
     assert numerics.tolerance("float32", allow_tf32=True) == numerics.TF32_TOLERANCE
@@ -434,6 +454,17 @@ def test_a_result_names_the_model_file_relative_to_the_tree(tmp_path):
     assert portable_model_spec(elsewhere, tmp_path) == "test/python/models.py:vit?batch=2"
     assert portable_model_spec("zoo:mlp", tmp_path) == "zoo:mlp"
     assert portable_model_spec("/nowhere/else.py:make", tmp_path) == "/nowhere/else.py:make"
+
+
+def test_the_kernel_report_keeps_large_counts_apart(capsys):
+    """An 8192³ GEMM's 805306368 bytes and 1099511627776 flops: two fields, not one run of digits."""
+    from twintrack.cli.compile import print_kernel_report
+    print_kernel_report([{"name": "forward_matmul_0", "path": "tma-wgmma-matmul", "source_ops": ["aten.mm"],
+                          "grid": [132, 1, 1], "block": [384, 1, 1], "registers": 168, "spills": 0,
+                          "shared_bytes": 230465, "bytes": 805306368, "flops": 1099511627776}])
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert row.split()[7:9] == ["805306368", "1099511627776"]
+    assert header.index("flops") + len("flops") == row.index("1099511627776") + len("1099511627776")
 
 
 def test_the_kernel_report_gives_ptxas_notes_once_per_shared_binary(capsys):

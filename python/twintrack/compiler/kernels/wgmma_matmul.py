@@ -55,6 +55,7 @@ from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 
 from .builder import WGMMA_SHAPE_ATTR, KernelBuilder, mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
+from .tf32_rounding import round_to_tf32
 from .window_read import WindowRead
 from .tensor_maps import (
     SWIZZLE_BYTES,
@@ -171,6 +172,11 @@ def wgmma_wait(w: KernelBuilder, pending: int, accumulators: list[ir.Value],
     registers of the P its P·V reads, and ptxas would serialize every wgmma
     of the kernel: C7513). The accumulators as they are after the wait."""
     f32 = ir.F32Type.get()
+    if not accumulators:
+        constraints = ",".join(["r"] * len(in_flight_operands))
+        llvm.InlineAsmOp(None, list(in_flight_operands), f"wgmma.wait_group.sync.aligned {pending};", constraints,
+                         has_side_effects=True)
+        return []
     sizes = [len(llvm.StructType(acc.type).body) for acc in accumulators]
     values = [llvm.extractvalue(f32, acc, [i]) for acc, size in zip(accumulators, sizes) for i in range(size)]
     count = len(values)
@@ -189,28 +195,51 @@ def wgmma_wait(w: KernelBuilder, pending: int, accumulators: list[ir.Value],
 
 def wgmma_with_registers_a(w: KernelBuilder, acc: ir.Value, a_registers: list[ir.Value], b: ir.Value, n: int,
                            element: str, b_transposed_by_wgmma: bool, accumulate: bool = True) -> ir.Value:
-    """acc (+)= A·B on one m64nNk16 tile (f16 or bf16, f32 accumulators,
-    `acc` a struct of N/2), A from registers: this warp's 16 x 16 slice
-    of A as mma.sync's A fragment (4 registers of 2 elements), B through
-    its descriptor `b` (N-major where `b_transposed_by_wgmma`). The nvvm
+    """acc (+)= A·B on one m64nNk16 tile (f16 or bf16; m64nNk8 for tf32),
+    f32 accumulators, `acc` a struct of N/2, A from registers: this warp's
+    16-row slice of A as mma.sync's A fragment (4 registers: 2 elements each
+    of f16 or bf16, one of tf32), B through its descriptor `b` (N-major
+    where `b_transposed_by_wgmma`; tf32 is never transposed). The nvvm
     dialect's wgmma takes A only through a descriptor, so this is its PTX
     with A in registers; accumulators are tied operands, as that op's
     lowering writes them. `accumulate` false: acc is not read."""
     registers = n // 2
+    k = WGMMA_K_BYTES // (4 if element == "tf32" else 2)
+    transpose_b = "" if element == "tf32" else f", {int(b_transposed_by_wgmma)}"
     f32 = ir.F32Type.get()
     outputs = ", ".join(f"${i}" for i in range(registers))
     a = ", ".join(f"${registers + i}" for i in range(4))
     ptx = ("{\n.reg .pred p;\n"
            f"setp.ne.b32 p, ${registers + 5}, 0;\n"
-           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{element}.{element} "
-           f"{{{outputs}}}, {{{a}}}, ${registers + 4}, p, 1, 1, {int(b_transposed_by_wgmma)};\n}}")
+           f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{element}.{element} "
+           f"{{{outputs}}}, {{{a}}}, ${registers + 4}, p, 1, 1{transpose_b};\n}}")
     constraints = ",".join(["=f"] * registers + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(registers)])
     operands = [*a_registers, b, w.constant(int(accumulate), "i32")] + \
         [llvm.extractvalue(f32, acc, [i]) for i in range(registers)]
     op = llvm.InlineAsmOp(llvm.StructType.get_literal([f32] * registers), operands, ptx, constraints,
                           has_side_effects=True)
-    op.attributes[WGMMA_SHAPE_ATTR] = mma_shape(WGMMA_M, n, 16)
+    op.attributes[WGMMA_SHAPE_ATTR] = mma_shape(WGMMA_M, n, k)
     return op.result
+
+
+def rounded_tf32_a_fragment(w: KernelBuilder, ring: ir.Value, tile: ir.Value, k_offset: int) -> list[ir.Value]:
+    """This warp's A fragment for the tf32 wgmma at K offset `k_offset` (a
+    multiple of 8) of a warpgroup's 64 x 32 f32 tile at ring element `tile`,
+    stored K-major with the 128-byte swizzle: rows g and g + 8 (g = lane/4)
+    of the warp's 16, K t and t + 4 (t = lane%4), each rounded to tf32 to
+    nearest (wgmma alone truncates), as the i32 registers
+    `wgmma_with_registers_a` takes. One ldmatrix of four 8 x 4 matrices
+    (rows 0-7 and 8-15, K chunks k_offset/4 and the next): its 8 rows hit 8
+    distinct swizzled chunks, so no bank conflicts."""
+    lane = w.rem(w.thread, 32)
+    matrix, row = w.div(lane, 8), w.rem(lane, 8)  # the lane addresses row `row` of matrix `matrix`
+    warp_row = w.mul(w.rem(w.div(w.thread, 32), WARPGROUP // 32), 16)
+    tile_row = w.add(warp_row, w.add(w.mul(w.rem(matrix, 2), 8), row))
+    chunk = arith.xori(w.add(w.index(k_offset // 4), w.div(matrix, 2)), row)
+    element = w.add(tile, w.add(w.mul(tile_row, SWIZZLE_BYTES // 4), w.mul(chunk, 4)))
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    fragment = nvgpu.ldmatrix(ir.VectorType.get([4, 1], f32), ring, [element], False, 4)
+    return [arith.bitcast(i32, round_to_tf32(vector.extract(fragment, [], [i, 0]))) for i in range(4)]
 
 
 @dataclass(frozen=True)
