@@ -221,21 +221,27 @@ def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model
     assert copies and set(copies) == {("cg", "16")}, set(copies)
 
 
-def test_the_tma_kernel_rounds_a_tf32_in_registers(run_tool, tmp_path):
-    """At 4096³ the TMA kernel takes a tf32 matmul: its consumers load A's
-    fragments from the ring (ldmatrix), round them to nearest and issue
-    the wgmmas with A from registers (k8, four registers), so A's rounding
-    pass goes; B's transposing copy still rounds B. Two register sets
-    alternate over the K steps: ptxas serializes no wgmma."""
-    result = run_tool("compile", "zoo:gemm?m=4096&k=4096&n=4096", "--pipeline", "gpu", "--allow-tf32",
-                      "-o", tmp_path / "m", "-q")
+@pytest.mark.parametrize("model, others", [
+    ("zoo:gemm?m=4096&k=4096&n=4096", {"transpose": 2 * 4096 * 4096 * 4}),  # B's copy rounds B
+    ("python/twintrack/harness/at_scale.py:conv3x3?batch=64&channels=128&filters=128&size=28&channels_last=1",
+     {"row-wise": 2 * 128 * 9 * 128 * 4}),  # the weight's rounding; the input is read through its windows
+])
+def test_the_tma_kernel_rounds_a_tf32_in_registers(run_tool, tmp_path, model, others):
+    """The TMA kernel takes a large tf32 matmul (or a convolution, its
+    windows read by TMA's im2col mode): its consumers load A's fragments
+    from the ring (ldmatrix), round them to nearest and issue the wgmmas
+    with A from registers (k8, four registers), so A's rounding pass
+    goes, the pass over an input that round-tf32-operands made. Two
+    register sets alternate over the K steps: ptxas serializes no wgmma."""
+    result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
     assert result.returncode == 0, result.stderr
     kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
-    assert [k["path"].split()[0] for k in kernels] == ["transpose", "tma-wgmma-matmul"]
-    matmul = kernels[1]
+    assert {k["path"].split()[0]: k["bytes"] for k in kernels[:-1]} == others
+    matmul = kernels[-1]
+    assert matmul["path"].startswith("tma-wgmma-matmul")
     assert "A rounded in registers" in matmul["path"] and "ptxas_notes" not in matmul and matmul["spills"] == 0
     ptx = (tmp_path / "m" / matmul["ptx"]).read_text()
-    from_registers = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, "
+    from_registers = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32 \{[^}]*\}, "
                                 r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1;", ptx)
     assert len(from_registers) == ptx.count("wgmma.mma_async") == ptx.count("ldmatrix.sync.aligned.m8n8.x4") > 0
     assert len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx)) == 4 * len(from_registers)

@@ -71,6 +71,7 @@ from .ir_helpers import (
     row_major,
     users_of,
     vectors_fit,
+    within,
     written_between,
     written_buffers,
 )
@@ -754,7 +755,7 @@ def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str
     rounding pass of its own (round-tf32-operands), which then goes."""
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     kernel_operands = site.kernel_operands()
-    a_rounding = _sole_rounding(kernel_operands.a, site.op) if writer.rounds_a_to_tf32 else None
+    a_rounding = _sole_rounding(kernel_operands.a, site) if writer.rounds_a_to_tf32 else None
     if a_rounding is not None:
         kernel_operands = replace(kernel_operands, a=a_rounding.operands[0])
     b_rounding = None
@@ -773,7 +774,7 @@ def _build_reading_transposed_b(site: MatmulSite, writer, kernel: str, kernel_op
     """The kernel reading B through its transposed copy (`b_copy`), which
     rounds B to tf32 on its way where a rounding pass alone wrote B: that
     pass, returned, goes once the site has."""
-    rounding = _sole_rounding(kernel_operands.b, site.op)
+    rounding = _sole_rounding(kernel_operands.b, site)
     source = rounding.operands[0] if rounding else kernel_operands.b
     copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b",
                                               replace(b_copy, round_tf32=rounding is not None), source)
@@ -788,19 +789,21 @@ def _build_reading_transposed_b(site: MatmulSite, writer, kernel: str, kernel_op
     return rounding
 
 
-def _sole_rounding(operand: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
+def _sole_rounding(operand: ir.Value, site: MatmulSite) -> ir.Operation | None:
     """The tf32 rounding (round-tf32-operands) that alone writes `operand`,
-    a buffer of its own only this matmul reads, where the kernel (or B's
-    transposing copy) can round instead and the rounding's pass go; None
-    elsewhere."""
+    a buffer of its own only the site reads (the matmul, or the patches it
+    reads A through), where the kernel (or B's transposing copy) can round
+    instead and the rounding's pass go; None elsewhere."""
     if defining_op(operand) is None or defining_op(operand).name != "memref.alloc":
         return None
     users = users_of(operand)
     roundings = [u for u in users if is_tf32_rounding(u) and u.operands[1] == operand]
-    if len(roundings) != 1 or any(u not in (roundings[0], matmul) and u.name != "memref.dealloc" for u in users):
+    readers = [site.op, *site.absorbed()]
+    others = [u for u in users if u != roundings[0] and u.name != "memref.dealloc"] if len(roundings) == 1 else None
+    if others is None or not all(any(within(u, reader) for reader in readers) for u in others):
         return None
     rounding = roundings[0]
-    return None if written_between(rounding, matmul, buffer_root(rounding.operands[0])) else rounding
+    return None if written_between(rounding, site.op, buffer_root(rounding.operands[0])) else rounding
 
 
 def _erase_with_its_buffer(op: ir.Operation) -> None:
