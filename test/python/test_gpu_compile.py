@@ -197,7 +197,7 @@ def test_float32_matmuls_take_tf32_only_when_allowed(run_tool, tmp_path, flags, 
 
 
 @pytest.mark.parametrize("model, paths", [
-    ("zoo:gemm?m=512&k=512&n=512", ["row-wise", "transpose", "wgmma-matmul"]),
+    ("zoo:gemm?m=512&k=512&n=512", ["transpose", "wgmma-matmul"]),
     ("zoo:gemm?m=200&k=196&n=100", ["simt-matmul"]),  # no wgmma tile: B read as it is, exact f32
 ])
 def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model, paths):
@@ -205,17 +205,17 @@ def test_a_plain_tf32_b_is_copied_transposed_for_wgmma(run_tool, tmp_path, model
     transposed by a kernel of its own (64 x 64 tiles through shared memory,
     16-byte loads and stores) and the matmul reads that Bᵀ in 16-byte
     copies, not one element a copy. The copy rounds B to tf32 on its way;
-    A, an input too, is rounded by a pass of its own (round-tf32-operands)."""
+    the matmul rounds A's fragments in registers: no pass of their own."""
     result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
     assert result.returncode == 0, result.stderr
     kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
     assert [k["path"].split()[0] for k in kernels] == paths
     ptx = {f.stem: f.read_text() for f in (tmp_path / "m" / "kernels").glob("*.ptx")}
     rounds = [bool(re.search(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx[k["name"]])) for k in kernels]
-    assert rounds == [path in ("row-wise", "transpose") for path in paths]
+    assert rounds == [path in ("transpose", "wgmma-matmul") for path in paths]
     if "transpose" not in paths:
         return
-    copy, matmul = (ptx[k["name"]] for k in kernels[1:])
+    copy, matmul = (ptx[k["name"]] for k in kernels)
     assert copy.count("ld.global.v4.b32") == copy.count("st.global.v4.b32") == 4  # 64 x 64 floats, 256 threads
     copies = re.findall(r"cp\.async\.(\w+)\.shared\.global \[[^]]*\], \[[^]]*\], (\d+)", matmul)
     assert copies and set(copies) == {("cg", "16")}, set(copies)
@@ -230,8 +230,8 @@ def test_the_tma_kernel_rounds_a_tf32_in_registers(run_tool, tmp_path, model, ot
     """The TMA kernel takes a large tf32 matmul (or a convolution, its
     windows read by TMA's im2col mode): its consumers load A's fragments
     from the ring (ldmatrix), round them to nearest and issue the wgmmas
-    with A from registers (k8, four registers), so A's rounding pass
-    goes, the pass over an input that round-tf32-operands made. Two
+    with A from registers (k8, four registers): no pass rounds A, an
+    input (only B: its transposing copy, or the weight's pass). Two
     register sets alternate over the K steps: ptxas serializes no wgmma."""
     result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
     assert result.returncode == 0, result.stderr

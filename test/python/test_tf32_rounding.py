@@ -78,16 +78,19 @@ def test_rounding_is_to_nearest_ties_away_as_cvt_rna():
     assert (got != x).sum() > 0.99 * len(random)  # the random values did get rounded
 
 
-def test_a_layer_feeding_a_tf32_matmul_rounds_in_its_epilogue(run_tool, tmp_path):
-    """An MLP's hidden layers: each matmul's epilogue (bias, ReLU) rounds
-    what it stores for the next; the last one stores its result as it is."""
+def test_an_mlp_rounds_only_its_weights_by_passes(run_tool, tmp_path):
+    """An MLP under tf32: each matmul kernel rounds its A (the input, a
+    hidden layer's result) in registers, four values an ldmatrix, and its
+    epilogue stores as it is; passes of their own round the three weights
+    (B, which the wgmmas read from shared memory), each once."""
     model = "zoo:mlp?batch=256&features=512&hidden=512&out=512"
     result = run_tool("compile", model, "--pipeline", "gpu", "--allow-tf32", "-o", tmp_path / "m", "-q")
     assert result.returncode == 0, result.stderr
     kernels = json.loads((tmp_path / "m" / "manifest.json").read_text())["kernels"]
     matmuls = [k for k in kernels if k["path"].startswith("wgmma-matmul")]
-    rounding = [bool(re.search(r"and\.b32\s+%r\d+, %r\d+, -8192;", (tmp_path / "m" / k["ptx"]).read_text()))
-                for k in matmuls]
-    assert rounding == [True, True, False]
+    for kernel in matmuls:
+        ptx = (tmp_path / "m" / kernel["ptx"]).read_text()
+        loads = ptx.count("ldmatrix.sync.aligned.m8n8.x4")
+        assert loads > 0 and len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx)) == 4 * loads
     others = [k for k in kernels if k not in matmuls]
-    assert len(others) == 4  # the input and the three weights, each rounded once
+    assert len(others) == 3 and {k["bytes"] for k in others} == {2 * 512 * 512 * 4}  # the weights

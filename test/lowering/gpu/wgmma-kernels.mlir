@@ -248,11 +248,23 @@ func.func @short_k(%a: memref<256x32xf16>, %b: memref<32x256xf16>, %c: memref<25
 // TF32:         nvgpu.device_async_copy %[[A]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1}
 // TF32:         nvgpu.device_async_copy %[[BT]][{{.*}}], %[[RING]][{{.*}}], 4 {bypassL1} : memref<256x64xf32>
 // TF32-NOT:     nvgpu.device_async_copy %[[B]]
-// TF32:         scf.for %{{.*}} = %c0{{.*}} to %c64{{.*}} step %c32
-// TF32:           nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 8>, D[<f32>, <one>], A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
-// TF32-COUNT-3:   nvvm.wgmma.mma_async
+// A's fragments go through registers, rounded to nearest on their way (wgmma
+// alone would truncate), four ldmatrix a step, one per wgmma; the two K
+// steps (K = 64) are the loop's first and its odd last, no pairs between.
+// TF32-NOT:     nvvm.wgmma.mma_async
+// TF32-COUNT-4:   nvgpu.ldmatrix %[[RING]][{{.*}}] {numTiles = 4 : i32, transpose = false} : {{.*}} -> vector<4x1xf32>
+// TF32:           arith.andi %{{.*}}, %c-8192_i32
+// TF32-COUNT-4:   wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {{.*}}, p, 1, 1;
 // TF32-NEXT:      nvvm.wgmma.commit.group.sync.aligned
-// TF32:         } {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages TMA stores"}
+// TF32:           nvvm.cp.async.commit.group
+// TF32-NEXT:      "wgmma.wait_group.sync.aligned 1;", ""
+// TF32-COUNT-4:   nvgpu.ldmatrix %[[RING]]
+// TF32-COUNT-4:   wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32
+// The second step's wait holds the first step's A registers until its wgmmas are done.
+// TF32:           "wgmma.wait_group.sync.aligned 1;", "r,r,r,r,r,r,r,r,r,r,r,r,r,r,r,r"
+// TF32:           "wgmma.wait_group.sync.aligned 0;"
+// TF32-NOT:     nvvm.wgmma.mma_async
+// TF32:         {twintrack.kernel_path = "wgmma-matmul 64x64x32/1 warpgroups/2 stages A rounded in registers TMA stores"}
 // TF32:         memref.dealloc %[[BT]] : memref<256x64xf32>
 // EXACT-LABEL: func.func @tf32(
 // EXACT-NOT:     nvvm.wgmma
@@ -270,7 +282,8 @@ func.func @tf32(%a: memref<256x64xf32>, %b: memref<64x256xf32>, %c: memref<256x2
 // TF32-SAME:    %{{.*}}: memref<256x64xf32>, %[[W:.*]]: memref<256x64xf32>, %{{.*}}: memref<256x256xf32>)
 // TF32-NOT:     nvgpu.device_async_copy %[[W]]{{.*}}, 1 :
 // TF32:         nvgpu.device_async_copy %[[W]][{{.*}}], %{{.*}}[{{.*}}], 4 {bypassL1}
-// TF32:         nvvm.wgmma.mma_async {{.*}}, A[<tf32>, <one>, <row>], B[<tf32>, <one>, <col>]
+// TF32:         nvgpu.ldmatrix
+// TF32:         wgmma.mma_async.sync.aligned.m64n{{[0-9]+}}k8.f32.tf32.tf32
 func.func @tf32_linear(%x: memref<256x64xf32>, %w: memref<256x64xf32>, %y: memref<256x256xf32>) {
   %zero = arith.constant 0.0 : f32
   linalg.fill ins(%zero : f32) outs(%y : memref<256x256xf32>)

@@ -153,7 +153,6 @@ class TiledMatmulWriter:
     place, `shared` the workgroup buffers, and `a/b/c` the operands."""
 
     path = "tiled-matmul"
-    rounds_a_to_tf32 = False  # the kernel rounds A's elements to tf32 itself (so A may be read unrounded)
 
     def __init__(self, ops: MatmulOperands, config, kind: str, accumulate: bool, epilogue: Epilogue | None = None):
         """`config`: a tile configuration (bm, bn, threads, label()); `kind`

@@ -429,10 +429,6 @@ class SkinnyMatmulWriter:
                                                                      self.path)
         self.threads = schedule.threads
 
-    @property
-    def rounds_a_to_tf32(self) -> bool:
-        return self.partial.rounds_a_to_tf32
-
     def workgroup_types(self) -> list[ir.MemRefType]:
         return self.partial.workgroup_types()
 

@@ -204,10 +204,6 @@ class SplitKMatmulWriter:
         self.reduce = ReduceWriter(ops, schedule.splits, accumulate, epilogue, self.path)
         self.threads = schedule.threads
 
-    @property
-    def rounds_a_to_tf32(self) -> bool:
-        return self.partial.rounds_a_to_tf32
-
     def build(self, before: ir.Operation, kernel: str, operands: KernelOperands,
               reuse: LaunchReuse | None = None) -> ir.Operation:
         """The partial and the reducing kernel around their workspace, built each time (`reuse` unused)."""

@@ -59,6 +59,7 @@ The ring's barriers and phases: barrier_ring."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from mlir import ir
@@ -72,9 +73,8 @@ from .staged_operand import OperandBarriers, staged_operand
 from .tensor_maps import (SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, as_stored, im2col_tensor_map, tensor_map,
                           tma_layout_problem)
 from .window_geometry import Im2colGeometry
-from .wgmma_matmul import (N_ATOM_ELEMENTS, STORE_BUFFERS, WARPGROUP, WGMMA_K_BYTES, WGMMA_M, StepCopies,
-                           WgmmaMatmulWriter, WgmmaTileConfig, advance_descriptor, descriptor_at_stage,
-                           rounded_tf32_a_fragment, wgmma_wait, wgmma_with_registers_a)
+from .wgmma_matmul import (N_ATOM_ELEMENTS, STORE_BUFFERS, WARPGROUP, WGMMA_M, StepCopies, WgmmaMatmulWriter,
+                           WgmmaTileConfig, wgmma_wait)
 
 # Registers a producer thread keeps after setmaxnreg: it gives most of its
 # share to the consumers (`consumer_registers`). One that computes where
@@ -196,10 +196,6 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if self.im2col:
             self.path = self.path.replace("implicit im2col", "implicit im2col by TMA's im2col mode", 1)
         self.producer_registers = GATHERING_PRODUCER_REGISTERS if self.gathers_a else PRODUCER_REGISTERS
-        # tf32: the consumers round A's fragments on their way to the wgmmas (module docstring)
-        self.a_in_registers = self.rounds_a_to_tf32 = self.mma_type == "tf32"
-        if self.a_in_registers:
-            self.path += " A rounded in registers"
         self.consumer_threads = WARPGROUP * config.warpgroups
         self.stage_bytes = self.stage_elements * self.element_bytes
         self.columns, self.rows, batch = super().grid()
@@ -423,81 +419,47 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 for part in range(min(STORE_BUFFERS, self.parts)):
                     self._load_operand(w.div(self.tid, WARPGROUP), part)
         if self.a_in_registers:
-            self._store(self._k_loop_a_in_registers(first_step))
+            step = functools.partial(self._consumer_step, first_step)
+            acc = self._a_in_registers_loop(self._initial_accumulators(), step)
         else:
-            self._store(self._k_loop(first_step))
+            acc = self._initial_accumulators()
+            with w.loop(0, self.k_steps, 1, [acc]) as steps:
+                self._mark_k_loop(steps.op)
+                updated, _ = self._consumer_step(first_step, steps.induction, steps.carried[0], None)
+                steps.yield_([updated])
+            acc = steps.results[0]
+            nvvm.WgmmaWaitGroupSyncOp(0)
+        self.ring_barriers.release(w.add(first_step, self.k_steps - 1))
+        self._store(acc)
 
-    def _k_loop(self, first_step: ir.Value) -> ir.Value:
-        """The tile's K loop, A and B read by the wgmmas from the ring; its accumulators."""
+    def _consumer_step(self, first_step: ir.Value, index: ir.Value, acc: ir.Value,
+                       in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
+        """K step `index` of the tile whose first is `first_step` (counted
+        over the block's tiles): wait for its stage, issue its wgmmas, then
+        wait for the step before's (whose A registers are `in_flight`, where
+        A is in registers) and release its stage. The accumulators and this
+        step's A registers (none where the wgmmas read A from the ring)."""
         w, ring = self.w, self.ring_barriers
-        with w.loop(0, self.k_steps, 1, [self._initial_accumulators()]) as steps:
-            self._mark_k_loop(steps.op)
-            step = w.add(first_step, steps.induction)
-            stage = ring.wait_full(step)
-            if self.gathers_a:  # cp.async wrote A through the generic proxy; the wgmmas read through the async one
-                nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
-            updated = self._multiply(stage, steps.carried[0])
+        step = w.add(first_step, index)
+        stage = ring.wait_full(step)
+        if self.gathers_a:  # cp.async wrote A through the generic proxy; the wgmmas read through the async one
+            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+        if self.a_in_registers:
+            acc, registers = self._multiply_a_in_registers(stage, acc)
+            wgmma_wait(w, 1, [], in_flight or [])
+        else:
+            acc, registers = self._multiply(stage, acc), []
             nvvm.WgmmaWaitGroupSyncOp(1)
-            # The wgmmas of the step before have finished reading their buffer.
-            with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, steps.induction, w.index(0))):
-                ring.release(w.sub(step, 1))
-            steps.yield_([updated])
-        nvvm.WgmmaWaitGroupSyncOp(0)
-        ring.release(w.add(first_step, self.k_steps - 1))
-        return steps.results[0]
+        # The wgmmas of the step before have finished reading their buffer.
+        with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, index, w.index(0))):
+            ring.release(w.sub(step, 1))
+        return acc, registers
 
     def _mark_k_loop(self, loop: ir.Operation) -> None:
-        self.mark_useful_work(loop)
+        super()._mark_k_loop(loop)
         # One block an SM: ptxas then knows the registers at entry, and honours
         # setmaxnreg where the kernel's own count stays under the share (128 x 64 tiles).
         loop.attributes[BLOCKS_PER_SM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
-
-    def _k_loop_a_in_registers(self, first_step: ir.Value) -> ir.Value:
-        """The tile's K loop with A's fragments in registers (tf32: loaded
-        from the ring and rounded to nearest, `rounded_tf32_a_fragment`).
-        A step's wgmmas still read its registers while the next step loads
-        its own, so two register sets alternate: step 0, then steps in
-        pairs, then the odd one left. A register a wgmma in flight reads is
-        never written (else ptxas serializes the wgmmas: C7513)."""
-        w = self.w
-        acc, registers = self._step_a_in_registers(first_step, self._initial_accumulators(), None)
-        pairs, odd = divmod(self.k_steps - 1, 2)
-        if pairs:
-            with w.loop(0, pairs, 1, [acc, *registers]) as loop:
-                self._mark_k_loop(loop.op)
-                step = w.add(first_step, w.add(w.mul(loop.induction, 2), w.index(1)))
-                acc, registers = self._step_a_in_registers(step, loop.carried[0], list(loop.carried[1:]))
-                acc, registers = self._step_a_in_registers(w.add(step, w.index(1)), acc, registers)
-                loop.yield_([acc, *registers])
-            acc, registers = loop.results[0], list(loop.results[1:])
-        if odd:
-            acc, registers = self._step_a_in_registers(w.add(first_step, self.k_steps - 1), acc, registers)
-        acc, = wgmma_wait(w, 0, [acc], registers)
-        self.ring_barriers.release(w.add(first_step, self.k_steps - 1))
-        return acc
-
-    def _step_a_in_registers(self, step: ir.Value, acc: ir.Value,
-                             in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
-        """K step `step`: wait for its stage, load and round A's fragments,
-        issue the wgmmas; then wait for the step before's (whose A registers
-        are `in_flight`; None for a tile's first step) and release its stage.
-        The accumulators and this step's A registers, four a wgmma."""
-        w, ring = self.w, self.ring_barriers
-        stage = ring.wait_full(step)
-        tile = w.add(w.mul(stage, self.stage_elements), w.mul(w.div(self.tid, WARPGROUP), WGMMA_M * self.cfg.bk))
-        registers = [r for kk in range(0, self.cfg.bk, self.wgmma_k)
-                     for r in rounded_tf32_a_fragment(w, self.ring, tile, kk)]
-        b_base = descriptor_at_stage(w, self.b_descriptor, stage, self.stage_bytes)
-        nvvm.WgmmaFenceAlignedOp()
-        for index in range(len(registers) // 4):
-            acc = wgmma_with_registers_a(w, acc, registers[4 * index:4 * index + 4],
-                                         advance_descriptor(w, b_base, index * WGMMA_K_BYTES), self.cfg.bn, "tf32",
-                                         False)
-        nvvm.WgmmaGroupSyncAlignedOp()
-        if in_flight is not None:
-            wgmma_wait(w, 1, [], in_flight)
-            ring.release(w.sub(step, 1))
-        return acc, registers
 
     # ------------------------------------------------------------ the staged epilogue operand
     def _load_operand(self, warpgroup: ir.Value, part: int) -> None:

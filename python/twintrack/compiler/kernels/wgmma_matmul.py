@@ -314,6 +314,11 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         if config.bk != self.row_elements:
             raise ValueError(f"wgmma tile {config.label()}: bk must be {self.row_elements} for {ops.in_element}")
         self.mma_type = "tf32" if ops.tf32 else ops.in_element
+        # tf32: the wgmmas take A's fragments from registers, loaded from the
+        # ring and rounded to nearest on their way (wgmma alone would truncate)
+        self.a_in_registers = self.mma_type == "tf32"
+        if self.a_in_registers:
+            self.path += " A rounded in registers"
         self.b_k_major = ops.b_transposed or ops.tf32  # a plain tf32 B is transposed by its copy
         self.a_elements = config.bm * config.bk
         self.stage_elements = self.a_elements + config.bn * config.bk
@@ -485,24 +490,92 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
     # ------------------------------------------------------------ K loop
     def _k_loop(self, accumulators: ir.Value) -> ir.Value:
         """The pipelined K loop of the module docstring; the final accumulators."""
-        w, cfg, k = self.w, self.cfg, self.ops.k
+        w, cfg = self.w, self.cfg
+        if self.a_in_registers:
+            return self._a_in_registers_loop(accumulators, self._ring_step)
         with w.loop(0, self.k_end, cfg.bk, [accumulators]) as loop:
-            self.mark_useful_work(loop.op)
+            self._mark_k_loop(loop.op)
             k0 = loop.induction
             step = w.div(k0, cfg.bk)
-            nvvm.CpAsyncWaitGroupOp(self.lookahead - 1)
-            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
-            self.barrier()
+            self._wait_for_step()
             updated = self._multiply(step if self.whole_k else w.rem(step, cfg.stages), loop.carried[0])
-            if not self.whole_k:
-                ahead = w.add(k0, w.index(self.lookahead * cfg.bk))
-                inside = w.less(ahead, k)
-                source_k = arith.minui(ahead, w.index(self.k_end - cfg.bk))
-                self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
-            nvvm.CpAsyncCommitGroupOp()  # empty with the whole K in the ring: keeps the wait's count
+            self._copy_ahead(k0, step)
             nvvm.WgmmaWaitGroupSyncOp(1)
             loop.yield_([updated])
         return loop.results[0]
+
+    def _wait_for_step(self) -> None:
+        """Every thread waits for its copies of the step and fences them to the async proxy; the block meets."""
+        nvvm.CpAsyncWaitGroupOp(self.lookahead - 1)
+        nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+        self.barrier()
+
+    def _copy_ahead(self, k0: ir.Value, step: ir.Value) -> None:
+        """At the step from `k0`: the copies `lookahead` steps on, committed
+        (an empty group where the whole K is in the ring: it keeps the wait's count)."""
+        w, cfg = self.w, self.cfg
+        if not self.whole_k:
+            ahead = w.add(k0, w.index(self.lookahead * cfg.bk))
+            inside = w.less(ahead, self.ops.k)
+            source_k = arith.minui(ahead, w.index(self.k_end - cfg.bk))
+            self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
+        nvvm.CpAsyncCommitGroupOp()
+
+    def _ring_step(self, step: ir.Value, acc: ir.Value, in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
+        """K step `step` of the cp.async ring with A in registers: wait for
+        its copies, issue its wgmmas and the copies `lookahead` steps on,
+        then wait for the step before's wgmmas (whose A registers are
+        `in_flight`). The accumulators and this step's A registers."""
+        w, cfg = self.w, self.cfg
+        self._wait_for_step()
+        acc, registers = self._multiply_a_in_registers(step if self.whole_k else w.rem(step, cfg.stages), acc)
+        self._copy_ahead(w.mul(step, cfg.bk), step)
+        wgmma_wait(w, 1, [], in_flight or [])
+        return acc, registers
+
+    def _mark_k_loop(self, loop: ir.Operation) -> None:
+        self.mark_useful_work(loop)
+
+    def _a_in_registers_loop(self, acc: ir.Value, step) -> ir.Value:
+        """The K steps with A's fragments in registers: `step(index, acc,
+        in_flight)` issues step `index`'s wgmmas and waits for the step
+        before's, whose A registers are `in_flight` (None before the first),
+        and gives the accumulators and its own registers. A step's wgmmas
+        still read its registers while the next step loads its own, so two
+        register sets alternate: step 0, then steps in pairs, then the odd
+        one left; a register a wgmma in flight reads is never written (else
+        ptxas serializes the wgmmas: C7513). The accumulators once every
+        wgmma is done."""
+        w = self.w
+        acc, registers = step(w.index(0), acc, None)
+        pairs, odd = divmod(self.k_steps - 1, 2)
+        if pairs:
+            with w.loop(0, pairs, 1, [acc, *registers]) as loop:
+                self._mark_k_loop(loop.op)
+                first = w.add(w.mul(loop.induction, 2), w.index(1))
+                acc, registers = step(first, loop.carried[0], list(loop.carried[1:]))
+                acc, registers = step(w.add(first, w.index(1)), acc, registers)
+                loop.yield_([acc, *registers])
+            acc, registers = loop.results[0], list(loop.results[1:])
+        if odd:
+            acc, registers = step(w.index(self.k_steps - 1), acc, registers)
+        acc, = wgmma_wait(w, 0, [acc], registers)
+        return acc
+
+    def _multiply_a_in_registers(self, stage: ir.Value, acc: ir.Value) -> tuple[ir.Value, list[ir.Value]]:
+        """This warpgroup's tf32 wgmmas on ring stage `stage`, A's fragments
+        loaded from it and rounded (`rounded_tf32_a_fragment`), committed as
+        one group; the accumulators and A's registers, four a wgmma."""
+        w, cfg = self.w, self.cfg
+        tile = w.add(w.mul(stage, self.stage_elements), w.mul(w.div(self.tid, WARPGROUP), WGMMA_M * cfg.bk))
+        registers = [r for kk in range(0, cfg.bk, self.wgmma_k) for r in rounded_tf32_a_fragment(w, self.ring, tile, kk)]
+        b_base = descriptor_at_stage(w, self.b_descriptor, stage, self.stage_elements * self.element_bytes)
+        nvvm.WgmmaFenceAlignedOp()
+        for index in range(len(registers) // 4):
+            acc = wgmma_with_registers_a(w, acc, registers[4 * index:4 * index + 4],
+                                         advance_descriptor(w, b_base, index * WGMMA_K_BYTES), cfg.bn, "tf32", False)
+        nvvm.WgmmaGroupSyncAlignedOp()
+        return acc, registers
 
     def _multiply(self, stage: ir.Value, acc: ir.Value) -> ir.Value:
         """This warpgroup's wgmmas on ring stage `stage`, committed as one group."""

@@ -71,7 +71,6 @@ from .ir_helpers import (
     row_major,
     users_of,
     vectors_fit,
-    within,
     written_between,
     written_buffers,
 )
@@ -750,31 +749,14 @@ def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str
              b_copy: TransposeCopy | None = None, reuse: LaunchReuse | None = None) -> None:
     """The kernel in place of the site (a clone of an identical one `reuse`
     holds, where it does); with `b_copy`, reading B through that transposed
-    copy, made by a kernel of its own just before and freed just after.
-    A kernel that rounds A to tf32 itself reads A as it was before a
-    rounding pass of its own (round-tf32-operands), which then goes."""
+    copy, made by a kernel of its own just before and freed just after."""
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     kernel_operands = site.kernel_operands()
-    a_rounding = _sole_rounding(kernel_operands.a, site) if writer.rounds_a_to_tf32 else None
-    if a_rounding is not None:
-        kernel_operands = replace(kernel_operands, a=a_rounding.operands[0])
-    b_rounding = None
     if b_copy is None:
         writer.build(site.op, kernel, kernel_operands, reuse)
-    else:
-        b_rounding = _build_reading_transposed_b(site, writer, kernel, kernel_operands, b_copy)
-    erase_site(site)
-    for rounding in (a_rounding, b_rounding):
-        if rounding is not None:
-            _erase_with_its_buffer(rounding)
-
-
-def _build_reading_transposed_b(site: MatmulSite, writer, kernel: str, kernel_operands: KernelOperands,
-                                b_copy: TransposeCopy) -> ir.Operation | None:
-    """The kernel reading B through its transposed copy (`b_copy`), which
-    rounds B to tf32 on its way where a rounding pass alone wrote B: that
-    pass, returned, goes once the site has."""
-    rounding = _sole_rounding(kernel_operands.b, site)
+        erase_site(site)
+        return
+    rounding = _b_rounding(kernel_operands.b, site.op)
     source = rounding.operands[0] if rounding else kernel_operands.b
     copy_launch, transposed = build_transpose(site.op, f"{kernel}_transpose_b",
                                               replace(b_copy, round_tf32=rounding is not None), source)
@@ -786,24 +768,23 @@ def _build_reading_transposed_b(site: MatmulSite, writer, kernel: str, kernel_op
         raise
     with ir.InsertionPoint(site.op), site.op.location:
         memref.DeallocOp(transposed)
-    return rounding
+    erase_site(site)
+    if rounding is not None:
+        _erase_with_its_buffer(rounding)
 
 
-def _sole_rounding(operand: ir.Value, site: MatmulSite) -> ir.Operation | None:
-    """The tf32 rounding (round-tf32-operands) that alone writes `operand`,
-    a buffer of its own only the site reads (the matmul, or the patches it
-    reads A through), where the kernel (or B's transposing copy) can round
-    instead and the rounding's pass go; None elsewhere."""
-    if defining_op(operand) is None or defining_op(operand).name != "memref.alloc":
+def _b_rounding(b: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
+    """The tf32 rounding (round-tf32-operands) that alone writes B, a buffer
+    of its own only this matmul reads, where B's transposing copy can round
+    instead and the rounding's pass over B go; None elsewhere."""
+    if defining_op(b) is None or defining_op(b).name != "memref.alloc":
         return None
-    users = users_of(operand)
-    roundings = [u for u in users if is_tf32_rounding(u) and u.operands[1] == operand]
-    readers = [site.op, *site.absorbed()]
-    others = [u for u in users if u != roundings[0] and u.name != "memref.dealloc"] if len(roundings) == 1 else None
-    if others is None or not all(any(within(u, reader) for reader in readers) for u in others):
+    users = users_of(b)
+    roundings = [u for u in users if is_tf32_rounding(u) and u.operands[1] == b]
+    if len(roundings) != 1 or any(u not in (roundings[0], matmul) and u.name != "memref.dealloc" for u in users):
         return None
     rounding = roundings[0]
-    return None if written_between(rounding, site.op, buffer_root(rounding.operands[0])) else rounding
+    return None if written_between(rounding, matmul, buffer_root(rounding.operands[0])) else rounding
 
 
 def _erase_with_its_buffer(op: ir.Operation) -> None:

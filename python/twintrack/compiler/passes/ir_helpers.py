@@ -209,16 +209,6 @@ def users_of(value: ir.Value) -> list[ir.Operation]:
     return users
 
 
-def within(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    """Is `op` the op `ancestor` or nested in its regions?"""
-    ancestor = ancestor.operation
-    while op is not None:
-        if op.operation == ancestor:
-            return True
-        op = op.parent
-    return False
-
-
 RESHAPE_OPS = ("memref.expand_shape", "memref.collapse_shape")
 
 

@@ -1,24 +1,25 @@
-"""round-tf32-operands: the operands of an f32 matmul that will run as tf32
-rounded to tf32 (round to nearest, ties away from zero) before it reads them.
+"""round-tf32-operands: the B operand of an f32 matmul that will run as
+tf32 rounded to tf32 (round to nearest, ties away from zero) before the
+matmul reads it.
 
 wgmma reads an f32 operand's top 19 bits: tf32 by truncation, toward zero.
 Each product then carries a bias of the same sign, and through a deep
 network (ResNet-50's 53 convolutions) the biases compound: 2e-2 from float64
 where eager's cuDNN kernels, which round to nearest, give 1.2e-3.
 
-The rounding is an elementwise op on the operand's source, ahead of the
-views that only move its elements (reshapes, zero padding, a convolution's
-patches, a transpose the matmul reads directly): fusion then folds it into
-the kernel that produces the value (a previous layer's epilogue, a layout
-copy), and the matmul kernels still read the source through its views (a
-weight read transposed, the patches through an im2col map). Only where no
-kernel produces the operand (a parameter, an input) does it cost a pass of
-its own, but for a plain B, which the matmul kernels' transposing copy
-rounds on its way (gpu-matmul-kernels). A value other ops read too (a
-ResNet block's output, which the next block's shortcut adds) stays as it is
-rather than take a pass of its own: ResNet-50 then lands at 2.6e-3 from
-float64 (a CPU emulation; 1.2e-3 with every operand rounded, 2.0e-2 with
-none).
+A is the kernels' to round: the tf32 wgmma kernels load A's fragments from
+shared memory into registers and round them on their way to the wgmmas
+(kernels/wgmma_matmul.rounded_tf32_a_fragment), at no pass over A. B is
+read by the wgmmas from shared memory, so it is rounded here: an
+elementwise op on B's source, ahead of the views that only move its
+elements (reshapes, zero padding, a transpose the matmul reads directly):
+fusion then folds it into the kernel that produces the value (a layout
+copy, an epilogue), and the matmul kernels still read the source through
+its views (a weight read transposed). Where no kernel produces it (a
+weight, an input) it costs a pass of its own, once for all the matmuls
+that read it, but for a plain B, which the matmul kernels' transposing
+copy rounds on its way (gpu-matmul-kernels). A value other ops read too
+stays as it is rather than take a pass of its own.
 
 Only matmuls the tf32 tensor-core kernels will take are rounded: one left
 to the CUDA cores computes in f32 and reads its operands as they are.
@@ -120,9 +121,8 @@ class RoundTf32Operands(PythonPass):
         reads: dict[ir.Value, list[_Read]] = {}  # each source -> where the tf32 matmuls read it
         for matmul in nested_ops(module, lambda op: op.name in ("linalg.matmul", "linalg.batch_matmul")):
             if self._runs_as_tf32(matmul):
-                for position in (0, 1):
-                    read = _Read(*_source_read(matmul, position), matmul.location)
-                    reads.setdefault(read.source, []).append(read)
+                read = _Read(*_source_read(matmul, 1), matmul.location)  # B (A: the kernels round it)
+                reads.setdefault(read.source, []).append(read)
         for source, readers in reads.items():
             if _rounding_is_free(source, readers):
                 rounded = _rounded_after_definition(source, readers[0].location)
