@@ -19,7 +19,9 @@ until the next block starts. Here:
   barrier: `full[s]` completes when the TMA copies of buffer s have landed
   (the producer arrives on it expecting the tile's bytes), `empty[s]` when
   every consumer thread has finished the wgmmas that read it. The producer
-  gives its registers to the consumers (setmaxnreg).
+  gives its registers to the consumers (setmaxnreg). With tf32 the
+  consumers load A's fragments from the stage into registers and round
+  them to nearest on their way to the wgmmas (wgmma_matmul's K loop).
 - **A persistent tile loop.** The grid holds one block per SM; block i
   computes tiles i, i + G, ... (in bands of row tiles: `_tile_place`). The
   producer starts the next tile's copies while the consumers store this
@@ -502,4 +504,3 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         pair = llvm.load(vector_type(width, self.ops.out_element), self._staged_place(row, col),
                          alignment=width * size)
         return [{self.staged.position: self.w.lane(pair, lane)} for lane in range(width)]
-

@@ -17,6 +17,10 @@ c ^ (r % 8), so the 8 rows one access touches hit distinct banks. A and a
 transposed B (Bᵀ, N x K, a linear layer's weight) are K-major: a row is an
 M (or N) index, its chunks run along K. A plain B (K x N) is N-major: a row
 is a K index; N splits into atoms 64 elements wide; wgmma transposes it.
+tf32 (k8 a wgmma) takes A from registers: each step the warps load their A
+fragments from the stage with ldmatrix and round them to tf32 to nearest
+(wgmma alone truncates an f32 operand), two register sets alternating
+over the steps so that none is written while a wgmma reads it.
 wgmma cannot transpose tf32. gpu-matmul-kernels gives a single matmul's
 plain f32 B as Bᵀ, copied by a transpose kernel first (kernels/transpose);
 elsewhere (a horizontal kernel, buckets of M, a view of B) the kernel
@@ -521,7 +525,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             self._copy_stage(source_k, w.rem(w.add(step, w.index(self.lookahead)), cfg.stages), inside)
         nvvm.CpAsyncCommitGroupOp()
 
-    def _ring_step(self, step: ir.Value, acc: ir.Value, in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
+    def _ring_step(self, step: ir.Value, acc: ir.Value,
+                   in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
         """K step `step` of the cp.async ring with A in registers: wait for
         its copies, issue its wgmmas and the copies `lookahead` steps on,
         then wait for the step before's wgmmas (whose A registers are
@@ -568,7 +573,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         one group; the accumulators and A's registers, four a wgmma."""
         w, cfg = self.w, self.cfg
         tile = w.add(w.mul(stage, self.stage_elements), w.mul(w.div(self.tid, WARPGROUP), WGMMA_M * cfg.bk))
-        registers = [r for kk in range(0, cfg.bk, self.wgmma_k) for r in rounded_tf32_a_fragment(w, self.ring, tile, kk)]
+        registers = [r for kk in range(0, cfg.bk, self.wgmma_k)
+                     for r in rounded_tf32_a_fragment(w, self.ring, tile, kk)]
         b_base = descriptor_at_stage(w, self.b_descriptor, stage, self.stage_elements * self.element_bytes)
         nvvm.WgmmaFenceAlignedOp()
         for index in range(len(registers) // 4):
