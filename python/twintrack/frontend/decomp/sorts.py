@@ -23,13 +23,24 @@ breaks ties by index too, so median matches it exactly.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch._prims_common import canonicalize_dim
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .loops import counted_while
 from .registry import Family
 
 aten = torch.ops.aten
+
+# The orders a trace has built, by input tensor: {(dim, descending): (the
+# trace's proxy mode, weakly; the order)}. A module that sorts one tensor
+# along one dim several ways (sort and topk, a median beside them) traces
+# the network once (torch's while_loop tracing takes about 0.2 s a network)
+# and shares its order. Only within the trace that built it.
+_ORDERS = WeakIdKeyDictionary()
 
 
 # ---------------------------------------------------------------- the ops
@@ -143,11 +154,27 @@ def _sorted_prefix(x, dim, descending, k):
     rows = x.movedim(dim, -1)
     outer = rows.shape[:-1]
     rows = rows.reshape(outer.numel(), n)
-    order = _bitonic_order(rows, descending)[:, :k]
+    order = _shared_order(x, dim, descending, lambda: _bitonic_order(rows, descending))[:, :k]
     values = rows.gather(1, order)
     values = values.reshape(*outer, k).movedim(-1, dim)
     indices = order.reshape(*outer, k).movedim(-1, dim)
     return values, indices
+
+
+def _shared_order(x, dim, descending, build):
+    """`build()`, the order of x's rows along `dim`, or the one this trace
+    built before for the same tensor, dim and direction (`_ORDERS`).
+    Outside a trace, or for a tensor changed since, built anew."""
+    mode = get_proxy_mode()
+    if mode is None:
+        return build()
+    key = (dim, descending, x._version)
+    built = _ORDERS.setdefault(x, {})
+    if key in built and built[key][0]() is mode:
+        return built[key][1]
+    order = build()
+    built[key] = (weakref.ref(mode), order)
+    return order
 
 
 def _bitonic_order(rows, descending):
