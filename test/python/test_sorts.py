@@ -338,3 +338,33 @@ GPU = CaseTable("sorts on the gpu", {name: Case(fn, (torch.randn(4, 37, generato
 def test_gpu_compiles(name, compile_cache):
     """Compile-only: the networks lower through the GPU pipeline."""
     assert "tm_tensor" not in GPU.result(compile_cache, name).as_text()
+
+
+SHARED_ORDERS_MODULE = '''
+import torch
+
+class M(torch.nn.Module):
+    def forward(self, x):
+        values, indices = torch.sort(x, dim=1)
+        top = torch.topk(x, 2, dim=1)  # largest: the descending order
+        low = torch.topk(x, 2, dim=1, largest=False)
+        return values, indices, top.values, low.indices, torch.kthvalue(x, 3, dim=1).values, \\
+            torch.median(x, dim=1).values, torch.sort(x, dim=0).values
+
+def make():
+    return M(), (torch.randn(4, 6, 5),)
+'''
+
+
+def test_one_trace_builds_each_order_once(run_tool, tmp_path):
+    """Sorts, top-k, k-th value and median of one tensor along one dim share
+    one bitonic network a direction: the module's loops are the ascending
+    and descending orders along dim 1 and the ascending one along dim 0,
+    not one each; the results still match eager."""
+    (tmp_path / "m.py").write_text(SHARED_ORDERS_MODULE)
+    result = run_tool("compile", f"{tmp_path / 'm.py'}:make", "-o", tmp_path / "out", "-q")
+    assert result.returncode == 0, result.stderr
+    checked = run_tool("run", tmp_path / "out", "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    torch_ir = (tmp_path / "out" / "stages" / "01-torch.mlir").read_text()
+    assert torch_ir.count("torch.prim.Loop ") == 3  # (its terminator is torch.prim.Loop.condition)
