@@ -432,6 +432,7 @@ def print_kernel_report(kernels: list[dict]) -> None:
         print(f"{k['name']:<{name_width}}{path:<{path_width}}{grid:>12}{k['block'][0]:>6}{k['registers']:>5}"
               f"{k['spills']:>6}{k['shared_bytes']:>8}{work[0]:>{bytes_width}}{work[1]:>{flops_width}}  {source}")
     _print_bucket_decisions(kernels)
+    _print_once_kernels(kernels)
     _print_ptxas_notes(kernels)
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
@@ -450,6 +451,14 @@ def _print_bucket_decisions(kernels: list[dict]) -> None:
             sites.setdefault(buckets["decision"], []).append(kernel["name"])
     for decision, names in sites.items():
         print(f"rows at run time: {', '.join(names)}: {decision}")
+
+
+def _print_once_kernels(kernels: list[dict]) -> None:
+    """A line naming the kernels that work on the state alone (parameter-prologue)."""
+    once = [k["name"] for k in kernels if k.get("once")]
+    if once:
+        print(f"once per state: {', '.join(once)} ({len(once)} of {len(kernels)} kernels read only parameters, "
+              "buffers and constants: run on the first call, then only when one of those changes)")
 
 
 def _counted(amount: int | str | None) -> str:

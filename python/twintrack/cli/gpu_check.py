@@ -25,7 +25,10 @@ EPILOG = """\
 For each artifact: a float64 check on fresh random inputs (outputs poisoned
 with NaN first; eager PyTorch's own error on the same inputs beside it,
 tf32 where the artifact allowed it), the same for its CUDA-graph replay on
-other inputs and on new parameter tensors, the median time of twintrack (plain, and replayed as one
+other inputs and on new parameter tensors, and for a plain call after the
+parameters changed in place (the plan's once steps, work on the parameters
+alone, must run again; `once_kernels` and `kept_bytes` say how much there
+is), the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
 runs after warm-up: the host's time up to each launch counts), each kernel's
 median device time (CUPTI through torch.profiler, L2 flushed) and eager's
@@ -70,12 +73,16 @@ def check_one(outdir: Path) -> dict:
     graph_ms = run.time(graphed)
     eager = _eager(run, artifact)
     kernels_ms = sum(k["ms"] for k in kernels)
+    changed_result = _changed_in_place(artifact, run, REPLAY_SEED + 2)  # last: it changes the model
     return {
         "artifact": outdir.name, "model": portable_model_spec(manifest["model"]),
         "dtype": manifest.get("dtype") or "float32",
         "kernels": len(manifest["kernels"]), "compile_seconds": manifest.get("compile_seconds"),
+        "once_kernels": len(manifest["kernels"]) - len(artifact.every_call_kernels),
+        "kept_bytes": artifact.executable.kept_bytes(),
         "rel_error": checked.result.rel_error, "eager_rel_error": eager.rel_error,
-        "ok": checked.result.ok and graph_result.ok and moved_result.ok, "twintrack_ms": twintrack_ms,
+        "ok": checked.result.ok and graph_result.ok and moved_result.ok and changed_result.ok,
+        "changed_in_place_ok": changed_result.ok, "twintrack_ms": twintrack_ms,
         "graph_replay": replay,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager.ms,
         "ratio_vs_eager": twintrack_ms / eager.ms if eager.ms else None,
@@ -84,6 +91,23 @@ def check_one(outdir: Path) -> dict:
         "kernel_ratio_vs_eager": kernels_ms / eager.kernels_ms if eager.kernels_ms else None,
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager.peak_bytes,
     }
+
+
+def _changed_in_place(artifact: ArtifactTrack, run: CheckedRun, seed: int):
+    """The plain plan checked after every float parameter was halved in
+    place, in the model and in the artifact's state alike: the once steps
+    that read them must run again (their version counters moved)."""
+    import torch
+
+    from ..frontend.export import model_state
+    parameters = len(list(run.source.module.parameters()))  # model_state's first entries, in its order
+    pairs = zip(list(model_state(run.source.module).values())[:parameters], artifact.state[:parameters])
+    with torch.no_grad():
+        for in_model, in_artifact in pairs:
+            if in_model.is_floating_point():
+                in_model.mul_(0.5)
+                in_artifact.mul_(0.5)
+    return artifact.check(run.reseeded(seed))
 
 
 def _time_and_peak_memory(run: CheckedRun, track: Track) -> tuple[float, int]:
@@ -101,7 +125,7 @@ def _time_and_peak_memory(run: CheckedRun, track: Track) -> tuple[float, int]:
 def _kernel_figures(artifact: ArtifactTrack, run: CheckedRun) -> list[dict]:
     """Each kernel's device time with its counted bytes and flops, and the bandwidth they make."""
     kernels = artifact.kernel_times(run)
-    for timing, report in zip(kernels, artifact.manifest["kernels"]):
+    for timing, report in zip(kernels, artifact.every_call_kernels):
         seconds = timing["ms"] / 1000
         timing.update(bytes=report["bytes"], flops=report["flops"], grid=report["grid"], block=report["block"],
                       gbytes_per_s=report["bytes"] / seconds / 1e9 if seconds else None)

@@ -190,6 +190,7 @@ def kernel_entry(launch: dict, resources: Resources, tuning: dict | None = None)
         "cubin": f"kernels/{launch.get('binary', launch['module'])}.cubin",
         "ptx": f"kernels/{launch.get('binary', launch['module'])}.ptx",
         **({"tuning": tuning} if tuning else {}),
+        **({"once": True} if launch.get("once") else {}),
         **({"ptxas_notes": list(resources.performance_notes)} if resources.performance_notes else {}),
         **({"ptxas_full_optimization": resources.reassembled} if resources.reassembled else {}),
     }

@@ -28,6 +28,8 @@ from .passes.ir_helpers import kernel_ref
 from .resource_blobs import blob_array, resource_blobs, resource_key
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 from .kernels.tensor_maps import IM2COL_ATTRIBUTE
+from ..dialect import KEPT_ATTR, KEPT_ROOTS_ATTR
+from ..runtime.plan import buffers_touched
 
 PLAN_VERSION = 1
 DYNAMIC_PLAN_VERSION = 2
@@ -253,6 +255,11 @@ class _PlanBuilder:
         for op in block.operations:
             self.step(op.operation)
         self.plan.steps = free_after_last_use(self.plan.steps)
+        if KEPT_ROOTS_ATTR in func.attributes and not self.plan.symbols:
+            roots = {f"arg{i}" for i in _integers(func.attributes[KEPT_ROOTS_ATTR])}
+            self.plan.steps = mark_once_steps(self.plan.steps, roots)
+        for step in self.plan.steps:
+            step.pop("kept", None)
         return self.plan
 
     def step(self, op) -> None:
@@ -340,7 +347,8 @@ class _PlanBuilder:
             shape = [next(open_sizes) if _open(size) else size for size in memref_type.shape]
             view = {"buffer": buffer, "offset": 0, "sizes": shape, "strides": self.sizes.row_major(shape)}
         self.plan.steps.append({"op": "alloc", "buffer": buffer, "shape": shape,
-                                "dtype": dtype_name(memref_type.element_type)})
+                                "dtype": dtype_name(memref_type.element_type),
+                                **({"kept": True} if KEPT_ATTR in op.attributes else {})})
         self.views[self._key(op.results[0])] = view
 
     def _constant(self, op) -> None:
@@ -462,11 +470,6 @@ def _strings(attrs, name: str) -> list[str]:
     return [s.value for s in attrs[name]] if name in attrs else []
 
 
-def _buffers_used(step: dict) -> set[str]:
-    views = [step.get("src"), step.get("dst")] + [a.get("memref") for a in step.get("args", ())]
-    return {view["buffer"] for view in views if view}
-
-
 def free_after_last_use(steps: list[dict]) -> list[dict]:
     """Each free moved up to right after the last step that uses its buffer.
 
@@ -477,7 +480,7 @@ def free_after_last_use(steps: list[dict]) -> list[dict]:
     frees = {s["buffer"] for s in steps if s["op"] == "free"}
     last_use = {}
     for index, step in enumerate(steps):
-        for buffer in ({step["buffer"]} if step["op"] in ("alloc", "constant") else _buffers_used(step)) & frees:
+        for buffer in ({step["buffer"]} if step["op"] in ("alloc", "constant") else buffers_touched(step)) & frees:
             last_use[buffer] = index
     freed_after: dict[int, list[str]] = {}
     for buffer in sorted(frees):
@@ -488,6 +491,52 @@ def free_after_last_use(steps: list[dict]) -> list[dict]:
             result.append(step)
         result += [{"op": "free", "buffer": b} for b in freed_after.get(index, ())]
     return result
+
+
+def mark_once_steps(steps: list[dict], roots: set[str]) -> list[dict]:
+    """The steps with those that depend on the state alone marked `once`.
+
+    A buffer the parameter-prologue pass kept (an alloc step's `kept`) is
+    written only by work on the state: a launch or copy touching only such
+    buffers, the `roots` (the state arguments that work reads) and
+    constants is a once step. A kept buffer stays one only while every once
+    step touching it comes before every other step touching it (so running
+    the once steps first, or not at all, changes nothing the others read);
+    otherwise it is dropped, and the steps it made once are looked at again.
+    A kept buffer the other steps read outlives the call (its free goes); one
+    only once steps touch is freed among them."""
+    kept = {s["buffer"] for s in steps if s["op"] == "alloc" and s.get("kept")}
+    sources = roots | {s["buffer"] for s in steps if s["op"] == "constant"}
+    while True:
+        once = {i for i, s in enumerate(steps) if _touches_only(s, sources, kept)}
+        dropped = {buffer for buffer in kept if not _once_first(steps, once, buffer)}
+        if not dropped:
+            break
+        kept -= dropped
+    read_later = {b for i, s in enumerate(steps) if i not in once for b in buffers_touched(s)} & kept
+    marked = []
+    for index, step in enumerate(steps):
+        if step["op"] == "free" and step["buffer"] in read_later:
+            continue  # kept across calls
+        if index in once or (step["op"] in ("alloc", "free") and step["buffer"] in kept):
+            step = {**step, "once": True}
+        marked.append(step)
+    return marked
+
+
+def _touches_only(step: dict, sources: set[str], kept: set[str]) -> bool:
+    """Is `step` a launch or copy, taken on every call, touching only `sources` and `kept` and some of the latter?"""
+    if step["op"] not in ("launch", "copy") or "when" in step:
+        return False
+    used = buffers_touched(step)
+    return bool(used & kept) and used <= sources | kept
+
+
+def _once_first(steps: list[dict], once: set[int], buffer: str) -> bool:
+    """Do once steps touch `buffer`, and all of them before any other step does?"""
+    touching = [i for i, s in enumerate(steps) if s["op"] in ("launch", "copy") and buffer in buffers_touched(s)]
+    first_other = min((i for i in touching if i not in once), default=len(steps))
+    return any(i in once for i in touching) and all(i < first_other for i in touching if i in once)
 
 
 def extract_plan(module, exported, directory: Path) -> Plan:

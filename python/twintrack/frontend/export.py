@@ -389,9 +389,21 @@ def import_to_torch_mlir(exported: ExportedModel):
         try:
             importer = FxImporter(context=context)
             importer.import_frozen_program(exported.program, func_name="forward")
+            _mark_state_arguments(importer.module, len(exported.arguments) - len(exported.inputs))
             if exported.dynamic:
                 mark_dynamic_entry(importer.module, exported.arguments, exported.dynamic)
             return importer.module
         except Exception as e:
             from ..errors import CompilerError
             raise CompilerError("torch", [f"torch-mlir import failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
+
+
+def _mark_state_arguments(module, count: int) -> None:
+    """The entry's leading `count` arguments are the model's state (its
+    parameters and buffers; none when frozen), for parameter-prologue."""
+    from torch_mlir import ir
+    from ..dialect import STATE_ARGUMENTS_ATTR
+    with module.context:
+        entry = next(op for op in module.body.operations if op.operation.name == "func.func")
+        entry.operation.attributes[STATE_ARGUMENTS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
+

@@ -262,11 +262,18 @@ class ArtifactTrack:
         """Checked as compiled: each output's dtype, tf32's tolerance where allowed."""
         return run.check(self, self.output_specs, self.allow_tf32)
 
+    @property
+    def every_call_kernels(self) -> list[dict]:
+        """The manifest's kernels that every call launches: not the once
+        steps', which run on the first call and when the state changes."""
+        return [k for k in self.manifest["kernels"] if not k.get("once")]
+
     def kernel_times(self, run: CheckedRun) -> list[dict]:
-        """Each launch's median device time, in plan order: CUPTI's start and
-        end of the kernel itself. CUDA events around a launch would add the
-        host's launch latency, which dominates kernels of a few microseconds."""
-        names = [k["name"] for k in self.manifest["kernels"]]
+        """Each launch's median device time, in plan order (`every_call_kernels`):
+        CUPTI's start and end of the kernel itself. CUDA events around a launch
+        would add the host's launch latency, which dominates kernels of a few
+        microseconds."""
+        names = [k["name"] for k in self.every_call_kernels]
         sites = list(run.profile_kernels(self, names))
         times = []
         for name in names:

@@ -315,7 +315,8 @@ def _gpu_kernel(index: int, entry: dict, artifact: Path) -> dict:
             "source_ops": [brief_source(s) for s in entry["source_ops"]], "source_keys": entry.get("source_keys", []),
             "bytes": entry["bytes"], "flops": entry["flops"], "registers": entry["registers"],
             "spills": entry["spills"], "shared_bytes": entry["shared_bytes"],
-            "grid": entry["grid"], "block": entry["block"], "sources": sources}
+            "grid": entry["grid"], "block": entry["block"], "sources": sources,
+            **({"once": True} if entry.get("once") else {})}  # not timed: it runs when the state changes
 
 
 def _gpu_module_text(artifact: Path, name: str) -> str | None:

@@ -20,7 +20,7 @@ from .cuda_driver import (
     current_stream,
     require_gpu,
 )
-from .plan import bind_symbols, expression_names, is_static, resolve_plan, validate_plan
+from .plan import bind_symbols, buffers_touched, expression_names, is_static, resolve_plan, validate_plan
 
 MAX_SIZED_PLANS = 64  # a dynamic plan's resolutions kept (each small), the least recently used dropped
 
@@ -48,18 +48,63 @@ class SizedPlan:
     """The plan at one set of sizes (the plan itself when static): its
     steps with the executable's method for each, the arguments a call
     passes (with the shape and dtype each must have) and the outputs it
-    allocates, and its CUDA graph once captured."""
+    allocates, and its CUDA graph once captured.
 
-    __slots__ = ("plan", "steps", "inputs", "expected", "outputs", "output_layouts", "graph")
+    Its once steps (work on the state alone: host_plan.mark_once_steps) run
+    apart, before the others, whenever `Kept` finds the state they read
+    changed; `steps` are the others, which every call runs."""
 
-    def __init__(self, plan: dict, executable: "GpuExecutable"):
+    __slots__ = ("plan", "steps", "once", "inputs", "expected", "outputs", "output_layouts", "graph")
+
+    def __init__(self, plan: dict, executable: "GpuExecutable", keep: bool = True):
         self.plan = plan
-        self.steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
+        steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
+        once = [(run, step) for run, step in steps if step.get("once")] if keep else []
+        self.steps = [(run, step) for run, step in steps if not step.get("once")] if once else steps
+        self.once = Kept(plan, once) if once else None
         self.inputs = [a for a in plan["arguments"] if a["kind"] != "output"]
         self.expected = [(tuple(a["shape"]), _dtype(a["dtype"])) for a in self.inputs]
         self.outputs = [a for a in plan["arguments"] if a["kind"] == "output"]
         self.output_layouts = [BufferLayout(a["shape"], a["dtype"]) for a in self.outputs]
         self.graph = None  # a GraphReplay once captured
+
+
+class Kept:
+    """A plan's once steps and the buffers they keep between calls.
+
+    They run again when an argument they read is another tensor (its data
+    pointer) or was changed in place (its version counter: an optimizer
+    step, `copy_` under no_grad, load_state_dict). A write torch does not
+    count (through `.data`, or by a kernel of one's own) goes unseen:
+    `refresh()` makes the next call run them again. The kept buffers are
+    written in place on each run, so a captured CUDA graph stays valid."""
+
+    __slots__ = ("steps", "reads", "buffers", "kept", "_key")
+
+    def __init__(self, plan: dict, steps: list):
+        self.steps = steps
+        self.reads = sorted({int(b[3:]) for _, step in steps if step["op"] in ("launch", "copy")
+                             for b in buffers_touched(step) if b.startswith("arg")})
+        freed = {step["buffer"] for _, step in steps if step["op"] == "free"}
+        self.kept = [step["buffer"] for _, step in steps if step["op"] == "alloc" and step["buffer"] not in freed]
+        self.buffers: dict[str, torch.Tensor] = {}  # the kept buffers, by name, once run
+        self._key = None
+
+    def refresh(self) -> None:
+        self._key = None
+
+    def current(self, tensors, stream) -> dict[str, torch.Tensor]:
+        """The kept buffers, the once steps run first where the state they read changed."""
+        key = tuple((tensors[i].data_ptr(), tensors[i]._version) for i in self.reads)
+        if key != self._key:
+            buffers = {f"arg{i}": tensors[i] for i in self.reads}
+            buffers.update(self.buffers)
+            for run_step, step in self.steps:
+                if not (step["op"] == "alloc" and step["buffer"] in self.buffers):
+                    run_step(step, buffers, stream)
+            self.buffers = {name: buffers[name] for name in self.kept}
+            self._key = key
+        return self.buffers
 
 
 class GpuExecutable:
@@ -70,8 +115,9 @@ class GpuExecutable:
     symbols; each resolution keeps its own prepared launches and CUDA graph."""
 
     def __init__(self, outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False,
-                 static_inputs: tuple[int, ...] = ()):
+                 static_inputs: tuple[int, ...] = (), kept_steps: bool = True):
         self.outdir = Path(outdir)
+        self.kept_steps = kept_steps  # once steps run only when the state they read changes (False: every call)
         self.manifest = _read_json(self.outdir / "manifest.json")
         if self.manifest.get("pipeline") != "gpu":
             raise ArtifactError(f"{outdir}: a '{self.manifest.get('pipeline')}' artifact, not a GPU one")
@@ -91,7 +137,7 @@ class GpuExecutable:
         self._layouts: dict[int, BufferLayout] = {}  # an alloc step's, by id of the step
         self._gpu_checked = False
         self._constants: dict[str, torch.Tensor] = {}
-        self._static = SizedPlan(self.plan, self) if is_static(self.plan) else None
+        self._static = SizedPlan(self.plan, self, kept_steps) if is_static(self.plan) else None
         self._sized_plans: dict[tuple[int, ...], SizedPlan] = {}  # by the symbols' sizes, least recently used first
         self._symbol_inputs = sorted({argument for argument, _ in (self.plan.get("symbols") or {}).values()})
         # the range the compile assumed for each size it left open
@@ -110,7 +156,10 @@ class GpuExecutable:
         return self._replay(tensors, sized) if self.cuda_graph else self._run(tensors, sized)
 
     def _replay(self, tensors, sized: SizedPlan) -> list[torch.Tensor]:
-        """The plan as one CUDA graph per set of sizes, captured on its first call (see graph_replay)."""
+        """The plan as one CUDA graph per set of sizes, captured on its first
+        call (see graph_replay); its once steps run outside it, when due."""
+        if sized.once is not None:
+            sized.once.current(tensors, current_stream())
         if sized.graph is None or not sized.graph.accepts(tensors):
             sized.graph = self._captured(tensors, sized)
         self._graph = sized.graph
@@ -124,6 +173,18 @@ class GpuExecutable:
             warnings.warn(f"{self.outdir.name}: CUDA graph replay copies its inputs and outputs: "
                           f"its kernel nodes cannot be patched ({e})", stacklevel=3)
             return GraphReplay(self, sized, tensors, patching=False)
+
+    def refresh_kept(self) -> None:
+        """Run the once steps again on the next call: after a change to the
+        state that its version counters do not show (a write through `.data`)."""
+        for sized in [self._static, *self._sized_plans.values()]:
+            if sized is not None and sized.once is not None:
+                sized.once.refresh()
+
+    def kept_bytes(self) -> int:
+        """The device memory the once steps' kept buffers hold (beside the state)."""
+        return sum(t.numel() * t.element_size() for sized in [self._static, *self._sized_plans.values()]
+                   if sized is not None and sized.once is not None for t in sized.once.buffers.values())
 
     def replay_summary(self) -> dict | None:
         """How the captured graph (the last call's sizes') takes the caller's
@@ -152,7 +213,8 @@ class GpuExecutable:
         return output
 
     def profile(self, *tensors: torch.Tensor, repeat: int = 20) -> list[dict]:
-        """Median time of each launch (CUDA events around it), in plan order."""
+        """Median time of each launch (CUDA events around it), in plan order;
+        once steps (run by the warm-up) left out."""
         import statistics
         sized = self._check_inputs(tensors)
         require_gpu()
@@ -164,7 +226,7 @@ class GpuExecutable:
             torch.cuda.synchronize()
             samples.append([start.elapsed_time(end) for start, end in self._events])
         self._events = None
-        launches = [s for s in sized.plan["steps"] if s["op"] == "launch"]
+        launches = [step for _, step in sized.steps if step["op"] == "launch"]
         return [{"kernel": step["module"], "ms": statistics.median(times)}
                 for step, times in zip(launches, zip(*samples))]
 
@@ -172,6 +234,8 @@ class GpuExecutable:
         outputs = [self.empty_output(layout) for layout in sized.output_layouts]
         buffers = {f"arg{i}": t for i, t in enumerate(list(tensors) + outputs)}
         stream = current_stream()
+        if sized.once is not None:
+            buffers.update(sized.once.current(tensors, stream))
         for run_step, step in sized.steps:
             run_step(step, buffers, stream)
         return outputs
@@ -204,7 +268,7 @@ class GpuExecutable:
         sized = self._sized_plans.pop(key, None)
         if sized is None:
             self._check_ranges(sizes)
-            sized = SizedPlan(resolve_plan(self.plan, sizes), self)
+            sized = SizedPlan(resolve_plan(self.plan, sizes), self, self.kept_steps)
             if len(self._sized_plans) >= MAX_SIZED_PLANS:
                 self._forget(next(iter(self._sized_plans)))
         self._sized_plans[key] = sized  # the most recently used last
@@ -352,7 +416,7 @@ def _read_json(path: Path) -> dict:
 
 
 def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: bool = False,
-         static_inputs: tuple[int, ...] = ()) -> LoadedArtifact:
+         static_inputs: tuple[int, ...] = (), kept_steps: bool = True) -> LoadedArtifact:
     """The artifact as the model: called with (state..., inputs...), or with
     the inputs alone when it carries its state, it returns what the model
     returns (a tensor, a tuple, a dict, a Python number, a complex tensor)
@@ -361,9 +425,14 @@ def load(outdir: str | Path, synchronize_each_launch: bool = False, cuda_graph: 
 
     With `cuda_graph`, calls replay one CUDA graph; parameters, buffers and
     the model inputs numbered in `static_inputs` (0 is the first input) are
-    never copied into it, nor is any tensor only kernels touch."""
+    never copied into it, nor is any tensor only kernels touch.
+
+    The plan's once steps (work on the state alone: a tf32 weight's
+    rounding, a weight's layout copy) run on the first call and then only
+    when a parameter or buffer they read is another tensor or changed in
+    place; `kept_steps=False` runs them on every call."""
     manifest = read_manifest(Path(outdir))
-    executable = GpuExecutable(outdir, synchronize_each_launch, cuda_graph, static_inputs)
+    executable = GpuExecutable(outdir, synchronize_each_launch, cuda_graph, static_inputs, kept_steps)
     state = read_state(Path(outdir), manifest)
     if torch.cuda.is_available():
         state = [t.cuda() for t in state]

@@ -300,10 +300,43 @@ def validate_plan(plan: dict) -> list[str]:
                 problems.append(f"{where}: copy between shapes {step['src']['sizes']} and {step['dst']['sizes']}")
         elif op == "launch":
             problems += _launch_problems(where, step, live)
-    leaked = sorted(b for b in live if not b.startswith("arg") and b not in constants)
+    kept = {step["buffer"] for step in plan["steps"] if step.get("op") == "alloc" and step.get("once")}
+    leaked = sorted(b for b in live if not b.startswith("arg") and b not in constants and b not in kept)
     if leaked:
         problems.append(f"buffers never freed: {', '.join(leaked)}")
+    return problems + _once_problems(plan, constants, kept)
+
+
+STATE_KINDS = ("parameter", "buffer")
+
+
+def _once_problems(plan: dict, constants: set[str], kept: set[str]) -> list[str]:
+    """Once steps (host_plan.mark_once_steps) must be allocations, frees,
+    launches or copies of a static plan, touching only the state, constants
+    and the buffers once steps allocate."""
+    once = [(index, step) for index, step in enumerate(plan["steps"]) if step.get("once")]
+    if once and not is_static(plan):
+        return ["once steps in a plan with symbols: a once step's sizes cannot depend on a call"]
+    state = {f"arg{i}" for i, a in enumerate(plan["arguments"]) if a.get("kind") in STATE_KINDS}
+    problems = []
+    for index, step in once:
+        where = f"step {index} ({step.get('op')})"
+        if step.get("op") not in ("alloc", "free", "launch", "copy"):
+            problems.append(f"{where}: a once step must be an alloc, free, launch or copy")
+        elif step["op"] in ("free", "alloc") and step["buffer"] not in kept:
+            problems.append(f"{where}: once, but {step['buffer']} is not allocated by a once step")
+        elif step["op"] in ("launch", "copy"):
+            strays = sorted(buffers_touched(step) - state - constants - kept)
+            if strays:
+                problems.append(f"{where}: a once step touches {', '.join(strays)}, neither state, "
+                                "a constant nor a buffer once steps allocate")
     return problems
+
+
+def buffers_touched(step: dict) -> set[str]:
+    """The buffers a launch or copy step touches."""
+    views = [step.get("src"), step.get("dst")] + [a.get("memref") for a in step.get("args", ())]
+    return {view["buffer"] for view in views if view}
 
 
 def _differ(sizes: list, other: list) -> bool:

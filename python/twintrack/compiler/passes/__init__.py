@@ -59,6 +59,7 @@ PASSES = {
     "outline-kernels": ("outline_kernels", "OutlineKernels"),
     "outline-loop-nests": ("outline_loop_nests", "OutlineLoopNests"),
     "outputs-in-place": ("outputs_in_place", "OutputsInPlace"),
+    "parameter-prologue": ("parameter_prologue", "ParameterPrologue"),
     "plan-workspace": ("plan_workspace", "PlanWorkspace"),
     "public-c-wrappers": ("public_c_wrappers", "PublicCWrappers"),
     "precise-expm1": ("precise_expm1", "PreciseExpm1"),
