@@ -143,3 +143,19 @@ def test_nothing_is_once_where_the_state_meets_the_input_in_every_kernel(tmp_pat
     plan = _compiled_plan(module, (torch.randn(32, 64, dtype=torch.float16),), tmp_path)
     assert _once_launches(plan) == []
     assert not any(s.get("once") for s in plan["steps"])
+
+
+def test_weights_of_one_shape_keep_a_copy_each(tmp_path):
+    """Two 3x3 convolutions of one shape: their weights' channels-last
+    copies would share one buffer (one tensor.empty after CSE), written
+    again between the convolutions; state-destinations gives each its own,
+    and both copies are once steps into buffers of their own."""
+    module = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(16, 16, 3, padding=1))
+    x = torch.randn(4, 16, 12, 12).to(memory_format=torch.channels_last)
+    plan = _compiled_plan(module, (x,), tmp_path)
+    names = {f"arg{i}": a["name"] for i, a in enumerate(plan["arguments"])}
+    copies = [s for s in _once_launches(plan) if any(names.get(b, "").endswith(".weight") for b in buffers_touched(s))]
+    assert {names[b] for s in copies for b in buffers_touched(s) if b in names} == {"0.weight", "2.weight"}
+    written = [next(b for b in buffers_touched(s) if b not in names) for s in copies]
+    assert len(set(written)) == 2

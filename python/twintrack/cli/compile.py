@@ -457,8 +457,12 @@ def _print_once_kernels(kernels: list[dict]) -> None:
     """A line naming the kernels that work on the state alone (parameter-prologue)."""
     once = [k["name"] for k in kernels if k.get("once")]
     if once:
-        print(f"once per state: {', '.join(once)} ({len(once)} of {len(kernels)} kernels read only parameters, "
+        named = ", ".join(once[:ONCE_NAMED]) + (f" and {len(once) - ONCE_NAMED} more" if len(once) > ONCE_NAMED else "")
+        print(f"once per state: {named} ({len(once)} of {len(kernels)} kernels read only parameters, "
               "buffers and constants: run on the first call, then only when one of those changes)")
+
+
+ONCE_NAMED = 4  # the once kernels the report names before it counts the rest
 
 
 def _counted(amount: int | str | None) -> str:

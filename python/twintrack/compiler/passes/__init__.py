@@ -73,6 +73,7 @@ PASSES = {
     "shape-buffers": ("shape_buffers", "ShapeBuffers"),
     "share-kernel-modules": ("share_kernel_modules", "ShareKernelModules"),
     "split-fills": ("split_fills", "SplitFills"),
+    "state-destinations": ("parameter_prologue", "StateDestinations"),
     "tensor-map-params": ("tensor_map_params", "TensorMapParams"),
     "tight-windows": ("tight_windows", "TightWindows"),
     "tile-for-caches": ("tile_for_caches", "TileForCaches"),

@@ -133,3 +133,50 @@ def _state_only_buffers(units: list[_Unit], sources: set, allocations: dict) -> 
             break
         derived -= dropped
     return {b for b in derived if any(b in u.written for u in state_only)}
+
+
+@dataclass(frozen=True)
+class StateDestinations(PythonPass):
+    """state-destinations (tensors, before bufferization): an op computed
+    from the state alone whose destination is a `tensor.empty` that other
+    ops share (CSE merges equal empties: the channels-last copies of one
+    shape of weight) gets an empty of its own. Bufferization would
+    otherwise write every such op into one buffer, one weight after
+    another between the reads, and none of them could be kept."""
+    name = "state-destinations"
+
+    def _run(self, module: ir.Operation, pass_) -> None:
+        for function in defined_functions(module):
+            if STATE_ARGUMENTS_ATTR in function.attributes:
+                _own_destinations(function, ir.IntegerAttr(function.attributes[STATE_ARGUMENTS_ATTR]).value)
+
+
+def _own_destinations(function: ir.Operation, state_count: int) -> None:
+    block = function.regions[0].blocks[0]
+    from_state = set(list(block.arguments)[:state_count])
+    for op in [op.operation for op in block.operations]:
+        if op.name in ("arith.constant", "tensor.empty"):
+            from_state.update(op.results)
+            continue
+        if op.regions and not op.name.startswith("linalg."):
+            continue  # a loop: its results depend on whatever it reads inside
+        inside = _values_inside(op)
+        used = [v for nested in nested_ops(op) for v in nested.operands if v not in inside]
+        if not used or not all(v in from_state for v in used):
+            continue
+        from_state.update(op.results)
+        if op.name.startswith("linalg."):
+            _give_own_empties(op)
+
+
+def _give_own_empties(op: ir.Operation) -> None:
+    """Each init of `op` that is a tensor.empty other ops use too becomes a copy of that empty, made just before `op`."""
+    for init in written_buffers(op):
+        empty = defining_op(init)
+        if empty is None or empty.name != "tensor.empty" or len(list(init.uses)) < 2:
+            continue
+        copy = empty.clone(ir.InsertionPoint(op))
+        for index, operand in enumerate(op.operands):
+            if operand == init:
+                op.operands[index] = copy.results[0]
+                break
