@@ -61,7 +61,7 @@ class SizedPlan:
         steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
         once = [(run, step) for run, step in steps if step.get("once")] if keep else []
         self.steps = [(run, step) for run, step in steps if not step.get("once")] if once else steps
-        self.once = Kept(plan, once) if once else None
+        self.once = Kept(once, [(run, step) for run, step in steps if step["op"] == "constant"]) if once else None
         self.inputs = [a for a in plan["arguments"] if a["kind"] != "output"]
         self.expected = [(tuple(a["shape"]), _dtype(a["dtype"])) for a in self.inputs]
         self.outputs = [a for a in plan["arguments"] if a["kind"] == "output"]
@@ -81,10 +81,10 @@ class Kept:
 
     __slots__ = ("steps", "reads", "buffers", "kept", "_key")
 
-    def __init__(self, plan: dict, steps: list):
-        self.steps = steps
-        self.reads = sorted({int(b[3:]) for _, step in steps if step["op"] in ("launch", "copy")
-                             for b in buffers_touched(step) if b.startswith("arg")})
+    def __init__(self, steps: list, constant_steps: list):
+        touched = {b for _, step in steps if step["op"] in ("launch", "copy") for b in buffers_touched(step)}
+        self.steps = [(run, step) for run, step in constant_steps if step["buffer"] in touched] + steps
+        self.reads = sorted(int(b[3:]) for b in touched if b.startswith("arg"))
         freed = {step["buffer"] for _, step in steps if step["op"] == "free"}
         self.kept = [step["buffer"] for _, step in steps if step["op"] == "alloc" and step["buffer"] not in freed]
         self.buffers: dict[str, torch.Tensor] = {}  # the kept buffers, by name, once run
