@@ -27,8 +27,9 @@ with NaN first; eager PyTorch's own error on the same inputs beside it,
 tf32 where the artifact allowed it), the same for its CUDA-graph replay on
 other inputs and on new parameter tensors, and for a plain call after the
 parameters changed in place (the plan's once steps, work on the parameters
-alone, must run again; `once_kernels` and `kept_bytes` say how much there
-is), the median time of twintrack (plain, and replayed as one
+alone, must run again: `once_kernels` and `kept_bytes` say how much there
+is, `twintrack_every_call_ms` what a call takes with them run every time);
+the median time of twintrack (plain, and replayed as one
 CUDA graph) and of eager PyTorch (CUDA events, at least 20 runs and 0.5 s of
 runs after warm-up: the host's time up to each launch counts), each kernel's
 median device time (CUPTI through torch.profiler, L2 flushed) and eager's
@@ -71,6 +72,7 @@ def check_one(outdir: Path) -> dict:
     moved_result = moved.check(run.reseeded(REPLAY_SEED + 1))  # and new parameter tensors
     replay = graphed.executable.replay_summary()
     graph_ms = run.time(graphed)
+    every_call_ms = _every_call_ms(artifact, run)
     eager = _eager(run, artifact)
     kernels_ms = sum(k["ms"] for k in kernels)
     changed_result = _changed_in_place(artifact, run, REPLAY_SEED + 2)  # last: it changes the model
@@ -83,6 +85,7 @@ def check_one(outdir: Path) -> dict:
         "rel_error": checked.result.rel_error, "eager_rel_error": eager.rel_error,
         "ok": checked.result.ok and graph_result.ok and moved_result.ok and changed_result.ok,
         "changed_in_place_ok": changed_result.ok, "twintrack_ms": twintrack_ms,
+        "twintrack_every_call_ms": every_call_ms,
         "graph_replay": replay,
         "twintrack_graph_ms": graph_ms, "eager_ms": eager.ms,
         "ratio_vs_eager": twintrack_ms / eager.ms if eager.ms else None,
@@ -91,6 +94,16 @@ def check_one(outdir: Path) -> dict:
         "kernel_ratio_vs_eager": kernels_ms / eager.kernels_ms if eager.kernels_ms else None,
         "peak_bytes_twintrack": twintrack_peak, "peak_bytes_eager": eager.peak_bytes,
     }
+
+
+def _every_call_ms(artifact: ArtifactTrack, run: CheckedRun) -> float | None:
+    """The plain plan's median time with its once steps run on every call
+    (what the state-only work costs a call); None where it has none."""
+    if len(artifact.every_call_kernels) == len(artifact.manifest["kernels"]):
+        return None
+    from ..runtime import GpuExecutable
+    every_call = dataclasses.replace(artifact, executable=GpuExecutable(artifact.outdir, kept_steps=False))
+    return run.time(every_call)
 
 
 def _changed_in_place(artifact: ArtifactTrack, run: CheckedRun, seed: int):
