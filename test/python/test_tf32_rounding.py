@@ -9,10 +9,12 @@ import json
 import re
 
 import numpy as np
+import torch
 from mlir import ir
 from mlir.dialects import func
 from mlir.runtime import get_ranked_memref_descriptor
 
+import twintrack
 from twintrack.compiler import driver
 from twintrack.compiler.cpu_jit import execution_engine
 from twintrack.compiler.kernels.tf32_rounding import round_to_tf32
@@ -94,3 +96,42 @@ def test_an_mlp_rounds_only_its_weights_by_passes(run_tool, tmp_path):
         assert loads > 0 and len(re.findall(r"and\.b32\s+%r\d+, %r\d+, -8192;", ptx)) == 4 * loads
     others = [k for k in kernels if k not in matmuls]
     assert len(others) == 3 and {k["bytes"] for k in others} == {2 * 512 * 512 * 4}  # the weights
+
+
+class Projections(torch.nn.Module):
+    """Three projections of one input (attention's Q, K and V): one horizontal kernel."""
+
+    def __init__(self, features: int):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(features, features) for _ in range(3))
+
+    def forward(self, x):
+        return self.q(x), self.k(x), self.v(x)
+
+
+def _tf32_kernels(module, x, tmp_path) -> list[dict]:
+    from twintrack.compiler.options import CompileOptions
+    twintrack.export(module, (x,)).lower_with(CompileOptions(pipeline="gpu", allow_tf32=True)).save(tmp_path / "gpu")
+    return json.loads((tmp_path / "gpu" / "manifest.json").read_text())["kernels"]
+
+
+def test_a_is_rounded_by_a_copy_where_its_registers_would_cost_a_block(tmp_path):
+    """A two-warpgroup 128x128 ring of 3 stages fits twice in an SM's shared
+    memory; A's registers would take a thread past the 128 registers two
+    blocks of 256 threads may use. A is rounded by a copy instead (one
+    elementwise pass over it), and the kernel reads it from shared memory."""
+    kernels = _tf32_kernels(Projections(768), torch.randn(1024, 768), tmp_path)
+    (matmul,) = [k for k in kernels if k["path"].startswith("wgmma-matmul")]
+    assert "128x128x32/2 warpgroups/3 stages A rounded by a copy" in matmul["path"]
+    assert 2 * 256 * matmul["registers"] <= 65536 and matmul["spills"] == 0
+    assert "ldmatrix" not in (tmp_path / "gpu" / matmul["ptx"]).read_text()
+    copies = [k for k in kernels if k["bytes"] == 2 * 1024 * 768 * 4 and not k.get("once")]
+    assert len(copies) == 1 and copies[0]["path"] == "generic"  # A read and written once
+
+
+def test_a_stays_in_registers_where_a_block_an_sm_is_not_at_stake(tmp_path):
+    """One warpgroup (64x128): two blocks of 128 threads fit either way."""
+    kernels = _tf32_kernels(Projections(512), torch.randn(1024, 512), tmp_path)
+    (matmul,) = [k for k in kernels if k["path"].startswith("wgmma-matmul")]
+    assert "1 warpgroups" in matmul["path"] and "A rounded in registers" in matmul["path"]
+    assert [k for k in kernels if not k.get("once") and k is not matmul] == []

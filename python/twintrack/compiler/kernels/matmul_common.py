@@ -46,6 +46,7 @@ class MatmulOperands:
     open_m: bool = False  # M known only at run time (dynamic shapes): `m` is the size the tile was chosen for,
                           # the kernel reads M off A and masks the last row tile (its grid computed on the host)
     rows_bucket: str = ""  # open M: the range of M this kernel is launched for ("M <= 8"), where there are several
+    a_rounded: bool = False  # tf32: A holds tf32 values already (a rounding copy's): read as it is, from shared memory
 
 
 @dataclass(frozen=True)

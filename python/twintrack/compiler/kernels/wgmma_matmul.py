@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, gpu, llvm, memref, nvgpu, nvvm, vector
 
+from ..target import GpuTarget
 from .builder import WGMMA_SHAPE_ATTR, KernelBuilder, mma_shape, vector_of, workgroup_memref
 from .epilogue import Epilogue
 from .tf32_rounding import round_to_tf32
@@ -92,6 +93,9 @@ N_ATOM_ELEMENTS = 64       # an N-major atom's width (16-bit elements only)
 # A warpgroup's staging buffers for TMA stores (64 rows x 128 bytes each):
 # it fills one while the store of the other drains.
 STORE_BUFFERS = 2
+# The fewest registers a thread of a two-warpgroup tf32 kernel took with A in
+# registers (ptxas, the v80-v81 kernel reports: 168 to 255).
+TWO_WARPGROUP_A_REGISTERS = 168
 FIRST_WARPGROUP_BARRIER = 1  # named barrier of warpgroup g: 1 + g (0 is the block's)
 
 # Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the
@@ -319,10 +323,13 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             raise ValueError(f"wgmma tile {config.label()}: bk must be {self.row_elements} for {ops.in_element}")
         self.mma_type = "tf32" if ops.tf32 else ops.in_element
         # tf32: the wgmmas take A's fragments from registers, loaded from the
-        # ring and rounded to nearest on their way (wgmma alone would truncate)
-        self.a_in_registers = self.mma_type == "tf32"
+        # ring and rounded to nearest on their way (wgmma alone would truncate),
+        # unless a copy rounded A already (a_registers_cost_a_block)
+        self.a_in_registers = self.mma_type == "tf32" and not ops.a_rounded
         if self.a_in_registers:
             self.path += " A rounded in registers"
+        elif ops.a_rounded:
+            self.path += " A rounded by a copy"
         self.b_k_major = ops.b_transposed or ops.tf32  # a plain tf32 B is transposed by its copy
         self.a_elements = config.bm * config.bk
         self.stage_elements = self.a_elements + config.bn * config.bk
@@ -366,6 +373,21 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
     def discard_host_values(self, values: list[ir.Value]) -> None:
         for value in values:
             erase_tensor_map(value)
+
+    def a_registers_cost_a_block(self, target: GpuTarget) -> bool:
+        """Would taking tf32 A through registers cost this kernel a block an
+        SM? Two warpgroups' accumulators and A's two register sets take more
+        than the 128 registers a thread that let two blocks of 256 threads
+        share an SM (168 to 255 measured, against 128 with A read from shared
+        memory): where the ring leaves room for two blocks (128x128, 3
+        stages: ViT's QKV projections, 0.027 -> 0.055 ms), a rounding copy
+        of A costs less than the second block."""
+        if not self.a_in_registers or self.cfg.warpgroups < 2:
+            return False
+        threads = self.cfg.warpgroups * WARPGROUP
+        by_registers = target.registers_per_sm // (threads * TWO_WARPGROUP_A_REGISTERS)
+        by_shared = target.shared_bytes_per_sm // (self.dynamic_shared_bytes() + target.reserved_shared_bytes)
+        return by_shared > max(by_registers, 1)
 
     def dynamic_shared_bytes(self) -> int:
         """The ring (+ the base's alignment), and the staging buffers where they have a place of their own."""

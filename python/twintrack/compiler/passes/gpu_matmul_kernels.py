@@ -60,6 +60,7 @@ from .matmul_sites import b_is_transposed, zero_fill_before
 from .plan_workspace import UpperBounds
 from .window_operands import FoundWindow, window_operand
 from .ir_helpers import (
+    RESHAPE_OPS,
     VIEW_OPS,
     PythonPass,
     buffer_root,
@@ -625,7 +626,7 @@ class GpuMatmulKernels(PythonPass):
                         _replace_by_buckets(site, plan, tuned, self.arch)
                         continue
                     kernel = f"forward_{chosen[2]}_{len(tuned)}"
-                    _replace(module, site, single, *chosen[:2], kernel, b_copy, reuse)
+                    _replace(module, site, single, *chosen[:2], kernel, target, b_copy, reuse)
                     tuned[kernel] = _tuning_note([single], chosen, self.arch, plan)
         if tuned:
             module.attributes[TUNING_ATTR] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in tuned.items()})
@@ -745,15 +746,20 @@ def _replace_by_buckets(site: MatmulSite, plan: BucketPlan, tuned: dict, arch: s
     erase_site(site)
 
 
-def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str,
+def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str, target: GpuTarget,
              b_copy: TransposeCopy | None = None, reuse: LaunchReuse | None = None) -> None:
     """The kernel in place of the site (a clone of an identical one `reuse`
     holds, where it does); with `b_copy`, reading B through that transposed
-    copy, made by a kernel of its own just before and freed just after."""
+    copy, made by a kernel of its own just before and freed just after; A
+    through a rounding copy where its registers would cost a block an SM."""
+    (operands,), rounded_a = _a_rounded_where_it_pays(writer_class, [operands], tile, [site], target)
     writer = writer_class(operands, tile, site.fill is None, site.epilogue)
     kernel_operands = site.kernel_operands()
+    if rounded_a is not None:
+        kernel_operands = replace(kernel_operands, a=rounded_a)
     if b_copy is None:
         writer.build(site.op, kernel, kernel_operands, reuse)
+        _free_before(rounded_a, site.op)
         erase_site(site)
         return
     rounding = _b_rounding(kernel_operands.b, site.op)
@@ -768,9 +774,65 @@ def _replace(module, site: MatmulSite, operands, writer_class, tile, kernel: str
         raise
     with ir.InsertionPoint(site.op), site.op.location:
         memref.DeallocOp(transposed)
+    _free_before(rounded_a, site.op)
     erase_site(site)
     if rounding is not None:
         _erase_with_its_buffer(rounding)
+
+
+def _a_rounded_where_it_pays(writer_class, operands: list[MatmulOperands], tile, sites: list[MatmulSite],
+                             target: GpuTarget, before: ir.Operation | None = None
+                             ) -> tuple[list[MatmulOperands], ir.Value | None]:
+    """Where the cp.async wgmma kernel would lose a block an SM to tf32 A's
+    registers (WgmmaMatmulWriter.a_registers_cost_a_block): A, a static
+    row-major buffer every site reads, rounded by a copy just before
+    `before` (the first site), and the operands saying so; else the operands
+    as they are and None."""
+    if writer_class is not WgmmaMatmulWriter or not operands[0].tf32 or \
+            any(o.a_window is not None or o.open_m for o in operands):
+        return operands, None
+    a = sites[0].kernel_operands().a
+    a_type = ir.MemRefType(a.type)
+    if not (a_type.has_static_shape and row_major(a_type)) or \
+            not all(_same_elements(site.kernel_operands().a, a) for site in sites):
+        return operands, None
+    if not writer_class(operands[0], tile, sites[0].fill is None, sites[0].epilogue).a_registers_cost_a_block(target):
+        return operands, None
+    return [replace(o, a_rounded=True) for o in operands], _tf32_rounded_copy(a, before or sites[0].op)
+
+
+def _same_elements(value: ir.Value, other: ir.Value) -> bool:
+    """Are two memrefs of one type the same elements: reshapes of one buffer (a horizontal group's A)?"""
+    def reshaped_from(v: ir.Value) -> ir.Value:
+        while (owner := defining_op(v)) is not None and owner.name in RESHAPE_OPS:
+            v = owner.operands[0]
+        return v
+    return value == other or (str(value.type) == str(other.type) and reshaped_from(value) == reshaped_from(other))
+
+
+def _tf32_rounded_copy(source: ir.Value, before: ir.Operation) -> ir.Value:
+    """A new buffer holding `source` rounded to tf32 (to nearest), by an
+    elementwise op just before `before` (the generic kernels take it)."""
+    from mlir.dialects import linalg
+    from ..kernels.tf32_rounding import round_to_tf32
+    source_type = ir.MemRefType(source.type)
+    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(source_type.rank))
+    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
+    with ir.InsertionPoint(before), before.location:
+        target = memref.AllocOp(ir.MemRefType.get(source_type.shape, source_type.element_type), [], []).result
+        generic = linalg.GenericOp([], [source], [target], ir.ArrayAttr.get([identity, identity]),
+                                   ir.ArrayAttr.get([parallel] * source_type.rank))
+        body = generic.regions[0].blocks.append(source_type.element_type, source_type.element_type)
+        with ir.InsertionPoint(body):
+            linalg.YieldOp([round_to_tf32(body.arguments[0])])
+    return target
+
+
+def _free_before(buffer: ir.Value | None, op: ir.Operation) -> None:
+    """A dealloc of `buffer` (where there is one) just before `op`: after the kernel built there."""
+    if buffer is not None:
+        with ir.InsertionPoint(op), op.location:
+            memref.DeallocOp(buffer)
 
 
 def _b_rounding(b: ir.Value, matmul: ir.Operation) -> ir.Operation | None:
@@ -818,10 +880,16 @@ def _replace_horizontal(module, sites: list[MatmulSite], operands: list[MatmulOp
     if any(w.workgroup_types() != writers[0].workgroup_types() for w in writers) or not _only_absorbed_between(sites) \
             or _reads_another_result(sites):
         return False
+    operands, rounded_a = _a_rounded_where_it_pays(writer_class, operands, tile, sites, target, sites[-1].op)
+    kernel_operands = [site.kernel_operands() for site in sites]
+    if rounded_a is not None:
+        writers = [writer_class(o, tile, site.fill is None, site.epilogue) for o, site in zip(operands, sites)]
+        kernel_operands = [replace(k, a=rounded_a) for k in kernel_operands]
     for writer in writers:
         writer.path += f" horizontal x{len(writers)}"
     kernel = f"forward_{stem}_{number}"
-    build_horizontal(sites[-1].op, kernel, writers, [site.kernel_operands() for site in sites], reuse)
+    build_horizontal(sites[-1].op, kernel, writers, kernel_operands, reuse)
+    _free_before(rounded_a, sites[-1].op)
     tuned[kernel] = _tuning_note(operands, chosen, arch)
     for site in sites:
         erase_site(site)

@@ -9,7 +9,9 @@ where eager's cuDNN kernels, which round to nearest, give 1.2e-3.
 
 A is the kernels' to round: the tf32 wgmma kernels load A's fragments from
 shared memory into registers and round them on their way to the wgmmas
-(kernels/wgmma_matmul.rounded_tf32_a_fragment), at no pass over A. B is
+(kernels/wgmma_matmul.rounded_tf32_a_fragment), at no pass over A; where
+those registers would cost a kernel a block an SM, gpu-matmul-kernels
+rounds A by a copy instead (WgmmaMatmulWriter.a_registers_cost_a_block). B is
 read by the wgmmas from shared memory, so it is rounded here: an
 elementwise op on B's source, ahead of the views that only move its
 elements (reshapes, zero padding, a transpose the matmul reads directly):
