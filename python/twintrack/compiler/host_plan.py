@@ -507,9 +507,14 @@ def mark_once_steps(steps: list[dict], roots: set[str]) -> list[dict]:
     only once steps touch is freed among them."""
     kept = {s["buffer"] for s in steps if s["op"] == "alloc" and s.get("kept")}
     sources = roots | {s["buffer"] for s in steps if s["op"] == "constant"}
+    touching: dict[str, list[int]] = {}  # each kept buffer's launches and copies, in order
+    for index, step in enumerate(steps):
+        if step["op"] in ("launch", "copy"):
+            for buffer in buffers_touched(step) & kept:
+                touching.setdefault(buffer, []).append(index)
     while True:
         once = {i for i, s in enumerate(steps) if _touches_only(s, sources, kept)}
-        dropped = {buffer for buffer in kept if not _once_first(steps, once, buffer)}
+        dropped = {buffer for buffer in kept if not _once_first(touching.get(buffer, []), once)}
         if not dropped:
             break
         kept -= dropped
@@ -532,11 +537,10 @@ def _touches_only(step: dict, sources: set[str], kept: set[str]) -> bool:
     return bool(used & kept) and used <= sources | kept
 
 
-def _once_first(steps: list[dict], once: set[int], buffer: str) -> bool:
-    """Do once steps touch `buffer`, and all of them before any other step does?"""
-    touching = [i for i, s in enumerate(steps) if s["op"] in ("launch", "copy") and buffer in buffers_touched(s)]
-    first_other = min((i for i in touching if i not in once), default=len(steps))
-    return any(i in once for i in touching) and all(i < first_other for i in touching if i in once)
+def _once_first(touching: list[int], once: set[int]) -> bool:
+    """Do once steps touch the buffer (the steps `touching` it, in order), and all of them before any other does?"""
+    ordered = [i in once for i in touching]  # once or not, step by step
+    return any(ordered) and ordered == sorted(ordered, reverse=True)  # the once steps all come first
 
 
 def extract_plan(module, exported, directory: Path) -> Plan:

@@ -46,9 +46,15 @@ class ParameterPrologue(PythonPass):
     name = "parameter-prologue"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for function in defined_functions(module):
-            if STATE_ARGUMENTS_ATTR in function.attributes:
-                _mark(function, ir.IntegerAttr(function.attributes[STATE_ARGUMENTS_ATTR]).value)
+        for function, state_count in _entries_with_state(module):
+            _mark(function, state_count)
+
+
+def _entries_with_state(module: ir.Operation):
+    """(function, how many leading arguments are state) of each function the frontend marked."""
+    for function in defined_functions(module):
+        if STATE_ARGUMENTS_ATTR in function.attributes:
+            yield function, ir.IntegerAttr(function.attributes[STATE_ARGUMENTS_ATTR]).value
 
 
 def _mark(function: ir.Operation, state_count: int) -> None:
@@ -146,9 +152,8 @@ class StateDestinations(PythonPass):
     name = "state-destinations"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for function in defined_functions(module):
-            if STATE_ARGUMENTS_ATTR in function.attributes:
-                _own_destinations(function, ir.IntegerAttr(function.attributes[STATE_ARGUMENTS_ATTR]).value)
+        for function, state_count in _entries_with_state(module):
+            _own_destinations(function, state_count)
 
 
 def _own_destinations(function: ir.Operation, state_count: int) -> None:
