@@ -154,7 +154,7 @@ def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: lis
 
 
 def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks: bool = True,
-           dynamic: str | list[DynamicDim] | None = None) -> Exported:
+           dynamic: str | list[DynamicDim] | None = None, state_inputs: tuple[int, ...] = ()) -> Exported:
     """The model as it is: in train mode, dropout stays on and batch norm
     updates its running statistics (in place, as eager). Python scalar
     inputs (int, float, bool) are compiled in as constants. `checks`: the
@@ -162,7 +162,10 @@ def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks:
     as in eager; frontend/fx_passes/guards.py). `dynamic`: the input dims
     left open, as `--dynamic` writes them ('x:0=batch[1,64],x:1=seq[1,512]',
     twintrack.dynamic_shapes) or as DynamicDims: one compile then serves
-    every size in range, and a call outside it is refused."""
+    every size in range, and a call outside it is refused. `state_inputs`:
+    the inputs (by position) that hold state, the same tensors call after
+    call (torch.compile's parameters): on the GPU, work on them alone runs
+    once, and again only when they change."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     scalars = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
@@ -171,7 +174,9 @@ def export(model: torch.nn.Module, example_inputs, freeze: bool = False, checks:
             raise UsageError(f"example input {position} is a {type(value).__name__}; "
                              f"inputs are tensors or Python int/float/bool")
     _warn_about_autograd(model, tensors)
-    source = ModelSource(f"<{type(model).__name__}>", model, tensors, scalars)
+    tensor_positions = [i for i in range(len(inputs)) if i not in scalars]
+    state = tuple(tensor_positions.index(i) for i in state_inputs if i in tensor_positions)
+    source = ModelSource(f"<{type(model).__name__}>", model, tensors, scalars, state_inputs=state)
     source.dynamic = dynamic_dims(source, dynamic)
     return Exported(source, export_model(source, freeze=freeze, checks=checks))
 

@@ -37,10 +37,11 @@ class MissOutcome:
     error: str | None = None
 
 
-def record(key: str, gm: torch.fx.GraphModule, example_inputs: list, options, target: str, kind: str) -> None:
+def record(key: str, gm: torch.fx.GraphModule, example_inputs: list, options, target: str, kind: str,
+           state_inputs: tuple[int, ...] = ()) -> None:
     """Keep the missed graph under `key`: its code, and where it pickles,
-    the graph with its inputs' specs, target, kind and options (tf32 as
-    resolved here), so that a machine with MLIR can compile it."""
+    the graph with its inputs' specs (and which hold state), target, kind
+    and options (tf32 as resolved here), so that a machine with MLIR can compile it."""
     from .compiler import compile_cache
     from .dynamo_backend import portable_code
 
@@ -51,6 +52,7 @@ def record(key: str, gm: torch.fx.GraphModule, example_inputs: list, options, ta
         on_this_machine(portable)
         record = {"graph": portable, "target": target, "kind": kind, "torch": torch.__version__,
                   "inputs": [(tuple(x.shape), tuple(x.stride()), x.dtype) for x in example_inputs],
+                  "state_inputs": list(state_inputs),
                   "options": {name: value for name, value in dataclasses.asdict(settings).items()
                               if name not in _RUN_ONLY_OPTIONS},
                   "settings": settings.key_settings(target)}
@@ -98,7 +100,8 @@ def _compile_miss(directory: Path) -> MissOutcome:
     on_this_machine(gm)
     inputs = [torch.empty_strided(shape, stride, dtype=dtype).zero_() for shape, stride, dtype in record["inputs"]]
     try:
-        lowered = GraphCompiler(options, kind)._lower(gm, inputs, f"{kind}_{key[:8]}", target)
+        lowered = GraphCompiler(options, kind)._lower(gm, inputs, f"{kind}_{key[:8]}", target,
+                                                      state_inputs=tuple(record.get("state_inputs", ())))
     except Exception as e:
         return MissOutcome(key, description, time.perf_counter() - start, brief_exception(e, 300))
 

@@ -13,7 +13,7 @@ from .errors import UsageError
 
 # Discardable attributes in the twintrack namespace that more than one layer reads or writes.
 SIZE_BOUNDS_ATTR = "twintrack.arg_size_bounds"  # on a dynamic-shape entry point: each argument's largest size per dim
-STATE_ARGUMENTS_ATTR = "twintrack.state_arguments"  # on the entry: how many leading arguments are the model's state
+STATE_ARGUMENTS_ATTR = "twintrack.state_arguments"  # on the entry: the arguments (by number) that hold the model's state
 KEPT_ROOTS_ATTR = "twintrack.kept_roots"  # on the entry: the state arguments that kept buffers are computed from
 KEPT_ATTR = "twintrack.kept"  # on an allocation: written only by work on the state (parameter-prologue)
 

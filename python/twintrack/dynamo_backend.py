@@ -219,20 +219,32 @@ class GraphCompiler:
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; twintrack works with the graph's real constants.
         with unset_fake_temporarily():
-            run = self._cached_or_compiled(gm, example_inputs, name, target, on_miss)
+            run = self._cached_or_compiled(gm, example_inputs, name, target, on_miss,
+                                           self._state_inputs(example_inputs))
         if run is None:  # a miss for Inductor, which compiles under the fake mode
             warnings.warn(f"twintrack: graph {name} is not in the compile cache: Inductor compiles it", stacklevel=2)
             _STATS.inductor += 1
             return _inductor(gm, example_inputs)
         return make_boxed_func(run)
 
+    def _state_inputs(self, example_inputs: list) -> tuple[int, ...]:
+        """The inputs of a forward or inference graph that hold the model's
+        state (AOTAutograd's static inputs: parameters and buffers, the same
+        tensors call after call): work on them alone runs once."""
+        from torch._guards import TracingContext
+        context = TracingContext.try_get()
+        if self.kind == "backward" or context is None or context.fw_metadata is None:
+            return ()
+        static = context.fw_metadata.static_input_indices or ()
+        return tuple(i for i in static if isinstance(example_inputs[i], torch.Tensor))
+
     def _cached_or_compiled(self, gm: torch.fx.GraphModule, example_inputs: list, name: str, target: str,
-                            on_miss: str):
+                            on_miss: str, state_inputs: tuple[int, ...] = ()):
         """The graph as a callable over its inputs: loaded from the cache,
         compiled (and stored), or run as captured (compile_only, or a graph
         that failed to compile); None where Inductor is to take the miss."""
         from .compiler import compile_cache
-        key = graph_key(gm, example_inputs, self.options.key_settings(target))
+        key = graph_key(gm, example_inputs, f"{self.options.key_settings(target)} state={list(state_inputs)}")
         cached = compile_cache.graph_path(key) if key else None
         if cached is not None:
             _STATS.cache_hits += 1
@@ -240,7 +252,7 @@ class GraphCompiler:
             return gm.forward if self.options.compile_only else _sequence_outputs(_load(cached, target))
         if on_miss in ("error", "inductor") and key:
             from .cache_misses import record
-            record(key, gm, example_inputs, self.options, target, self.kind)
+            record(key, gm, example_inputs, self.options, target, self.kind, state_inputs)
         if on_miss == "error":
             raise GraphCacheMiss(f"graph {name} ({len(gm.graph.nodes)} nodes) is not in the compile cache "
                                  f"({compile_cache.root() / 'graphs'}) under key {key}, and is not compiled here; "
@@ -251,7 +263,7 @@ class GraphCompiler:
         if on_miss == "inductor":
             return None
         try:
-            lowered = self._lower(gm, example_inputs, name, target)
+            lowered = self._lower(gm, example_inputs, name, target, state_inputs=state_inputs)
             if key:
                 compile_cache.store_entry("graphs", key, lambda directory: _store_graph(directory, lowered, gm))
             run = gm.forward if self.options.compile_only else _sequence_outputs(lowered.finished())
@@ -284,14 +296,15 @@ class GraphCompiler:
         return error.with_repro_dir(directory)
 
     def _lower(self, gm: torch.fx.GraphModule | torch.nn.Module, example_inputs: list, name: str, target: str,
-               dynamic: list | None = None):
+               dynamic: list | None = None, state_inputs: tuple[int, ...] = ()):
         """Every stage of the graph's compile for `target` (api.Lowered);
-        `dynamic`: the input dims left open (DynamicDims)."""
+        `dynamic`: the input dims left open (DynamicDims); `state_inputs`:
+        the inputs holding the model's state."""
         from . import api
         module = CapturedGraph(gm) if isinstance(gm, torch.fx.GraphModule) else gm
         with torch.no_grad():
             inputs = [_zeros_like(x) if isinstance(x, torch.Tensor) else x for x in example_inputs]
-            exported = api.export(module, inputs, checks=target == "cpu", dynamic=dynamic)
+            exported = api.export(module, inputs, checks=target == "cpu", dynamic=dynamic, state_inputs=state_inputs)
             lowered = exported.lower_with(self.options.compile_options(target))
         if self.options.dump:
             lowered.save(Path(self.options.dump) / name, with_state=True)

@@ -159,3 +159,43 @@ def test_weights_of_one_shape_keep_a_copy_each(tmp_path):
     assert {names[b] for s in copies for b in buffers_touched(s) if b in names} == {"0.weight", "2.weight"}
     written = [next(b for b in buffers_touched(s) if b not in names) for s in copies]
     assert len(set(written)) == 2
+
+
+class WeightAsInput(torch.nn.Module):
+    """A weight passed in by the caller: an input like any other."""
+
+    def forward(self, x, weight):
+        return x @ weight
+
+
+def _backend_plans(module, inputs, tmp_path) -> list[dict]:
+    """The plans torch.compile(backend="twintrack") writes for the GPU (compiled only: no GPU here)."""
+    torch._dynamo.reset()
+    options = {"target": "gpu", "compile_only": True, "allow_tf32": True, "dump": str(tmp_path / "dump")}
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(module, backend="twintrack", options=options)(*inputs),
+                                   module(*inputs))
+    plans = [json.loads(path.read_text()) for path in sorted((tmp_path / "dump").glob("*/plan.json"))]
+    assert plans and all(validate_plan(plan) == [] for plan in plans)
+    return plans
+
+
+def test_torch_compile_rounds_the_parameters_it_hands_over_once(tmp_path):
+    """torch.compile hands a module's parameters to the backend as graph
+    inputs (AOTAutograd's static inputs): they are state, and their tf32
+    roundings are once steps, as in twintrack.compile's artifact."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128))
+    (plan,) = _backend_plans(module, (torch.randn(256, 128),), tmp_path)
+    state = {f"arg{i}" for i, a in enumerate(plan["arguments"]) if a.get("state")}
+    once = _once_launches(plan)
+    assert len(state) == 4 and len(once) == 2  # two weights and biases; each weight rounded once
+    assert all(b in state for s in once for b in buffers_touched(s) if b.startswith("arg"))
+    every_call = [s for s in plan["steps"] if s["op"] == "launch" and not s.get("once")]
+    assert len(every_call) == 2 and all(s["path"].startswith("wgmma-matmul") for s in every_call)
+
+
+def test_torch_compile_leaves_a_weight_the_caller_passes_every_call(tmp_path):
+    (plan,) = _backend_plans(WeightAsInput(), (torch.randn(256, 128), torch.randn(128, 128)), tmp_path)
+    assert not any(a.get("state") for a in plan["arguments"])
+    assert _once_launches(plan) == []

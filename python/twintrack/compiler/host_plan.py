@@ -155,6 +155,9 @@ class _PlanBuilder:
         self.globals = {op.operation.attributes["sym_name"].value: op.operation
                         for op in module.body.operations if op.operation.name == "memref.global"}
         self.plan = Plan(arguments=[s.stored().to_json() for s in exported.arguments + exported.outputs])
+        for position in exported.state_arguments():  # inputs holding state too: once steps may read them
+            if self.plan.arguments[position]["kind"] == "input":
+                self.plan.arguments[position]["state"] = True
         self.plan.symbols = _symbols(self.plan.arguments)
         self.sizes = SizeArithmetic(self.plan)
         self.buffer_count = 0

@@ -44,6 +44,7 @@ class ModelSource:
     example_inputs: tuple[torch.Tensor, ...]   # the tensor arguments
     scalars: dict[int, object] = field(default_factory=dict)  # position -> a Python scalar argument, baked in
     dynamic: list[DynamicDim] = field(default_factory=list)  # the input dims the compile leaves open
+    state_inputs: tuple[int, ...] = ()  # the tensor inputs (by number) the caller says hold the model's state
 
     def input_names(self) -> list[str]:
         """The tensor inputs' names in the model's forward (inputN where it takes *args)."""
@@ -75,10 +76,18 @@ class ExportedModel:
     calling: CallingConvention
     scalars: dict[int, object] = field(default_factory=dict)
     dynamic: list[DynamicDim] = field(default_factory=list)  # the dims the shapes' expressions name
+    state_inputs: tuple[int, ...] = ()  # inputs holding state (torch.compile's parameters), by number
 
     @property
     def arguments(self) -> list[TensorSpec]:
         return ([] if self.frozen else self.state) + self.inputs
+
+    def state_arguments(self) -> list[int]:
+        """The arguments (by number) holding the model's state: its
+        parameters and buffers (none when frozen), then the inputs the
+        caller named; work on them alone may run once (parameter-prologue)."""
+        leading = len(self.arguments) - len(self.inputs)
+        return list(range(leading)) + [leading + i for i in self.state_inputs]
 
     def fx_text(self) -> str:
         return self.program.graph_module.print_readable(print_output=False)
@@ -97,7 +106,7 @@ class ExportedModel:
         specs = [spec.to_json() for spec in self.state + self.inputs + self.outputs]
         return digest(graph, *traces, *values, str(self.program.graph_signature), repr(self.frozen),
                       json.dumps([specs, sorted(self.scalars.items()), self.calling.to_json(),
-                                  [dim.to_json() for dim in self.dynamic]], default=str))
+                                  [dim.to_json() for dim in self.dynamic], list(self.state_inputs)], default=str))
 
 
 def _tensor_digest(tensor: torch.Tensor) -> str:
@@ -124,7 +133,8 @@ def cast(source: ModelSource, dtype: str) -> ModelSource:
         raise ModelLoadError(f"unsupported --dtype {dtype} (choose from {', '.join(FLOAT_DTYPES)})")
     target = getattr(torch, dtype)
     inputs = tuple(x.to(target) if x.is_floating_point() else x for x in source.example_inputs)
-    return ModelSource(source.spec, source.module.to(target), inputs, dict(source.scalars), list(source.dynamic))
+    return ModelSource(source.spec, source.module.to(target), inputs, dict(source.scalars), list(source.dynamic),
+                       source.state_inputs)
 
 
 def _load(spec: str) -> ModelSource:
@@ -303,6 +313,7 @@ def _export_model(source: ModelSource, freeze: bool, checks: bool) -> ExportedMo
         calling=report.calling,
         scalars=dict(source.scalars),
         dynamic=list(source.dynamic),
+        state_inputs=tuple(source.state_inputs),
     )
 
 
@@ -389,7 +400,7 @@ def import_to_torch_mlir(exported: ExportedModel):
         try:
             importer = FxImporter(context=context)
             importer.import_frozen_program(exported.program, func_name="forward")
-            _mark_state_arguments(importer.module, len(exported.arguments) - len(exported.inputs))
+            _mark_state_arguments(importer.module, exported.state_arguments())
             if exported.dynamic:
                 mark_dynamic_entry(importer.module, exported.arguments, exported.dynamic)
             return importer.module
@@ -398,12 +409,11 @@ def import_to_torch_mlir(exported: ExportedModel):
             raise CompilerError("torch", [f"torch-mlir import failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"]) from e
 
 
-def _mark_state_arguments(module, count: int) -> None:
-    """The entry's leading `count` arguments are the model's state (its
-    parameters and buffers; none when frozen), for parameter-prologue."""
+def _mark_state_arguments(module, arguments: list[int]) -> None:
+    """The entry's arguments that hold the model's state, for parameter-prologue."""
     from torch_mlir import ir
     from ..dialect import STATE_ARGUMENTS_ATTR
     with module.context:
         entry = next(op for op in module.body.operations if op.operation.name == "func.func")
-        entry.operation.attributes[STATE_ARGUMENTS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), count)
+        entry.operation.attributes[STATE_ARGUMENTS_ATTR] = ir.DenseI64ArrayAttr.get(arguments)
 

@@ -317,7 +317,7 @@ def _once_problems(plan: dict, constants: set[str], kept: set[str]) -> list[str]
     once = [(index, step) for index, step in enumerate(plan["steps"]) if step.get("once")]
     if once and not is_static(plan):
         return ["once steps in a plan with symbols: a once step's sizes cannot depend on a call"]
-    state = {f"arg{i}" for i, a in enumerate(plan["arguments"]) if a.get("kind") in STATE_KINDS}
+    state = {f"arg{i}" for i, a in enumerate(plan["arguments"]) if a.get("kind") in STATE_KINDS or a.get("state")}
     problems = []
     for index, step in once:
         where = f"step {index} ({step.get('op')})"

@@ -1,8 +1,8 @@
 // RUN: %stage-parameter-prologue %s | FileCheck %s
 
 // The parameter-prologue stage: an allocation written only by work on the
-// state (the leading twintrack.state_arguments arguments the program never
-// writes) and constants is kept; the entry names the arguments it reads.
+// state (the twintrack.state_arguments arguments the program never writes)
+// and constants is kept; the entry names the arguments it reads.
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d1)>
@@ -21,7 +21,7 @@
 // CHECK:         %[[STAT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x4xf32>
 // CHECK:         %[[OUT:.*]] = memref.alloc() {alignment = 64 : i64} : memref<8x4xf32>
 func.func @weights(%w: memref<4x4xf32>, %bias: memref<4xf32>, %running: memref<4x4xf32>,
-                   %x: memref<8x4xf32>, %y: memref<8x4xf32>) attributes {twintrack.state_arguments = 3 : i64} {
+                   %x: memref<8x4xf32>, %y: memref<8x4xf32>) attributes {twintrack.state_arguments = array<i64: 0, 1, 2>} {
   %zero = arith.constant 0.0 : f32
   %rounded = memref.alloc() {alignment = 64 : i64} : memref<4x4xf32>
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
@@ -61,7 +61,7 @@ func.func @weights(%w: memref<4x4xf32>, %bias: memref<4xf32>, %running: memref<4
 // CHECK-NOT:     twintrack.kept
 // CHECK:         return
 func.func @mixed_dispatch(%w: memref<4xf32>, %x: memref<4xf32>, %y: memref<4xf32>)
-    attributes {twintrack.state_arguments = 1 : i64} {
+    attributes {twintrack.state_arguments = array<i64: 0>} {
   %scaled = memref.alloc() : memref<4xf32>
   linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}
       ins(%w : memref<4xf32>) outs(%scaled : memref<4xf32>) attrs = {twintrack.dispatch = "elementwise_7"} {
@@ -88,6 +88,26 @@ func.func @unmarked(%w: memref<4xf32>, %y: memref<4xf32>) {
   %copy = memref.alloc() : memref<4xf32>
   memref.copy %w, %copy : memref<4xf32> to memref<4xf32>
   memref.copy %copy, %y : memref<4xf32> to memref<4xf32>
+  memref.dealloc %copy : memref<4xf32>
+  return
+}
+
+// State among the inputs (torch.compile hands parameters over as inputs,
+// in any order): the marked argument %w is a root, the input %x is not.
+// CHECK-LABEL: func.func @state_after_an_input
+// CHECK-SAME:    twintrack.kept_roots = array<i64: 1>
+// CHECK:         memref.alloc() {{{.*}}twintrack.kept{{.*}}}
+func.func @state_after_an_input(%x: memref<4xf32>, %w: memref<4xf32>, %y: memref<4xf32>)
+    attributes {twintrack.state_arguments = array<i64: 1>} {
+  %copy = memref.alloc() : memref<4xf32>
+  memref.copy %w, %copy : memref<4xf32> to memref<4xf32>
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]}
+      ins(%copy, %x : memref<4xf32>, memref<4xf32>) outs(%y : memref<4xf32>) attrs = {twintrack.dispatch = "elementwise_8"} {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %sum = arith.addf %a, %b : f32
+    linalg.yield %sum : f32
+  }
   memref.dealloc %copy : memref<4xf32>
   return
 }

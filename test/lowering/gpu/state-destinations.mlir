@@ -16,7 +16,7 @@
 // CHECK-NEXT:    linalg.generic {{.*}} ins(%arg1 : tensor<4x4xf32>) outs(%[[OWN1]] : tensor<4x4xf32>)
 // CHECK:         linalg.generic {{.*}} ins(%arg2 : tensor<4x4xf32>) outs(%[[SHARED]] : tensor<4x4xf32>)
 func.func @weights(%w0: tensor<4x4xf32>, %w1: tensor<4x4xf32>, %x: tensor<4x4xf32>)
-    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) attributes {twintrack.state_arguments = 2 : i64} {
+    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) attributes {twintrack.state_arguments = array<i64: 0, 1>} {
   %empty = tensor.empty() : tensor<4x4xf32>
   %a = linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
       ins(%w0 : tensor<4x4xf32>) outs(%empty : tensor<4x4xf32>) {

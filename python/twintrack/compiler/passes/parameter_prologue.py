@@ -46,22 +46,23 @@ class ParameterPrologue(PythonPass):
     name = "parameter-prologue"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for function, state_count in _entries_with_state(module):
-            _mark(function, state_count)
+        for function, state in _entries_with_state(module):
+            _mark(function, state)
 
 
 def _entries_with_state(module: ir.Operation):
-    """(function, how many leading arguments are state) of each function the frontend marked."""
+    """(function, the numbers of its arguments that hold state) of each function the frontend marked."""
     for function in defined_functions(module):
         if STATE_ARGUMENTS_ATTR in function.attributes:
-            yield function, ir.IntegerAttr(function.attributes[STATE_ARGUMENTS_ATTR]).value
+            yield function, list(ir.DenseI64ArrayAttr(function.attributes[STATE_ARGUMENTS_ATTR]))
 
 
-def _mark(function: ir.Operation, state_count: int) -> None:
+def _mark(function: ir.Operation, state: list[int]) -> None:
     block = function.regions[0].blocks[0]
     units = _units(block)
     written = set().union(*(unit.written for unit in units)) if units else set()
-    roots = [a for a in list(block.arguments)[:state_count] if a not in written]
+    arguments = list(block.arguments)
+    roots = [arguments[i] for i in state if arguments[i] not in written]
     constants = {op.results[0] for op in block.operations if op.operation.name == "memref.get_global"}
     allocations = {op.results[0]: op.operation for op in block.operations
                    if op.operation.name in ("memref.alloc", "memref.alloca") and not list(op.operation.operands)}
@@ -152,13 +153,14 @@ class StateDestinations(PythonPass):
     name = "state-destinations"
 
     def _run(self, module: ir.Operation, pass_) -> None:
-        for function, state_count in _entries_with_state(module):
-            _own_destinations(function, state_count)
+        for function, state in _entries_with_state(module):
+            _own_destinations(function, state)
 
 
-def _own_destinations(function: ir.Operation, state_count: int) -> None:
+def _own_destinations(function: ir.Operation, state: list[int]) -> None:
     block = function.regions[0].blocks[0]
-    from_state = set(list(block.arguments)[:state_count])
+    arguments = list(block.arguments)
+    from_state = {arguments[i] for i in state}
     for op in [op.operation for op in block.operations]:
         if op.name in ("arith.constant", "tensor.empty"):
             from_state.update(op.results)
