@@ -135,3 +135,13 @@ def test_a_stays_in_registers_where_a_block_an_sm_is_not_at_stake(tmp_path):
     (matmul,) = [k for k in kernels if k["path"].startswith("wgmma-matmul")]
     assert "1 warpgroups" in matmul["path"] and "A rounded in registers" in matmul["path"]
     assert [k for k in kernels if not k.get("once") and k is not matmul] == []
+
+
+def test_a_stays_in_registers_where_the_copy_would_cost_more_than_the_block(tmp_path):
+    """ResNet-50's 1x1 convolution 512 -> 128 at 28x28, batch 32: the same
+    128x128 two-warpgroup kernel, but over N = 128 only: copying A's 51 MB
+    would take ~5x the kernel's ideal tf32 time, more than a second block saves."""
+    kernels = _tf32_kernels(torch.nn.Linear(512, 128), torch.randn(32 * 28 * 28, 512), tmp_path)
+    (matmul,) = [k for k in kernels if k["path"].startswith("wgmma-matmul")]
+    assert "2 warpgroups" in matmul["path"] and "A rounded in registers" in matmul["path"]
+    assert [k for k in kernels if not k.get("once") and k is not matmul] == []

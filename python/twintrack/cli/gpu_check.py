@@ -159,15 +159,15 @@ class EagerFigures:
 
 
 def _eager(run: CheckedRun, artifact: ArtifactTrack) -> EagerFigures:
-    """Eager's figures, f32 matmuls as tf32 where the artifact allowed them
+    """Eager's figures, f32 matmuls and convolutions as tf32 where the artifact allowed them
     (a torch.export graph names the device it was traced on in its factory
     ops, and may not run on this one)."""
     from ..harness.checked_run import eager_track
-    from ..harness.numerics import float32_matmuls
+    from ..harness.numerics import float32_as_compiled
 
     try:
         eager = eager_track(run.source, "cuda")
-        with float32_matmuls(artifact.allow_tf32):
+        with float32_as_compiled(artifact.allow_tf32):
             rel_error = run.check(eager, artifact.output_specs, artifact.allow_tf32).rel_error
             milliseconds, peak = _time_and_peak_memory(run, eager)
             kernels_ms = sum(site.median_ms for site in run.profile_kernels(eager, []))

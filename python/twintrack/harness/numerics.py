@@ -35,15 +35,16 @@ class OutputCheck:
 
 
 @contextlib.contextmanager
-def float32_matmuls(allow_tf32: bool):
-    """torch's f32 matmuls as tf32 or exact inside the block (the other
-    tracks, timed against a twintrack artifact, run as it was compiled)."""
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+def float32_as_compiled(allow_tf32: bool):
+    """torch's f32 matmuls and cuDNN's f32 convolutions as tf32 or exact
+    inside the block (the other tracks, timed against a twintrack artifact,
+    run as it was compiled: --allow-tf32 covers convolutions too)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow_tf32
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:

@@ -796,9 +796,28 @@ def _a_rounded_where_it_pays(writer_class, operands: list[MatmulOperands], tile,
     if not (a_type.has_static_shape and row_major(a_type)) or \
             not all(_same_elements(site.kernel_operands().a, a) for site in sites):
         return operands, None
-    if not writer_class(operands[0], tile, sites[0].fill is None, sites[0].epilogue).a_registers_cost_a_block(target):
+    if not writer_class(operands[0], tile, sites[0].fill is None, sites[0].epilogue).a_registers_cost_a_block(target) \
+            or not _rounding_copy_pays(operands, target):
         return operands, None
     return [replace(o, a_rounded=True) for o in operands], _tf32_rounded_copy(a, before or sites[0].op)
+
+
+# A's rounding copy pays where it takes under this many times the kernels'
+# ideal tf32 tensor-core time. The second block an SM it buys saved 2.2-2.5x
+# that time where measured (ViT's QKV projection, N 2304; ResNet-50's 1x1
+# convolutions), but as little as 0.3x where the N tiles are many (a
+# 128x2048 expansion), and a copy of a 100,352 x 128 A cost 5x it (N 128).
+A_COPY_PAYS_BELOW = 1.5
+
+
+def _rounding_copy_pays(operands: list[MatmulOperands], target: GpuTarget) -> bool:
+    """Does copying A (read and written once) take less than
+    A_COPY_PAYS_BELOW times the kernels' ideal tf32 time: in effect, is
+    the N that the copy serves (a horizontal group's, summed) wide enough?"""
+    first = operands[0]
+    copy_seconds = 2 * (first.batch or 1) * first.m * first.k * 4 / target.copy_bandwidth
+    ideal_seconds = sum(2 * (o.batch or 1) * o.m * o.n * o.k for o in operands) / target.peak_flop_rate["tf32"]
+    return copy_seconds < A_COPY_PAYS_BELOW * ideal_seconds
 
 
 def _same_elements(value: ir.Value, other: ir.Value) -> bool:

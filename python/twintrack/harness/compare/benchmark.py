@@ -22,7 +22,7 @@ import torch
 
 from ...runtime.artifact import fast_flop_share
 from ..checked_run import COMPARE_SEED, CheckedRun, use_exact_float32
-from ..numerics import float32_matmuls, tolerance
+from ..numerics import float32_as_compiled, tolerance
 from ..timing import NOISY_FOOTNOTE, NOISY_MARK
 from ..tracks import (EagerTrack, InductorTrack, TrackReport, compare_timing, device_name, timing_summary,
                       twintrack_on)
@@ -152,7 +152,7 @@ def _bench_one(request: BenchRequest, entry: BenchEntry) -> dict:
     row = {"name": entry.name, "model": entry.model, "dtype": entry.dtype,
            "tolerance": tolerance(entry.dtype, entry.allow_tf32), "allow_tf32": entry.allow_tf32,
            "compulsory_bytes": compulsory_bytes(run, entry.dtype)}
-    with float32_matmuls(entry.allow_tf32):
+    with float32_as_compiled(entry.allow_tf32):
         row["eager"] = _figures(EagerTrack().report(run))
         row["inductor"] = {mode: _figures(InductorTrack(None if mode == "default" else mode).report(run))
                            for mode in request.modes}
