@@ -478,3 +478,29 @@ def test_clusters_only_where_the_row_tiles_pair_up_and_b_is_read_k_major(artifac
     assert "clusters" not in kernel["path"] and kernel["grid"] == [gpu_target().sm_count, 1, 1]
     ptx = (outdir / "kernels" / f"{kernel['name']}.ptx").read_text()
     assert "reqnctapercluster" not in ptx and "multicast" not in ptx and "barrier.cluster" not in ptx
+
+
+@needs_ptxas
+def test_a_pingpong_tile_gives_each_consumer_warpgroup_whole_tiles_in_turn(artifact, tmp_path_factory):
+    """With `pingpong = true` (128 x 128) each consumer warpgroup keeps two
+    64-row accumulators and takes every second tile of the block; a buffer
+    is released by the 128 threads of the one warpgroup that read it. The
+    turn is read through a shuffle so that ptxas sees the loop warp-uniform
+    and keeps the wgmmas asynchronous (else C7520)."""
+    lowering = _lowering_with_tiles(
+        tmp_path_factory, "[[tma_wgmma_matmul]]\nbm = 128\nbn = 256\nbk = 64\nwarpgroups = 2\nstages = 4\n",
+        "[[tma_wgmma_matmul]]\nbm = 128\nbn = 128\nbk = 64\nwarpgroups = 2\nstages = 6\npingpong = true\n")
+    outdir = artifact("zoo:mlp?batch=4096&features=1024&hidden=4096&out=1024", "--pipeline", "gpu", "--dtype",
+                      "float16", "--strict-kernels", "--lowering-dir", lowering)
+    kernels = [k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+               if k["path"].startswith("tma-wgmma-matmul")]
+    assert kernels and all("/ping-pong" in k["path"] and k["spills"] == 0 and not k.get("ptxas_notes")
+                           for k in kernels)
+    ptx = (outdir / "kernels" / f"{kernels[0]['name']}.ptx").read_text()
+    assert "shfl.sync.idx.b32" in ptx
+    constants = dict(re.findall(r"mov\.b32\s+(%r\d+), (\d+);", ptx))
+    counts = sorted(int(constants[r]) for r in re.findall(r"mbarrier\.init\.shared\.b64\s+\[[^]]+\], (%r\d+);", ptx))
+    assert counts == [1] * 6 + [128] * 6  # full: the producer's arrival; empty: one warpgroup's threads
+    groups = re.findall(r"wgmma\.fence\.sync\.aligned;(.*?)wgmma\.commit_group\.sync\.aligned;", ptx, re.S)
+    assert groups and all(g.count("wgmma.mma_async.sync.aligned.m64n128k16") == 2 * 4 for g in groups)  # 2 row blocks x 4 of K
+    assert validate_plan(json.loads((outdir / "plan.json").read_text())) == []

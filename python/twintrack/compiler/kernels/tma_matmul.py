@@ -51,6 +51,13 @@ until the next block starts. Here:
   (a buffer is refilled once its store has read it). Stored from registers,
   two elements a store and half of each 32-byte sector, the epilogue took
   about 12% of a 4096³ fp16 GEMM's time with the tensor cores idle.
+- **Ping-pong** (`pingpong`): each consumer warpgroup computes whole
+  tiles, all bm rows (bm / 64 accumulators), the two taking the block's
+  tiles in turn. The producer fills the ring tile after tile, so one
+  warpgroup's K loop runs while the other applies its epilogue and stores:
+  the tensor cores are not idle through an epilogue (a cooperative tile's
+  warpgroups reach theirs together). Each buffer is released by the one
+  warpgroup that read it.
 - **An epilogue operand staged by TMA** (staged_operand; where the tile
   asks, `staged_operand`): a tensor the epilogue reads as C is indexed
   (SwiGLU's `up`, a residual) is copied box by box into those staging
@@ -98,6 +105,18 @@ IM2COL_SM_SHARE = 2 / 3
 IM2COL_TILE = (128, 64)
 
 
+def warp_uniform(w, value: ir.Value) -> ir.Value:
+    """`value` (an index the same across each warp) as lane 0 of the warp
+    has it: ptxas then knows it is warp-uniform. A loop whose bounds it
+    cannot prove so (a warpgroup's turn, from the thread id) is a divergent
+    path, and wgmmas in it are serialized (C7520)."""
+    i32 = ir.IntegerType.get_signless(32)
+    word = arith.index_cast(i32, value)
+    every_lane, first_lane, clamp = (w.constant(c, "i32") for c in (-1, 0, 31))
+    shuffled = nvvm.ShflOp(i32, every_lane, word, first_lane, clamp, nvvm.ShflKind.idx).result
+    return arith.index_cast(ir.IndexType.get(), shuffled)
+
+
 @dataclass(frozen=True)
 class TmaWgmmaTileConfig(WgmmaTileConfig):
     """A wgmma tile, `warpgroups` consumer warpgroups and one producer;
@@ -108,19 +127,22 @@ class TmaWgmmaTileConfig(WgmmaTileConfig):
     tile, sharing B's tile (1: no clusters); `staged_operand`: an epilogue
     operand indexed as C is copied by TMA into the staging buffers
     (staged_operand.py), else read from global memory by each thread
-    (bench/NOTES.md v79d: the LLaMA layer's SwiGLU GEMM 8% faster)."""
+    (bench/NOTES.md v79d: the LLaMA layer's SwiGLU GEMM 8% faster);
+    `pingpong`: each consumer warpgroup computes whole tiles, the two in
+    turn (module docstring)."""
     persistent_blocks: int = 0
     group_rows: int = 16
     tma_stores: bool = True
     cluster_rows: int = 1
     staged_operand: bool = True
+    pingpong: bool = False
 
     @property
     def threads(self) -> int:
         return WARPGROUP * (self.warpgroups + 1)
 
     def label(self) -> str:
-        return f"{super().label()}/TMA producer warpgroup/persistent"
+        return f"{super().label()}/TMA producer warpgroup/persistent" + ("/ping-pong" if self.pingpong else "")
 
 
 def tma_applies(operands, target, arch: str) -> str | None:
@@ -197,6 +219,11 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         self.gathers_a = ops.a_window is not None and not self.im2col  # the producer warpgroup copies A (module docstring)
         if self.im2col:
             self.path = self.path.replace("implicit im2col", "implicit im2col by TMA's im2col mode", 1)
+        self.pingpong = config.pingpong
+        if self.pingpong and (self.a_in_registers or ops.a_window is not None or config.warpgroups != 2):
+            raise ValueError("ping-pong: two consumer warpgroups, A copied by TMA as stored and read from shared "
+                             "memory (not tf32's A in registers)")
+        self.row_blocks = config.bm // WGMMA_M if self.pingpong else 1  # a warpgroup's 64-row accumulators
         self.producer_registers = GATHERING_PRODUCER_REGISTERS if self.gathers_a else PRODUCER_REGISTERS
         self.consumer_threads = WARPGROUP * config.warpgroups
         self.stage_bytes = self.stage_elements * self.element_bytes
@@ -207,7 +234,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self.path += f" clusters of {self.cluster} sharing B"
         blocks = config.persistent_blocks or self.tiles
         self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
-        self.staged = None if self.store_problem or not config.staged_operand else \
+        self.staged = None if self.store_problem or not config.staged_operand or self.pingpong else \
             staged_operand(ops, epilogue, WGMMA_M, self.store_columns)
         if self.staged is not None:
             self.path += " epilogue operand by TMA"
@@ -220,8 +247,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         on the H200 (bench/NOTES.md v69): not yet understood, so refused."""
         size = self.cfg.cluster_rows
         atoms = self.cfg.bn // 8  # 8 rows of 128 bytes
-        return size if (size > 1 and self.b_k_major and not self.gathers_a and self.rows % size == 0
-                        and atoms % size == 0) else 1
+        return size if (size > 1 and self.b_k_major and not self.gathers_a and not self.pingpong
+                        and self.rows % size == 0 and atoms % size == 0) else 1
 
     def grid(self) -> tuple[int, int, int]:
         return (self.blocks, 1, 1)
@@ -270,7 +297,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 if self.cfg.warpgroups > 1:
                     nvvm.SetMaxRegisterOp(consumer_registers(self.cfg.warpgroups, self.producer_registers),
                                           nvvm.SetMaxRegisterAction.increase)
-                self._tiles(self._consume)
+                self._tiles(self._consume, self._turn())
                 self.drain_stores()
             with producer():
                 if self.cfg.warpgroups > 1:
@@ -296,19 +323,43 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if self.cluster > 1:
             peers = ClusterPeers(self.cluster, arith.cmpi(arith.CmpIPredicate.eq, w.rem(self.tid, WARP_THREADS),
                                                           w.index(0)))
-        self.ring_barriers = BarrierRing.initialized(w, first, self.cfg.stages, self.tid, self.consumer_threads,
+        releases = WARPGROUP if self.pingpong else self.consumer_threads  # the threads that read a buffer
+        self.ring_barriers = BarrierRing.initialized(w, first, self.cfg.stages, self.tid, releases,
                                                      1 + (WARPGROUP if self.gathers_a else 0), peers)
 
-    def _tiles(self, body) -> None:
+    def _turn(self) -> tuple[ir.Value, int] | None:
+        """Ping-pong: (this consumer warpgroup's turn, the turns): it takes
+        every second of the block's tiles. None: every consumer takes every tile."""
+        if not self.pingpong:
+            return None
+        return warp_uniform(self.w, self.w.div(self.tid, WARPGROUP)), self.cfg.warpgroups
+
+    def _first_row_block(self) -> ir.Value:
+        """Ping-pong: a warpgroup computes every row block of its tiles, from the first."""
+        return self.w.index(0) if self.pingpong else super()._first_row_block()
+
+    def _warp_first_row(self, row_block: int = 0) -> ir.Value:
+        """Ping-pong: warp v of either warpgroup holds rows 16v.. of each row block."""
+        if not self.pingpong:
+            return super()._warp_first_row(row_block)
+        w = self.w
+        return w.add(self._row_block_start(row_block), w.mul(w.rem(w.div(self.tid, 32), WARPGROUP // 32), 16))
+
+    def _tiles(self, body, turn: tuple[ir.Value, int] | None = None) -> None:
         """`body(first_step)` for each tile of this block, with the tile's
         block ids bound (block_n, block_m, batch, m0, n0) and `first_step`
         its first K step counted over the block's tiles. A cluster walks
-        units of `cluster` row tiles, each block its rank's tile of each."""
+        units of `cluster` row tiles, each block its rank's tile of each.
+        `turn` (this thread's turn, the turns): only the block's tiles of
+        that turn (ping-pong), the steps still counted over all of them."""
         w, size = self.w, self.cluster
         block = self.block_n  # the launch's block_x: the persistent grid (and its clusters) 1-D
         first, units, clusters = w.div(block, size), self.tiles // size, self.blocks // size
-        with w.loop(first, units, clusters) as tiles:
-            w.mean_trips(tiles.op, units / clusters)
+        start, stride = first, clusters
+        if turn is not None:
+            start, stride = w.add(first, w.mul(turn[0], clusters)), clusters * turn[1]
+        with w.loop(start, units, stride) as tiles:
+            w.mean_trips(tiles.op, units / stride)
             if size > 1:  # kernel-occupancy makes it the kernel's cluster shape
                 tiles.op.attributes[CLUSTER_BLOCKS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), size)
             unit = tiles.induction
@@ -422,40 +473,56 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                     self._load_operand(w.div(self.tid, WARPGROUP), part)
         if self.a_in_registers:
             step = functools.partial(self._consumer_step, first_step)
-            acc = self._a_in_registers_loop(self._initial_accumulators(), step)
+            accumulators = [self._a_in_registers_loop(self._initial_accumulators(), step)]
         else:
-            acc = self._initial_accumulators()
-            with w.loop(0, self.k_steps, 1, [acc]) as steps:
+            initial = [self._initial_accumulators(row_block) for row_block in range(self.row_blocks)]
+            with w.loop(0, self.k_steps, 1, initial) as steps:
                 self._mark_k_loop(steps.op)
-                updated, _ = self._consumer_step(first_step, steps.induction, steps.carried[0], None)
-                steps.yield_([updated])
-            acc = steps.results[0]
+                updated = self._consumer_step_rows(first_step, steps.induction, list(steps.carried))
+                steps.yield_(updated)
+            accumulators = list(steps.results)
             nvvm.WgmmaWaitGroupSyncOp(0)
         self.ring_barriers.release(w.add(first_step, self.k_steps - 1))
-        self._store(acc)
+        self._store(accumulators)
+
+    def _consumer_step_rows(self, first_step: ir.Value, index: ir.Value,
+                            accumulators: list[ir.Value]) -> list[ir.Value]:
+        """K step `index` of the tile whose first is `first_step` (counted
+        over the block's tiles), A read from the ring: wait for its stage,
+        issue the wgmmas of each of this warpgroup's row blocks as one
+        group, wait for the step before's and release its stage. The accumulators."""
+        step, stage = self._await_step(first_step, index)
+        descriptors = [self._stage_descriptors(stage, row_block) for row_block in range(len(accumulators))]
+        nvvm.WgmmaFenceAlignedOp()
+        accumulators = [self._wgmmas(d, acc) for d, acc in zip(descriptors, accumulators)]
+        nvvm.WgmmaGroupSyncAlignedOp()
+        nvvm.WgmmaWaitGroupSyncOp(1)
+        self._release_step_before(step, index)
+        return accumulators
 
     def _consumer_step(self, first_step: ir.Value, index: ir.Value, acc: ir.Value,
                        in_flight: list[ir.Value] | None) -> tuple[ir.Value, list[ir.Value]]:
-        """K step `index` of the tile whose first is `first_step` (counted
-        over the block's tiles): wait for its stage, issue its wgmmas, then
-        wait for the step before's (whose A registers are `in_flight`, where
-        A is in registers) and release its stage. The accumulators and this
-        step's A registers (none where the wgmmas read A from the ring)."""
-        w, ring = self.w, self.ring_barriers
-        step = w.add(first_step, index)
-        stage = ring.wait_full(step)
+        """As `_consumer_step_rows`, tf32's A in registers: the step before's
+        wgmmas read the registers `in_flight`. The accumulators and this step's A registers."""
+        step, stage = self._await_step(first_step, index)
+        acc, registers = self._multiply_a_in_registers(stage, acc)
+        wgmma_wait(self.w, 1, [], in_flight or [])
+        self._release_step_before(step, index)
+        return acc, registers
+
+    def _await_step(self, first_step: ir.Value, index: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(step, its ring stage) of K step `index`, once its copies have landed."""
+        step = self.w.add(first_step, index)
+        stage = self.ring_barriers.wait_full(step)
         if self.gathers_a:  # cp.async wrote A through the generic proxy; the wgmmas read through the async one
             nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
-        if self.a_in_registers:
-            acc, registers = self._multiply_a_in_registers(stage, acc)
-            wgmma_wait(w, 1, [], in_flight or [])
-        else:
-            acc, registers = self._multiply(stage, acc), []
-            nvvm.WgmmaWaitGroupSyncOp(1)
-        # The wgmmas of the step before have finished reading their buffer.
+        return step, stage
+
+    def _release_step_before(self, step: ir.Value, index: ir.Value) -> None:
+        """The wgmmas of the step before `step` have finished reading their buffer (none before the first)."""
+        w = self.w
         with w.only_if(arith.cmpi(arith.CmpIPredicate.ugt, index, w.index(0))):
-            ring.release(w.sub(step, 1))
-        return acc, registers
+            self.ring_barriers.release(w.sub(step, 1))
 
     def _mark_k_loop(self, loop: ir.Operation) -> None:
         super()._mark_k_loop(loop)

@@ -414,7 +414,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         results = self._k_loop(self._initial_accumulators())
         nvvm.WgmmaWaitGroupSyncOp(0)
         nvvm.CpAsyncWaitGroupOp(0)  # the last, empty copies
-        self._store(results)
+        self._store([results])
         self.drain_stores()
 
     # ------------------------------------------------------------ shared memory
@@ -425,9 +425,8 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         shared = AlignedSharedMemory.take(w)
         self.ring = shared.view(w, 0, [self.cfg.stages * self.stage_elements], self.ops.in_element)
         aligned = self.ring_address = shared.address
-        # Warpgroup g reads A's rows 64g..: 64 rows of 128 bytes further.
-        warpgroup = w.div(self.tid, WARPGROUP)
-        a_start = w.add(aligned, w.mul(warpgroup, WGMMA_M * SWIZZLE_BYTES))
+        # Warpgroup g reads A's rows from its first row block's: 64g, 64 rows of 128 bytes each further.
+        a_start = w.add(aligned, w.mul(self._first_row_block(), WGMMA_M * SWIZZLE_BYTES))
         b_start = w.add(aligned, w.index(self.a_elements * self.element_bytes))
         # K-major: the leading offset is unused with a swizzle (the K of one
         # wgmma stays in a row); the stride is from one 8-row atom to the next.
@@ -594,7 +593,7 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         loaded from it and rounded (`rounded_tf32_a_fragment`), committed as
         one group; the accumulators and A's registers, four a wgmma."""
         w, cfg = self.w, self.cfg
-        tile = w.add(w.mul(stage, self.stage_elements), w.mul(w.div(self.tid, WARPGROUP), WGMMA_M * cfg.bk))
+        tile = w.add(w.mul(stage, self.stage_elements), w.mul(self._first_row_block(), WGMMA_M * cfg.bk))
         registers = [r for kk in range(0, cfg.bk, self.wgmma_k)
                      for r in rounded_tf32_a_fragment(w, self.ring, tile, kk)]
         b_base = descriptor_at_stage(w, self.b_descriptor, stage, self.stage_elements * self.element_bytes)
@@ -607,35 +606,67 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
 
     def _multiply(self, stage: ir.Value, acc: ir.Value) -> ir.Value:
         """This warpgroup's wgmmas on ring stage `stage`, committed as one group."""
-        w, cfg, wgmma_k = self.w, self.cfg, self.wgmma_k
+        descriptors = self._stage_descriptors(stage)
+        nvvm.WgmmaFenceAlignedOp()
+        acc = self._wgmmas(descriptors, acc)
+        nvvm.WgmmaGroupSyncAlignedOp()
+        return acc
+
+    def _stage_descriptors(self, stage: ir.Value, row_block: int = 0) -> tuple[ir.Value, ir.Value]:
+        """The descriptors of A's rows of this warpgroup's row block
+        `row_block` (64 rows further each) and of B, in ring stage `stage`."""
+        w = self.w
         stage_bytes = self.stage_elements * self.element_bytes
-        a_base = descriptor_at_stage(w, self.a_descriptor, stage, stage_bytes)
-        b_base = descriptor_at_stage(w, self.b_descriptor, stage, stage_bytes)
+        a_base = advance_descriptor(w, descriptor_at_stage(w, self.a_descriptor, stage, stage_bytes),
+                                    row_block * WGMMA_M * SWIZZLE_BYTES)
+        return a_base, descriptor_at_stage(w, self.b_descriptor, stage, stage_bytes)
+
+    def _wgmmas(self, descriptors: tuple[ir.Value, ir.Value], acc: ir.Value) -> ir.Value:
+        """The wgmmas of one K step into `acc`, A and B through `descriptors`
+        (`_stage_descriptors`); neither fenced nor committed."""
+        w, cfg, wgmma_k = self.w, self.cfg, self.wgmma_k
+        a_base, b_base = descriptors
         # B N-major reads K rows: 16 of K is two atoms further (wgmma transposes it).
         b_layout, b_step = (nvvm.MMALayout.col, WGMMA_K_BYTES) if self.b_k_major \
             else (nvvm.MMALayout.row, wgmma_k * SWIZZLE_BYTES)
         operand_type = getattr(nvvm.WGMMATypes, self.mma_type)
-        nvvm.WgmmaFenceAlignedOp()
         for kk in range(0, cfg.bk, wgmma_k):
             # Along K inside a swizzled row the start address moves by
             # 32 bytes; the hardware swizzles the address it computes.
-            a = advance_descriptor(self.w, a_base, kk * self.element_bytes)
-            b = advance_descriptor(self.w, b_base, kk // wgmma_k * b_step)
+            a = advance_descriptor(w, a_base, kk * self.element_bytes)
+            b = advance_descriptor(w, b_base, kk // wgmma_k * b_step)
             acc = nvvm.WgmmaMmaAsyncOp(self.acc_type(), acc, a, b, mma_shape(WGMMA_M, cfg.bn, wgmma_k),
                                        operand_type, operand_type, nvvm.WGMMATypes.f32, nvvm.WGMMAScaleOut.one,
                                        nvvm.WGMMAScaleIn.one, nvvm.WGMMAScaleIn.one, nvvm.MMALayout.row,
                                        b_layout).result
-        nvvm.WgmmaGroupSyncAlignedOp()
         return acc
 
     # ------------------------------------------------------------ accumulators
-    def _positions(self) -> list[tuple[int, ir.Value, ir.Value]]:
-        """(first register, row, col) of each pair of accumulators. wgmma's
-        m64nN fragment is mma.sync's m16n8 one per warp (rows 16w.. of the
-        warpgroup's 64), repeated every 8 columns: registers 4j, 4j+1 at row
-        lane/4, columns 8j + 2(lane%4) and the next; 4j+2, 4j+3 at row + 8."""
+    def _first_row_block(self) -> ir.Value:
+        """The tile's first 64-row block this warpgroup computes: warpgroup g's is g."""
+        return self.w.div(self.tid, WARPGROUP)
+
+    def _row_block_start(self, row_block: int = 0) -> ir.Value:
+        """C's first row of this warpgroup's row block `row_block` (counted from its first)."""
         w = self.w
-        warp_row = w.add(self.m0, w.mul(w.div(self.tid, 32), 16))  # warpgroup g's warp v: rows 64g + 16v..
+        first = w.add(self.m0, w.mul(self._first_row_block(), WGMMA_M))
+        return w.add(first, w.index(row_block * WGMMA_M)) if row_block else first
+
+    def _warp_first_row(self, row_block: int = 0) -> ir.Value:
+        """C's first of the 16 rows this warp holds of row block `row_block`:
+        warpgroup g's warp v, 64g + 16v (a block's warps in order)."""
+        w = self.w
+        first = w.add(self.m0, w.mul(w.div(self.tid, 32), 16))
+        return w.add(first, w.index(row_block * WGMMA_M)) if row_block else first
+
+    def _positions(self, row_block: int = 0) -> list[tuple[int, ir.Value, ir.Value]]:
+        """(first register, row, col) of each pair of accumulators of row
+        block `row_block`. wgmma's m64nN fragment is mma.sync's m16n8 one per
+        warp (rows 16w.. of the block's 64), repeated every 8 columns:
+        registers 4j, 4j+1 at row lane/4, columns 8j + 2(lane%4) and the
+        next; 4j+2, 4j+3 at row + 8."""
+        w = self.w
+        warp_row = self._warp_first_row(row_block)
         lane_row, lane_col = accumulator_position(w, w.rem(self.tid, 32))
         row = w.add(warp_row, lane_row)
         positions = []
@@ -644,23 +675,25 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
             positions += [(4 * j, row, col), (4 * j + 2, w.add(row, w.index(8)), col)]
         return positions
 
-    def _initial_accumulators(self) -> ir.Value:
+    def _initial_accumulators(self, row_block: int = 0) -> ir.Value:
         acc = llvm.mlir_zero(self.acc_type())
         if not self.accumulate:
             return acc
-        for register, row, col in self._positions():
+        for register, row, col in self._positions(row_block):
             pair = self.load_results(2, row, col)
             for lane in range(2):
                 acc = llvm.insertvalue(acc, self.w.lane(pair, lane), [register + lane])
         return acc
 
-    def _store(self, acc: ir.Value) -> None:
-        """The tile's results: through staging buffers and TMA stores where C
-        takes them (`_staged_store`), else from registers, two a store."""
+    def _store(self, accumulators: list[ir.Value]) -> None:
+        """The tile's results, the accumulators of each of this warpgroup's
+        row blocks: through staging buffers and TMA stores where C takes
+        them (`_staged_store`), else from registers, two a store."""
         if self.store_problem is None:
-            self._staged_store(acc)
+            self._staged_store(accumulators)
             return
-        self.store_all(self._results(self._positions(), acc))
+        for row_block, acc in enumerate(accumulators):
+            self.store_all(self._results(self._positions(row_block), acc))
 
     def _results(self, positions, acc: ir.Value) -> list[tuple]:
         """store_all's (pair of accumulators, 2, row, col) of these positions."""
@@ -672,34 +705,35 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         return results
 
     # ------------------------------------------------------------ TMA stores
-    def _staged_store(self, acc: ir.Value) -> None:
-        """Each warpgroup writes its 64 rows of results, the epilogue
-        applied, 128 bytes of columns at a time into one of its two staging
-        buffers (in the 128-byte swizzle C's tensor map stores), and one of
-        its threads stores the buffer with one TMA instruction; the
-        warpgroup fills the other buffer meanwhile, and refills one once its
-        store has read it. Full 32-byte sectors, no masks at ragged edges
-        (TMA drops what is past them)."""
+    def _staged_store(self, accumulators: list[ir.Value]) -> None:
+        """Each warpgroup writes each of its row blocks' 64 rows of results,
+        the epilogue applied, 128 bytes of columns at a time (a part) into
+        one of its two staging buffers (in the 128-byte swizzle C's tensor
+        map stores), and one of its threads stores the buffer with one TMA
+        instruction; the warpgroup fills the other buffer meanwhile, and
+        refills one once its store has read it. Full 32-byte sectors, no
+        masks at ragged edges (TMA drops what is past them)."""
         w = self.w
         warpgroup = w.div(self.tid, WARPGROUP)
-        box_row = w.add(self.m0, w.mul(warpgroup, WGMMA_M))
-        positions = self._positions()
-        per_buffer = len(positions) * self.store_columns // self.cfg.bn
         self._before_staging()
-        for part in range(self.parts):
-            self._staging = self._staging_buffer(warpgroup, part)
-            self._box = (box_row, w.add(self.n0, part * self.store_columns))
-            self._claim_staging(warpgroup, part)
-            self.store_all(self._results(positions[part * per_buffer:(part + 1) * per_buffer], acc))
-            nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
-            self._warpgroup_barrier(warpgroup)
-            with w.only_if(self._storing_thread()):
-                i32 = ir.IntegerType.get_signless(32)
-                coordinates = self.stored.coordinates(w, self.at(*self._box))
-                nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(self.c_map, shared_pointer(w, self._staging),
-                                                          [arith.index_cast(i32, c) for c in coordinates])
-                nvvm.CpAsyncBulkCommitGroupOp()
-                self._after_store(warpgroup, part)
+        for row_block, acc in enumerate(accumulators):
+            positions = self._positions(row_block)
+            per_buffer = len(positions) * self.store_columns // self.cfg.bn
+            for column_part in range(self.parts):
+                part = row_block * self.parts + column_part  # counted over the row blocks: buffers alternate
+                self._staging = self._staging_buffer(warpgroup, part)
+                self._box = (self._row_block_start(row_block), w.add(self.n0, column_part * self.store_columns))
+                self._claim_staging(warpgroup, part)
+                self.store_all(self._results(positions[column_part * per_buffer:(column_part + 1) * per_buffer], acc))
+                nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
+                self._warpgroup_barrier(warpgroup)
+                with w.only_if(self._storing_thread()):
+                    i32 = ir.IntegerType.get_signless(32)
+                    coordinates = self.stored.coordinates(w, self.at(*self._box))
+                    nvvm.CpAsyncBulkTensorSharedCTAToGlobalOp(self.c_map, shared_pointer(w, self._staging),
+                                                              [arith.index_cast(i32, c) for c in coordinates])
+                    nvvm.CpAsyncBulkCommitGroupOp()
+                    self._after_store(warpgroup, part)
         self._staging = None
 
     def _staging_buffer(self, warpgroup: ir.Value, part: int) -> ir.Value:
