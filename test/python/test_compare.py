@@ -246,3 +246,18 @@ def test_the_inductor_cache_a_process_makes_goes_with_it():
     code = "from twintrack.harness.inductor.capture import _process_cache_dir; print(_process_cache_dir())"
     made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert os.path.basename(made).startswith("twintrack-inductor-") and not os.path.exists(made)
+
+
+@pytest.mark.parametrize("allow_tf32", [False, True])
+def test_float32_as_compiled_sets_matmuls_and_convolutions_even_with_frozen_flags(monkeypatch, allow_tf32):
+    """A row compiled with --allow-tf32 times every track's f32 matmuls and
+    convolutions as tf32 (exact otherwise), also once a compile has frozen
+    torch's global backend flags; both are restored after."""
+    from twintrack.harness.numerics import float32_as_compiled
+    # disable_global_flags(), undone after (the flag lives in the functions' globals, not the module's attributes)
+    monkeypatch.setitem(torch.backends.flags_frozen.__globals__, "__allow_nonbracketed_mutation_flag", False)
+    assert torch.backends.flags_frozen()
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    with float32_as_compiled(allow_tf32):
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (allow_tf32, allow_tf32)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before

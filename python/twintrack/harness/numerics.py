@@ -39,12 +39,16 @@ def float32_as_compiled(allow_tf32: bool):
     """torch's f32 matmuls and cuDNN's f32 convolutions as tf32 or exact
     inside the block (the other tracks, timed against a twintrack artifact,
     run as it was compiled: --allow-tf32 covers convolutions too)."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow_tf32
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    # cuDNN's setter, not its attribute: torch refuses `cudnn.allow_tf32 = ...`
+    # once a compile has frozen the global flags (disable_global_flags).
+    saved_cudnn = torch.backends.cudnn.set_flags(_allow_tf32=allow_tf32, _fp32_precision=None)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        torch.backends.cuda.matmul.allow_tf32 = saved
+        torch.backends.cudnn.set_flags(_allow_tf32=saved_cudnn[4], _fp32_precision=None)
 
 
 def relative_error(actual: torch.Tensor, reference: torch.Tensor) -> float:
