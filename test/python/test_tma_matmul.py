@@ -480,6 +480,13 @@ def test_clusters_only_where_the_row_tiles_pair_up_and_b_is_read_k_major(artifac
     assert "reqnctapercluster" not in ptx and "multicast" not in ptx and "barrier.cluster" not in ptx
 
 
+def _pingpong_lowering(tmp_path_factory) -> Path:
+    """The lowering recipes with the widest TMA tile replaced by a 128 x 128 ping-pong one."""
+    return _lowering_with_tiles(
+        tmp_path_factory, "[[tma_wgmma_matmul]]\nbm = 128\nbn = 256\nbk = 64\nwarpgroups = 2\nstages = 4\n",
+        "[[tma_wgmma_matmul]]\nbm = 128\nbn = 128\nbk = 64\nwarpgroups = 2\nstages = 6\npingpong = true\n")
+
+
 @needs_ptxas
 def test_a_pingpong_tile_gives_each_consumer_warpgroup_whole_tiles_in_turn(artifact, tmp_path_factory):
     """With `pingpong = true` (128 x 128) each consumer warpgroup keeps two
@@ -487,11 +494,8 @@ def test_a_pingpong_tile_gives_each_consumer_warpgroup_whole_tiles_in_turn(artif
     is released by the 128 threads of the one warpgroup that read it. The
     turn is read through a shuffle so that ptxas sees the loop warp-uniform
     and keeps the wgmmas asynchronous (else C7520)."""
-    lowering = _lowering_with_tiles(
-        tmp_path_factory, "[[tma_wgmma_matmul]]\nbm = 128\nbn = 256\nbk = 64\nwarpgroups = 2\nstages = 4\n",
-        "[[tma_wgmma_matmul]]\nbm = 128\nbn = 128\nbk = 64\nwarpgroups = 2\nstages = 6\npingpong = true\n")
     outdir = artifact("zoo:mlp?batch=4096&features=1024&hidden=4096&out=1024", "--pipeline", "gpu", "--dtype",
-                      "float16", "--strict-kernels", "--lowering-dir", lowering)
+                      "float16", "--strict-kernels", "--lowering-dir", _pingpong_lowering(tmp_path_factory))
     kernels = [k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
                if k["path"].startswith("tma-wgmma-matmul")]
     assert kernels and all("/ping-pong" in k["path"] and k["spills"] == 0 and not k.get("ptxas_notes")
@@ -504,3 +508,27 @@ def test_a_pingpong_tile_gives_each_consumer_warpgroup_whole_tiles_in_turn(artif
     groups = re.findall(r"wgmma\.fence\.sync\.aligned;(.*?)wgmma\.commit_group\.sync\.aligned;", ptx, re.S)
     assert groups and all(g.count("wgmma.mma_async.sync.aligned.m64n128k16") == 2 * 4 for g in groups)  # 2 row blocks x 4 of K
     assert validate_plan(json.loads((outdir / "plan.json").read_text())) == []
+
+
+@needs_ptxas
+def test_a_pingpong_swiglu_gemm_stages_its_other_projection_for_both_row_blocks(artifact, tmp_path_factory):
+    """Ping-pong with an epilogue operand staged by TMA: a warpgroup's tile
+    is two row blocks of boxes, each loaded into the staging buffers
+    before its results are written over it; ptxas keeps the wgmmas async."""
+    outdir = artifact("test/python/projection_blocks.py:gated_mlp?batch=2&seq=2048&dim=512&hidden=2304",
+                      "--pipeline", "gpu", "--dtype", "float16", "--strict-kernels", "--lowering-dir",
+                      _pingpong_lowering(tmp_path_factory))
+    kernels = [k for k in json.loads((outdir / "manifest.json").read_text())["kernels"]
+               if "/ping-pong" in k["path"]]
+    staged = [k for k in kernels if k["path"].endswith("epilogue operand by TMA")]
+    assert len(staged) == 1 and all(k["spills"] == 0 and not k.get("ptxas_notes") for k in kernels)
+    ptx = (outdir / "kernels" / f"{staged[0]['name']}.ptx").read_text()
+    # Copies by tensor map: the producer's A and B (8 K steps, unrolled); the
+    # operand's 2 row blocks x 2 boxes of 64 columns (its first two, then one after each of two stores).
+    maps = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier\S* \[%\w+\], \[(%\w+),", ptx)
+    assert sorted(Counter(maps).values()) == [4, 8, 8]
+    plan = json.loads((outdir / "plan.json").read_text())
+    assert validate_plan(plan) == []
+    launch = next(s for s in plan["steps"] if s["op"] == "launch" and s["module"] == staged[0]["name"])
+    boxes = sorted(a["tensor_map"]["box"] for a in launch["args"] if "tensor_map" in a)
+    assert boxes == [[64, 64], [64, 64], [128, 64], [128, 64]]  # C's and the operand's; A's, B's

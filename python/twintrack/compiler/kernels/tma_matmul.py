@@ -234,8 +234,9 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             self.path += f" clusters of {self.cluster} sharing B"
         blocks = config.persistent_blocks or self.tiles
         self.blocks = min(self.tiles, blocks) // self.cluster * self.cluster
-        self.staged = None if self.store_problem or not config.staged_operand or self.pingpong else \
+        self.staged = None if self.store_problem or not config.staged_operand else \
             staged_operand(ops, epilogue, WGMMA_M, self.store_columns)
+        self.tile_parts = self.row_blocks * self.parts  # the boxes a warpgroup stores a tile
         if self.staged is not None:
             self.path += " epilogue operand by TMA"
 
@@ -465,11 +466,12 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     # ------------------------------------------------------------ consumers
     def _consume(self, first_step: ir.Value) -> None:
         w = self.w
-        self.tile_ordinal = w.div(first_step, self.k_steps)  # this block's how-manieth tile
+        # this warpgroup's how-manieth tile (ping-pong: every second of the block's)
+        self.tile_ordinal = w.div(first_step, self.k_steps * (self.cfg.warpgroups if self.pingpong else 1))
         if self.staged is not None:
             with w.only_if(self._storing_thread()):
                 nvvm.CpAsyncBulkWaitGroupOp(0, read=True)  # the tile before's stores have read their buffers
-                for part in range(min(STORE_BUFFERS, self.parts)):
+                for part in range(min(STORE_BUFFERS, self.tile_parts)):
                     self._load_operand(w.div(self.tid, WARPGROUP), part)
         if self.a_in_registers:
             step = functools.partial(self._consumer_step, first_step)
@@ -532,13 +534,15 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
 
     # ------------------------------------------------------------ the staged epilogue operand
     def _load_operand(self, warpgroup: ir.Value, part: int) -> None:
-        """The storing thread copies part `part` of the epilogue operand's
-        box of `warpgroup`'s rows into the part's staging buffer (free)."""
+        """The storing thread copies part `part` (counted over the tile's row
+        blocks, as `_staged_store` stores them) of the epilogue operand's box
+        of `warpgroup`'s rows into the part's staging buffer (free)."""
         w = self.w
         barrier = self.operand_barriers.of(warpgroup, part % STORE_BUFFERS)
         arrive_expecting(w, barrier, WGMMA_M * SWIZZLE_BYTES)
-        row = w.add(self.m0, w.mul(warpgroup, WGMMA_M))
-        coordinates = self.staged.layout.coordinates(w, self.at(row, w.add(self.n0, part * self.store_columns)))
+        row_block, column_part = divmod(part, self.parts)
+        column = w.add(self.n0, column_part * self.store_columns)
+        coordinates = self.staged.layout.coordinates(w, self.at(self._row_block_start(row_block), column))
         tma_load(w, self.operand_map, self._staging_buffer(warpgroup, part), coordinates, barrier)
 
     def _claim_staging(self, warpgroup: ir.Value, part: int) -> None:
@@ -550,7 +554,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             super()._claim_staging(warpgroup, part)
             return
         buffer = part % STORE_BUFFERS
-        uses = len(range(buffer, self.parts, STORE_BUFFERS))
+        uses = len(range(buffer, self.tile_parts, STORE_BUFFERS))
         with self.w.only_if(self._storing_thread()):
             self.operand_barriers.wait(self.operand_barriers.of(warpgroup, buffer), self.tile_ordinal, uses,
                                        part // STORE_BUFFERS)
@@ -558,7 +562,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
 
     def _after_store(self, warpgroup: ir.Value, part: int) -> None:
         """With a staged operand: the part two on is copied into this buffer once its store has read it."""
-        if self.staged is not None and part + STORE_BUFFERS < self.parts:
+        if self.staged is not None and part + STORE_BUFFERS < self.tile_parts:
             nvvm.CpAsyncBulkWaitGroupOp(0, read=True)
             self._load_operand(warpgroup, part + STORE_BUFFERS)
 
