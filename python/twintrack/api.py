@@ -69,11 +69,13 @@ class Lowered:
     def as_text(self, stage: str | None = None) -> str:
         return self.compilation.text(stage)
 
-    def save(self, outdir: str | Path, with_state: bool = False) -> dict:
+    def save(self, outdir: str | Path, with_state: bool = False, stages: bool = True) -> dict:
         """Write this compile's artifact; `with_state`: with the model's
-        parameters and buffers (state.pt), so that it runs on the inputs alone."""
+        parameters and buffers (state.pt), so that it runs on the inputs
+        alone; `stages`: with the IR after every stage (stages/), which
+        nothing that runs the artifact reads (a cache leaves it out)."""
         return _save_artifact(Path(outdir), self.compilation, self.exported.source.spec,
-                              self.exported.state() if with_state else [])
+                              self.exported.state() if with_state else [], stages)
 
     def finished(self) -> "Compiled":
         """The callable of a compilation that ran every stage (`Exported.lower_with`), without a copy."""
@@ -113,7 +115,7 @@ class Compiled:
         from .compiler.artifact_writer import write_artifact
         from .runtime import GpuExecutable
         self._artifact = tempfile.TemporaryDirectory(prefix="twintrack-gpu-")  # removed with this object
-        write_artifact(Path(self._artifact.name), self.compilation, self.exported.source.spec)
+        write_artifact(Path(self._artifact.name), self.compilation, self.exported.source.spec, stages=False)
         return GpuExecutable(self._artifact.name)
 
     def as_text(self) -> str:
@@ -143,12 +145,12 @@ class Compiled:
         return model.calling.call(self._executable, arguments, self._taken_state)
 
 
-def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: list) -> dict:
+def _save_artifact(outdir: Path, compilation: Compilation, spec: str, state: list, stages: bool = True) -> dict:
     """The artifact directory, whole or not at all, with `state` (state.pt) where there is one."""
     from .runtime.artifact import atomic_directory, write_state
     from .compiler.artifact_writer import write_artifact
     with atomic_directory(outdir) as staging:
-        manifest = write_artifact(staging, compilation, spec)
+        manifest = write_artifact(staging, compilation, spec, stages=stages)
         write_state(staging, manifest, state)
     return manifest
 

@@ -106,7 +106,7 @@ def _compile_miss(directory: Path) -> MissOutcome:
         return MissOutcome(key, description, time.perf_counter() - start, brief_exception(e, 300))
 
     def fill(entry: Path) -> None:
-        lowered.save(entry, with_state=True)
+        lowered.save(entry, with_state=True, stages=False)
         shutil.copyfile(directory / CODE, entry / CODE)
     compile_cache.store_entry("graphs", key, fill)
     return MissOutcome(key, description, time.perf_counter() - start)

@@ -335,8 +335,9 @@ def portable_code(gm: torch.fx.GraphModule) -> str:
 
 
 def _store_graph(directory: Path, lowered, gm: torch.fx.GraphModule) -> None:
-    """A graph's cache entry: its artifact with its constants, and the code its key was computed from."""
-    lowered.save(directory, with_state=True)
+    """A graph's cache entry: its artifact with its constants (not its
+    stages' IR: `dump` keeps that), and the code its key was computed from."""
+    lowered.save(directory, with_state=True, stages=False)
     (directory / "graph.py").write_text(portable_code(gm))
 
 

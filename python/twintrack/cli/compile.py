@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import sys
 import warnings
 from dataclasses import replace
@@ -339,8 +338,8 @@ def write_tuning_variants(directory: Path, exported, options, candidates: int, m
     variants += [(f"variant-{k}", replace(options, tuning_cache=None, tuning_variant=k)) for k in range(candidates)]
     for name, variant in variants:
         say(f"autotune: compiling tuning variant {name} of {len(variants) - 1}")
-        write_artifact(directory / name, compile_exported(exported, variant), model, dtype)
-        shutil.rmtree(directory / name / "stages")  # tools/tune.py runs the cubins; the IR would only weigh
+        # tools/tune.py runs the cubins; the stages' IR would only weigh
+        write_artifact(directory / name, compile_exported(exported, variant), model, dtype, stages=False)
 
 
 def print_fusion_decisions(remarks: list[str]) -> None:

@@ -28,7 +28,7 @@ def _vectorize_outcome(vectorize_text: str) -> str | None:
     return found.group(1) if found else None
 
 
-def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = None) -> dict:
+def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = None, stages: bool = True) -> dict:
     exported, dumps = compilation.exported, compilation.dumps
     by_name = {d.name: d for d in dumps}
     complete = dumps[-1].name == compilation.recipe.stages[-1].name
@@ -43,7 +43,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "options_hash": compilation.options.stable_hash(),
         "kernel_fallbacks": [{"stage": f.stage, "kernel": f.kernel, "reason": f.message,
                               "reproducer": f"repro/{f.kernel}"} for f in compilation.fallbacks],
-        "stages": [{"index": d.index, "name": d.name, "file": f"stages/{d.file_name}",
+        "stages": [{"index": d.index, "name": d.name, **({"file": f"stages/{d.file_name}"} if stages else {}),
                     "seconds": round(d.seconds, 4)} for d in dumps],
         "arguments": [s.to_json() for s in exported.arguments],
         "inputs": [s.to_json() for s in exported.inputs],
@@ -60,15 +60,17 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
     }
 
 
-def write_artifact(directory: Path, compilation: Compilation, model_spec: str, dtype: str | None = None) -> dict:
+def write_artifact(directory: Path, compilation: Compilation, model_spec: str, dtype: str | None = None,
+                   stages: bool = True) -> dict:
+    """The artifact's files and its manifest; `stages`: with the IR after every stage (stages/)."""
     complete = compilation.dumps[-1].name == compilation.recipe.stages[-1].name
     assembly = None
     if complete and compilation.recipe.target == "gpu":  # ptxas runs while the dumps are written
         from .gpu_codegen import start_kernels
         assembly = start_kernels(compilation, directory)
     try:
-        _write_dumps(directory, compilation)
-        manifest = manifest_for(compilation, model_spec, dtype)
+        _write_dumps(directory, compilation, stages)
+        manifest = manifest_for(compilation, model_spec, dtype, stages)
         if assembly is not None:
             from .gpu_codegen import package
             manifest.update(package(compilation, directory, assembly))
@@ -83,10 +85,11 @@ def write_artifact(directory: Path, compilation: Compilation, model_spec: str, d
     return manifest
 
 
-def _write_dumps(directory: Path, compilation: Compilation) -> None:
-    stages = directory / "stages"
-    stages.mkdir(parents=True, exist_ok=True)
-    for dump in compilation.dumps:
-        (stages / dump.file_name).write_text(dump.text)
+def _write_dumps(directory: Path, compilation: Compilation, stages: bool = True) -> None:
+    """The stages' IR (with `stages`) and each failed kernel's reproducer."""
+    if stages:
+        (directory / "stages").mkdir(parents=True, exist_ok=True)
+        for dump in compilation.dumps:
+            (directory / "stages" / dump.file_name).write_text(dump.text)
     for fallback in compilation.fallbacks:
         fallback.reproducer.write(directory / "repro" / fallback.kernel)
