@@ -715,14 +715,15 @@ class WgmmaMatmulWriter(TiledMatmulWriter):
         masks at ragged edges (TMA drops what is past them)."""
         w = self.w
         warpgroup = w.div(self.tid, WARPGROUP)
+        box_rows = [self._row_block_start(row_block) for row_block in range(len(accumulators))]
+        places = [self._positions(row_block) for row_block in range(len(accumulators))]
         self._before_staging()
-        for row_block, acc in enumerate(accumulators):
-            positions = self._positions(row_block)
+        for row_block, (acc, positions) in enumerate(zip(accumulators, places)):
             per_buffer = len(positions) * self.store_columns // self.cfg.bn
             for column_part in range(self.parts):
                 part = row_block * self.parts + column_part  # counted over the row blocks: buffers alternate
                 self._staging = self._staging_buffer(warpgroup, part)
-                self._box = (self._row_block_start(row_block), w.add(self.n0, column_part * self.store_columns))
+                self._box = (box_rows[row_block], w.add(self.n0, column_part * self.store_columns))
                 self._claim_staging(warpgroup, part)
                 self.store_all(self._results(positions[column_part * per_buffer:(column_part + 1) * per_buffer], acc))
                 nvvm.FenceProxyOp(nvvm.ProxyKind.async_shared, space=nvvm.SharedSpace.shared_cta)
