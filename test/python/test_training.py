@@ -9,10 +9,15 @@ import json
 
 import pytest
 
-from twintrack.harness.training import CASES, run_case
+from twintrack.harness.training import CASES, HUGGING_FACE, run_case
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# The Hugging Face models (whole models, 16-27 s each here) in the full run
+# (`make test-all`, and tools/train.py's committed reports); in the quick
+# one, layers taking the same ops (BERT's, LLaMA's; a convolution with
+# batch norm in train mode for ResNet's).
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.slow] if name in HUGGING_FACE else [])
+                                  for name in CASES])
 def test_training_steps_match_eager(name):
     row = run_case(CASES[name], steps=2, lr=1e-3, backends=("twintrack",))
     track = row["twintrack"]
@@ -32,7 +37,7 @@ def test_train_tool_writes_its_report(run_tool, tmp_path):
 def test_train_tool_names_an_unknown_model(run_tool, tmp_path):
     result = run_tool("train", "--models", "gpt5", "--out", tmp_path)
     assert result.returncode == 2
-    assert "unknown model(s) gpt5 (known: bert, llama, resnet, bert_layer, llama_layer)" in result.stderr
+    assert "unknown model(s) gpt5 (known: bert, llama, resnet, bert_layer, llama_layer, conv_block)" in result.stderr
 
 
 def test_compile_only_fills_the_cache_for_the_gpu(run_tool, tmp_path, monkeypatch):

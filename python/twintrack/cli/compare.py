@@ -43,7 +43,7 @@ gives each track's first step (compiles included) and median step time,
 its losses and final parameters against eager float32 and float64, and its
 forward and backward kernels side by side (--json writes it all; --html is
 for inference). MODEL is then also a training case of tools/train.py
-(bert, llama, resnet, bert_layer, llama_layer). On the GPU machine,
+(bert, llama, resnet, bert_layer, llama_layer, conv_block). On the GPU machine,
 twintrack's graphs load from a compile cache filled where MLIR is
 installed (tools/train.py --compile-only, the cache directory carried over).
 

@@ -47,6 +47,10 @@ def _squared_error(step: Callable, batch: dict) -> torch.Tensor:
     return (step(batch["x"]) - batch["target"]).square().mean()
 
 
+def _cross_entropy(step: Callable, batch: dict) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(step(batch["pixel_values"]), batch["labels"])
+
+
 @dataclass(frozen=True)
 class TrainingCase:
     name: str
@@ -88,6 +92,11 @@ def _llama_layer() -> torch.nn.Module:
     return llama_layer(seq=32, dim=64, heads=4, kv_heads=2, ffn=176)[0]
 
 
+def _conv_block() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+
+
 def _hidden_states(g: torch.Generator) -> dict:
     return {"x": torch.randn(2, 32, 64, generator=g), "target": torch.randn(2, 32, 64, generator=g)}
 
@@ -97,8 +106,12 @@ def _tokens(g: torch.Generator) -> dict:
     return {"input_ids": ids, "labels": ids}
 
 
-def _images(g: torch.Generator) -> dict:
-    return {"pixel_values": torch.randn(4, 3, 32, 32, generator=g), "labels": torch.randint(0, 4, (4,), generator=g)}
+def _images(g: torch.Generator, size: int = 32) -> dict:
+    return {"pixel_values": torch.randn(4, 3, size, size, generator=g), "labels": torch.randint(0, 4, (4,), generator=g)}
+
+
+def _small_images(g: torch.Generator) -> dict:
+    return _images(g, 16)
 
 
 CASES = {case.name: case for case in (
@@ -111,6 +124,8 @@ CASES = {case.name: case for case in (
                  _bert_layer, _hidden_states, _squared_error),
     TrainingCase("llama_layer", "a LLaMA decoder layer (RMSNorm, rotary, causal GQA 4/2 heads, SwiGLU; 64 wide, "
                  "2 x 32 tokens), squared error", _llama_layer, _hidden_states, _squared_error),
+    TrainingCase("conv_block", "a convolution, batch norm in train mode, ReLU, pooled into a linear classifier "
+                 "(4 x 3 x 16 x 16), cross-entropy", _conv_block, _small_images, _cross_entropy),
 )}
 HUGGING_FACE = ("bert", "llama", "resnet")  # need the transformers package
 

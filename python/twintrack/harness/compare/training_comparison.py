@@ -10,7 +10,7 @@ beside Inductor's that compute the same torch ops at the same model lines
 (matched as for inference, within forward and within backward).
 
 MODEL is a training case (tools/train.py --list: bert, llama, resnet,
-bert_layer, llama_layer, with their own losses) or any model
+bert_layer, llama_layer, conv_block, with their own losses) or any model
 tools/compile.py takes, trained on the squared error of its first output
 against a fixed random target. On the GPU machine, which has no MLIR,
 twintrack's graphs come from a compile cache filled elsewhere
