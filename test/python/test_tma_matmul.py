@@ -504,7 +504,8 @@ def test_a_pingpong_tile_gives_each_consumer_warpgroup_whole_tiles_in_turn(artif
     assert "shfl.sync.idx.b32" in ptx
     constants = dict(re.findall(r"mov\.b32\s+(%r\d+), (\d+);", ptx))
     counts = sorted(int(constants[r]) for r in re.findall(r"mbarrier\.init\.shared\.b64\s+\[[^]]+\], (%r\d+);", ptx))
-    assert counts == [1] * 6 + [128] * 6  # full: the producer's arrival; empty: one warpgroup's threads
+    # full: the producer's arrival; the two turns: the other warpgroup's; empty: one warpgroup's threads
+    assert counts == [1] * (6 + 2) + [128] * 6
     groups = re.findall(r"wgmma\.fence\.sync\.aligned;(.*?)wgmma\.commit_group\.sync\.aligned;", ptx, re.S)
     assert groups and all(g.count("wgmma.mma_async.sync.aligned.m64n128k16") == 2 * 4 for g in groups)  # 2 row blocks x 4 of K
     assert validate_plan(json.loads((outdir / "plan.json").read_text())) == []

@@ -53,11 +53,14 @@ until the next block starts. Here:
   about 12% of a 4096³ fp16 GEMM's time with the tensor cores idle.
 - **Ping-pong** (`pingpong`): each consumer warpgroup computes whole
   tiles, all bm rows (bm / 64 accumulators), the two taking the block's
-  tiles in turn. The producer fills the ring tile after tile, so one
-  warpgroup's K loop runs while the other applies its epilogue and stores:
-  the tensor cores are not idle through an epilogue (a cooperative tile's
-  warpgroups reach theirs together). Each buffer is released by the one
-  warpgroup that read it.
+  tiles in turn, so one warpgroup's K loop runs while the other applies
+  its epilogue and stores: the tensor cores are not idle through an
+  epilogue (a cooperative tile's warpgroups reach theirs together). Each
+  buffer is released by the one warpgroup that read it. The K loops take
+  turns (a barrier each warpgroup, the other's arrival when its K loop is
+  issued): a warpgroup that started its tile at once would wait on ring
+  buffers rounds ahead of the producer, where a parity wait passes
+  wrongly. Not yet run on a GPU with the turns (matmul.toml).
 - **An epilogue operand staged by TMA** (staged_operand; where the tile
   asks, `staged_operand`): a tensor the epilogue reads as C is indexed
   (SwiGLU's `up`, a residual) is copied box by box into those staging
@@ -74,13 +77,13 @@ from dataclasses import dataclass, replace
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm
 
-from .barrier_ring import (WARP_THREADS, BarrierRing, ClusterPeers, arrive_expecting, cluster_barrier,
-                           consumer_registers, ring_barrier_bytes, tma_load)
+from .barrier_ring import (BARRIER_BYTES, WARP_THREADS, BarrierRing, ClusterPeers, arrive_expecting, cluster_barrier,
+                           consumer_registers, ring_barrier_bytes, tma_load, wait_parity)
 from .builder import BLOCKS_PER_SM_ATTR, CLUSTER_BLOCKS_ATTR
 from .matmul_common import KernelOperands, MatmulOperands, element_bytes, vector_type
 from .staged_operand import OperandBarriers, staged_operand
-from .tensor_maps import (SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, as_stored, im2col_tensor_map, tensor_map,
-                          tma_layout_problem)
+from .tensor_maps import (SWIZZLE_BYTES, TENSOR_MAP_ELEMENTS, as_stored, im2col_tensor_map, shared_pointer,
+                          tensor_map, tma_layout_problem)
 from .window_geometry import Im2colGeometry
 from .wgmma_matmul import (N_ATOM_ELEMENTS, STORE_BUFFERS, WARPGROUP, WGMMA_M, StepCopies, WgmmaMatmulWriter,
                            WgmmaTileConfig, wgmma_wait)
@@ -257,10 +260,14 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
     def dynamic_shared_bytes(self) -> int:
         """The ring, the staging buffers of the TMA stores, then the mbarriers
         (the ring's, and the staged epilogue operand's)."""
-        return super().dynamic_shared_bytes() + ring_barrier_bytes(self.cfg.stages) + self._operand_barrier_bytes()
+        return super().dynamic_shared_bytes() + ring_barrier_bytes(self.cfg.stages) + self._operand_barrier_bytes() \
+            + self._turn_barrier_bytes()
 
     def _operand_barrier_bytes(self) -> int:
         return OperandBarriers.bytes(self.cfg.warpgroups, STORE_BUFFERS) if self.staged else 0
+
+    def _turn_barrier_bytes(self) -> int:
+        return self.cfg.warpgroups * BARRIER_BYTES if self.pingpong else 0
 
     # ------------------------------------------------------------ host side
     def host_values(self, operands: KernelOperands) -> list[ir.Value]:
@@ -320,6 +327,11 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                                                     self.cfg.warpgroups, STORE_BUFFERS)
             with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):
                 self.operand_barriers.initialize()
+        if self.pingpong:  # after the operand's: also initialized before the block meets
+            self.turn_barriers = w.add(first, ring_barrier_bytes(self.cfg.stages) + self._operand_barrier_bytes())
+            with w.only_if(arith.cmpi(arith.CmpIPredicate.eq, self.tid, w.index(0))):
+                for warpgroup in range(self.cfg.warpgroups):
+                    nvvm.MBarrierInitOp(self._turn_barrier(w.index(warpgroup)), w.constant(1, "i32"))
         peers = None
         if self.cluster > 1:
             peers = ClusterPeers(self.cluster, arith.cmpi(arith.CmpIPredicate.eq, w.rem(self.tid, WARP_THREADS),
@@ -477,15 +489,47 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
             step = functools.partial(self._consumer_step, first_step)
             accumulators = [self._a_in_registers_loop(self._initial_accumulators(), step)]
         else:
+            self._await_turn()
             initial = [self._initial_accumulators(row_block) for row_block in range(self.row_blocks)]
             with w.loop(0, self.k_steps, 1, initial) as steps:
                 self._mark_k_loop(steps.op)
                 updated = self._consumer_step_rows(first_step, steps.induction, list(steps.carried))
                 steps.yield_(updated)
             accumulators = list(steps.results)
+            self._pass_turn()
             nvvm.WgmmaWaitGroupSyncOp(0)
         self.ring_barriers.release(w.add(first_step, self.k_steps - 1))
         self._store(accumulators)
+
+    # ------------------------------------------------------------ ping-pong turns
+    def _turn_barrier(self, warpgroup: ir.Value) -> ir.Value:
+        """Warpgroup `warpgroup`'s turn barrier: one arrival (the other's) a turn."""
+        w = self.w
+        return shared_pointer(w, w.add(self.turn_barriers, w.mul(warpgroup, BARRIER_BYTES)))
+
+    def _await_turn(self) -> None:
+        """Ping-pong: wait until the other warpgroup's K loop of the tile
+        before this one is done. The K loops then run in turn, so neither
+        warpgroup waits on a ring buffer more than one round ahead of its
+        last fill (a parity wait two rounds ahead would pass at once).
+        Warpgroup 0's j-th tile waits for turn j - 1 of its barrier (parity
+        1 of a fresh barrier passes: its first tile goes at once),
+        warpgroup 1's for turn j."""
+        if not self.pingpong:
+            return
+        w = self.w
+        turn = self._turn()[0]
+        parity = w.rem(w.add(self.tile_ordinal, w.add(turn, w.index(1))), 2)
+        wait_parity(w, self._turn_barrier(turn), arith.index_cast(ir.IntegerType.get_signless(32), parity))
+
+    def _pass_turn(self) -> None:
+        """Ping-pong: this warpgroup's K loop is issued; the other's may start."""
+        if not self.pingpong:
+            return
+        w = self.w
+        other = w.sub(w.index(1), self._turn()[0])
+        with w.only_if(self._storing_thread()):
+            nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), self._turn_barrier(other))
 
     def _consumer_step_rows(self, first_step: ir.Value, index: ir.Value,
                             accumulators: list[ir.Value]) -> list[ir.Value]:
