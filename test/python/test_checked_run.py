@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from twintrack.harness.checked_run import ArtifactTrack, CheckedRun, Timing, eager_track
@@ -118,18 +119,20 @@ def test_the_gpu_tools_import_no_mlir():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2] / "python")
 
 
-def test_gpu_check_goes_on_in_a_fresh_process_after_an_unusable_context(tmp_path, capfd):
+@pytest.mark.parametrize("fatal", ["an illegal instruction", "CUDA_ERROR_LAUNCH_FAILED"])
+def test_gpu_check_goes_on_in_a_fresh_process_after_an_unusable_context(tmp_path, capfd, fatal):
     """gpu_check's rows come in the artifacts' order, each check in a
     worker process; after a row whose error leaves the CUDA context
-    unusable (its message names an illegal instruction) a fresh worker
-    checks the rest. Here every artifact is missing (an error row, no GPU
-    needed); the middle one's path carries the fatal words."""
+    unusable (its message names an illegal instruction, or the driver's
+    launch failure as a module load reports it) a fresh worker checks the
+    rest. Here every artifact is missing (an error row, no GPU needed); the
+    middle one's path carries the fatal words."""
     from twintrack.cli.gpu_check import check_all
-    artifacts = [tmp_path / "first", tmp_path / "an illegal instruction", tmp_path / "last"]
+    artifacts = [tmp_path / "first", tmp_path / fatal, tmp_path / "last"]
     rows = check_all(artifacts)
-    assert [r["artifact"] for r in rows] == ["first", "an illegal instruction", "last"]
+    assert [r["artifact"] for r in rows] == ["first", fatal, "last"]
     assert all(not r["ok"] and "no manifest.json" in r["error"] for r in rows)
-    assert "an illegal instruction left the CUDA context unusable" in capfd.readouterr().err
+    assert f"{fatal} left the CUDA context unusable" in capfd.readouterr().err
 
 
 def test_gpu_check_table_puts_eagers_error_beside_the_artifacts():

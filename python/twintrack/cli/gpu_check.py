@@ -217,8 +217,12 @@ def slowest_kernels(rows: list[dict], count: int = 3) -> str:
 
 
 # CUDA errors after which the process's context is lost: every later call fails the same way.
+# As torch says them, and as the driver names them (a launch's failure reported by the next module load).
 STICKY_CUDA_ERRORS = ("illegal instruction", "illegal memory access", "illegal address", "misaligned address",
-                      "unspecified launch failure", "device-side assert", "launch timed out")
+                      "unspecified launch failure", "device-side assert", "launch timed out",
+                      "cuda_error_launch_failed", "cuda_error_illegal_address", "cuda_error_illegal_instruction",
+                      "cuda_error_misaligned_address", "cuda_error_assert", "cuda_error_launch_timeout",
+                      "cuda_error_hardware_stack_error", "cuda_error_invalid_pc")
 
 
 def main(args: argparse.Namespace) -> int:
