@@ -305,7 +305,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
                 if self.cfg.warpgroups > 1:
                     nvvm.SetMaxRegisterOp(consumer_registers(self.cfg.warpgroups, self.producer_registers),
                                           nvvm.SetMaxRegisterAction.increase)
-                self._tiles(self._consume, self._turn())
+                self.turn = self._turn()
+                self._tiles(self._consume, self.turn)
                 self.drain_stores()
             with producer():
                 if self.cfg.warpgroups > 1:
@@ -342,7 +343,8 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
 
     def _turn(self) -> tuple[ir.Value, int] | None:
         """Ping-pong: (this consumer warpgroup's turn, the turns): it takes
-        every second of the block's tiles. None: every consumer takes every tile."""
+        every second of the block's tiles. None: every consumer takes every
+        tile. Computed once, at the consumers' start (`self.turn`)."""
         if not self.pingpong:
             return None
         return warp_uniform(self.w, self.w.div(self.tid, WARPGROUP)), self.cfg.warpgroups
@@ -518,7 +520,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if not self.pingpong:
             return
         w = self.w
-        turn = self._turn()[0]
+        turn = self.turn[0]
         parity = w.rem(w.add(self.tile_ordinal, w.add(turn, w.index(1))), 2)
         wait_parity(w, self._turn_barrier(turn), arith.index_cast(ir.IntegerType.get_signless(32), parity))
 
@@ -527,7 +529,7 @@ class TmaWgmmaMatmulWriter(WgmmaMatmulWriter):
         if not self.pingpong:
             return
         w = self.w
-        other = w.sub(w.index(1), self._turn()[0])
+        other = w.sub(w.index(1), self.turn[0])
         with w.only_if(self._storing_thread()):
             nvvm.MBarrierArriveOp(ir.IntegerType.get_signless(64), self._turn_barrier(other))
 

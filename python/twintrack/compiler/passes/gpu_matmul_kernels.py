@@ -66,6 +66,7 @@ from .ir_helpers import (
     buffer_root,
     defining_op,
     dispatch_label,
+    elementwise_into,
     nested_ops,
     ops_between,
     reassociation,
@@ -832,18 +833,11 @@ def _same_elements(value: ir.Value, other: ir.Value) -> bool:
 def _tf32_rounded_copy(source: ir.Value, before: ir.Operation) -> ir.Value:
     """A new buffer holding `source` rounded to tf32 (to nearest), by an
     elementwise op just before `before` (the generic kernels take it)."""
-    from mlir.dialects import linalg
     from ..kernels.tf32_rounding import round_to_tf32
     source_type = ir.MemRefType(source.type)
-    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(source_type.rank))
-    parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
     with ir.InsertionPoint(before), before.location:
         target = memref.AllocOp(ir.MemRefType.get(source_type.shape, source_type.element_type), [], []).result
-        generic = linalg.GenericOp([], [source], [target], ir.ArrayAttr.get([identity, identity]),
-                                   ir.ArrayAttr.get([parallel] * source_type.rank))
-        body = generic.regions[0].blocks.append(source_type.element_type, source_type.element_type)
-        with ir.InsertionPoint(body):
-            linalg.YieldOp([round_to_tf32(body.arguments[0])])
+        elementwise_into(source, target, round_to_tf32)
     return target
 
 

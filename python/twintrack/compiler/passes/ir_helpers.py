@@ -313,19 +313,32 @@ def nested_ops(root: ir.Operation, keep: Callable[[ir.Operation], bool] = lambda
 def elementwise_map(value: ir.Value, body: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """A linalg.generic applying `body` to each element of the tensor `value`
     (its open sizes read with tensor.dim), built at the current insertion point."""
-    from mlir.dialects import linalg, tensor
+    from mlir.dialects import tensor
     shaped = ir.RankedTensorType(value.type)
     sizes = [tensor.dim(value, arith.constant(ir.IndexType.get(), d)) if shaped.is_dynamic_dim(d) else size
              for d, size in enumerate(shaped.shape)]
     empty = tensor.empty(sizes, shaped.element_type)
+    return _elementwise_generic([shaped], value, empty, body).results[0]
+
+
+def elementwise_into(source: ir.Value, target: ir.Value, body: Callable[[ir.Value], ir.Value]) -> None:
+    """`elementwise_map` on buffers: `body` of each element of the memref
+    `source` written to `target`'s (same shape), at the current insertion point."""
+    _elementwise_generic([], source, target, body)
+
+
+def _elementwise_generic(results: list[ir.Type], value: ir.Value, init: ir.Value,
+                         body: Callable[[ir.Value], ir.Value]) -> ir.Operation:
+    from mlir.dialects import linalg
+    shaped = ir.ShapedType(value.type)
     identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(shaped.rank))
     parallel = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    generic = linalg.GenericOp([shaped], [value], [empty], ir.ArrayAttr.get([identity, identity]),
+    generic = linalg.GenericOp(results, [value], [init], ir.ArrayAttr.get([identity, identity]),
                                ir.ArrayAttr.get([parallel] * shaped.rank))
     block = generic.regions[0].blocks.append(shaped.element_type, shaped.element_type)
     with ir.InsertionPoint(block):
         linalg.YieldOp([body(block.arguments[0])])
-    return generic.results[0]
+    return generic
 
 
 def shaped_bytes(t: ir.ShapedType) -> int:
