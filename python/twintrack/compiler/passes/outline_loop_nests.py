@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import func
 
+from ...dialect import operation_text
 from .ir_helpers import PythonPass, defined_functions, nested_ops
 
 NESTS = ("scf.for", "scf.parallel", "scf.while", "affine.for", "affine.parallel")
@@ -89,7 +90,7 @@ def _outline(nest: ir.Operation, name: str, before: ir.Operation) -> tuple[ir.Op
 def _body_key(function: ir.Operation, name: str) -> str:
     """The function's text but for its name: equal for the nests of a repeated
     layer. (Printed unverified: verifying first took 60% of the time.)"""
-    return function.get_asm(assume_verified=True).replace(f"@{name}(", "@_(", 1)
+    return operation_text(function, assume_verified=True).replace(f"@{name}(", "@_(", 1)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from ...dialect import operation_text
 from .annotate_kernels import annotate_sources
 from .ir_helpers import PythonPass, gpu_functions, kernel_launches, kernel_ref, symbol_name
 
@@ -44,7 +45,7 @@ def _text_but_names(module: ir.Operation) -> str:
     for op, symbol in [(module, name), *own]:
         op.attributes["sym_name"] = ir.StringAttr.get(renamed(symbol, name, _PLACEHOLDER))
     try:
-        return module.get_asm(assume_verified=True, use_local_scope=True)
+        return operation_text(module, assume_verified=True, use_local_scope=True)
     finally:
         for op, symbol in [(module, name), *own]:
             op.attributes["sym_name"] = ir.StringAttr.get(symbol)
