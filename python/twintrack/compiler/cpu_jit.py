@@ -25,6 +25,7 @@ import torch
 
 from ..errors import ArtifactError, InputMismatchError, OutOfMemory
 from ..calling import TensorSpec
+from ..dialect import operation_text
 from ..dynamic_shapes import DynamicDim, ShapeGuard, concrete_shape, is_dynamic
 
 ENTRY = "forward"
@@ -387,7 +388,7 @@ def executable_text(module, arguments: list[TensorSpec], outputs: list[TensorSpe
     ir = bindings("mlir").ir
     with module.context:
         module.operation.attributes[SIGNATURE_ATTR] = ir.StringAttr.get(signature(arguments, outputs))
-    return module.operation.get_asm(assume_verified=True)  # the llvm stage verified it
+    return operation_text(module, assume_verified=True)  # the llvm stage verified it
 
 
 def _check_signature(module, arguments: list[TensorSpec], outputs: list[TensorSpec]) -> None:

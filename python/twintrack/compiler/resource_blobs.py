@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from ..dialect import operation_text
+
 _BLOB = re.compile(r'([\w.\-]+): "0x([0-9A-Fa-f]*)"')
 
 
@@ -22,8 +24,7 @@ def resource_key(attribute) -> str | None:
 
 def resource_blobs(module) -> dict[str, bytes]:
     """{name: blob} of every resource in `module` (an ir.Module or its operation)."""
-    operation = getattr(module, "operation", module)
-    text = operation.get_asm(large_elements_limit=None)
+    text = operation_text(module, large_elements_limit=None)
     section = text.split("dialect_resources:", 1)[1] if "dialect_resources:" in text else ""
     return {name: bytes.fromhex(data) for name, data in _BLOB.findall(section)}
 
