@@ -214,7 +214,7 @@ class GraphCompiler:
             # A bucket compiles here; a machine without MLIR loads graphs of static sizes from the cache.
             symbols = SymbolicInputs.of(gm, example_inputs) if on_miss == "compile" else None
             if symbols is not None:
-                return make_boxed_func(PerBucket(self, gm, name, target, symbols))
+                return make_boxed_func(PerBucket(self, gm, name, target, symbols, self._state_inputs(example_inputs)))
             return make_boxed_func(PerShape(self, gm, name, target, on_miss))
         # AOTAutograd calls its compilers under its fake-tensor mode, with
         # fake inputs; twintrack works with the graph's real constants.
@@ -563,11 +563,13 @@ class PerBucket:
     """A graph with symbolic sizes compiled for `target` as one artifact of
     dynamic shapes per bucket: each symbol's sizes in a range `bucket_width`
     wide ([1, w], then [w + 1, 2w], ...). A call whose sizes no bucket
-    holds compiles theirs (a recompile, recorded with the size that caused it)."""
+    holds compiles theirs (a recompile, recorded with the size that caused it).
+    `state_inputs`: the graph's arguments that hold the model's state."""
 
     def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, target: str,
-                 symbols: SymbolicInputs):
+                 symbols: SymbolicInputs, state_inputs: tuple[int, ...] = ()):
         self.compiler, self.gm, self.name, self.target, self.symbols = compiler, gm, name, target, symbols
+        self.state_inputs = state_inputs
         self.buckets: list[tuple[dict[str, tuple[int, int]], object]] = []
 
     def __call__(self, *args):
@@ -598,10 +600,11 @@ class PerBucket:
         dims = [DynamicDim(positions[position], dim, symbol, *ranges[symbol])
                 for position, dim, symbol in self.symbols.dims
                 if ranges[symbol][0] < ranges[symbol][1]]  # a bucket of one size compiles it static
+        state = tuple(positions[position] for position in self.state_inputs if position in positions)
         module = _SizesFromTensors(self.gm, self.symbols, len(args))
         # Called at run time, inside AOTAutograd's runtime modes: a compile runs outside them.
         with _disable_current_modes(), torch._C.DisableTorchFunction():
-            run = self._compiled(module, tensors, dims, name)
+            run = self._compiled(module, tensors, dims, name, state)
         self.buckets.append((ranges, run))
         return run
 
@@ -612,12 +615,13 @@ class PerBucket:
         start = size - (size - 1) % width
         return max(start, low), min(start + width - 1, high if high is not None else start + width - 1)
 
-    def _compiled(self, module: torch.nn.Module, tensors: list, dims: list, name: str):
+    def _compiled(self, module: torch.nn.Module, tensors: list, dims: list, name: str,
+                  state_inputs: tuple[int, ...]):
         """The bucket's artifact as a callable over the graph's arguments;
         the graph as captured where it fails to compile (with a warning)."""
         compiler = self.compiler
         try:
-            lowered = compiler._lower(module, tensors, name, self.target, dynamic=dims)
+            lowered = compiler._lower(module, tensors, name, self.target, dynamic=dims, state_inputs=state_inputs)
             compiled = lowered.finished()
         except Exception as e:  # a graph twintrack cannot compile still runs
             return compiler._as_captured(self.gm, name, compiler._with_reproducer(e, name))

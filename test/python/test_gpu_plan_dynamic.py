@@ -208,6 +208,30 @@ def test_resolutions_are_kept_per_size_and_the_least_recent_dropped(tmp_path, mo
     assert id(first_launch) not in executable._launches  # dropped with its resolution
 
 
+def test_every_resolution_shares_the_once_steps_and_their_buffers(tmp_path):
+    """Once steps have the same sizes at every call (validate_plan): the
+    resolutions share one Kept, so the work on the state runs once for all
+    sizes and its buffers are held once."""
+    plan = dynamic_plan()
+    plan["arguments"].insert(3, {"name": "w", "kind": "parameter", "shape": [16], "dtype": "float32"})
+    plan["arguments"][4]["shape"] = ["batch", "seq // 4"]
+    for step in plan["steps"]:  # the output is argument 4 now
+        if step["op"] == "copy":
+            step["dst"]["buffer"] = "arg4"
+    rounding = {"op": "launch", "module": "m", "kernel": "round", "grid": [1, 1, 1], "block": [16, 1, 1],
+                "dynamic_shared_bytes": 0, "once": True,
+                "args": [{"memref": _view("arg3", 0, [16], [1])}, {"memref": _view("b9", 0, [16], [1])}]}
+    plan["steps"][:0] = [{"op": "alloc", "buffer": "b9", "shape": [16], "dtype": "float32", "once": True}, rounding]
+    assert validate_plan(plan) == []
+    executable = write_artifact(tmp_path, plan)
+    check(executable, (1, 8, 16), (1, 8), (1, 2), (16,))
+    check(executable, (2, 12, 16), (2, 12), (2, 3), (16,))
+    first, second = executable._sized_plans.values()
+    assert first.once is second.once and first.once is not None
+    assert [step["kernel"] for _, step in first.once.steps if step["op"] == "launch"] == ["round"]
+    assert all(not step.get("once") for sized in (first, second) for _, step in sized.steps)
+
+
 def test_a_static_plan_is_checked_as_before(tmp_path):
     plan = {"version": 1, "arguments": [{"name": "x", "kind": "input", "shape": [4, 2], "dtype": "float32"},
                                         {"name": "y", "kind": "output", "shape": [4, 2], "dtype": "float32"}],

@@ -20,7 +20,7 @@ def _view(buffer, size=4):
 
 
 def _launch(*buffers):
-    return {"op": "launch", "args": [{"memref": _view(b)} for b in buffers]}
+    return {"op": "launch", "grid": [1, 1, 1], "block": [32, 1, 1], "args": [{"memref": _view(b)} for b in buffers]}
 
 
 def _alloc(buffer, kept=False):
@@ -68,6 +68,13 @@ def test_a_kept_buffer_only_once_steps_read_is_freed_among_them():
     assert not any(s["op"] == "free" and s["buffer"] == "b1" for s in marked)
 
 
+def test_a_kept_buffer_of_run_time_sizes_is_not_kept():
+    """In a dynamic plan a once step must be the same at every call's sizes."""
+    steps = [{**_alloc("b0", kept=True), "shape": ["batch"]}, _launch("arg0", "b0"), _launch("b0", "arg1"),
+             {"op": "free", "buffer": "b0"}]
+    assert _once(mark_once_steps(steps, {"arg0"})) == []
+
+
 def _plan(steps, kinds=("parameter", "input", "output")):
     return {"version": 1, "arguments": [{"name": f"a{i}", "kind": kind, "shape": [4], "dtype": "float32"}
                                         for i, kind in enumerate(kinds)], "steps": steps}
@@ -81,6 +88,17 @@ def test_validation_takes_kept_buffers_and_refuses_a_once_step_on_an_input():
     bad = _plan([{**_alloc("b0"), "once": True}, {**launch, "once": True, "args": launch["args"] + body["args"][1:2]},
                  body])
     assert any("a once step touches arg1" in p for p in validate_plan(bad))
+
+
+def test_validation_refuses_a_once_step_whose_sizes_depend_on_the_call():
+    launch = {**_launch("arg0", "b0"), "grid": ["batch", 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0}
+    body = {**_launch("b0", "arg1", "arg2"), "grid": [1, 1, 1], "block": [32, 1, 1], "dynamic_shared_bytes": 0}
+    plan = {**_plan([{**_alloc("b0"), "once": True}, {**launch, "once": True}, body]), "version": 2,
+            "symbols": {"batch": [1, 0]}}
+    plan["arguments"][1]["shape"] = ["batch"]
+    assert any("once, but its sizes depend on the call" in p for p in validate_plan(plan))
+    static_grid = {**plan, "steps": [plan["steps"][0], {**launch, "once": True, "grid": [1, 1, 1]}, body]}
+    assert validate_plan(static_grid) == []
 
 
 def _compiled_plan(module, inputs, tmp_path, **options) -> dict:
@@ -112,6 +130,22 @@ def test_a_tf32_mlp_rounds_its_weights_once(run_tool, tmp_path):
     assert len(kept) == 3 and not any(s["op"] == "free" and s["buffer"] in kept for s in plan["steps"])
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert [k["name"] for k in manifest["kernels"] if k.get("once")] == [s["module"] for s in once]
+
+
+def test_a_dynamic_tf32_mlp_rounds_its_weights_once_for_every_size(run_tool, tmp_path):
+    """With M known only at run time, the weights' roundings are the same
+    work at every size: once steps of the dynamic plan (one set of rounded
+    weights for all the sizes it resolves to), the matmuls every call."""
+    result = run_tool("compile", "zoo:mlp?batch=256&features=128&hidden=128&out=128", "--pipeline", "gpu",
+                      "--allow-tf32", "--dynamic", "x:0=batch[1,1024]", "-o", tmp_path / "m", "-q")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((tmp_path / "m" / "plan.json").read_text())
+    assert plan["symbols"] and validate_plan(plan) == []
+    once = _once_launches(plan)
+    assert len(once) == 3 and all(isinstance(size, int) for s in once for size in s["grid"])
+    every_call = [s for s in plan["steps"] if s["op"] == "launch" and not s.get("once")]
+    assert len(every_call) == 3 and all(s["path"].startswith("wgmma-matmul") for s in every_call)
+    assert all(any(isinstance(size, str) for size in s["grid"]) for s in every_call)
 
 
 class ConvBatchNorm(torch.nn.Module):
@@ -193,6 +227,23 @@ def test_torch_compile_rounds_the_parameters_it_hands_over_once(tmp_path):
     assert all(b in state for s in once for b in buffers_touched(s) if b.startswith("arg"))
     every_call = [s for s in plan["steps"] if s["op"] == "launch" and not s.get("once")]
     assert len(every_call) == 2 and all(s["path"].startswith("wgmma-matmul") for s in every_call)
+
+
+def test_torch_compile_rounds_a_buckets_parameters_once(tmp_path):
+    """With dynamic=True each bucket of sizes compiles a dynamic plan; the
+    parameters AOTAutograd hands over are its state too."""
+    torch._dynamo.reset()
+    module = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128))
+    options = {"target": "gpu", "compile_only": True, "allow_tf32": True, "dump": str(tmp_path / "dump")}
+    compiled = torch.compile(module, backend="twintrack", options=options, dynamic=True)
+    x = torch.randn(100, 128)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), module(x))
+    (path,) = (tmp_path / "dump").glob("*bucket*/plan.json")
+    plan = json.loads(path.read_text())
+    assert plan["symbols"] and validate_plan(plan) == []
+    assert sum(bool(a.get("state")) for a in plan["arguments"]) == 4
+    assert len(_once_launches(plan)) == 2  # each weight rounded once
 
 
 def test_torch_compile_leaves_a_weight_the_caller_passes_every_call(tmp_path):

@@ -29,7 +29,7 @@ from .resource_blobs import blob_array, resource_blobs, resource_key
 from .passes.share_kernel_modules import KERNEL_NAME_ATTR
 from .kernels.tensor_maps import IM2COL_ATTRIBUTE
 from ..dialect import KEPT_ATTR, KEPT_ROOTS_ATTR
-from ..runtime.plan import buffers_touched
+from ..runtime.plan import buffers_touched, depends_on_sizes
 
 PLAN_VERSION = 1
 DYNAMIC_PLAN_VERSION = 2
@@ -258,7 +258,7 @@ class _PlanBuilder:
         for op in block.operations:
             self.step(op.operation)
         self.plan.steps = free_after_last_use(self.plan.steps)
-        if KEPT_ROOTS_ATTR in func.attributes and not self.plan.symbols:
+        if KEPT_ROOTS_ATTR in func.attributes:
             roots = {f"arg{i}" for i in _integers(func.attributes[KEPT_ROOTS_ATTR])}
             self.plan.steps = mark_once_steps(self.plan.steps, roots)
         for step in self.plan.steps:
@@ -507,8 +507,9 @@ def mark_once_steps(steps: list[dict], roots: set[str]) -> list[dict]:
     the once steps first, or not at all, changes nothing the others read);
     otherwise it is dropped, and the steps it made once are looked at again.
     A kept buffer the other steps read outlives the call (its free goes); one
-    only once steps touch is freed among them."""
-    kept = {s["buffer"] for s in steps if s["op"] == "alloc" and s.get("kept")}
+    only once steps touch is freed among them. In a dynamic plan only steps
+    whose sizes are numbers can be once (the same work at every call's sizes)."""
+    kept = {s["buffer"] for s in steps if s["op"] == "alloc" and s.get("kept") and not depends_on_sizes(s)}
     sources = roots | {s["buffer"] for s in steps if s["op"] == "constant"}
     touching: dict[str, list[int]] = {}  # each kept buffer's launches and copies, in order
     for index, step in enumerate(steps):
@@ -533,8 +534,9 @@ def mark_once_steps(steps: list[dict], roots: set[str]) -> list[dict]:
 
 
 def _touches_only(step: dict, sources: set[str], kept: set[str]) -> bool:
-    """Is `step` a launch or copy, taken on every call, touching only `sources` and `kept` and some of the latter?"""
-    if step["op"] not in ("launch", "copy") or "when" in step:
+    """Is `step` a launch or copy, taken on every call, of the same sizes at
+    every call, touching only `sources` and `kept` and some of the latter?"""
+    if step["op"] not in ("launch", "copy") or "when" in step or depends_on_sizes(step):
         return False
     used = buffers_touched(step)
     return bool(used & kept) and used <= sources | kept

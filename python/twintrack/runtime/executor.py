@@ -52,16 +52,22 @@ class SizedPlan:
 
     Its once steps (work on the state alone: host_plan.mark_once_steps) run
     apart, before the others, whenever `Kept` finds the state they read
-    changed; `steps` are the others, which every call runs."""
+    changed; `steps` are the others, which every call runs. A dynamic
+    plan's once steps are the same at every set of sizes: its resolutions
+    share one `Kept` (`shared`), so they run once for all of them and keep
+    one copy of their buffers."""
 
     __slots__ = ("plan", "steps", "once", "inputs", "expected", "outputs", "output_layouts", "graph")
 
-    def __init__(self, plan: dict, executable: "GpuExecutable", keep: bool = True):
+    def __init__(self, plan: dict, executable: "GpuExecutable", keep: bool = True, shared: "Kept | None" = None):
         self.plan = plan
         steps = [(getattr(executable, f"_{step['op']}"), step) for step in plan["steps"]]
         once = [(run, step) for run, step in steps if step.get("once")] if keep else []
         self.steps = [(run, step) for run, step in steps if not step.get("once")] if once else steps
-        self.once = Kept(once, [(run, step) for run, step in steps if step["op"] == "constant"]) if once else None
+        if once:
+            self.once = shared or Kept(once, [(run, step) for run, step in steps if step["op"] == "constant"])
+        else:
+            self.once = None
         self.inputs = [a for a in plan["arguments"] if a["kind"] != "output"]
         self.expected = [(tuple(a["shape"]), _dtype(a["dtype"])) for a in self.inputs]
         self.outputs = [a for a in plan["arguments"] if a["kind"] == "output"]
@@ -139,6 +145,7 @@ class GpuExecutable:
         self._constants: dict[str, torch.Tensor] = {}
         self._static = SizedPlan(self.plan, self, kept_steps) if is_static(self.plan) else None
         self._sized_plans: dict[tuple[int, ...], SizedPlan] = {}  # by the symbols' sizes, least recently used first
+        self._shared_kept: Kept | None = None  # the once steps all resolutions share
         self._symbol_inputs = sorted({argument for argument, _ in (self.plan.get("symbols") or {}).values()})
         # the range the compile assumed for each size it left open
         self._ranges = {dim.name: dim for dim in dynamic_dims(self.manifest)} if self.manifest.get("dynamic") else {}
@@ -177,14 +184,18 @@ class GpuExecutable:
     def refresh_kept(self) -> None:
         """Run the once steps again on the next call: after a change to the
         state that its version counters do not show (a write through `.data`)."""
-        for sized in [self._static, *self._sized_plans.values()]:
-            if sized is not None and sized.once is not None:
-                sized.once.refresh()
+        for kept in self._kept_sets():
+            kept.refresh()
 
     def kept_bytes(self) -> int:
         """The device memory the once steps' kept buffers hold (beside the state)."""
-        return sum(t.numel() * t.element_size() for sized in [self._static, *self._sized_plans.values()]
-                   if sized is not None and sized.once is not None for t in sized.once.buffers.values())
+        return sum(t.numel() * t.element_size() for kept in self._kept_sets() for t in kept.buffers.values())
+
+    def _kept_sets(self) -> list["Kept"]:
+        """Each distinct `Kept` of the resolutions (a dynamic plan's share one)."""
+        found = {id(sized.once): sized.once for sized in [self._static, *self._sized_plans.values()]
+                 if sized is not None and sized.once is not None}
+        return list(found.values())
 
     def replay_summary(self) -> dict | None:
         """How the captured graph (the last call's sizes') takes the caller's
@@ -268,7 +279,8 @@ class GpuExecutable:
         sized = self._sized_plans.pop(key, None)
         if sized is None:
             self._check_ranges(sizes)
-            sized = SizedPlan(resolve_plan(self.plan, sizes), self, self.kept_steps)
+            sized = SizedPlan(resolve_plan(self.plan, sizes), self, self.kept_steps, shared=self._shared_kept)
+            self._shared_kept = self._shared_kept or sized.once
             if len(self._sized_plans) >= MAX_SIZED_PLANS:
                 self._forget(next(iter(self._sized_plans)))
         self._sized_plans[key] = sized  # the most recently used last

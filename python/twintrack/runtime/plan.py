@@ -312,17 +312,18 @@ STATE_KINDS = ("parameter", "buffer")
 
 def _once_problems(plan: dict, constants: set[str], kept: set[str]) -> list[str]:
     """Once steps (host_plan.mark_once_steps) must be allocations, frees,
-    launches or copies of a static plan, touching only the state, constants
-    and the buffers once steps allocate."""
+    launches or copies whose sizes are numbers (the same at every call of a
+    dynamic plan), touching only the state, constants and the buffers once
+    steps allocate."""
     once = [(index, step) for index, step in enumerate(plan["steps"]) if step.get("once")]
-    if once and not is_static(plan):
-        return ["once steps in a plan with symbols: a once step's sizes cannot depend on a call"]
     state = {f"arg{i}" for i, a in enumerate(plan["arguments"]) if a.get("kind") in STATE_KINDS or a.get("state")}
     problems = []
     for index, step in once:
         where = f"step {index} ({step.get('op')})"
         if step.get("op") not in ("alloc", "free", "launch", "copy"):
             problems.append(f"{where}: a once step must be an alloc, free, launch or copy")
+        elif depends_on_sizes(step):
+            problems.append(f"{where}: once, but its sizes depend on the call (an expression)")
         elif step["op"] in ("free", "alloc") and step["buffer"] not in kept:
             problems.append(f"{where}: once, but {step['buffer']} is not allocated by a once step")
         elif step["op"] in ("launch", "copy"):
@@ -331,6 +332,13 @@ def _once_problems(plan: dict, constants: set[str], kept: set[str]) -> list[str]
                 problems.append(f"{where}: a once step touches {', '.join(strays)}, neither state, "
                                 "a constant nor a buffer once steps allocate")
     return problems
+
+
+def depends_on_sizes(step: dict) -> bool:
+    """Is any integer of `step` an expression over the call's sizes (version 2)?"""
+    entries = []
+    map_integers(step, lambda entry, field: entries.append(entry) or entry)
+    return any(isinstance(entry, str) for entry in entries)
 
 
 def buffers_touched(step: dict) -> set[str]:

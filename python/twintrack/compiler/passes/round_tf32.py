@@ -36,7 +36,7 @@ from pathlib import Path
 from mlir import ir
 
 from ..kernels.tf32_rounding import round_to_tf32
-from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
+from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR, gpu_target
 from .ir_helpers import PythonPass, defining_op, elementwise_map, is_zero_constant, nested_ops
 
 _VIEWS = ("tensor.collapse_shape", "tensor.expand_shape", "tensor.extract_slice")
@@ -138,7 +138,13 @@ class RoundTf32Operands(PythonPass):
         from .gpu_matmul_kernels import chosen_generator
         from ..kernels.registry import TF32_GENERATORS
         a, b, c = (ir.RankedTensorType(v.type) for v in matmul.operands[:3])
-        if not all(t.has_static_shape and str(t.element_type) == "f32" for t in (a, b, c)):
+        if not all(str(t.element_type) == "f32" for t in (a, b, c)) or not b.has_static_shape:
+            return False
+        if _rows_open(matmul, a, c):  # M known at run time: the kernel is chosen for the rows it is tiled for
+            m = gpu_target(Path(self.lowering_dir)).dynamic_matmul_rows
+            return chosen_generator(None, m, c.shape[1], a.shape[1], "f32", "f32", self.arch, True,
+                                    Path(self.lowering_dir)) in TF32_GENERATORS
+        if not (a.has_static_shape and c.has_static_shape):
             return False
         batched = matmul.name == "linalg.batch_matmul"
         if batched and not _reads_windows(matmul.operands[0]):
@@ -148,6 +154,13 @@ class RoundTf32Operands(PythonPass):
         k = math.prod(a.shape) // ((batch or 1) * m)
         return chosen_generator(batch, m, n, k, "f32", "f32", self.arch, True,
                                 Path(self.lowering_dir)) in TF32_GENERATORS
+
+
+def _rows_open(matmul: ir.Operation, a: ir.RankedTensorType, c: ir.RankedTensorType) -> bool:
+    """A 2-D matmul whose M alone is known only at run time (gpu-matmul-kernels
+    tiles it for its largest M and masks the last row tile)."""
+    return (matmul.name == "linalg.matmul" and a.is_dynamic_dim(0) and c.is_dynamic_dim(0)
+            and not a.is_dynamic_dim(1) and not c.is_dynamic_dim(1))
 
 
 @dataclass(frozen=True)
