@@ -218,6 +218,7 @@ def _report(args: argparse.Namespace, manifest: dict, outdir: Path, say, clock, 
         print_phase_times(clock)
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
         print_kernel_report(manifest["kernels"])
+        print_generic_sites(manifest.get("generic_sites", []))
     print_fallbacks(manifest["kernel_fallbacks"], outdir)
     how = f"{reused}: {manifest['compile_seconds']:.2f} s" if reused else f"{manifest['compile_seconds']:.2f} s"
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {how})")
@@ -441,6 +442,16 @@ def print_kernel_report(kernels: list[dict]) -> None:
               "the rest on the generic path)")
 
 
+def print_generic_sites(sites: list[dict]) -> None:
+    """A line per op a fast path refused (the first GENERIC_SITES_NAMED):
+    where it is, which pass, and why."""
+    for site in sites[:GENERIC_SITES_NAMED]:
+        where, _, op = site["site"].rpartition(" ")
+        print(f"generic path: {_brief(where)} ({op}): {site['stage']}: {site['reason']}")
+    if len(sites) > GENERIC_SITES_NAMED:
+        print(f"generic path: {len(sites) - GENERIC_SITES_NAMED} more sites (manifest.json's generic_sites)")
+
+
 def _print_bucket_decisions(kernels: list[dict]) -> None:
     """A line per matmul of run-time M: its kernels and the cost model's buckets."""
     sites: dict[str, list[str]] = {}
@@ -462,6 +473,7 @@ def _print_once_kernels(kernels: list[dict]) -> None:
 
 
 ONCE_NAMED = 4  # the once kernels the report names before it counts the rest
+GENERIC_SITES_NAMED = 8  # the report's generic-path lines at most
 
 
 def _counted(amount: int | str | None) -> str:

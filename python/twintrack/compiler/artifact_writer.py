@@ -28,6 +28,18 @@ def _vectorize_outcome(vectorize_text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def generic_sites(remarks: list[str]) -> list[dict]:
+    """The ops no fast path took, each with the pass that refused it and why
+    (the remarks 'SITE: STAGE: generic path: REASON')."""
+    sites = []
+    for remark in remarks:
+        site, _, rest = remark.partition(": ")
+        stage, marker, reason = rest.partition(": generic path: ")
+        if marker:
+            sites.append({"site": site, "stage": stage, "reason": reason})
+    return sites
+
+
 def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = None, stages: bool = True) -> dict:
     exported, dumps = compilation.exported, compilation.dumps
     by_name = {d.name: d for d in dumps}
@@ -43,6 +55,7 @@ def manifest_for(compilation: Compilation, model_spec: str, dtype: str | None = 
         "options_hash": compilation.options.stable_hash(),
         "kernel_fallbacks": [{"stage": f.stage, "kernel": f.kernel, "reason": f.message,
                               "reproducer": f"repro/{f.kernel}"} for f in compilation.fallbacks],
+        "generic_sites": generic_sites(compilation.remarks),
         "stages": [{"index": d.index, "name": d.name, **({"file": f"stages/{d.file_name}"} if stages else {}),
                     "seconds": round(d.seconds, 4)} for d in dumps],
         "arguments": [s.to_json() for s in exported.arguments],

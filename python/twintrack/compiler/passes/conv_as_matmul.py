@@ -49,6 +49,7 @@ from mlir import ir
 
 from ..target import DEFAULT_ARCH, DEFAULT_LOWERING_DIR
 from .ir_helpers import PythonPass, defining_op, nested_ops
+from .kernel_fallback import record_refusal
 from .patch_padding import WINDOWS_ATTR
 
 CONVOLUTIONS = ("linalg.conv_1d_ncw_fcw", "linalg.conv_2d_nchw_fchw", "linalg.conv_3d_ncdhw_fcdhw")
@@ -302,6 +303,10 @@ def _window_channels_last(op: ir.Operation, extra: list[tuple[ir.Value, ir.Affin
     return generic.results[0]
 
 
+def _static(op: ir.Operation) -> bool:
+    return all(isinstance(v.type, ir.RankedTensorType) and v.type.has_static_shape for v in op.operands)
+
+
 def _static_floats(op: ir.Operation) -> bool:
     types = [v.type for v in op.operands[:3]]
     return all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types) \
@@ -491,6 +496,9 @@ class ConvAsMatmul(PythonPass):
                 pooling_channels_last(op)
                 continue
             shape = grouped_shape(op) if op.name in GROUPED else conv_shape(op)
+            if shape is None and not _static(op):
+                record_refusal(module, op, "sizes known only at run time (a dynamic batch): no matmul over "
+                                           "its patches")
             if shape is None or not self._kernel_takes(op, shape):
                 continue  # the generic loops read the input in place, with no patches
             if op.name in GROUPED:
