@@ -491,3 +491,15 @@ def test_the_kernel_report_gives_ptxas_notes_once_per_shared_binary(capsys):
                      "(at --Ofast-compile=mid: C7509: wgmma serialized)",
                      "ptxas on forward_attention_9: assembled at full optimization "
                      "(at --Ofast-compile=mid: C7509: wgmma serialized)"]
+
+
+def test_the_report_names_what_keeps_a_matmul_off_the_fast_paths(run_tool, tmp_path):
+    """K = 60 halves: A's rows are 120 bytes, no whole number of the
+    16-byte vectors every matmul kernel reads; the report says so."""
+    result = run_tool("compile", "zoo:gemm?m=64&k=60&n=32", "--pipeline", "gpu", "--dtype", "float16",
+                      "-o", tmp_path / "g", "-q")
+    assert result.returncode == 0, result.stderr
+    assert ("generic path: aten.mm@zoo.py:41 (linalg.matmul): matmul-kernels: A's rows (120 bytes, or its offset) "
+            "are not whole 16-byte vectors") in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith("fast paths: 0.0%") and lines[-2].startswith("generic path:")

@@ -217,8 +217,7 @@ def _report(args: argparse.Namespace, manifest: dict, outdir: Path, say, clock, 
     if args.time_stages:
         print_phase_times(clock)
     if manifest["pipeline"] == "gpu" and manifest["executable"]:
-        print_kernel_report(manifest["kernels"])
-        print_generic_sites(manifest.get("generic_sites", []))
+        print_kernel_report(manifest["kernels"], manifest.get("generic_sites", []))
     print_fallbacks(manifest["kernel_fallbacks"], outdir)
     how = f"{reused}: {manifest['compile_seconds']:.2f} s" if reused else f"{manifest['compile_seconds']:.2f} s"
     say(f"wrote {outdir} ({len(manifest['stages'])} stages, {how})")
@@ -418,7 +417,10 @@ def _print_ptxas_notes(kernels: list[dict]) -> None:
             print(f"ptxas on {name}: assembled at full optimization ({k['ptxas_full_optimization']})")
 
 
-def print_kernel_report(kernels: list[dict]) -> None:
+def print_kernel_report(kernels: list[dict], generic_sites: list[dict] = ()) -> None:
+    """The kernel table, then lines on the run-time M buckets, the once
+    kernels, ptxas's notes and the ops left generic (`generic_sites`), and
+    the share of the flops on fast paths."""
     paths = [k.get("path", "generic").split()[0] for k in kernels]
     name_width = max([22] + [len(k["name"]) for k in kernels]) + 2  # a long name never runs into its path
     path_width = max([14] + [len(p) for p in paths]) + 2
@@ -434,6 +436,7 @@ def print_kernel_report(kernels: list[dict]) -> None:
     _print_bucket_decisions(kernels)
     _print_once_kernels(kernels)
     _print_ptxas_notes(kernels)
+    print_generic_sites(generic_sites)
     share = fast_flop_share((k.get("path", "generic"), k["flops"]) for k in kernels)
     if share is not None:
         fast = sum(1 for p in paths if p != "generic")

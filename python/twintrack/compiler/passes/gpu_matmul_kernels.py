@@ -305,6 +305,32 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
                           c_vectors=_aligned(c) or ((open_m or open_sizes) and _vector_rows(c)), open_m=open_m)
 
 
+def operands_problem(op: ir.Operation, output: ir.Value) -> str:
+    """Why `matmul_operands` (A and B read in vectors) takes no view of
+    `op`: the first of its conditions that fails, named."""
+    a, b, c = op.operands[0].type, op.operands[1].type, output.type
+    for name, memref_type in (("A", a), ("B", b), ("C", c)):
+        if not isinstance(memref_type, ir.MemRefType) or str(memref_type.element_type) not in ELEMENTS:
+            element = getattr(memref_type, "element_type", memref_type)
+            return f"{name} is {element}: the kernels multiply {', '.join(ELEMENTS)}"
+    if str(a.element_type) != str(b.element_type):
+        return f"A is {a.element_type} and B {b.element_type}: the kernels take one type"
+    if b_is_transposed(op) is None:
+        return "B is read through a layout the kernels do not read (neither K x N nor N x K)"
+    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(op.operands[2].type)
+    checked = [("B", b)] if open_m else [("A", a), ("B", b)]
+    for name, memref_type in checked:
+        if not _static(memref_type):
+            return f"{name}'s sizes or layout are known only at run time"
+        if not _vector_rows(memref_type):
+            row_bytes = memref_type.shape[-1] * element_bytes(memref_type.element_type)
+            return (f"{name}'s rows ({row_bytes} bytes, or its offset) are not whole {VECTOR_BYTES}-byte vectors: "
+                    "the kernels read them in vectors")
+    if not open_m and not _static(c):
+        return "C's sizes or layout are known only at run time"
+    return "operands the kernels do not read"
+
+
 def _kernel_memref(memref_type: ir.Type) -> bool:
     return isinstance(memref_type, ir.MemRefType) and str(memref_type.element_type) in ELEMENTS
 
@@ -618,7 +644,7 @@ class GpuMatmulKernels(PythonPass):
                     chosen = choose_kernel([single], table, self.arch, target, request) if single else None
                 if chosen is None:
                     record_refusal(module, site.op, refusals([single], table, self.arch, target) if single
-                                   else "operands not static f32/f16/bf16, or A or B rows not 16-byte aligned")
+                                   else operands_problem(site.op, site.output))
                     continue
                 with kernel_site(module, self.strict):
                     plan = plan_buckets(single, target, lambda o: choose_kernel([o], table, self.arch, target,
