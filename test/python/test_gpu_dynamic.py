@@ -168,15 +168,17 @@ def test_the_kernel_report_states_the_bucket_decision(tmp_path, capsys):
 
 
 def test_the_report_says_why_a_convolution_of_run_time_batch_is_generic(run_tool, tmp_path):
-    """No fast path takes a convolution whose batch is left open yet: the
-    kernel report and the manifest say so, naming the op and the pass."""
+    """No fast path takes a convolution or a pooling window whose batch is
+    left open yet: the kernel report and the manifest say so, naming each
+    op and the pass."""
     model = "zoo:conv_block?batch=8&in_channels=64&channels=64&size=32"
     result = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "--dynamic", "x:0=batch[1,64]",
                       "-o", tmp_path / "dynamic", "-q")
     assert result.returncode == 0, result.stderr
     assert re.search(r"generic path: aten\.convolution@conv\.py:\d+ \(linalg\.conv_2d_nchw_fchw\): convolutions: "
                      r"sizes known only at run time \(a dynamic batch\)", result.stdout), result.stdout
-    (site,) = json.loads((tmp_path / "dynamic" / "manifest.json").read_text())["generic_sites"]
-    assert site["stage"] == "convolutions" and site["site"].endswith(" linalg.conv_2d_nchw_fchw")
+    sites = json.loads((tmp_path / "dynamic" / "manifest.json").read_text())["generic_sites"]
+    assert [site["site"].rpartition(" ")[2] for site in sites] == ["linalg.conv_2d_nchw_fchw", "linalg.pooling_nchw_max"]
+    assert all(site["stage"] == "convolutions" for site in sites)
     static = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "-o", tmp_path / "static", "-q")
     assert static.returncode == 0 and "generic path:" not in static.stdout

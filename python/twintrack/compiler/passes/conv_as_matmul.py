@@ -485,6 +485,10 @@ class ConvAsMatmul(PythonPass):
 
     def _run(self, module: ir.Operation, pass_) -> None:
         for op in nested_ops(module, lambda o: o.name in CONVOLUTIONS + DEPTHWISE + GROUPED + tuple(POOLING)):
+            if not _static(op):
+                record_refusal(module, op, "sizes known only at run time (a dynamic batch): the patches' matmul "
+                                           "and the window kernels take static sizes")
+                continue
             if op.name in DEPTHWISE:
                 depthwise_channels_last(op)
                 continue
@@ -496,9 +500,6 @@ class ConvAsMatmul(PythonPass):
                 pooling_channels_last(op)
                 continue
             shape = grouped_shape(op) if op.name in GROUPED else conv_shape(op)
-            if shape is None and not _static(op):
-                record_refusal(module, op, "sizes known only at run time (a dynamic batch): no matmul over "
-                                           "its patches")
             if shape is None or not self._kernel_takes(op, shape):
                 continue  # the generic loops read the input in place, with no patches
             if op.name in GROUPED:
