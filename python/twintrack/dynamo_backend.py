@@ -564,12 +564,17 @@ class PerBucket:
     dynamic shapes per bucket: each symbol's sizes in a range `bucket_width`
     wide ([1, w], then [w + 1, 2w], ...). A call whose sizes no bucket
     holds compiles theirs (a recompile, recorded with the size that caused it).
+    A graph with a convolution compiles each size apart (buckets of one
+    size): the convolutions' fast paths (the GPU's matmul over patches and
+    window kernels, the CPU's im2col kernel) take static sizes only, and
+    the generic loops of a dynamic compile are many times slower.
     `state_inputs`: the graph's arguments that hold the model's state."""
 
     def __init__(self, compiler: GraphCompiler, gm: torch.fx.GraphModule, name: str, target: str,
                  symbols: SymbolicInputs, state_inputs: tuple[int, ...] = ()):
         self.compiler, self.gm, self.name, self.target, self.symbols = compiler, gm, name, target, symbols
         self.state_inputs = state_inputs
+        self.per_size = any(node.target is torch.ops.aten.convolution.default for node in gm.graph.nodes)
         self.buckets: list[tuple[dict[str, tuple[int, int]], object]] = []
 
     def __call__(self, *args):
@@ -593,7 +598,8 @@ class PerBucket:
         if self.buckets:
             _STATS.recompiles.append(f"{name}: " + ", ".join(
                 f"{symbol} = {size} in [{ranges[symbol][0]}, {ranges[symbol][1]}]" for symbol, size in sizes.items())
-                + " (past the buckets compiled before)")
+                + (" (a graph with convolutions compiles each size: their fast paths take static sizes)"
+                   if self.per_size else " (past the buckets compiled before)"))
         tensors = self.symbols.tensors(args)
         positions = {position: index for index, position in
                      enumerate(p for p in range(len(args)) if p not in self.symbols.integers)}
@@ -609,7 +615,10 @@ class PerBucket:
         return run
 
     def _bucket(self, symbol: str, size: int) -> tuple[int, int]:
-        """The range of `bucket_width` sizes holding `size`, within the symbol's own range."""
+        """The range of `bucket_width` sizes holding `size`, within the symbol's
+        own range; `size` alone where the graph compiles each size apart."""
+        if self.per_size:
+            return size, size
         width = bucket_width(self.target)
         low, high = self.symbols.ranges[symbol]
         start = size - (size - 1) % width

@@ -404,6 +404,22 @@ def test_a_graph_with_symbolic_sizes_is_compiled_once_for_a_bucket_of_sizes():
     assert not dynamo_backend.stats().fallbacks
 
 
+def test_a_graph_with_a_convolution_compiles_each_size_on_its_fast_path():
+    """The convolutions' fast paths take static sizes: a graph with one
+    compiles each batch size apart (a static compile each), not one bucket
+    of generic loops; a size seen before is served by its compile."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    compiled = torch.compile(model, backend="twintrack", dynamic=True)
+    for batch in (2, 3, 2):
+        x = torch.randn(batch, 3, 8, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x))
+    stats = dynamo_backend.stats()
+    assert (stats.compiled, stats.fallbacks) == (2, []), stats
+    (recompile,) = stats.recompiles
+    assert "= 3 in [3, 3]" in recompile and "convolutions compiles each size" in recompile
+
+
 def test_dynamic_true_compiles_once_for_inference_and_for_training():
     model = _mlp()
     compiled = torch.compile(model, backend="twintrack", dynamic=True)
