@@ -193,9 +193,9 @@ class GpuExecutable:
 
     def _kept_sets(self) -> list["Kept"]:
         """Each distinct `Kept` of the resolutions (a dynamic plan's share one)."""
-        found = {id(sized.once): sized.once for sized in [self._static, *self._sized_plans.values()]
-                 if sized is not None and sized.once is not None}
-        return list(found.values())
+        sets = [self._shared_kept, *(sized.once for sized in [self._static, *self._sized_plans.values()]
+                                     if sized is not None)]
+        return list({id(kept): kept for kept in sets if kept is not None}.values())
 
     def replay_summary(self) -> dict | None:
         """How the captured graph (the last call's sizes') takes the caller's
