@@ -308,9 +308,7 @@ def _static(op: ir.Operation) -> bool:
 
 
 def _static_floats(op: ir.Operation) -> bool:
-    types = [v.type for v in op.operands[:3]]
-    return all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in types) \
-        and all(str(t.element_type) in ELEMENT_BYTES for t in types)
+    return _static(op) and all(str(v.type.element_type) in ELEMENT_BYTES for v in op.operands[:3])
 
 
 def _widened(value: ir.Value, element: ir.Type) -> ir.Value:
