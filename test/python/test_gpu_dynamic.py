@@ -182,3 +182,23 @@ def test_the_report_says_why_a_convolution_of_run_time_batch_is_generic(run_tool
     assert all(site["stage"] == "convolutions" for site in sites)
     static = run_tool("compile", model, "--pipeline", "gpu", "--dtype", "float16", "-o", tmp_path / "static", "-q")
     assert static.returncode == 0 and "generic path:" not in static.stdout
+
+
+def test_the_dynamic_benchmark_compiles_tf32_for_the_gpu(run_tool, tmp_path):
+    """bench_dynamic --allow-tf32 --compile-only: the dynamic artifact and
+    each static one round the weights of their tf32 matmuls once (a step
+    each), and problem.json carries the
+    flag to the GPU machine (eager and Inductor then run tf32 too)."""
+    result = run_tool("bench_dynamic", "zoo:mlp", "--dynamic", "x:0=rows[1,256]", "--sizes", "rows=64;rows=200",
+                      "--target", "gpu", "--compile-only", "--allow-tf32", "--artifacts", tmp_path / "a")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "a" / "problem.json").read_text())["allow_tf32"] is True
+    for artifact in ("dynamic", "static-0", "static-1"):
+        plan = json.loads((tmp_path / "a" / artifact / "plan.json").read_text())
+        assert validate_plan(plan) == []
+        launches = [s for s in plan["steps"] if s["op"] == "launch"]
+        tf32 = [s for s in launches if s["path"].startswith("wgmma-matmul")]  # the last layer's N = 8: CUDA cores
+        assert len(tf32) == 2 and sum(bool(s.get("once")) for s in launches) == len(tf32), artifact
+    refused = run_tool("bench_dynamic", "zoo:mlp", "--dynamic", "x:0=rows[1,256]", "--sizes", "rows=64",
+                       "--allow-tf32")
+    assert refused.returncode == 2 and "--allow-tf32 is for --target gpu" in refused.stderr

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--artifacts", type=Path, metavar="DIR", help="(gpu) the compiled artifacts: written "
                         "with --compile-only, read without")
     parser.add_argument("--compile-only", action="store_true", help="(gpu) compile into --artifacts, time nothing")
+    parser.add_argument("--allow-tf32", action="store_true", help="(gpu, with --compile-only) f32 matmuls on the "
+                        "tf32 tensor cores, as tools/compile.py's; eager and Inductor then run tf32 too, and the "
+                        "error is held to tf32's tolerance")
     parser.add_argument("--tag", default="model", help="a name for the result files (default: %(default)s)")
     parser.add_argument("--no-inductor", action="store_true", help="leave Inductor out")
     parser.add_argument("--repeat", type=int, default=10, help="timed runs per track, at least (default: %(default)s)")
@@ -66,6 +69,8 @@ def main(args: argparse.Namespace) -> int:
         return _run(args, *_read_artifacts(args))
     if args.model is None or args.dynamic is None or args.sizes is None:
         raise UsageError("MODEL, --dynamic and --sizes are required (on the GPU machine: --target gpu --artifacts DIR)")
+    if args.allow_tf32:
+        raise UsageError("--allow-tf32 is for --target gpu (the CPU has no tf32)")
     import twintrack
     set_threads(args.threads)
     source, dims, shapes = _problem(args.model, args.dynamic, args.sizes)
@@ -113,22 +118,27 @@ def _compile_for_gpu(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     if args.model is None or args.dynamic is None or args.sizes is None:
         raise UsageError("--compile-only needs MODEL, --dynamic and --sizes")
+    from ..compiler.options import CompileOptions
     source, dims, shapes = _problem(args.model, args.dynamic, args.sizes)
     directory = output_directory(args.artifacts)
+    options = CompileOptions(pipeline="gpu", allow_tf32=args.allow_tf32)
     progress(f"compiling {args.model} once for {args.dynamic}, for the GPU")
     start = time.perf_counter()
-    twintrack.compile(source.module, source.example_inputs, target="gpu", dynamic=dims).save(directory / "dynamic")
+    twintrack.export(source.module, source.example_inputs, checks=False, dynamic=dims).lower_with(options) \
+        .save(directory / "dynamic")
     compile_seconds = {"twintrack dynamic": time.perf_counter() - start}
     static_seconds = []
     for number, sizes in enumerate(shapes):
         progress("static compile at " + ", ".join(f"{name}={size}" for name, size in sizes.items()))
         inputs = random_inputs(_specs(source, dims), seed=number, sizes=sizes)
         start = time.perf_counter()
-        twintrack.compile(source.module, tuple(inputs), target="gpu").save(directory / f"static-{number}")
+        twintrack.export(source.module, tuple(inputs), checks=False).lower_with(options) \
+            .save(directory / f"static-{number}")
         static_seconds.append(time.perf_counter() - start)
     torch.save(source.module.state_dict(), directory / "module_state.pt")
     write_whole(directory / "problem.json", json.dumps(
-        {"model": args.model, "dynamic": args.dynamic, "sizes": args.sizes, "compile_seconds": compile_seconds,
+        {"model": args.model, "dynamic": args.dynamic, "sizes": args.sizes, "allow_tf32": args.allow_tf32,
+         "compile_seconds": compile_seconds,
          "static_compile_seconds": static_seconds}, indent=1) + "\n")
     progress(f"wrote {directory}: carry it to the GPU machine and run bench_dynamic.py --target gpu "
              f"--artifacts {directory}")
@@ -149,7 +159,7 @@ def _read_artifacts(args: argparse.Namespace):
     source, dims, shapes = _problem(problem["model"], problem["dynamic"], problem["sizes"])
     source.module.load_state_dict(torch.load(args.artifacts / "module_state.pt"))
     source.module.cuda()
-    args.model, args.dynamic = problem["model"], problem["dynamic"]
+    args.model, args.dynamic, args.allow_tf32 = problem["model"], problem["dynamic"], problem.get("allow_tf32", False)
     dynamic = load(args.artifacts / "dynamic")
 
     def static_compile(number: int, inputs: list):
@@ -159,7 +169,16 @@ def _read_artifacts(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace, source, dims, shapes, dynamic, static_compile, compile_seconds: dict,
          device: str) -> int:
-    """Each shape: the dynamic artifact's error against float64, and every track's latency."""
+    """Each shape: the dynamic artifact's error against float64, and every
+    track's latency; eager and Inductor in f32 as the artifact was compiled
+    (tf32 with --allow-tf32)."""
+    from ..harness.numerics import float32_as_compiled
+    with float32_as_compiled(args.allow_tf32):
+        return _run_tracks(args, source, dims, shapes, dynamic, static_compile, compile_seconds, device)
+
+
+def _run_tracks(args: argparse.Namespace, source, dims, shapes, dynamic, static_compile, compile_seconds: dict,
+                device: str) -> int:
     import torch
 
     from ..dynamic_shapes import concrete_shape
@@ -185,7 +204,8 @@ def _run(args: argparse.Namespace, source, dims, shapes, dynamic, static_compile
             times = {name: measure(run, device, repeat=args.repeat) for name, run in tracks.items()}
         rows.append({"sizes": sizes, "shapes": [list(concrete_shape(s.shape, sizes)) for s in specs],
                      "error": error, "ok": error < tolerance(specs[0].dtype if specs[0].dtype in
-                                                           ("float32", "float16", "bfloat16") else "float32"),
+                                                           ("float32", "float16", "bfloat16") else "float32",
+                                                           args.allow_tf32),
                      "static_compile_seconds": static_seconds,
                      **{f"{name} ms": t.median_ms for name, t in times.items()},
                      **{f"{name} spread": t.spread for name, t in times.items()}})
