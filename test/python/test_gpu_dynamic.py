@@ -189,11 +189,11 @@ def test_the_dynamic_benchmark_compiles_tf32_for_the_gpu(run_tool, tmp_path):
     each static one round the weights of their tf32 matmuls once (a step
     each), and problem.json carries the
     flag to the GPU machine (eager and Inductor then run tf32 too)."""
-    result = run_tool("bench_dynamic", "zoo:mlp", "--dynamic", "x:0=rows[1,256]", "--sizes", "rows=64;rows=200",
+    result = run_tool("bench_dynamic", "zoo:mlp", "--dynamic", "x:0=rows[1,256]", "--sizes", "rows=200",
                       "--target", "gpu", "--compile-only", "--allow-tf32", "--artifacts", tmp_path / "a")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "a" / "problem.json").read_text())["allow_tf32"] is True
-    for artifact in ("dynamic", "static-0", "static-1"):
+    for artifact in ("dynamic", "static-0"):
         plan = json.loads((tmp_path / "a" / artifact / "plan.json").read_text())
         assert validate_plan(plan) == []
         launches = [s for s in plan["steps"] if s["op"] == "launch"]
