@@ -122,18 +122,19 @@ def _compile_for_gpu(args: argparse.Namespace) -> int:
     source, dims, shapes = _problem(args.model, args.dynamic, args.sizes)
     directory = output_directory(args.artifacts)
     options = CompileOptions(pipeline="gpu", allow_tf32=args.allow_tf32)
+
+    def compile_into(name: str, inputs: tuple, dynamic: list | None = None) -> None:
+        twintrack.export(source.module, inputs, checks=False, dynamic=dynamic).lower_with(options).save(directory / name)
     progress(f"compiling {args.model} once for {args.dynamic}, for the GPU")
     start = time.perf_counter()
-    twintrack.export(source.module, source.example_inputs, checks=False, dynamic=dims).lower_with(options) \
-        .save(directory / "dynamic")
+    compile_into("dynamic", source.example_inputs, dims)
     compile_seconds = {"twintrack dynamic": time.perf_counter() - start}
     static_seconds = []
     for number, sizes in enumerate(shapes):
         progress("static compile at " + ", ".join(f"{name}={size}" for name, size in sizes.items()))
         inputs = random_inputs(_specs(source, dims), seed=number, sizes=sizes)
         start = time.perf_counter()
-        twintrack.export(source.module, tuple(inputs), checks=False).lower_with(options) \
-            .save(directory / f"static-{number}")
+        compile_into(f"static-{number}", tuple(inputs))
         static_seconds.append(time.perf_counter() - start)
     torch.save(source.module.state_dict(), directory / "module_state.pt")
     write_whole(directory / "problem.json", json.dumps(

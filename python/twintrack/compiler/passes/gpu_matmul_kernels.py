@@ -289,7 +289,7 @@ def matmul_operands(op: ir.Operation, output: ir.Value, target: GpuTarget | None
     a, b, c = op.operands[0].type, op.operands[1].type, output.type
     transposed = b_is_transposed(op)
     # The matmul's own result (the epilogue may store it split: B·S as B, S).
-    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(op.operands[2].type)
+    open_m = _m_open(op)
     readable = _aligned if vector_operands else _kernel_memref if open_sizes else _static
     stored = _kernel_memref if open_sizes and not vector_operands else _static
     if transposed is None or not (readable(b) and (open_m or (readable(a) and stored(c)))):
@@ -317,7 +317,7 @@ def operands_problem(op: ir.Operation, output: ir.Value) -> str:
         return f"A is {a.element_type} and B {b.element_type}: the kernels take one type"
     if b_is_transposed(op) is None:
         return "B is read through a layout the kernels do not read (neither K x N nor N x K)"
-    open_m = op.name == "linalg.matmul" and _open_rows(a) and _open_rows(op.operands[2].type)
+    open_m = _m_open(op)
     checked = [("B", b)] if open_m else [("A", a), ("B", b)]
     for name, memref_type in checked:
         if not _static(memref_type):
@@ -351,6 +351,11 @@ def _planned_size(op: ir.Operation, value: ir.Value, dim: int, most: int) -> int
         function = function.parent
     largest = UpperBounds(function).dim(value, dim)
     return min(most, largest) if largest else most
+
+
+def _m_open(op: ir.Operation) -> bool:
+    """A 2-D matmul whose M (A's and its result's rows) is known only at run time."""
+    return op.name == "linalg.matmul" and _open_rows(op.operands[0].type) and _open_rows(op.operands[2].type)
 
 
 def _open_rows(memref_type: ir.Type) -> bool:
